@@ -1,0 +1,45 @@
+//! memsight-core: the snapshot model, its loader and replay, and the snapshot generator.
+//!
+//! Nothing here draws: the UI crate and the command line build on these types.
+
+pub mod load;
+pub mod model;
+pub mod pickle;
+pub mod replay;
+
+pub use load::{LoadError, LoadProgress, load_bytes, load_path, load_reader};
+pub use model::Snapshot;
+pub mod report;
+pub mod units;
+
+pub use replay::{DeviceReplay, replay_all};
+
+/// A loaded snapshot with its replay: what the command line and the UI work on.
+#[derive(Debug)]
+pub struct Loaded {
+    pub snapshot: Snapshot,
+    /// One per device, in the order of `snapshot.devices`.
+    pub replays: Vec<DeviceReplay>,
+    /// Loader and replay warnings together.
+    pub warnings: Vec<model::Warning>,
+}
+
+impl Loaded {
+    /// Replays every device of `snapshot` and gathers all warnings.
+    pub fn new(snapshot: Snapshot) -> Self {
+        let (replays, replay_warnings) = replay_all(&snapshot);
+        let warnings = snapshot.warnings.iter().cloned().chain(replay_warnings).collect();
+        Self { snapshot, replays, warnings }
+    }
+
+    /// Loads and replays the file at `path`.
+    pub fn open(path: &std::path::Path, progress: Option<&LoadProgress>) -> Result<Self, LoadError> {
+        load_path(path, progress).map(Self::new)
+    }
+
+    /// The replay of device `ordinal`.
+    pub fn replay(&self, ordinal: u32) -> Option<(&model::Device, &DeviceReplay)> {
+        let i = self.snapshot.devices.iter().position(|d| d.ordinal == ordinal)?;
+        Some((&self.snapshot.devices[i], &self.replays[i]))
+    }
+}

@@ -1,0 +1,714 @@
+//! Replay: what the pool looked like after any event.
+//!
+//! The trace is a ring buffer, so the state before its first event is reconstructed by undoing
+//! the trace from the final segments. From there one forward pass gives
+//! - allocated / active / reserved bytes after every event (stored, so a query is O(1));
+//! - every allocation's [`Lifetime`] (the lifecycle chart's input);
+//! - checkpoints of the full pool, spaced so that their total size stays proportional to the
+//!   trace, from which [`DeviceReplay::pool_after`] replays at most one interval.
+//!
+//! Byte totals count requested bytes, like the trace (see the format doc): a final block counts
+//! by its `requested_size`.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::model::{Action, BlockState, Device, PoolId, Snapshot, StackId, StreamId, Warning, WarningKind};
+
+/// Id of a lifetime in [`DeviceReplay::lifetimes`].
+pub type LifetimeId = u32;
+pub const NO_LIFETIME: LifetimeId = u32::MAX;
+
+/// Fewest events between two checkpoints; more when many blocks are live (see module doc).
+const MIN_CHECKPOINT_INTERVAL: usize = 2048;
+
+/// The caching allocator's rounding of a request (512-byte multiples, at least 512).
+pub fn rounded_size_bytes(requested_size_bytes: u64) -> u64 {
+    requested_size_bytes.max(1).div_ceil(512) * 512
+}
+
+/// One allocation, from its `alloc` (or from before the trace) to its `free_completed` (or the
+/// end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lifetime {
+    pub addr: u64,
+    pub requested_size_bytes: u64,
+    /// The rounded block size, known only for blocks still live at dump time.
+    pub size_bytes: Option<u64>,
+    pub stream: StreamId,
+    pub stack: StackId,
+    /// `None`: allocated before the trace began.
+    pub alloc_event: Option<u32>,
+    pub free_requested_event: Option<u32>,
+    /// `None`: still live at the end. For an `alloc` at a live address, the superseding event.
+    pub free_completed_event: Option<u32>,
+    /// Freed by its tensor before the trace began, still pending when it started.
+    pub pending_free_at_start: bool,
+}
+
+impl Lifetime {
+    /// Whether the block is live right after event `n` (`None`: before the first event).
+    pub fn is_live_after(&self, n: Option<u32>) -> bool {
+        let started = match (self.alloc_event, n) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(n)) => a <= n,
+        };
+        let ended = match (self.free_completed_event, n) {
+            (None, _) | (Some(_), None) => false,
+            (Some(f), Some(n)) => f <= n,
+        };
+        started && !ended
+    }
+
+    /// State right after event `n` while live.
+    pub fn state_after(&self, n: Option<u32>) -> BlockState {
+        let requested = match (self.free_requested_event, n) {
+            (Some(r), Some(n)) => r <= n,
+            _ => false,
+        };
+        if requested || self.pending_free_at_start { BlockState::ActivePendingFree } else { BlockState::ActiveAllocated }
+    }
+}
+
+/// Allocated, active and reserved bytes at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Totals {
+    pub allocated_bytes: i64,
+    pub active_bytes: i64,
+    pub reserved_bytes: i64,
+}
+
+/// The highest value a total reached and the event right after which it did (`None`: before the
+/// first event).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    pub bytes: i64,
+    pub event: Option<u32>,
+}
+
+/// A mapped address range of a segment (a whole segment, or part of an expandable one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    end: u64,
+    stream: StreamId,
+    pool: PoolId,
+    expandable: bool,
+}
+
+type Pieces = BTreeMap<u64, Piece>;
+
+/// Adds `[start, end)`; false if it overlapped what was there (the overlap is replaced).
+fn add_range(pieces: &mut Pieces, start: u64, piece: Piece) -> bool {
+    let clean = remove_range(pieces, start, piece.end) == 0;
+    pieces.insert(start, piece);
+    clean
+}
+
+/// Removes `[start, end)` from whatever pieces cover it, splitting them; returns the bytes removed.
+fn remove_range(pieces: &mut Pieces, start: u64, end: u64) -> u64 {
+    let mut removed = 0;
+    let first = pieces.range(..start).next_back().filter(|(_, p)| p.end > start).map(|(&s, _)| s);
+    let keys: Vec<u64> = first.into_iter().chain(pieces.range(start..end).map(|(&s, _)| s)).collect();
+    for key in keys {
+        let Some(piece) = pieces.remove(&key) else { continue };
+        let (cut_start, cut_end) = (key.max(start), piece.end.min(end));
+        removed += cut_end.saturating_sub(cut_start);
+        if key < cut_start {
+            pieces.insert(key, Piece { end: cut_start, ..piece });
+        }
+        if cut_end < piece.end {
+            pieces.insert(cut_end, piece);
+        }
+    }
+    removed
+}
+
+/// The pool before event `at`.
+#[derive(Clone, Debug)]
+struct Checkpoint {
+    at: usize,
+    pieces: Vec<(u64, Piece)>,
+    /// Live lifetimes, by address.
+    live: Vec<(u64, LifetimeId)>,
+}
+
+/// Everything known about one device's trace over time.
+#[derive(Clone, Debug)]
+pub struct DeviceReplay {
+    pub ordinal: u32,
+    /// Before the first event.
+    pub initial: Totals,
+    allocated_bytes: Vec<i64>,
+    active_bytes: Vec<i64>,
+    reserved_bytes: Vec<i64>,
+    pub peak_allocated: Peak,
+    pub peak_active: Peak,
+    pub peak_reserved: Peak,
+    pub lifetimes: Vec<Lifetime>,
+    /// For each event, the lifetime it belongs to ([`NO_LIFETIME`] for segment and other events).
+    pub event_lifetime: Vec<LifetimeId>,
+    checkpoints: Vec<Checkpoint>,
+    event_count: usize,
+}
+
+/// One block of the pool at a moment; free gaps appear as `Inactive` blocks.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PoolBlock {
+    pub address: u64,
+    pub size_bytes: u64,
+    pub requested_size_bytes: u64,
+    #[serde(serialize_with = "serialize_state")]
+    pub state: BlockState,
+    /// False when the rounded size is estimated (the trace records only requested sizes).
+    pub size_exact: bool,
+    #[serde(skip)]
+    pub lifetime: Option<LifetimeId>,
+}
+
+fn serialize_state<S: serde::Serializer>(state: &BlockState, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state.name())
+}
+
+/// One segment of the pool at a moment (an expandable segment: one contiguous mapped range).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSegment {
+    pub address: u64,
+    pub total_size_bytes: u64,
+    pub stream: StreamId,
+    pub pool: PoolId,
+    pub is_expandable: bool,
+    /// Address order, tiling the segment.
+    pub blocks: Vec<PoolBlock>,
+}
+
+impl PoolSegment {
+    /// Free gaps and the largest of them, in bytes.
+    pub fn gaps(&self) -> (usize, u64) {
+        let free = self.blocks.iter().filter(|b| b.state == BlockState::Inactive);
+        free.fold((0, 0), |(n, largest), b| (n + 1, largest.max(b.size_bytes)))
+    }
+}
+
+/// The full pool right after one event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolState {
+    /// `None`: before the first event.
+    pub event: Option<u32>,
+    pub totals: Totals,
+    pub segments: Vec<PoolSegment>,
+    /// Live blocks that lie in no segment (an inconsistent file).
+    pub unplaced_blocks: Vec<PoolBlock>,
+}
+
+/// Replays every device of `snapshot` (in parallel) and returns the replays with the warnings
+/// found on the way.
+pub fn replay_all(snapshot: &Snapshot) -> (Vec<DeviceReplay>, Vec<Warning>) {
+    let results: Vec<(DeviceReplay, Vec<Warning>)> = snapshot.devices.par_iter().map(DeviceReplay::build).collect();
+    let mut warnings = Vec::new();
+    let replays = results
+        .into_iter()
+        .map(|(r, w)| {
+            warnings.extend(w);
+            r
+        })
+        .collect();
+    (replays, warnings)
+}
+
+/// Counts one kind of oddity and becomes one warning.
+struct Tally {
+    kind: WarningKind,
+    message: &'static str,
+    count: u64,
+    first: Option<u32>,
+}
+
+impl Tally {
+    fn new(kind: WarningKind, message: &'static str) -> Self {
+        Self { kind, message, count: 0, first: None }
+    }
+
+    fn hit(&mut self, event: Option<u32>) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = event;
+        }
+    }
+
+    fn into_warning(self, device: u32) -> Option<Warning> {
+        (self.count > 0).then(|| Warning {
+            kind: self.kind,
+            device: Some(device),
+            event: self.first,
+            count: self.count,
+            message: self.message.to_string(),
+        })
+    }
+}
+
+impl DeviceReplay {
+    #[expect(clippy::too_many_lines, reason = "the forward pass is one loop over the actions")]
+    pub fn build(device: &Device) -> (Self, Vec<Warning>) {
+        let trace = &device.trace;
+        let n = trace.len();
+        let has_free_requested = trace.action.contains(&Action::FreeRequested);
+        let mut free_without_alloc = Tally::new(WarningKind::FreeWithoutAlloc, "frees whose alloc is older than the trace");
+        let mut alloc_at_live = Tally::new(WarningKind::AllocAtLiveAddress, "alloc at an address that is still live");
+        let mut disagree_blocks =
+            Tally::new(WarningKind::TraceDisagreesWithSegments, "blocks the trace leaves live are not in the final segments");
+        let mut disagree_final = Tally::new(
+            WarningKind::TraceDisagreesWithSegments,
+            "live blocks in the final segments were freed by the trace and not allocated again",
+        );
+
+        // Pass 1: lifetimes and per-event deltas.
+        let mut lifetimes: Vec<Lifetime> = Vec::new();
+        let mut event_lifetime = vec![NO_LIFETIME; n];
+        let mut live: FxHashMap<u64, LifetimeId> = FxHashMap::default();
+        let mut freed_addrs: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut delta = vec![Totals::default(); n];
+        for i in 0..n {
+            let (addr, size) = (trace.addr[i], trace.size_bytes[i] as i64);
+            let event = Some(i as u32);
+            let ghost = |lifetimes: &mut Vec<Lifetime>| {
+                lifetimes.push(Lifetime {
+                    addr,
+                    requested_size_bytes: trace.size_bytes[i],
+                    size_bytes: None,
+                    stream: trace.stream[i],
+                    stack: trace.stack[i],
+                    alloc_event: None,
+                    free_requested_event: None,
+                    free_completed_event: None,
+                    pending_free_at_start: false,
+                });
+                (lifetimes.len() - 1) as LifetimeId
+            };
+            let d = &mut delta[i];
+            match trace.action[i] {
+                Action::Alloc => {
+                    if let Some(old) = live.insert(addr, lifetimes.len() as LifetimeId) {
+                        alloc_at_live.hit(event);
+                        lifetimes[old as usize].free_completed_event = event;
+                    }
+                    lifetimes.push(Lifetime {
+                        addr,
+                        requested_size_bytes: trace.size_bytes[i],
+                        size_bytes: None,
+                        stream: trace.stream[i],
+                        stack: trace.stack[i],
+                        alloc_event: event,
+                        free_requested_event: None,
+                        free_completed_event: None,
+                        pending_free_at_start: false,
+                    });
+                    event_lifetime[i] = (lifetimes.len() - 1) as LifetimeId;
+                    d.allocated_bytes = size;
+                    d.active_bytes = size;
+                }
+                Action::FreeRequested => {
+                    let id = *live.entry(addr).or_insert_with(|| {
+                        free_without_alloc.hit(event);
+                        ghost(&mut lifetimes)
+                    });
+                    lifetimes[id as usize].free_requested_event = event;
+                    event_lifetime[i] = id;
+                    d.allocated_bytes = -size;
+                }
+                Action::FreeCompleted => {
+                    let id = live.remove(&addr).unwrap_or_else(|| {
+                        free_without_alloc.hit(event);
+                        let id = ghost(&mut lifetimes);
+                        // Its free_requested, if the file records them, came before the trace.
+                        lifetimes[id as usize].pending_free_at_start = has_free_requested;
+                        id
+                    });
+                    let lifetime = &mut lifetimes[id as usize];
+                    lifetime.free_completed_event = event;
+                    if lifetime.free_requested_event.is_none() && !lifetime.pending_free_at_start {
+                        d.allocated_bytes = -size;
+                    }
+                    d.active_bytes = -size;
+                    event_lifetime[i] = id;
+                    freed_addrs.insert(addr, i as u32);
+                }
+                Action::SegmentAlloc | Action::SegmentMap => d.reserved_bytes = size,
+                Action::SegmentFree | Action::SegmentUnmap => d.reserved_bytes = -size,
+                _ => {}
+            }
+        }
+
+        // Blocks live at dump time: attach their rounded size, or add them as alive throughout.
+        for (segment, block) in device.segments.iter().flat_map(|s| s.blocks.iter().map(move |b| (s, b))) {
+            if block.state == BlockState::Inactive {
+                continue;
+            }
+            if let Some(id) = live.remove(&block.address) {
+                lifetimes[id as usize].size_bytes = Some(block.size_bytes);
+                continue;
+            }
+            if let Some(&freed_at) = freed_addrs.get(&block.address) {
+                disagree_final.hit(Some(freed_at));
+            }
+            lifetimes.push(Lifetime {
+                addr: block.address,
+                requested_size_bytes: block.requested_size_bytes,
+                size_bytes: Some(block.size_bytes),
+                stream: segment.stream,
+                stack: block.stack,
+                alloc_event: None,
+                free_requested_event: None,
+                free_completed_event: None,
+                pending_free_at_start: block.state == BlockState::ActivePendingFree,
+            });
+        }
+        let mut left_live: Vec<LifetimeId> = live.into_values().collect();
+        left_live.sort_unstable();
+        for id in left_live {
+            disagree_blocks.hit(lifetimes[id as usize].alloc_event);
+        }
+
+        // Totals: final from the segments, initial by undoing every delta.
+        let final_totals = Totals {
+            allocated_bytes: device.requested_bytes_final(&[BlockState::ActiveAllocated]) as i64,
+            active_bytes: device.requested_bytes_final(&[BlockState::ActiveAllocated, BlockState::ActivePendingFree]) as i64,
+            reserved_bytes: device.reserved_bytes_final() as i64,
+        };
+        let sum = delta.iter().fold(Totals::default(), |acc, d| Totals {
+            allocated_bytes: acc.allocated_bytes + d.allocated_bytes,
+            active_bytes: acc.active_bytes + d.active_bytes,
+            reserved_bytes: acc.reserved_bytes + d.reserved_bytes,
+        });
+        let initial = Totals {
+            allocated_bytes: final_totals.allocated_bytes - sum.allocated_bytes,
+            active_bytes: final_totals.active_bytes - sum.active_bytes,
+            reserved_bytes: final_totals.reserved_bytes - sum.reserved_bytes,
+        };
+
+        let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) = rayon::join(
+            || {
+                let mut cum = initial;
+                let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+                for d in &delta {
+                    cum.allocated_bytes += d.allocated_bytes;
+                    cum.active_bytes += d.active_bytes;
+                    cum.reserved_bytes += d.reserved_bytes;
+                    columns.0.push(cum.allocated_bytes);
+                    columns.1.push(cum.active_bytes);
+                    columns.2.push(cum.reserved_bytes);
+                }
+                columns
+            },
+            || build_checkpoints(device, &lifetimes, &event_lifetime),
+        );
+        drop(delta);
+
+        let peak = |initial: i64, column: &[i64]| {
+            let mut best = Peak { bytes: initial, event: None };
+            for (i, &v) in column.iter().enumerate() {
+                if v > best.bytes {
+                    best = Peak { bytes: v, event: Some(i as u32) };
+                }
+            }
+            best
+        };
+        let replay = Self {
+            ordinal: device.ordinal,
+            initial,
+            peak_allocated: peak(initial.allocated_bytes, &allocated_bytes),
+            peak_active: peak(initial.active_bytes, &active_bytes),
+            peak_reserved: peak(initial.reserved_bytes, &reserved_bytes),
+            allocated_bytes,
+            active_bytes,
+            reserved_bytes,
+            lifetimes,
+            event_lifetime,
+            checkpoints,
+            event_count: n,
+        };
+
+        let mut warnings: Vec<Warning> =
+            [free_without_alloc, alloc_at_live, disagree_blocks, disagree_final].into_iter().filter_map(|t| t.into_warning(device.ordinal)).collect();
+        if segment_mismatches > 0 {
+            warnings.push(Warning {
+                kind: WarningKind::TraceDisagreesWithSegments,
+                device: Some(device.ordinal),
+                event: None,
+                count: segment_mismatches,
+                message: "segment events that do not match the segments reconstructed from the final state".into(),
+            });
+        }
+        if initial.allocated_bytes < 0 || initial.active_bytes < 0 || initial.reserved_bytes < 0 {
+            warnings.push(Warning {
+                kind: WarningKind::TraceDisagreesWithSegments,
+                device: Some(device.ordinal),
+                event: None,
+                count: 1,
+                message: format!(
+                    "undoing the trace from the final segments gives negative bytes before the first event \
+                     (allocated {}, active {}, reserved {})",
+                    initial.allocated_bytes, initial.active_bytes, initial.reserved_bytes
+                ),
+            });
+        }
+        let over = (0..n).filter(|&i| replay.allocated_bytes[i] > replay.reserved_bytes[i]);
+        let (over_count, first_over) = over.fold((0u64, None), |(c, f), i| (c + 1, f.or(Some(i as u32))));
+        if over_count > 0 {
+            warnings.push(Warning {
+                kind: WarningKind::TraceDisagreesWithSegments,
+                device: Some(device.ordinal),
+                event: first_over,
+                count: over_count,
+                message: "allocated bytes above reserved bytes".into(),
+            });
+        }
+        (replay, warnings)
+    }
+
+    pub fn event_count(&self) -> usize {
+        self.event_count
+    }
+
+    /// Totals right after event `n` (`None`: before the first event). O(1).
+    pub fn totals_after(&self, n: Option<u32>) -> Totals {
+        match n {
+            None => self.initial,
+            Some(n) => {
+                let i = (n as usize).min(self.event_count.saturating_sub(1));
+                if self.event_count == 0 {
+                    return self.initial;
+                }
+                Totals {
+                    allocated_bytes: self.allocated_bytes[i],
+                    active_bytes: self.active_bytes[i],
+                    reserved_bytes: self.reserved_bytes[i],
+                }
+            }
+        }
+    }
+
+    /// Allocated bytes after each event, oldest first.
+    pub fn allocated_bytes(&self) -> &[i64] {
+        &self.allocated_bytes
+    }
+
+    /// Active bytes after each event, oldest first.
+    pub fn active_bytes(&self) -> &[i64] {
+        &self.active_bytes
+    }
+
+    /// Reserved bytes after each event, oldest first.
+    pub fn reserved_bytes(&self) -> &[i64] {
+        &self.reserved_bytes
+    }
+
+    /// Totals at dump time.
+    pub fn final_totals(&self) -> Totals {
+        self.totals_after(self.event_count.checked_sub(1).map(|n| n as u32))
+    }
+
+    pub fn checkpoint_count(&self) -> usize {
+        self.checkpoints.len()
+    }
+
+    /// The full pool right after event `n` (`None`: before the first event; past the end: the
+    /// final state). Replays at most one checkpoint interval.
+    pub fn pool_after(&self, device: &Device, n: Option<u32>) -> PoolState {
+        let n = n.map(|n| n.min(self.event_count.saturating_sub(1) as u32)).filter(|_| self.event_count > 0);
+        let applied = n.map_or(0, |n| n as usize + 1);
+        let cp_index = self.checkpoints.partition_point(|c| c.at <= applied).saturating_sub(1);
+        let cp = &self.checkpoints[cp_index];
+        let mut pieces: Pieces = cp.pieces.iter().copied().collect();
+        // Changes since the checkpoint: address → live lifetime (None: freed).
+        let mut changed: FxHashMap<u64, Option<LifetimeId>> = FxHashMap::default();
+        let trace = &device.trace;
+        for i in cp.at..applied {
+            apply_segment_event(&mut pieces, device, i, false);
+            apply_block_event(&mut changed, trace.action[i], trace.addr[i], self.event_lifetime[i]);
+        }
+        let mut live: Vec<(u64, LifetimeId)> = cp.live.iter().copied().filter(|(addr, _)| !changed.contains_key(addr)).collect();
+        let mut added: Vec<(u64, LifetimeId)> = changed.into_iter().filter_map(|(addr, id)| id.map(|id| (addr, id))).collect();
+        added.sort_unstable();
+        live = merge_sorted(live, added);
+
+        let mut segments = group_pieces(&pieces);
+        let mut unplaced_blocks = Vec::new();
+        let mut seg_i = 0;
+        for &(addr, id) in &live {
+            while seg_i < segments.len() && segments[seg_i].address + segments[seg_i].total_size_bytes <= addr {
+                seg_i += 1;
+            }
+            let lifetime = &self.lifetimes[id as usize];
+            let block = PoolBlock {
+                address: addr,
+                size_bytes: lifetime.size_bytes.unwrap_or_else(|| rounded_size_bytes(lifetime.requested_size_bytes)),
+                requested_size_bytes: lifetime.requested_size_bytes,
+                state: lifetime.state_after(n),
+                size_exact: lifetime.size_bytes.is_some(),
+                lifetime: Some(id),
+            };
+            match segments.get_mut(seg_i) {
+                Some(seg) if seg.address <= addr => seg.blocks.push(block),
+                _ => unplaced_blocks.push(block),
+            }
+        }
+        for seg in &mut segments {
+            fill_gaps(seg);
+        }
+        PoolState { event: n, totals: self.totals_after(n), segments, unplaced_blocks }
+    }
+}
+
+fn merge_sorted(a: Vec<(u64, LifetimeId)>, b: Vec<(u64, LifetimeId)>) -> Vec<(u64, LifetimeId)> {
+    if b.is_empty() {
+        return a;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => out.push(if x <= y { a.next() } else { b.next() }.unwrap_or_default()),
+            (Some(_), None) => out.extend(a.by_ref()),
+            (None, Some(_)) => out.extend(b.by_ref()),
+            (None, None) => return out,
+        }
+    }
+}
+
+/// Clamps estimated block sizes to the next block and the segment end, then adds the free gaps
+/// as inactive blocks.
+fn fill_gaps(seg: &mut PoolSegment) {
+    let end = seg.address + seg.total_size_bytes;
+    let live = std::mem::take(&mut seg.blocks);
+    let mut cursor = seg.address;
+    for i in 0..live.len() {
+        let mut block = live[i].clone();
+        let limit = live.get(i + 1).map_or(end, |next| next.address);
+        if !block.size_exact {
+            block.size_bytes = block.size_bytes.min(limit.saturating_sub(block.address));
+        }
+        if block.address > cursor {
+            seg.blocks.push(gap(cursor, block.address - cursor));
+        }
+        cursor = cursor.max(block.address + block.size_bytes);
+        seg.blocks.push(block);
+    }
+    if cursor < end {
+        seg.blocks.push(gap(cursor, end - cursor));
+    }
+}
+
+fn gap(address: u64, size_bytes: u64) -> PoolBlock {
+    PoolBlock { address, size_bytes, requested_size_bytes: 0, state: BlockState::Inactive, size_exact: true, lifetime: None }
+}
+
+/// Pieces as segments: adjacent expandable pieces of one stream and pool form one segment.
+fn group_pieces(pieces: &Pieces) -> Vec<PoolSegment> {
+    let mut segments: Vec<PoolSegment> = Vec::new();
+    for (&start, piece) in pieces {
+        if let Some(last) = segments.last_mut() {
+            let adjacent = last.address + last.total_size_bytes == start;
+            if adjacent && piece.expandable && last.is_expandable && last.stream == piece.stream && last.pool == piece.pool {
+                last.total_size_bytes += piece.end - start;
+                continue;
+            }
+        }
+        segments.push(PoolSegment {
+            address: start,
+            total_size_bytes: piece.end - start,
+            stream: piece.stream,
+            pool: piece.pool,
+            is_expandable: piece.expandable,
+            blocks: Vec::new(),
+        });
+    }
+    segments
+}
+
+fn apply_block_event(changed: &mut FxHashMap<u64, Option<LifetimeId>>, action: Action, addr: u64, id: LifetimeId) {
+    match action {
+        Action::Alloc => {
+            changed.insert(addr, Some(id));
+        }
+        Action::FreeCompleted => {
+            changed.insert(addr, None);
+        }
+        _ => {}
+    }
+}
+
+/// Applies (or, with `undo`, reverts) event `i` to the segment pieces; false if it did not fit.
+fn apply_segment_event(pieces: &mut Pieces, device: &Device, i: usize, undo: bool) -> bool {
+    let t = &device.trace;
+    let (start, size) = (t.addr[i], t.size_bytes[i]);
+    let end = start.saturating_add(size);
+    let (adds, expandable) = match t.action[i] {
+        Action::SegmentAlloc => (true, false),
+        Action::SegmentMap => (true, true),
+        Action::SegmentFree => (false, false),
+        Action::SegmentUnmap => (false, true),
+        _ => return true,
+    };
+    if adds == undo {
+        remove_range(pieces, start, end) == size
+    } else {
+        let pool = if t.pool[i] == crate::model::NO_POOL { default_pool(device) } else { t.pool[i] };
+        add_range(pieces, start, Piece { end, stream: t.stream[i], pool, expandable })
+    }
+}
+
+/// The pool id segments carry when the trace does not say: the final segments' most common one.
+fn default_pool(device: &Device) -> PoolId {
+    device.segments.first().map_or(crate::model::NO_POOL, |s| s.pool)
+}
+
+/// Undoes the trace's segment events from the final segments, then walks forward taking
+/// checkpoints. Returns them with the number of segment events that did not fit.
+fn build_checkpoints(device: &Device, lifetimes: &[Lifetime], event_lifetime: &[LifetimeId]) -> (Vec<Checkpoint>, u64) {
+    let t = &device.trace;
+    let n = t.len();
+    let mut mismatches = 0;
+    let mut pieces: Pieces = Pieces::new();
+    for s in &device.segments {
+        add_range(&mut pieces, s.address, Piece { end: s.address + s.total_size_bytes, stream: s.stream, pool: s.pool, expandable: s.is_expandable });
+    }
+    for i in (0..n).rev() {
+        if !apply_segment_event(&mut pieces, device, i, true) {
+            mismatches += 1;
+        }
+    }
+
+    let mut live: FxHashMap<u64, LifetimeId> = FxHashMap::default();
+    for (id, l) in lifetimes.iter().enumerate() {
+        if l.alloc_event.is_none() {
+            live.insert(l.addr, id as LifetimeId);
+        }
+    }
+    let snapshot = |at: usize, pieces: &Pieces, live: &FxHashMap<u64, LifetimeId>| {
+        let mut live: Vec<(u64, LifetimeId)> = live.iter().map(|(&a, &id)| (a, id)).collect();
+        live.sort_unstable();
+        Checkpoint { at, pieces: pieces.iter().map(|(&k, &v)| (k, v)).collect(), live }
+    };
+    let mut checkpoints = vec![snapshot(0, &pieces, &live)];
+    let mut last = 0;
+    for i in 0..n {
+        if i - last >= MIN_CHECKPOINT_INTERVAL.max(live.len() / 2) {
+            checkpoints.push(snapshot(i, &pieces, &live));
+            last = i;
+        }
+        apply_segment_event(&mut pieces, device, i, false);
+        match t.action[i] {
+            Action::Alloc => {
+                live.insert(t.addr[i], event_lifetime[i]);
+            }
+            Action::FreeCompleted => {
+                live.remove(&t.addr[i]);
+            }
+            _ => {}
+        }
+    }
+    (checkpoints, mismatches)
+}

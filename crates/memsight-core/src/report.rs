@@ -1,0 +1,183 @@
+//! Plain-data reports of a loaded snapshot, serialized by the command line as JSON. Their keys are
+//! a promise to scripts: add keys, never rename them.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::Loaded;
+use crate::model::{Action, BlockState, Device, Snapshot, Warning};
+use crate::replay::{DeviceReplay, PoolBlock, PoolState};
+
+/// `memsight stats --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatsReport {
+    pub devices: Vec<DeviceStats>,
+    /// Warnings of the loader and the replay, as text.
+    pub warnings: Vec<String>,
+    /// The same warnings, structured.
+    pub warning_details: Vec<Warning>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceStats {
+    pub device: u32,
+    pub trace_events: usize,
+    /// Event count by action name, sorted by name.
+    pub actions: BTreeMap<String, u64>,
+    /// Segments in the final state.
+    pub segments: usize,
+    /// Blocks (all states) in the final state.
+    pub blocks: usize,
+    pub reserved_bytes_final: i64,
+    pub allocated_bytes_final: i64,
+    pub active_bytes_final: i64,
+    pub peak_reserved_bytes: i64,
+    pub peak_allocated_bytes: i64,
+    pub peak_active_bytes: i64,
+    /// Event right after which each peak was reached (`null`: before the first event).
+    pub peak_reserved_event: Option<u32>,
+    pub peak_allocated_event: Option<u32>,
+    pub peak_active_event: Option<u32>,
+    pub has_time: bool,
+    /// Last minus first `time_us`, when the trace has times.
+    pub time_span_us: Option<i64>,
+    pub streams: usize,
+    pub lifetimes: usize,
+}
+
+impl StatsReport {
+    pub fn new(loaded: &Loaded) -> Self {
+        let snapshot = &loaded.snapshot;
+        let devices = snapshot
+            .devices
+            .iter()
+            .zip(&loaded.replays)
+            .map(|(device, replay)| device_stats(snapshot, device, replay))
+            .collect();
+        let warning_details = loaded.warnings.clone();
+        Self { devices, warnings: warning_details.iter().map(ToString::to_string).collect(), warning_details }
+    }
+}
+
+fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> DeviceStats {
+    let trace = &device.trace;
+    let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<Action, u64> = BTreeMap::new();
+    for &a in &trace.action {
+        *counts.entry(a).or_default() += 1;
+    }
+    for (a, c) in counts {
+        *actions.entry(a.name(&snapshot.strings).to_string()).or_default() += c;
+    }
+    let final_totals = replay.final_totals();
+    let mut streams: Vec<u32> = trace.stream.clone();
+    streams.extend(device.segments.iter().map(|s| s.stream));
+    streams.sort_unstable();
+    streams.dedup();
+    DeviceStats {
+        device: device.ordinal,
+        trace_events: trace.len(),
+        actions,
+        segments: device.segments.len(),
+        blocks: device.segments.iter().map(|s| s.blocks.len()).sum(),
+        reserved_bytes_final: final_totals.reserved_bytes,
+        allocated_bytes_final: final_totals.allocated_bytes,
+        active_bytes_final: final_totals.active_bytes,
+        peak_reserved_bytes: replay.peak_reserved.bytes,
+        peak_allocated_bytes: replay.peak_allocated.bytes,
+        peak_active_bytes: replay.peak_active.bytes,
+        peak_reserved_event: replay.peak_reserved.event,
+        peak_allocated_event: replay.peak_allocated.event,
+        peak_active_event: replay.peak_active.event,
+        has_time: trace.has_time(),
+        time_span_us: trace.has_time().then(|| trace.time_us.last().copied().unwrap_or(0) - trace.time_us.first().copied().unwrap_or(0)),
+        streams: streams.len(),
+        lifetimes: replay.lifetimes.len(),
+    }
+}
+
+/// `memsight state --json`: the pool right after one event.
+#[derive(Clone, Debug, Serialize)]
+pub struct StateReport {
+    pub device: u32,
+    /// `null`: before the first event.
+    pub event: Option<u32>,
+    pub reserved_bytes: i64,
+    pub allocated_bytes: i64,
+    pub active_bytes: i64,
+    pub segments: Vec<SegmentReport>,
+    /// Live blocks outside every segment (only in inconsistent files).
+    pub unplaced_blocks: Vec<PoolBlock>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentReport {
+    pub address: u64,
+    pub total_size: u64,
+    /// Stream number (order of first appearance).
+    pub stream: u32,
+    /// The raw stream value from the file.
+    pub stream_raw: String,
+    pub pool: Option<(String, String)>,
+    pub is_expandable: bool,
+    pub free_gaps: usize,
+    pub largest_gap_bytes: u64,
+    pub blocks: Vec<BlockReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockReport {
+    pub address: u64,
+    pub size: u64,
+    pub requested_size: u64,
+    pub state: &'static str,
+    pub size_exact: bool,
+}
+
+impl StateReport {
+    pub fn new(snapshot: &Snapshot, ordinal: u32, pool: &PoolState) -> Self {
+        let segments = pool
+            .segments
+            .iter()
+            .map(|s| {
+                let (free_gaps, largest_gap_bytes) = s.gaps();
+                SegmentReport {
+                    address: s.address,
+                    total_size: s.total_size_bytes,
+                    stream: s.stream,
+                    stream_raw: snapshot.streams.get(s.stream as usize).map_or_else(String::new, ToString::to_string),
+                    pool: snapshot.pools.get(s.pool as usize).map(|(a, b)| (a.to_string(), b.to_string())),
+                    is_expandable: s.is_expandable,
+                    free_gaps,
+                    largest_gap_bytes,
+                    blocks: s
+                        .blocks
+                        .iter()
+                        .map(|b| BlockReport {
+                            address: b.address,
+                            size: b.size_bytes,
+                            requested_size: b.requested_size_bytes,
+                            state: b.state.name(),
+                            size_exact: b.size_exact,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Self {
+            device: ordinal,
+            event: pool.event,
+            reserved_bytes: pool.totals.reserved_bytes,
+            allocated_bytes: pool.totals.allocated_bytes,
+            active_bytes: pool.totals.active_bytes,
+            segments,
+            unplaced_blocks: pool.unplaced_blocks.clone(),
+        }
+    }
+
+    /// Live blocks (allocated or pending free) in the report.
+    pub fn live_blocks(&self) -> usize {
+        self.segments.iter().flat_map(|s| &s.blocks).filter(|b| b.state != BlockState::Inactive.name()).count()
+    }
+}

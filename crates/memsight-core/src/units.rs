@@ -1,0 +1,37 @@
+//! Human-readable units.
+
+/// Bytes in binary units with three significant digits: `512 B`, `1.50 KiB`, `38.2 GiB`.
+pub fn format_bytes(bytes: i64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let sign = if bytes < 0 { "-" } else { "" };
+    let mut value = bytes.unsigned_abs() as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{sign}{value} B")
+    } else if value < 10.0 {
+        format!("{sign}{value:.2} {}", UNITS[unit])
+    } else if value < 100.0 {
+        format!("{sign}{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{sign}{value:.0} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_bytes;
+
+    #[test]
+    fn picks_binary_units() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(20 * 1024 * 1024), "20.0 MiB");
+        assert_eq!(format_bytes(-3 * 1024 * 1024 * 1024), "-3.00 GiB");
+        assert_eq!(format_bytes(300 * 1024 * 1024 * 1024), "300 GiB");
+    }
+}

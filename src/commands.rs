@@ -1,0 +1,127 @@
+//! The subcommands: load, ask the core, print.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use memsight_core::report::{StateReport, StatsReport};
+use memsight_core::units::format_bytes;
+use memsight_core::{Loaded, load_bytes};
+
+mod resources {
+    include!(concat!(env!("OUT_DIR"), "/resources.rs"));
+}
+
+/// Name of the bundled demo snapshot in `resources/`.
+const DEMO_NAME: &str = "demo_snapshot.pickle.gz";
+
+fn open(file: Option<&Path>) -> Result<Loaded> {
+    let snapshot = match file {
+        Some(path) => memsight_core::load_path(path, None)?,
+        None => {
+            let (_, bytes) = resources::RESOURCES
+                .iter()
+                .find(|(name, _)| *name == DEMO_NAME)
+                .context("this build has no bundled demo snapshot; pass a FILE")?;
+            load_bytes(bytes, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
+        }
+    };
+    Ok(Loaded::new(snapshot))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
+    let loaded = open(file)?;
+    let report = StatsReport::new(&loaded);
+    if json {
+        return print_json(&report);
+    }
+    let mut out = std::io::stdout().lock();
+    if report.devices.is_empty() {
+        writeln!(out, "no device has events or segments")?;
+    }
+    for d in &report.devices {
+        writeln!(out, "device {}: {} events, {} segments, {} blocks at the end", d.device, d.trace_events, d.segments, d.blocks)?;
+        let actions: Vec<String> = d.actions.iter().map(|(a, n)| format!("{a} {n}")).collect();
+        if !actions.is_empty() {
+            writeln!(out, "  actions   {}", actions.join(", "))?;
+        }
+        for (what, final_bytes, peak) in [
+            ("reserved ", d.reserved_bytes_final, d.peak_reserved_bytes),
+            ("allocated", d.allocated_bytes_final, d.peak_allocated_bytes),
+            ("active   ", d.active_bytes_final, d.peak_active_bytes),
+        ] {
+            writeln!(out, "  {what} final {:>10}   peak {:>10}", format_bytes(final_bytes), format_bytes(peak))?;
+        }
+        match d.time_span_us {
+            Some(span) => writeln!(out, "  time span {:.3} s", span as f64 / 1e6)?,
+            None => writeln!(out, "  no times in this trace (event index is the time axis)")?,
+        }
+    }
+    if !report.warnings.is_empty() {
+        writeln!(out, "warnings:")?;
+        for w in &report.warnings {
+            writeln!(out, "  - {w}")?;
+        }
+    }
+    Ok(())
+}
+
+pub fn state(file: Option<&Path>, device: Option<u32>, event: Option<i64>, json: bool) -> Result<()> {
+    let loaded = open(file)?;
+    let ordinal = match device {
+        Some(d) => d,
+        None => loaded.snapshot.busiest_device().map(|d| d.ordinal).context("the file has no device with events or segments")?,
+    };
+    let Some((dev, replay)) = loaded.replay(ordinal) else {
+        let known: Vec<String> = loaded.snapshot.devices.iter().map(|d| d.ordinal.to_string()).collect();
+        bail!("device {ordinal} has no events or segments (devices: {})", known.join(", "));
+    };
+    let count = replay.event_count();
+    let event = match event {
+        None => count.checked_sub(1).map(|n| n as u32),
+        Some(-1) => None,
+        Some(n) if n >= 0 && (n as usize) < count => Some(n as u32),
+        Some(n) => bail!("event {n} is out of range: device {ordinal} has {count} events (use -1 for before the first)"),
+    };
+    let report = StateReport::new(&loaded.snapshot, ordinal, &replay.pool_after(dev, event));
+    if json {
+        return print_json(&report);
+    }
+    let mut out = std::io::stdout().lock();
+    let when = event.map_or_else(|| "before the first event".to_string(), |e| format!("after event {e}"));
+    writeln!(
+        out,
+        "device {ordinal} {when}: reserved {}, allocated {}, active {}, {} segments, {} live blocks",
+        format_bytes(report.reserved_bytes),
+        format_bytes(report.allocated_bytes),
+        format_bytes(report.active_bytes),
+        report.segments.len(),
+        report.live_blocks()
+    )?;
+    for s in &report.segments {
+        writeln!(
+            out,
+            "  segment 0x{:x} {:>10} stream {}{} {} blocks, {} free gaps (largest {})",
+            s.address,
+            format_bytes(s.total_size as i64),
+            s.stream,
+            if s.is_expandable { " expandable" } else { "" },
+            s.blocks.len(),
+            s.free_gaps,
+            format_bytes(s.largest_gap_bytes as i64)
+        )?;
+    }
+    Ok(())
+}
+
+pub fn generate(scenario: &str, events: usize, seed: u64, protocol: u8, output: &Path) -> Result<()> {
+    let _ = (scenario, events, seed, protocol, output);
+    bail!("the generator is not built yet")
+}

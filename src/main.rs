@@ -1,0 +1,75 @@
+//! memsight: the command line. Parses arguments and calls into `memsight-core`.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Visualizer and doctor for PyTorch / torch_npu device-memory snapshots.
+#[derive(Parser)]
+#[command(version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MEMSIGHT_GIT_HASH"), ")"))]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Per device: events by action, final and peak bytes, warnings.
+    Stats {
+        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        file: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The memory pool right after one event: segments, live blocks, free gaps.
+    State {
+        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        file: Option<PathBuf>,
+        /// Device ordinal (default: the busiest device).
+        #[arg(long)]
+        device: Option<u32>,
+        /// Event index (default: the final state; -1: before the first event).
+        #[arg(long, allow_hyphen_values = true)]
+        event: Option<i64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
+    Gen {
+        /// Workload: steady, leak, fragmentation, stall, oom, npu.
+        #[arg(long)]
+        scenario: String,
+        /// Trace events to record.
+        #[arg(long, default_value_t = 100_000)]
+        events: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Pickle protocol (4 as Python 3.8-3.13 writes, 5 as Python 3.14 does).
+        #[arg(long, default_value_t = 4)]
+        protocol: u8,
+        /// Output file; a name ending in .gz is compressed.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command.unwrap_or(Command::Stats { file: None, json: false }) {
+        Command::Stats { file, json } => commands::stats(file.as_deref(), json),
+        Command::State { file, device, event, json } => commands::state(file.as_deref(), device, event, json),
+        Command::Gen { scenario, events, seed, protocol, output } => commands::generate(&scenario, events, seed, protocol, &output),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("memsight: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
