@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
+use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::{Loaded, load_bytes};
 
 mod resources {
@@ -122,6 +123,18 @@ pub fn state(file: Option<&Path>, device: Option<u32>, event: Option<i64>, json:
 }
 
 pub fn generate(scenario: &str, events: usize, seed: u64, protocol: u8, output: &Path) -> Result<()> {
-    let _ = (scenario, events, seed, protocol, output);
-    bail!("the generator is not built yet")
+    let scenario: Scenario = scenario.parse().map_err(anyhow::Error::msg)?;
+    if !(4..=5).contains(&protocol) {
+        bail!("--protocol must be 4 or 5, not {protocol}");
+    }
+    let generated = r#gen::generate(&GenOptions { scenario, events, seed, protocol });
+    let truth = generated.write_files(output).with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "wrote {} ({} events, {} steps) and {}",
+        output.display(),
+        generated.allocator.trace.len(),
+        generated.truth.steps,
+        truth.display()
+    );
+    Ok(())
 }
