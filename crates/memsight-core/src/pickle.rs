@@ -247,9 +247,11 @@ impl<R: Read> Source<R> {
 }
 
 /// Sparse-tolerant memo: dense for the usual `MEMOIZE` numbering, a map for far-away `BINPUT`s.
+/// Holes in the dense part (skipped `BINPUT` indices) hold `Value::None` and are listed in `holes`.
 #[derive(Default)]
 struct Memo {
-    dense: Vec<Option<Value>>,
+    dense: Vec<Value>,
+    holes: rustc_hash::FxHashSet<u64>,
     sparse: FxHashMap<u64, Value>,
 }
 
@@ -257,22 +259,26 @@ impl Memo {
     fn put(&mut self, index: u64, value: Value) {
         let dense_len = self.dense.len() as u64;
         if index < dense_len {
-            self.dense[index as usize] = Some(value);
+            self.dense[index as usize] = value;
+            self.holes.remove(&index);
         } else if index == dense_len {
-            self.dense.push(Some(value));
+            self.dense.push(value);
         } else if index < dense_len + 1024 {
-            self.dense.resize(index as usize, None);
-            self.dense.push(Some(value));
+            self.holes.extend(dense_len..index);
+            self.dense.resize(index as usize, Value::None);
+            self.dense.push(value);
         } else {
             self.sparse.insert(index, value);
         }
     }
 
+    #[inline]
     fn get(&self, index: u64) -> Option<Value> {
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| self.dense.get(i).copied().flatten())
-            .or_else(|| self.sparse.get(&index).copied())
+        match self.dense.get(index as usize) {
+            Some(Value::None) if self.holes.contains(&index) => None,
+            Some(&value) => Some(value),
+            None => self.sparse.get(&index).copied(),
+        }
     }
 
     fn next_index(&self) -> u64 {
@@ -294,6 +300,12 @@ struct Vm<R> {
     marks: Vec<usize>,
     memo: Memo,
     scratch: Vec<u8>,
+}
+
+#[cold]
+#[inline(never)]
+fn memo_miss(at: u64, index: u64) -> PickleError {
+    PickleError::malformed(at, format!("memo reference {index} to nothing"))
 }
 
 /// Opcodes that name code; a snapshot has none.
@@ -536,10 +548,15 @@ impl<R: Read> Vm<R> {
         Ok(mark)
     }
 
+    #[inline]
     fn push_memo(&mut self, at: u64, index: u64) -> Result<(), PickleError> {
-        let value = self.memo.get(index).ok_or_else(|| PickleError::malformed(at, format!("memo reference {index} to nothing")))?;
-        self.stack.push(value);
-        Ok(())
+        match self.memo.get(index) {
+            Some(value) => {
+                self.stack.push(value);
+                Ok(())
+            }
+            None => Err(memo_miss(at, index)),
+        }
     }
 
     fn push_long(&mut self, at: u64, n: u64, tree: &mut Tree) -> Result<(), PickleError> {

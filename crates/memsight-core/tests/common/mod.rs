@@ -1,0 +1,23 @@
+//! Shared test helpers: where the real-file corpus is.
+
+#![allow(dead_code, reason = "each test binary uses a different part of this module")]
+
+use std::path::PathBuf;
+
+/// `../shared/fixtures` from the repository root, or `$MEMSIGHT_FIXTURES`.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("MEMSIGHT_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+    if dir.join("snapshots").is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipped: corpus not found at {} (set MEMSIGHT_FIXTURES)", dir.display());
+        None
+    }
+}
+
+/// A real snapshot file of the corpus, or `None` (with the skip message) where it is absent.
+pub fn snapshot_fixture(name: &str) -> Option<PathBuf> {
+    fixtures_dir().map(|d| d.join("snapshots").join(name))
+}
