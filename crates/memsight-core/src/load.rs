@@ -229,7 +229,11 @@ impl<'p> EventBuilder<'p> {
     }
 
     fn convert_event(&mut self, tree: &mut Tree, node: NodeId, at: u64) -> Result<(), PickleError> {
+        // A trace entry has about ten keys; bigger dicts are something else.
         let Node::Dict(items) = tree.node(node) else { return Ok(()) };
+        if items.len() > pickle::MAX_LOOKUP_KEYS {
+            return Ok(());
+        }
         let k = &self.keys;
         let mut fields = EventFields::default();
         for &(key, value) in items {
@@ -365,10 +369,14 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
         _ => return Err(PickleError::malformed(at, "the top-level object is neither a snapshot dict nor a list of segments")),
     };
 
+    // Real files share stacks, never traces, segments or block lists: a shared one would make the
+    // work (and memory) grow with the number of references instead of the file size.
+    let mut seen = Seen::default();
     let mut per_device: Vec<(u32, Vec<u32>)> = Vec::new();
     if let Some(traces) = traces_value {
         let lists = tree.items(traces).ok_or_else(|| PickleError::malformed(at, "`device_traces` is not a list"))?;
         for (ordinal, list) in lists.iter().enumerate() {
+            seen.first_time(*list, at, "a device trace")?;
             let entries = tree
                 .items(*list)
                 .ok_or_else(|| PickleError::malformed(at, format!("`device_traces[{ordinal}]` is not a list")))?;
@@ -395,7 +403,8 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
     if let Some(segments) = segments_value {
         let items = tree.items(segments).ok_or_else(|| PickleError::malformed(at, "`segments` is not a list"))?.to_vec();
         for item in items {
-            let (device, segment) = read_segment(&mut tree, &mut b, item, at)?;
+            seen.first_time(item, at, "a segment")?;
+            let (device, segment) = read_segment(&mut tree, &mut b, &mut seen, item, at)?;
             segments_by_device.entry(device).or_default().push(segment);
         }
     }
@@ -459,8 +468,31 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
     })
 }
 
-fn read_segment(tree: &mut Tree, b: &mut EventBuilder<'_>, value: Value, at: u64) -> Result<(u32, Segment), PickleError> {
+/// Container nodes already read, to refuse shared ones.
+#[derive(Default)]
+struct Seen(rustc_hash::FxHashSet<NodeId>);
+
+impl Seen {
+    fn first_time(&mut self, value: Value, at: u64, what: &str) -> Result<(), PickleError> {
+        let node = match value {
+            Value::List(n) | Value::Dict(n) | Value::Tuple(n) => n,
+            _ => return Ok(()),
+        };
+        if self.0.insert(node) { Ok(()) } else { Err(PickleError::malformed(at, format!("{what} appears twice (shared through the memo)"))) }
+    }
+}
+
+fn read_segment(
+    tree: &mut Tree,
+    b: &mut EventBuilder<'_>,
+    seen: &mut Seen,
+    value: Value,
+    at: u64,
+) -> Result<(u32, Segment), PickleError> {
     let Value::Dict(node) = value else { return Err(PickleError::malformed(at, "a segment that is not a dict")) };
+    if tree.dict_len(node) > pickle::MAX_LOOKUP_KEYS {
+        return Err(PickleError::malformed(at, "a segment dict with hundreds of keys"));
+    }
     let get = |tree: &mut Tree, name: &str| {
         let k = tree.intern(name);
         tree.get(node, k)
@@ -497,7 +529,10 @@ fn read_segment(tree: &mut Tree, b: &mut EventBuilder<'_>, value: Value, at: u64
 
     let block_values = match get(tree, "blocks") {
         None | Some(Value::None) => Vec::new(),
-        Some(v) => tree.items(v).ok_or_else(|| PickleError::malformed(at, "segment `blocks` is not a list"))?.to_vec(),
+        Some(v) => {
+            seen.first_time(v, at, "a segment's block list")?;
+            tree.items(v).ok_or_else(|| PickleError::malformed(at, "segment `blocks` is not a list"))?.to_vec()
+        }
     };
     let mut blocks = Vec::with_capacity(block_values.len());
     let mut next_address = address;

@@ -204,7 +204,7 @@ pub struct Device {
 impl Device {
     /// Bytes the allocator held at dump time.
     pub fn reserved_bytes_final(&self) -> u64 {
-        self.segments.iter().map(|s| s.total_size_bytes).sum()
+        self.segments.iter().fold(0u64, |sum, s| sum.saturating_add(s.total_size_bytes))
     }
 
     /// Requested bytes of the blocks in `states` at dump time.
@@ -213,8 +213,7 @@ impl Device {
             .iter()
             .flat_map(|s| &s.blocks)
             .filter(|b| states.contains(&b.state))
-            .map(|b| b.requested_size_bytes)
-            .sum()
+            .fold(0u64, |sum, b| sum.saturating_add(b.requested_size_bytes))
     }
 }
 

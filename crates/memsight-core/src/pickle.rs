@@ -49,6 +49,9 @@ pub enum Node {
     Stack(u32),
 }
 
+/// Largest dictionary [`Tree::get`] searches.
+pub const MAX_LOOKUP_KEYS: usize = 256;
+
 /// The arena every value of one file lives in.
 #[derive(Debug, Default)]
 pub struct Tree {
@@ -74,14 +77,24 @@ impl Tree {
         &self.strings[id as usize]
     }
 
+    /// Entries of the dictionary `node` (0 for anything else).
+    pub fn dict_len(&self, node: NodeId) -> usize {
+        match self.node(node) {
+            Node::Dict(items) => items.len(),
+            _ => 0,
+        }
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id as usize]
     }
 
-    /// The value of `key` in the dictionary `node`; `None` when absent or `node` is no dictionary.
+    /// The value of `key` in the dictionary `node`; `None` when absent, when `node` is no
+    /// dictionary, or when it has more than [`MAX_LOOKUP_KEYS`] entries (a snapshot's dicts have a
+    /// handful; the bound keeps hostile files from making every lookup a long scan).
     pub fn get(&self, node: NodeId, key: StrId) -> Option<Value> {
         match self.node(node) {
-            Node::Dict(items) => items
+            Node::Dict(items) if items.len() <= MAX_LOOKUP_KEYS => items
                 .iter()
                 .rev()
                 .find(|(k, _)| *k == Value::Str(key))

@@ -81,6 +81,16 @@ pub struct Totals {
     pub reserved_bytes: i64,
 }
 
+impl Totals {
+    fn saturating_add(self, other: Totals) -> Totals {
+        Totals {
+            allocated_bytes: self.allocated_bytes.saturating_add(other.allocated_bytes),
+            active_bytes: self.active_bytes.saturating_add(other.active_bytes),
+            reserved_bytes: self.reserved_bytes.saturating_add(other.reserved_bytes),
+        }
+    }
+}
+
 /// The highest value a total reached and the event right after which it did (`None`: before the
 /// first event).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -271,7 +281,7 @@ impl DeviceReplay {
         let mut freed_addrs: FxHashMap<u64, u32> = FxHashMap::default();
         let mut delta = vec![Totals::default(); n];
         for i in 0..n {
-            let (addr, size) = (trace.addr[i], trace.size_bytes[i] as i64);
+            let (addr, size) = (trace.addr[i], i64::try_from(trace.size_bytes[i]).unwrap_or(i64::MAX));
             let event = Some(i as u32);
             let ghost = |lifetimes: &mut Vec<Lifetime>| {
                 lifetimes.push(Lifetime {
@@ -372,30 +382,25 @@ impl DeviceReplay {
         }
 
         // Totals: final from the segments, initial by undoing every delta.
+        let as_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         let final_totals = Totals {
-            allocated_bytes: device.requested_bytes_final(&[BlockState::ActiveAllocated]) as i64,
-            active_bytes: device.requested_bytes_final(&[BlockState::ActiveAllocated, BlockState::ActivePendingFree]) as i64,
-            reserved_bytes: device.reserved_bytes_final() as i64,
+            allocated_bytes: as_i64(device.requested_bytes_final(&[BlockState::ActiveAllocated])),
+            active_bytes: as_i64(device.requested_bytes_final(&[BlockState::ActiveAllocated, BlockState::ActivePendingFree])),
+            reserved_bytes: as_i64(device.reserved_bytes_final()),
         };
-        let sum = delta.iter().fold(Totals::default(), |acc, d| Totals {
-            allocated_bytes: acc.allocated_bytes + d.allocated_bytes,
-            active_bytes: acc.active_bytes + d.active_bytes,
-            reserved_bytes: acc.reserved_bytes + d.reserved_bytes,
+        let sum = delta.iter().fold(Totals::default(), |acc, d| acc.saturating_add(*d));
+        let initial = final_totals.saturating_add(Totals {
+            allocated_bytes: sum.allocated_bytes.saturating_neg(),
+            active_bytes: sum.active_bytes.saturating_neg(),
+            reserved_bytes: sum.reserved_bytes.saturating_neg(),
         });
-        let initial = Totals {
-            allocated_bytes: final_totals.allocated_bytes - sum.allocated_bytes,
-            active_bytes: final_totals.active_bytes - sum.active_bytes,
-            reserved_bytes: final_totals.reserved_bytes - sum.reserved_bytes,
-        };
 
         let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) = rayon::join(
             || {
                 let mut cum = initial;
                 let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
                 for d in &delta {
-                    cum.allocated_bytes += d.allocated_bytes;
-                    cum.active_bytes += d.active_bytes;
-                    cum.reserved_bytes += d.reserved_bytes;
+                    cum = cum.saturating_add(*d);
                     columns.0.push(cum.allocated_bytes);
                     columns.1.push(cum.active_bytes);
                     columns.2.push(cum.reserved_bytes);
@@ -538,7 +543,7 @@ impl DeviceReplay {
         let mut unplaced_blocks = Vec::new();
         let mut seg_i = 0;
         for &(addr, id) in &live {
-            while seg_i < segments.len() && segments[seg_i].address + segments[seg_i].total_size_bytes <= addr {
+            while seg_i < segments.len() && segments[seg_i].address.saturating_add(segments[seg_i].total_size_bytes) <= addr {
                 seg_i += 1;
             }
             let lifetime = &self.lifetimes[id as usize];
@@ -581,7 +586,7 @@ fn merge_sorted(a: Vec<(u64, LifetimeId)>, b: Vec<(u64, LifetimeId)>) -> Vec<(u6
 /// Clamps estimated block sizes to the next block and the segment end, then adds the free gaps
 /// as inactive blocks.
 fn fill_gaps(seg: &mut PoolSegment) {
-    let end = seg.address + seg.total_size_bytes;
+    let end = seg.address.saturating_add(seg.total_size_bytes);
     let live = std::mem::take(&mut seg.blocks);
     let mut cursor = seg.address;
     for i in 0..live.len() {
@@ -593,7 +598,7 @@ fn fill_gaps(seg: &mut PoolSegment) {
         if block.address > cursor {
             seg.blocks.push(gap(cursor, block.address - cursor));
         }
-        cursor = cursor.max(block.address + block.size_bytes);
+        cursor = cursor.max(block.address.saturating_add(block.size_bytes));
         seg.blocks.push(block);
     }
     if cursor < end {
@@ -610,9 +615,9 @@ fn group_pieces(pieces: &Pieces) -> Vec<PoolSegment> {
     let mut segments: Vec<PoolSegment> = Vec::new();
     for (&start, piece) in pieces {
         if let Some(last) = segments.last_mut() {
-            let adjacent = last.address + last.total_size_bytes == start;
+            let adjacent = last.address.saturating_add(last.total_size_bytes) == start;
             if adjacent && piece.expandable && last.is_expandable && last.stream == piece.stream && last.pool == piece.pool {
-                last.total_size_bytes += piece.end - start;
+                last.total_size_bytes = last.total_size_bytes.saturating_add(piece.end - start);
                 continue;
             }
         }
@@ -673,7 +678,7 @@ fn build_checkpoints(device: &Device, lifetimes: &[Lifetime], event_lifetime: &[
     let mut mismatches = 0;
     let mut pieces: Pieces = Pieces::new();
     for s in &device.segments {
-        add_range(&mut pieces, s.address, Piece { end: s.address + s.total_size_bytes, stream: s.stream, pool: s.pool, expandable: s.is_expandable });
+        add_range(&mut pieces, s.address, Piece { end: s.address.saturating_add(s.total_size_bytes), stream: s.stream, pool: s.pool, expandable: s.is_expandable });
     }
     for i in (0..n).rev() {
         if !apply_segment_event(&mut pieces, device, i, true) {

@@ -91,7 +91,7 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         peak_allocated_event: replay.peak_allocated.event,
         peak_active_event: replay.peak_active.event,
         has_time: trace.has_time(),
-        time_span_us: trace.has_time().then(|| trace.time_us.last().copied().unwrap_or(0) - trace.time_us.first().copied().unwrap_or(0)),
+        time_span_us: trace.has_time().then(|| trace.time_us.last().copied().unwrap_or(0).saturating_sub(trace.time_us.first().copied().unwrap_or(0))),
         streams: streams.len(),
         lifetimes: replay.lifetimes.len(),
     }
