@@ -303,7 +303,7 @@ impl Allocator {
                 continue;
             }
             let seg_end = seg_addr + seg.size;
-            let keep_from = tail_addr.div_ceil(page) * page;
+            let keep_from = seg_addr + (tail_addr - seg_addr).div_ceil(page) * page;
             if keep_from >= seg_end {
                 continue;
             }
