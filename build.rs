@@ -22,7 +22,7 @@ fn main() {
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
-                .filter(|e| e.path().is_file())
+                .filter(|e| e.path().is_file() && e.path().extension().is_none_or(|x| x != "md"))
                 .filter_map(|e| e.file_name().into_string().ok())
                 .collect()
         })

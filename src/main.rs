@@ -67,6 +67,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`memsight stats | head`) is the reader's choice, not a failure.
+        Err(err) if err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("memsight: {err:#}");
             ExitCode::FAILURE

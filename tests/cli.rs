@@ -1,0 +1,115 @@
+//! The command line as a user runs it: the bundled demo, JSON keys scripts rely on, errors on
+//! stderr with a non-zero exit, and the generator.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn memsight(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memsight")).args(args).output().expect("memsight runs")
+}
+
+fn stdout_json(output: &Output) -> serde_json::Value {
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("valid JSON")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memsight-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn no_arguments_shows_the_bundled_demo() {
+    let output = memsight(&[]);
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.starts_with("device 0: 20000 events"), "{text}");
+}
+
+#[test]
+fn stats_json_keeps_the_promised_keys() {
+    let json = stdout_json(&memsight(&["stats", "--json"]));
+    let device = &json["devices"][0];
+    for key in [
+        "device",
+        "trace_events",
+        "actions",
+        "segments",
+        "blocks",
+        "reserved_bytes_final",
+        "allocated_bytes_final",
+        "active_bytes_final",
+        "peak_reserved_bytes",
+        "peak_allocated_bytes",
+        "peak_active_bytes",
+    ] {
+        assert!(!device[key].is_null(), "missing {key}");
+    }
+    assert_eq!(device["trace_events"], 20000);
+    let actions = device["actions"].as_object().expect("actions object");
+    let counted: u64 = actions.values().map(|v| v.as_u64().expect("count")).sum();
+    assert_eq!(counted, 20000);
+    assert!(json["warnings"].is_array());
+}
+
+#[test]
+fn state_json_describes_the_pool_after_an_event() {
+    let json = stdout_json(&memsight(&["state", "--event", "1000", "--json"]));
+    assert_eq!(json["event"], 1000);
+    for key in ["device", "reserved_bytes", "allocated_bytes", "active_bytes"] {
+        assert!(json[key].is_number(), "missing {key}");
+    }
+    let segments = json["segments"].as_array().expect("segments");
+    let reserved: u64 = segments.iter().map(|s| s["total_size"].as_u64().expect("size")).sum();
+    assert_eq!(json["reserved_bytes"].as_u64(), Some(reserved));
+    let block = &segments[0]["blocks"][0];
+    for key in ["address", "size", "requested_size", "state"] {
+        assert!(!block[key].is_null(), "missing block {key}");
+    }
+    let before = stdout_json(&memsight(&["state", "--event", "-1", "--json"]));
+    assert!(before["event"].is_null());
+}
+
+#[test]
+fn errors_name_the_file_and_exit_non_zero() {
+    let missing = memsight(&["stats", "/nonexistent/snap.pickle"]);
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.starts_with("memsight: cannot read /nonexistent/snap.pickle"), "{stderr}");
+
+    let dir = temp_dir("errors");
+    let evil = dir.join("evil.pkl");
+    std::fs::write(&evil, b"\x80\x02cposix\nsystem\nq\x00.").expect("write");
+    let refused = memsight(&["stats", evil.to_str().expect("utf-8 path")]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("not a memory snapshot") && stderr.contains("nothing was executed"), "{stderr}");
+    assert!(!stderr.contains("panicked"));
+
+    let out_of_range = memsight(&["state", "--event", "99999999"]);
+    assert!(!out_of_range.status.success());
+    assert!(String::from_utf8_lossy(&out_of_range.stderr).contains("out of range"));
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn gen_writes_a_snapshot_and_its_ground_truth() {
+    let dir = temp_dir("gen");
+    let file = dir.join("oom.pickle");
+    let path = file.to_str().expect("utf-8 path");
+    let output = memsight(&["gen", "--scenario", "oom", "--events", "5000", "--protocol", "5", "-o", path]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&format!("{path}.truth.json"))).expect("truth file")).expect("JSON");
+    let oom_event = truth["oom"]["event"].as_u64().expect("oom event");
+    let stats = stdout_json(&memsight(&["stats", path, "--json"]));
+    assert_eq!(stats["devices"][0]["trace_events"], 5000);
+    assert_eq!(stats["devices"][0]["actions"]["oom"], 1);
+    assert_eq!(oom_event, 4999, "the OOM ends the run");
+
+    let bad = memsight(&["gen", "--scenario", "nope", "-o", path]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario `nope`"));
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
