@@ -15,7 +15,10 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map_or_else(|| "unknown".to_string(), |s| s.trim().to_string());
     println!("cargo:rustc-env=MEMSIGHT_GIT_HASH={git_hash}");
-    println!("cargo:rustc-env=MEMSIGHT_PROFILE={}", std::env::var("PROFILE").unwrap_or_default());
+    println!(
+        "cargo:rustc-env=MEMSIGHT_PROFILE={}",
+        std::env::var("PROFILE").unwrap_or_default()
+    );
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("resources");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -28,10 +31,16 @@ fn main() {
         })
         .unwrap_or_default();
     names.sort();
-    let mut code = String::from("/// Files of `resources/`, by name.\npub const RESOURCES: &[(&str, &[u8])] = &[\n");
+    let mut code = String::from(
+        "/// Files of `resources/`, by name.\npub const RESOURCES: &[(&str, &[u8])] = &[\n",
+    );
     for name in &names {
         let path = dir.join(name);
-        let _ = writeln!(code, "    ({name:?}, include_bytes!({:?})),", path.display().to_string());
+        let _ = writeln!(
+            code,
+            "    ({name:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        );
     }
     code.push_str("];\n");
     let out = Path::new(&std::env::var("OUT_DIR").unwrap_or_default()).join("resources.rs");

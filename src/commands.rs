@@ -4,9 +4,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
-use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::{Loaded, load_bytes};
 
 mod resources {
@@ -17,15 +17,14 @@ mod resources {
 const DEMO_NAME: &str = "demo_snapshot.pickle.gz";
 
 fn open(file: Option<&Path>) -> Result<Loaded> {
-    let snapshot = match file {
-        Some(path) => memsight_core::load_path(path, None)?,
-        None => {
-            let (_, bytes) = resources::RESOURCES
-                .iter()
-                .find(|(name, _)| *name == DEMO_NAME)
-                .context("this build has no bundled demo snapshot; pass a FILE")?;
-            load_bytes(bytes, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
-        }
+    let snapshot = if let Some(path) = file {
+        memsight_core::load_path(path, None)?
+    } else {
+        let (_, bytes) = resources::RESOURCES
+            .iter()
+            .find(|(name, _)| *name == DEMO_NAME)
+            .context("this build has no bundled demo snapshot; pass a FILE")?;
+        load_bytes(bytes, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
     };
     Ok(Loaded::new(snapshot))
 }
@@ -48,7 +47,11 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
         writeln!(out, "no device has events or segments")?;
     }
     for d in &report.devices {
-        writeln!(out, "device {}: {} events, {} segments, {} blocks at the end", d.device, d.trace_events, d.segments, d.blocks)?;
+        writeln!(
+            out,
+            "device {}: {} events, {} segments, {} blocks at the end",
+            d.device, d.trace_events, d.segments, d.blocks
+        )?;
         let actions: Vec<String> = d.actions.iter().map(|(a, n)| format!("{a} {n}")).collect();
         if !actions.is_empty() {
             writeln!(out, "  actions   {}", actions.join(", "))?;
@@ -58,11 +61,19 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
             ("allocated", d.allocated_bytes_final, d.peak_allocated_bytes),
             ("active   ", d.active_bytes_final, d.peak_active_bytes),
         ] {
-            writeln!(out, "  {what} final {:>10}   peak {:>10}", format_bytes(final_bytes), format_bytes(peak))?;
+            writeln!(
+                out,
+                "  {what} final {:>10}   peak {:>10}",
+                format_bytes(final_bytes),
+                format_bytes(peak)
+            )?;
         }
         match d.time_span_us {
             Some(span) => writeln!(out, "  time span {:.3} s", span as f64 / 1e6)?,
-            None => writeln!(out, "  no times in this trace (event index is the time axis)")?,
+            None => writeln!(
+                out,
+                "  no times in this trace (event index is the time axis)"
+            )?,
         }
     }
     if !report.warnings.is_empty() {
@@ -74,29 +85,51 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn state(file: Option<&Path>, device: Option<u32>, event: Option<i64>, json: bool) -> Result<()> {
+pub fn state(
+    file: Option<&Path>,
+    device: Option<u32>,
+    event: Option<i64>,
+    json: bool,
+) -> Result<()> {
     let loaded = open(file)?;
     let ordinal = match device {
         Some(d) => d,
-        None => loaded.snapshot.busiest_device().map(|d| d.ordinal).context("the file has no device with events or segments")?,
+        None => loaded
+            .snapshot
+            .busiest_device()
+            .map(|d| d.ordinal)
+            .context("the file has no device with events or segments")?,
     };
     let Some((dev, replay)) = loaded.replay(ordinal) else {
-        let known: Vec<String> = loaded.snapshot.devices.iter().map(|d| d.ordinal.to_string()).collect();
-        bail!("device {ordinal} has no events or segments (devices: {})", known.join(", "));
+        let known: Vec<String> = loaded
+            .snapshot
+            .devices
+            .iter()
+            .map(|d| d.ordinal.to_string())
+            .collect();
+        bail!(
+            "device {ordinal} has no events or segments (devices: {})",
+            known.join(", ")
+        );
     };
     let count = replay.event_count();
     let event = match event {
         None => count.checked_sub(1).map(|n| n as u32),
         Some(-1) => None,
         Some(n) if n >= 0 && (n as usize) < count => Some(n as u32),
-        Some(n) => bail!("event {n} is out of range: device {ordinal} has {count} events (use -1 for before the first)"),
+        Some(n) => bail!(
+            "event {n} is out of range: device {ordinal} has {count} events (use -1 for before the first)"
+        ),
     };
     let report = StateReport::new(&loaded.snapshot, ordinal, &replay.pool_after(dev, event));
     if json {
         return print_json(&report);
     }
     let mut out = std::io::stdout().lock();
-    let when = event.map_or_else(|| "before the first event".to_string(), |e| format!("after event {e}"));
+    let when = event.map_or_else(
+        || "before the first event".to_string(),
+        |e| format!("after event {e}"),
+    );
     writeln!(
         out,
         "device {ordinal} {when}: reserved {}, allocated {}, active {}, {} segments, {} live blocks",
@@ -122,13 +155,26 @@ pub fn state(file: Option<&Path>, device: Option<u32>, event: Option<i64>, json:
     Ok(())
 }
 
-pub fn generate(scenario: &str, events: usize, seed: u64, protocol: u8, output: &Path) -> Result<()> {
+pub fn generate(
+    scenario: &str,
+    events: usize,
+    seed: u64,
+    protocol: u8,
+    output: &Path,
+) -> Result<()> {
     let scenario: Scenario = scenario.parse().map_err(anyhow::Error::msg)?;
     if !(4..=5).contains(&protocol) {
         bail!("--protocol must be 4 or 5, not {protocol}");
     }
-    let generated = r#gen::generate(&GenOptions { scenario, events, seed, protocol });
-    let truth = generated.write_files(output).with_context(|| format!("cannot write {}", output.display()))?;
+    let generated = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed,
+        protocol,
+    });
+    let truth = generated
+        .write_files(output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
     eprintln!(
         "wrote {} ({} events, {} steps) and {}",
         output.display(),

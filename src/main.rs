@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Visualizer and doctor for PyTorch / torch_npu device-memory snapshots.
+/// Visualizer and doctor for `PyTorch` / `torch_npu` device-memory snapshots.
 #[derive(Parser)]
 #[command(version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MEMSIGHT_GIT_HASH"), ")"))]
 struct Cli {
@@ -60,15 +60,34 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Stats { file: None, json: false }) {
+    let result = match cli.command.unwrap_or(Command::Stats {
+        file: None,
+        json: false,
+    }) {
         Command::Stats { file, json } => commands::stats(file.as_deref(), json),
-        Command::State { file, device, event, json } => commands::state(file.as_deref(), device, event, json),
-        Command::Gen { scenario, events, seed, protocol, output } => commands::generate(&scenario, events, seed, protocol, &output),
+        Command::State {
+            file,
+            device,
+            event,
+            json,
+        } => commands::state(file.as_deref(), device, event, json),
+        Command::Gen {
+            scenario,
+            events,
+            seed,
+            protocol,
+            output,
+        } => commands::generate(&scenario, events, seed, protocol, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`memsight stats | head`) is the reader's choice, not a failure.
-        Err(err) if err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) => {
+        Err(err)
+            if err.chain().any(|e| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
             ExitCode::SUCCESS
         }
         Err(err) => {

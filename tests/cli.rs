@@ -5,11 +5,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn memsight(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memsight")).args(args).output().expect("memsight runs")
+    Command::new(env!("CARGO_BIN_EXE_memsight"))
+        .args(args)
+        .output()
+        .expect("memsight runs")
 }
 
 fn stdout_json(output: &Output) -> serde_json::Value {
-    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("valid JSON")
 }
 
@@ -57,11 +64,19 @@ fn stats_json_keeps_the_promised_keys() {
 fn state_json_describes_the_pool_after_an_event() {
     let json = stdout_json(&memsight(&["state", "--event", "1000", "--json"]));
     assert_eq!(json["event"], 1000);
-    for key in ["device", "reserved_bytes", "allocated_bytes", "active_bytes"] {
+    for key in [
+        "device",
+        "reserved_bytes",
+        "allocated_bytes",
+        "active_bytes",
+    ] {
         assert!(json[key].is_number(), "missing {key}");
     }
     let segments = json["segments"].as_array().expect("segments");
-    let reserved: u64 = segments.iter().map(|s| s["total_size"].as_u64().expect("size")).sum();
+    let reserved: u64 = segments
+        .iter()
+        .map(|s| s["total_size"].as_u64().expect("size"))
+        .sum();
     assert_eq!(json["reserved_bytes"].as_u64(), Some(reserved));
     let block = &segments[0]["blocks"][0];
     for key in ["address", "size", "requested_size", "state"] {
@@ -76,7 +91,10 @@ fn errors_name_the_file_and_exit_non_zero() {
     let missing = memsight(&["stats", "/nonexistent/snap.pickle"]);
     assert!(!missing.status.success());
     let stderr = String::from_utf8_lossy(&missing.stderr);
-    assert!(stderr.starts_with("memsight: cannot read /nonexistent/snap.pickle"), "{stderr}");
+    assert!(
+        stderr.starts_with("memsight: cannot read /nonexistent/snap.pickle"),
+        "{stderr}"
+    );
 
     let dir = temp_dir("errors");
     let evil = dir.join("evil.pkl");
@@ -84,7 +102,10 @@ fn errors_name_the_file_and_exit_non_zero() {
     let refused = memsight(&["stats", evil.to_str().expect("utf-8 path")]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("not a memory snapshot") && stderr.contains("nothing was executed"), "{stderr}");
+    assert!(
+        stderr.contains("not a memory snapshot") && stderr.contains("nothing was executed"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"));
 
     let out_of_range = memsight(&["state", "--event", "99999999"]);
@@ -98,10 +119,26 @@ fn gen_writes_a_snapshot_and_its_ground_truth() {
     let dir = temp_dir("gen");
     let file = dir.join("oom.pickle");
     let path = file.to_str().expect("utf-8 path");
-    let output = memsight(&["gen", "--scenario", "oom", "--events", "5000", "--protocol", "5", "-o", path]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let truth: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(Path::new(&format!("{path}.truth.json"))).expect("truth file")).expect("JSON");
+    let output = memsight(&[
+        "gen",
+        "--scenario",
+        "oom",
+        "--events",
+        "5000",
+        "--protocol",
+        "5",
+        "-o",
+        path,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let truth: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(&format!("{path}.truth.json"))).expect("truth file"),
+    )
+    .expect("JSON");
     let oom_event = truth["oom"]["event"].as_u64().expect("oom event");
     let stats = stdout_json(&memsight(&["stats", path, "--json"]));
     assert_eq!(stats["devices"][0]["trace_events"], 5000);

@@ -29,18 +29,34 @@ impl Loaded {
     /// Replays every device of `snapshot` and gathers all warnings.
     pub fn new(snapshot: Snapshot) -> Self {
         let (replays, replay_warnings) = replay_all(&snapshot);
-        let warnings = snapshot.warnings.iter().cloned().chain(replay_warnings).collect();
-        Self { snapshot, replays, warnings }
+        let warnings = snapshot
+            .warnings
+            .iter()
+            .cloned()
+            .chain(replay_warnings)
+            .collect();
+        Self {
+            snapshot,
+            replays,
+            warnings,
+        }
     }
 
     /// Loads and replays the file at `path`.
-    pub fn open(path: &std::path::Path, progress: Option<&LoadProgress>) -> Result<Self, LoadError> {
+    pub fn open(
+        path: &std::path::Path,
+        progress: Option<&LoadProgress>,
+    ) -> Result<Self, LoadError> {
         load_path(path, progress).map(Self::new)
     }
 
     /// The replay of device `ordinal`.
     pub fn replay(&self, ordinal: u32) -> Option<(&model::Device, &DeviceReplay)> {
-        let i = self.snapshot.devices.iter().position(|d| d.ordinal == ordinal)?;
+        let i = self
+            .snapshot
+            .devices
+            .iter()
+            .position(|d| d.ordinal == ordinal)?;
         Some((&self.snapshot.devices[i], &self.replays[i]))
     }
 }

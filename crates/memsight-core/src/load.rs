@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rustc_hash::FxHashMap;
 
 use crate::model::{
-    Action, Annotation, AnnotationStage, Block, BlockState, Device, FileFormat, Frame, FrameId, NO_POOL, NO_STACK, NO_STR,
-    NO_TIME, PoolId, Segment, SegmentType, SettingValue, Snapshot, StackId, StreamId, Trace, Warning, WarningKind,
+    Action, Annotation, AnnotationStage, Block, BlockState, Device, FileFormat, Frame, FrameId,
+    NO_POOL, NO_STACK, NO_STR, NO_TIME, PoolId, Segment, SegmentType, SettingValue, Snapshot,
+    StackId, StreamId, Trace, Warning, WarningKind,
 };
 use crate::pickle::{self, Node, NodeId, PickleError, PickleErrorKind, StrId, Tree, Value};
 
@@ -23,15 +24,26 @@ use crate::pickle::{self, Node, NodeId, PickleError, PickleErrorKind, StrId, Tre
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read {path}: {source}")]
-    Io { source: std::io::Error, path: PathBuf },
+    Io {
+        source: std::io::Error,
+        path: PathBuf,
+    },
     #[error(
         "not a memory snapshot: it contains code (the {opcode} opcode at byte {offset}); nothing was executed, in {path}"
     )]
-    Code { opcode: &'static str, offset: u64, path: PathBuf },
+    Code {
+        opcode: &'static str,
+        offset: u64,
+        path: PathBuf,
+    },
     #[error("file ends early (truncated at byte {offset}), in {path}")]
     Truncated { offset: u64, path: PathBuf },
     #[error("{what} at byte {offset}, in {path}")]
-    Malformed { what: String, offset: u64, path: PathBuf },
+    Malformed {
+        what: String,
+        offset: u64,
+        path: PathBuf,
+    },
     #[error("loading was cancelled, in {path}")]
     Cancelled { path: PathBuf },
 }
@@ -40,10 +52,25 @@ impl LoadError {
     fn from_pickle(err: PickleError, path: &Path) -> Self {
         let path = path.to_path_buf();
         match err.kind {
-            PickleErrorKind::Code(opcode) => Self::Code { opcode, offset: err.offset, path },
-            PickleErrorKind::Truncated => Self::Truncated { offset: err.offset, path },
-            PickleErrorKind::Unsupported(what) => Self::Malformed { what: format!("unsupported {what}"), offset: err.offset, path },
-            PickleErrorKind::Malformed(what) | PickleErrorKind::Io(what) => Self::Malformed { what, offset: err.offset, path },
+            PickleErrorKind::Code(opcode) => Self::Code {
+                opcode,
+                offset: err.offset,
+                path,
+            },
+            PickleErrorKind::Truncated => Self::Truncated {
+                offset: err.offset,
+                path,
+            },
+            PickleErrorKind::Unsupported(what) => Self::Malformed {
+                what: format!("unsupported {what}"),
+                offset: err.offset,
+                path,
+            },
+            PickleErrorKind::Malformed(what) | PickleErrorKind::Io(what) => Self::Malformed {
+                what,
+                offset: err.offset,
+                path,
+            },
             PickleErrorKind::Cancelled => Self::Cancelled { path },
         }
     }
@@ -61,7 +88,10 @@ pub struct LoadProgress {
 
 /// Loads the snapshot at `path` (plain or gzip-compressed).
 pub fn load_path(path: &Path, progress: Option<&LoadProgress>) -> Result<Snapshot, LoadError> {
-    let file = File::open(path).map_err(|source| LoadError::Io { source, path: path.to_path_buf() })?;
+    let file = File::open(path).map_err(|source| LoadError::Io {
+        source,
+        path: path.to_path_buf(),
+    })?;
     load_reader(BufReader::with_capacity(1 << 16, file), path, progress)
 }
 
@@ -71,15 +101,31 @@ pub fn load_bytes(bytes: &[u8], name: &Path) -> Result<Snapshot, LoadError> {
 }
 
 /// Loads a snapshot from `input`; `name` is what errors call it. Gzip is detected by its magic.
-pub fn load_reader<R: BufRead>(mut input: R, name: &Path, progress: Option<&LoadProgress>) -> Result<Snapshot, LoadError> {
-    let head = input.fill_buf().map_err(|source| LoadError::Io { source, path: name.to_path_buf() })?;
+pub fn load_reader<R: BufRead>(
+    mut input: R,
+    name: &Path,
+    progress: Option<&LoadProgress>,
+) -> Result<Snapshot, LoadError> {
+    let head = input.fill_buf().map_err(|source| LoadError::Io {
+        source,
+        path: name.to_path_buf(),
+    })?;
     let gzip = head.starts_with(&[0x1f, 0x8b]);
-    let mut reader: Box<dyn Read + '_> = if gzip { Box::new(flate2::bufread::MultiGzDecoder::new(input)) } else { Box::new(input) };
+    let mut reader: Box<dyn Read + '_> = if gzip {
+        Box::new(flate2::bufread::MultiGzDecoder::new(input))
+    } else {
+        Box::new(input)
+    };
 
     let mut tree = Tree::default();
     let mut builder = EventBuilder::new(&mut tree, progress);
-    let (top, protocol, end) = pickle::unpickle(&mut reader, &mut tree, &mut builder).map_err(|e| LoadError::from_pickle(e, name))?;
-    let format = FileFormat { protocol, legacy_list: matches!(top, Value::List(_)), gzip };
+    let (top, protocol, end) = pickle::unpickle(&mut reader, &mut tree, &mut builder)
+        .map_err(|e| LoadError::from_pickle(e, name))?;
+    let format = FileFormat {
+        protocol,
+        legacy_list: matches!(top, Value::List(_)),
+        gzip,
+    };
     assemble(tree, builder, top, format, end).map_err(|e| LoadError::from_pickle(e, name))
 }
 
@@ -167,7 +213,9 @@ impl<'p> EventBuilder<'p> {
             Some(&[a, b]) => tree.int(a).zip(tree.int(b)),
             _ => None,
         };
-        let pair = pair.ok_or_else(|| PickleError::malformed(at, "a pool id that is not a pair of integers"))?;
+        let pair = pair.ok_or_else(|| {
+            PickleError::malformed(at, "a pool id that is not a pair of integers")
+        })?;
         Ok(*self.pool_ids.entry(pair).or_insert_with(|| {
             self.pools.push(pair);
             (self.pools.len() - 1) as PoolId
@@ -189,7 +237,10 @@ impl<'p> EventBuilder<'p> {
         if items.is_empty() {
             return Ok(NO_STACK);
         }
-        let frames = items.into_iter().map(|item| self.frame_id(tree, item, at)).collect::<Result<Box<[FrameId]>, _>>()?;
+        let frames = items
+            .into_iter()
+            .map(|item| self.frame_id(tree, item, at))
+            .collect::<Result<Box<[FrameId]>, _>>()?;
         let id = if let Some(&id) = self.stack_ids.get(&frames) {
             id
         } else {
@@ -212,12 +263,18 @@ impl<'p> EventBuilder<'p> {
         let text = |key| match tree.get(node, key) {
             Some(Value::Str(s)) => Ok(s),
             None | Some(Value::None) => Ok(NO_STR),
-            Some(_) => Err(PickleError::malformed(at, "a frame whose filename or name is not a string")),
+            Some(_) => Err(PickleError::malformed(
+                at,
+                "a frame whose filename or name is not a string",
+            )),
         };
         let frame = Frame {
             filename: text(self.keys.filename)?,
             name: text(self.keys.name)?,
-            line: tree.get(node, self.keys.line).and_then(|v| tree.int(v)).map_or(0, |l| l.clamp(0, i128::from(i64::MAX)) as i64),
+            line: tree
+                .get(node, self.keys.line)
+                .and_then(|v| tree.int(v))
+                .map_or(0, |l| l.clamp(0, i128::from(i64::MAX)) as i64),
         };
         let next = self.frames.len() as FrameId;
         let id = *self.frame_ids.entry(frame).or_insert(next);
@@ -230,7 +287,9 @@ impl<'p> EventBuilder<'p> {
 
     fn convert_event(&mut self, tree: &mut Tree, node: NodeId, at: u64) -> Result<(), PickleError> {
         // A trace entry has about ten keys; bigger dicts are something else.
-        let Node::Dict(items) = tree.node(node) else { return Ok(()) };
+        let Node::Dict(items) = tree.node(node) else {
+            return Ok(());
+        };
         if items.len() > pickle::MAX_LOOKUP_KEYS {
             return Ok(());
         }
@@ -263,7 +322,9 @@ impl<'p> EventBuilder<'p> {
             };
             *slot = Some(value);
         }
-        let Some(Value::Str(action_name)) = fields.action else { return Ok(()) };
+        let Some(Value::Str(action_name)) = fields.action else {
+            return Ok(());
+        };
         let action = Action::known(tree.str(action_name)).unwrap_or(Action::Other(action_name));
         let unsigned = |value: Option<Value>, what: &str| -> Result<u64, PickleError> {
             match value {
@@ -271,15 +332,25 @@ impl<'p> EventBuilder<'p> {
                 Some(v) => tree
                     .int(v)
                     .and_then(|i| u64::try_from(i).ok())
-                    .ok_or_else(|| PickleError::malformed(at, format!("trace entry `{what}` is not an unsigned 64-bit integer"))),
+                    .ok_or_else(|| {
+                        PickleError::malformed(
+                            at,
+                            format!("trace entry `{what}` is not an unsigned 64-bit integer"),
+                        )
+                    }),
             }
         };
         let addr = unsigned(fields.addr, "addr")?;
         let size_bytes = unsigned(fields.size, "size")?;
-        let device_free = fields.device_free.map(|v| unsigned(Some(v), "device_free")).transpose()?;
+        let device_free = fields
+            .device_free
+            .map(|v| unsigned(Some(v), "device_free"))
+            .transpose()?;
         let stream_raw = match fields.stream {
             None | Some(Value::None) => 0,
-            Some(v) => tree.int(v).ok_or_else(|| PickleError::malformed(at, "trace entry `stream` is not an integer"))?,
+            Some(v) => tree.int(v).ok_or_else(|| {
+                PickleError::malformed(at, "trace entry `stream` is not an integer")
+            })?,
         };
         let time_us = match fields.time_us {
             None | Some(Value::None) => NO_TIME,
@@ -287,12 +358,17 @@ impl<'p> EventBuilder<'p> {
             Some(v) => tree
                 .int(v)
                 .and_then(|i| i64::try_from(i).ok())
-                .ok_or_else(|| PickleError::malformed(at, "trace entry `time_us` is not a 64-bit integer"))?,
+                .ok_or_else(|| {
+                    PickleError::malformed(at, "trace entry `time_us` is not a 64-bit integer")
+                })?,
         };
         let text = |value: Option<Value>, what: &str| match value {
             None | Some(Value::None) => Ok(NO_STR),
             Some(Value::Str(s)) => Ok(s),
-            Some(_) => Err(PickleError::malformed(at, format!("trace entry `{what}` is not a string"))),
+            Some(_) => Err(PickleError::malformed(
+                at,
+                format!("trace entry `{what}` is not a string"),
+            )),
         };
         let compile_context = text(fields.compile_context, "compile_context")?;
         let user_metadata = text(fields.user_metadata, "user_metadata")?;
@@ -334,7 +410,12 @@ struct EventFields {
 }
 
 impl pickle::Hooks for EventBuilder<'_> {
-    fn on_append(&mut self, tree: &mut Tree, item: Value, offset: u64) -> Result<Value, PickleError> {
+    fn on_append(
+        &mut self,
+        tree: &mut Tree,
+        item: Value,
+        offset: u64,
+    ) -> Result<Value, PickleError> {
         if let Value::Dict(node) = item {
             self.convert_event(tree, node, offset)?;
         }
@@ -342,31 +423,51 @@ impl pickle::Hooks for EventBuilder<'_> {
     }
 
     fn on_progress(&mut self, bytes_read: u64) -> bool {
-        let Some(progress) = self.progress else { return true };
+        let Some(progress) = self.progress else {
+            return true;
+        };
         progress.bytes_read.store(bytes_read, Ordering::Relaxed);
-        progress.events_read.store(self.events.len() as u64, Ordering::Relaxed);
+        progress
+            .events_read
+            .store(self.events.len() as u64, Ordering::Relaxed);
         !progress.cancel.load(Ordering::Relaxed)
     }
 }
 
 /// Reads the rest of the file (segments, settings, annotations) from the arena and splits the
 /// event columns by device.
-fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFormat, end: u64) -> Result<Snapshot, PickleError> {
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the top-level keys, in file order"
+)]
+fn assemble(
+    mut tree: Tree,
+    mut b: EventBuilder<'_>,
+    top: Value,
+    format: FileFormat,
+    end: u64,
+) -> Result<Snapshot, PickleError> {
     // Structural errors found after the stream ended point at its end (the STOP opcode).
     let at = end;
     let key = |tree: &mut Tree, name: &str| tree.intern(name);
     let (segments_value, traces_value, settings_value, annotations_value) = match top {
         Value::Dict(node) => {
-            let (s, t, a, e) = (
+            let keys = [
                 key(&mut tree, "segments"),
                 key(&mut tree, "device_traces"),
                 key(&mut tree, "allocator_settings"),
                 key(&mut tree, "external_annotations"),
-            );
-            (tree.get(node, s), tree.get(node, t), tree.get(node, a), tree.get(node, e))
+            ];
+            let [segments, traces, settings, annotations] = keys.map(|k| tree.get(node, k));
+            (segments, traces, settings, annotations)
         }
         Value::List(_) => (Some(top), None, None, None),
-        _ => return Err(PickleError::malformed(at, "the top-level object is neither a snapshot dict nor a list of segments")),
+        _ => {
+            return Err(PickleError::malformed(
+                at,
+                "the top-level object is neither a snapshot dict nor a list of segments",
+            ));
+        }
     };
 
     // Real files share stacks, never traces, segments or block lists: a shared one would make the
@@ -374,12 +475,14 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
     let mut seen = Seen::default();
     let mut per_device: Vec<(u32, Vec<u32>)> = Vec::new();
     if let Some(traces) = traces_value {
-        let lists = tree.items(traces).ok_or_else(|| PickleError::malformed(at, "`device_traces` is not a list"))?;
+        let lists = tree
+            .items(traces)
+            .ok_or_else(|| PickleError::malformed(at, "`device_traces` is not a list"))?;
         for (ordinal, list) in lists.iter().enumerate() {
             seen.first_time(*list, at, "a device trace")?;
-            let entries = tree
-                .items(*list)
-                .ok_or_else(|| PickleError::malformed(at, format!("`device_traces[{ordinal}]` is not a list")))?;
+            let entries = tree.items(*list).ok_or_else(|| {
+                PickleError::malformed(at, format!("`device_traces[{ordinal}]` is not a list"))
+            })?;
             let mut indices = Vec::with_capacity(entries.len());
             for entry in entries {
                 match entry {
@@ -388,11 +491,18 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
                         _ => {
                             return Err(PickleError::malformed(
                                 at,
-                                format!("an entry of `device_traces[{ordinal}]` has no `action` string"),
+                                format!(
+                                    "an entry of `device_traces[{ordinal}]` has no `action` string"
+                                ),
                             ));
                         }
                     },
-                    _ => return Err(PickleError::malformed(at, format!("an entry of `device_traces[{ordinal}]` is not a dict"))),
+                    _ => {
+                        return Err(PickleError::malformed(
+                            at,
+                            format!("an entry of `device_traces[{ordinal}]` is not a dict"),
+                        ));
+                    }
                 }
             }
             per_device.push((ordinal as u32, indices));
@@ -401,7 +511,10 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
 
     let mut segments_by_device: FxHashMap<u32, Vec<Segment>> = FxHashMap::default();
     if let Some(segments) = segments_value {
-        let items = tree.items(segments).ok_or_else(|| PickleError::malformed(at, "`segments` is not a list"))?.to_vec();
+        let items = tree
+            .items(segments)
+            .ok_or_else(|| PickleError::malformed(at, "`segments` is not a list"))?
+            .to_vec();
         for item in items {
             seen.first_time(item, at, "a segment")?;
             let (device, segment) = read_segment(&mut tree, &mut b, &mut seen, item, at)?;
@@ -409,28 +522,49 @@ fn assemble(mut tree: Tree, mut b: EventBuilder<'_>, top: Value, format: FileFor
         }
     }
 
-    let allocator_settings = settings_value.map(|v| read_settings(&tree, v)).unwrap_or_default();
-    let annotations = annotations_value.map(|v| read_annotations(&mut tree, v)).unwrap_or_default();
+    let allocator_settings = settings_value
+        .map(|v| read_settings(&tree, v))
+        .unwrap_or_default();
+    let annotations = annotations_value
+        .map(|v| read_annotations(&mut tree, v))
+        .unwrap_or_default();
 
     let all_events = std::mem::take(&mut b.events);
     let whole = per_device.iter().filter(|(_, i)| !i.is_empty()).count() == 1
-        && per_device.iter().any(|(_, i)| i.len() == all_events.len() && i.iter().enumerate().all(|(n, &e)| n as u32 == e));
+        && per_device.iter().any(|(_, i)| {
+            i.len() == all_events.len() && i.iter().enumerate().all(|(n, &e)| n as u32 == e)
+        });
     let mut all_events = Some(all_events);
     let mut devices: Vec<Device> = Vec::new();
-    let mut ordinals: Vec<u32> = per_device.iter().filter(|(_, i)| !i.is_empty()).map(|(o, _)| *o).collect();
+    let mut ordinals: Vec<u32> = per_device
+        .iter()
+        .filter(|(_, i)| !i.is_empty())
+        .map(|(o, _)| *o)
+        .collect();
     ordinals.extend(segments_by_device.keys().copied());
     ordinals.sort_unstable();
     ordinals.dedup();
     for ordinal in ordinals {
-        let indices = per_device.iter().find(|(o, _)| *o == ordinal).map(|(_, i)| i.as_slice()).unwrap_or_default();
+        let indices = per_device
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .map(|(_, i)| i.as_slice())
+            .unwrap_or_default();
         let trace = if whole && !indices.is_empty() {
             all_events.take().unwrap_or_default()
         } else {
-            all_events.as_ref().map(|t| t.gather(indices)).unwrap_or_default()
+            all_events
+                .as_ref()
+                .map(|t| t.gather(indices))
+                .unwrap_or_default()
         };
         let mut segments = segments_by_device.remove(&ordinal).unwrap_or_default();
         segments.sort_by_key(|s| s.address);
-        devices.push(Device { ordinal, trace, segments });
+        devices.push(Device {
+            ordinal,
+            trace,
+            segments,
+        });
     }
 
     let mut warnings = Vec::new();
@@ -474,11 +608,17 @@ struct Seen(rustc_hash::FxHashSet<NodeId>);
 
 impl Seen {
     fn first_time(&mut self, value: Value, at: u64, what: &str) -> Result<(), PickleError> {
-        let node = match value {
-            Value::List(n) | Value::Dict(n) | Value::Tuple(n) => n,
-            _ => return Ok(()),
+        let (Value::List(node) | Value::Dict(node) | Value::Tuple(node)) = value else {
+            return Ok(());
         };
-        if self.0.insert(node) { Ok(()) } else { Err(PickleError::malformed(at, format!("{what} appears twice (shared through the memo)"))) }
+        if self.0.insert(node) {
+            Ok(())
+        } else {
+            Err(PickleError::malformed(
+                at,
+                format!("{what} appears twice (shared through the memo)"),
+            ))
+        }
     }
 }
 
@@ -489,9 +629,14 @@ fn read_segment(
     value: Value,
     at: u64,
 ) -> Result<(u32, Segment), PickleError> {
-    let Value::Dict(node) = value else { return Err(PickleError::malformed(at, "a segment that is not a dict")) };
+    let Value::Dict(node) = value else {
+        return Err(PickleError::malformed(at, "a segment that is not a dict"));
+    };
     if tree.dict_len(node) > pickle::MAX_LOOKUP_KEYS {
-        return Err(PickleError::malformed(at, "a segment dict with hundreds of keys"));
+        return Err(PickleError::malformed(
+            at,
+            "a segment dict with hundreds of keys",
+        ));
     }
     let get = |tree: &mut Tree, name: &str| {
         let k = tree.intern(name);
@@ -504,16 +649,24 @@ fn read_segment(
                 .int(v)
                 .and_then(|i| u64::try_from(i).ok())
                 .map(Some)
-                .ok_or_else(|| PickleError::malformed(at, format!("segment `{what}` is not an unsigned integer"))),
+                .ok_or_else(|| {
+                    PickleError::malformed(
+                        at,
+                        format!("segment `{what}` is not an unsigned integer"),
+                    )
+                }),
         }
     };
     let device = get(tree, "device");
     let device = uint(tree, device, "device")?.unwrap_or(0);
-    let device = u32::try_from(device).map_err(|_| PickleError::malformed(at, "segment `device` is out of range"))?;
+    let device = u32::try_from(device)
+        .map_err(|_| PickleError::malformed(at, "segment `device` is out of range"))?;
     let address = get(tree, "address");
-    let address = uint(tree, address, "address")?.ok_or_else(|| PickleError::malformed(at, "a segment without `address`"))?;
+    let address = uint(tree, address, "address")?
+        .ok_or_else(|| PickleError::malformed(at, "a segment without `address`"))?;
     let total = get(tree, "total_size");
-    let total_size_bytes = uint(tree, total, "total_size")?.ok_or_else(|| PickleError::malformed(at, "a segment without `total_size`"))?;
+    let total_size_bytes = uint(tree, total, "total_size")?
+        .ok_or_else(|| PickleError::malformed(at, "a segment without `total_size`"))?;
     let stream_raw = get(tree, "stream").and_then(|v| tree.int(v)).unwrap_or(0);
     let stream = b.stream_id(stream_raw);
     let pool_value = get(tree, "segment_pool_id").unwrap_or(Value::None);
@@ -531,19 +684,24 @@ fn read_segment(
         None | Some(Value::None) => Vec::new(),
         Some(v) => {
             seen.first_time(v, at, "a segment's block list")?;
-            tree.items(v).ok_or_else(|| PickleError::malformed(at, "segment `blocks` is not a list"))?.to_vec()
+            tree.items(v)
+                .ok_or_else(|| PickleError::malformed(at, "segment `blocks` is not a list"))?
+                .to_vec()
         }
     };
     let mut blocks = Vec::with_capacity(block_values.len());
     let mut next_address = address;
     for value in block_values {
-        let Value::Dict(bn) = value else { return Err(PickleError::malformed(at, "a block that is not a dict")) };
+        let Value::Dict(bn) = value else {
+            return Err(PickleError::malformed(at, "a block that is not a dict"));
+        };
         let bget = |tree: &mut Tree, name: &str| {
             let k = tree.intern(name);
             tree.get(bn, k)
         };
         let size = bget(tree, "size");
-        let size_bytes = uint(tree, size, "block size")?.ok_or_else(|| PickleError::malformed(at, "a block without `size`"))?;
+        let size_bytes = uint(tree, size, "block size")?
+            .ok_or_else(|| PickleError::malformed(at, "a block without `size`"))?;
         let block_address = bget(tree, "address");
         let block_address = uint(tree, block_address, "block address")?.unwrap_or(next_address);
         next_address = block_address.saturating_add(size_bytes);
@@ -553,12 +711,23 @@ fn read_segment(
                 // The docstring's spelling, in case a writer followed it.
                 "active_pending_free" | "active_awaiting_free" => BlockState::ActivePendingFree,
                 "inactive" => BlockState::Inactive,
-                other => return Err(PickleError::malformed(at, format!("unknown block state `{other}`"))),
+                other => {
+                    return Err(PickleError::malformed(
+                        at,
+                        format!("unknown block state `{other}`"),
+                    ));
+                }
             },
-            _ => return Err(PickleError::malformed(at, "a block without a `state` string")),
+            _ => {
+                return Err(PickleError::malformed(
+                    at,
+                    "a block without a `state` string",
+                ));
+            }
         };
         // Early-2023 files: requested size and frames live in `history[0]`.
-        let history_first = bget(tree, "history").and_then(|h| tree.items(h).and_then(|items| items.first().copied()));
+        let history_first = bget(tree, "history")
+            .and_then(|h| tree.items(h).and_then(|items| items.first().copied()));
         let (mut requested, mut frames) = (bget(tree, "requested_size"), bget(tree, "frames"));
         if let Some(Value::Dict(h)) = history_first {
             let (real_size, hframes) = (tree.intern("real_size"), tree.intern("frames"));
@@ -567,14 +736,36 @@ fn read_segment(
         }
         let requested_size_bytes = uint(tree, requested, "requested_size")?.unwrap_or(size_bytes);
         let stack = b.stack_id(tree, frames.unwrap_or(Value::None), at)?;
-        blocks.push(Block { address: block_address, size_bytes, requested_size_bytes, state, stack });
+        blocks.push(Block {
+            address: block_address,
+            size_bytes,
+            requested_size_bytes,
+            state,
+            stack,
+        });
     }
-    Ok((device, Segment { address, total_size_bytes, stream, pool, segment_type, is_expandable, stack, blocks }))
+    Ok((
+        device,
+        Segment {
+            address,
+            total_size_bytes,
+            stream,
+            pool,
+            segment_type,
+            is_expandable,
+            stack,
+            blocks,
+        },
+    ))
 }
 
 fn read_settings(tree: &Tree, value: Value) -> Vec<(String, SettingValue)> {
-    let Value::Dict(node) = value else { return Vec::new() };
-    let Node::Dict(items) = tree.node(node) else { return Vec::new() };
+    let Value::Dict(node) = value else {
+        return Vec::new();
+    };
+    let Node::Dict(items) = tree.node(node) else {
+        return Vec::new();
+    };
     let scalar = |v: Value| -> Option<SettingValue> {
         Some(match v {
             Value::Bool(b) => SettingValue::Bool(b),
@@ -606,13 +797,22 @@ fn read_settings(tree: &Tree, value: Value) -> Vec<(String, SettingValue)> {
 }
 
 fn read_annotations(tree: &mut Tree, value: Value) -> Vec<Annotation> {
-    let (name, stage, device, time_us) = (tree.intern("name"), tree.intern("stage"), tree.intern("device"), tree.intern("time_us"));
-    let Some(items) = tree.items(value) else { return Vec::new() };
+    let (name, stage, device, time_us) = (
+        tree.intern("name"),
+        tree.intern("stage"),
+        tree.intern("device"),
+        tree.intern("time_us"),
+    );
+    let Some(items) = tree.items(value) else {
+        return Vec::new();
+    };
     items
         .iter()
         .filter_map(|&item| {
             let Value::Dict(n) = item else { return None };
-            let Some(Value::Str(name)) = tree.get(n, name) else { return None };
+            let Some(Value::Str(name)) = tree.get(n, name) else {
+                return None;
+            };
             let stage = match tree.get(n, stage) {
                 Some(Value::Str(s)) if tree.str(s) == "START" => AnnotationStage::Start,
                 Some(Value::Str(s)) if tree.str(s) == "END" => AnnotationStage::End,
@@ -621,8 +821,14 @@ fn read_annotations(tree: &mut Tree, value: Value) -> Vec<Annotation> {
             Some(Annotation {
                 name: tree.str(name).to_string(),
                 stage,
-                device: tree.get(n, device).and_then(|v| tree.int(v)).map_or(0, |d| d as i64),
-                time_us: tree.get(n, time_us).and_then(|v| tree.int(v)).map_or(NO_TIME, |t| t as i64),
+                device: tree
+                    .get(n, device)
+                    .and_then(|v| tree.int(v))
+                    .map_or(0, |d| d as i64),
+                time_us: tree
+                    .get(n, time_us)
+                    .and_then(|v| tree.int(v))
+                    .map_or(NO_TIME, |t| t as i64),
             })
         })
         .collect()

@@ -62,7 +62,7 @@ impl Action {
     }
 
     /// The spelling in the file (for `Other`, look the name up in the string table).
-    pub fn name<'a>(self, strings: &'a [Box<str>]) -> &'a str {
+    pub fn name(self, strings: &[Box<str>]) -> &str {
         match self {
             Self::Alloc => "alloc",
             Self::FreeRequested => "free_requested",
@@ -109,7 +109,7 @@ impl Trace {
         self.action.is_empty()
     }
 
-    /// True when every event has a time (files from torch_npu and 2023 CUDA have none).
+    /// True when every event has a time (files from `torch_npu` and 2023 CUDA have none).
     pub fn has_time(&self) -> bool {
         !self.time_us.is_empty() && self.time_us.iter().all(|&t| t != NO_TIME)
     }
@@ -118,8 +118,11 @@ impl Trace {
     pub(crate) fn gather(&self, indices: &[u32]) -> Trace {
         let pick = |col: &[u64]| indices.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
         let pick32 = |col: &[u32]| indices.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
-        let position: rustc_hash::FxHashMap<u32, u32> =
-            indices.iter().enumerate().map(|(new, &old)| (old, new as u32)).collect();
+        let position: rustc_hash::FxHashMap<u32, u32> = indices
+            .iter()
+            .enumerate()
+            .map(|(new, &old)| (old, new as u32))
+            .collect();
         Trace {
             action: indices.iter().map(|&i| self.action[i as usize]).collect(),
             addr: pick(&self.addr),
@@ -204,7 +207,9 @@ pub struct Device {
 impl Device {
     /// Bytes the allocator held at dump time.
     pub fn reserved_bytes_final(&self) -> u64 {
-        self.segments.iter().fold(0u64, |sum, s| sum.saturating_add(s.total_size_bytes))
+        self.segments
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.total_size_bytes))
     }
 
     /// Requested bytes of the blocks in `states` at dump time.
@@ -302,7 +307,7 @@ impl fmt::Display for Warning {
 #[derive(Clone, Debug, Default)]
 pub struct FileFormat {
     pub protocol: u8,
-    /// A PyTorch ≤ 1.13 file: a top-level list of segments, no trace.
+    /// A `PyTorch` ≤ 1.13 file: a top-level list of segments, no trace.
     pub legacy_list: bool,
     pub gzip: bool,
 }
@@ -337,11 +342,21 @@ impl Snapshot {
 
     /// The device with the most events (then the most segments): the one to show first.
     pub fn busiest_device(&self) -> Option<&Device> {
-        self.devices.iter().max_by_key(|d| (d.trace.len(), d.segments.len(), std::cmp::Reverse(d.ordinal)))
+        self.devices.iter().max_by_key(|d| {
+            (
+                d.trace.len(),
+                d.segments.len(),
+                std::cmp::Reverse(d.ordinal),
+            )
+        })
     }
 
     /// Frames of `stack`, innermost first; empty for [`NO_STACK`].
     pub fn stack_frames(&self, stack: StackId) -> impl Iterator<Item = &Frame> {
-        self.stacks.get(stack as usize).into_iter().flat_map(|s| s.iter()).map(|&f| &self.frames[f as usize])
+        self.stacks
+            .get(stack as usize)
+            .into_iter()
+            .flat_map(|s| s.iter())
+            .map(|&f| &self.frames[f as usize])
     }
 }

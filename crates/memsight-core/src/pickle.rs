@@ -154,7 +154,10 @@ pub struct PickleError {
 
 impl PickleError {
     pub fn malformed(offset: u64, what: impl Into<String>) -> Self {
-        Self { offset, kind: PickleErrorKind::Malformed(what.into()) }
+        Self {
+            offset,
+            kind: PickleErrorKind::Malformed(what.into()),
+        }
     }
 }
 
@@ -162,7 +165,12 @@ impl PickleError {
 pub trait Hooks {
     /// Called for each value appended to a list, once the value is complete. Returns the value to
     /// store (usually `item` itself).
-    fn on_append(&mut self, tree: &mut Tree, item: Value, offset: u64) -> Result<Value, PickleError>;
+    fn on_append(
+        &mut self,
+        tree: &mut Tree,
+        item: Value,
+        offset: u64,
+    ) -> Result<Value, PickleError>;
 
     /// Called every few thousand opcodes with the bytes consumed so far; `false` cancels.
     fn on_progress(&mut self, _bytes_read: u64) -> bool {
@@ -184,7 +192,13 @@ const BUF_BYTES: usize = 256 * 1024;
 
 impl<R: Read> Source<R> {
     fn new(inner: R) -> Self {
-        Self { inner, buf: vec![0; BUF_BYTES].into_boxed_slice(), pos: 0, len: 0, base: 0 }
+        Self {
+            inner,
+            buf: vec![0; BUF_BYTES].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            base: 0,
+        }
     }
 
     fn offset(&self) -> u64 {
@@ -207,7 +221,10 @@ impl<R: Read> Source<R> {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(PickleError { offset: self.offset(), kind: PickleErrorKind::Io(e.to_string()) });
+                    return Err(PickleError {
+                        offset: self.offset(),
+                        kind: PickleErrorKind::Io(e.to_string()),
+                    });
                 }
             }
         }
@@ -217,7 +234,10 @@ impl<R: Read> Source<R> {
     fn take(&mut self, n: usize) -> Result<&[u8], PickleError> {
         while self.len - self.pos < n {
             if !self.refill()? {
-                return Err(PickleError { offset: self.offset(), kind: PickleErrorKind::Truncated });
+                return Err(PickleError {
+                    offset: self.offset(),
+                    kind: PickleErrorKind::Truncated,
+                });
             }
         }
         let start = self.pos;
@@ -248,7 +268,10 @@ impl<R: Read> Source<R> {
         let mut left = n;
         while left > 0 {
             if self.pos == self.len && !self.refill()? {
-                return Err(PickleError { offset: self.offset(), kind: PickleErrorKind::Truncated });
+                return Err(PickleError {
+                    offset: self.offset(),
+                    kind: PickleErrorKind::Truncated,
+                });
             }
             let chunk = (self.len - self.pos).min(usize::try_from(left).unwrap_or(usize::MAX));
             out.extend_from_slice(&self.buf[self.pos..self.pos + chunk]);
@@ -302,8 +325,18 @@ impl Memo {
 /// Unpickles one object from `input`, which must hold exactly one pickle (trailing bytes are
 /// ignored, as Python's `pickle.load` does). Returns the top-level value and the protocol.
 /// Also returns the offset of the `STOP` opcode.
-pub fn unpickle<R: Read>(input: R, tree: &mut Tree, hooks: &mut dyn Hooks) -> Result<(Value, u8, u64), PickleError> {
-    let mut vm = Vm { src: Source::new(input), stack: Vec::new(), marks: Vec::new(), memo: Memo::default(), scratch: Vec::new() };
+pub fn unpickle<R: Read>(
+    input: R,
+    tree: &mut Tree,
+    hooks: &mut dyn Hooks,
+) -> Result<(Value, u8, u64), PickleError> {
+    let mut vm = Vm {
+        src: Source::new(input),
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: Memo::default(),
+        scratch: Vec::new(),
+    };
     vm.run(tree, hooks)
 }
 
@@ -342,20 +375,33 @@ fn code_opcode_name(op: u8) -> Option<&'static str> {
 }
 
 impl<R: Read> Vm<R> {
-    #[expect(clippy::too_many_lines, reason = "one match arm per opcode reads best as one table")]
-    fn run(&mut self, tree: &mut Tree, hooks: &mut dyn Hooks) -> Result<(Value, u8, u64), PickleError> {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one match arm per opcode reads best as one table"
+    )]
+    fn run(
+        &mut self,
+        tree: &mut Tree,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(Value, u8, u64), PickleError> {
         let mut protocol = 0u8;
         let mut ops_since_progress = 0u32;
         loop {
             let at = self.src.offset();
             let Some(op) = self.src.next_byte()? else {
-                return Err(PickleError { offset: at, kind: PickleErrorKind::Truncated });
+                return Err(PickleError {
+                    offset: at,
+                    kind: PickleErrorKind::Truncated,
+                });
             };
             ops_since_progress += 1;
             if ops_since_progress == 1 << 16 {
                 ops_since_progress = 0;
                 if !hooks.on_progress(at) {
-                    return Err(PickleError { offset: at, kind: PickleErrorKind::Cancelled });
+                    return Err(PickleError {
+                        offset: at,
+                        kind: PickleErrorKind::Cancelled,
+                    });
                 }
             }
             match op {
@@ -364,7 +410,9 @@ impl<R: Read> Vm<R> {
                     if !(2..=5).contains(&protocol) {
                         return Err(PickleError {
                             offset: at,
-                            kind: PickleErrorKind::Unsupported(format!("pickle protocol {protocol} (snapshots use 2 to 5)")),
+                            kind: PickleErrorKind::Unsupported(format!(
+                                "pickle protocol {protocol} (snapshots use 2 to 5)"
+                            )),
                         });
                     }
                 }
@@ -410,36 +458,26 @@ impl<R: Read> Vm<R> {
                 }
                 0x8b => {
                     let n = i32::from_le_bytes(self.src.array::<4>()?);
-                    let n = u64::try_from(n).map_err(|_| PickleError::malformed(at, "LONG4 with a negative length"))?;
+                    let n = u64::try_from(n)
+                        .map_err(|_| PickleError::malformed(at, "LONG4 with a negative length"))?;
                     self.push_long(at, n, tree)?;
                 }
                 b'G' => {
                     let v = f64::from_be_bytes(self.src.array::<8>()?);
                     self.stack.push(Value::Float(v));
                 }
-                0x8c => {
+                // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8, and the byte strings (SHORT_BINSTRING,
+                // BINSTRING, SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8): bytes are not in
+                // snapshots, but are kept as text so a file that has one still loads.
+                0x8c | b'U' | b'C' => {
                     let [n] = self.src.array::<1>()?;
                     self.push_str(u64::from(n), tree)?;
                 }
-                b'X' => {
+                b'X' | b'T' | b'B' => {
                     let n = u32::from_le_bytes(self.src.array::<4>()?);
                     self.push_str(u64::from(n), tree)?;
                 }
-                0x8d => {
-                    let n = u64::from_le_bytes(self.src.array::<8>()?);
-                    self.push_str(n, tree)?;
-                }
-                // Byte strings (SHORT_BINSTRING, BINSTRING, SHORT_BINBYTES, BINBYTES, BINBYTES8,
-                // BYTEARRAY8): not in snapshots, kept as text so a file that has one still loads.
-                b'U' | b'C' => {
-                    let [n] = self.src.array::<1>()?;
-                    self.push_str(u64::from(n), tree)?;
-                }
-                b'T' | b'B' => {
-                    let n = u32::from_le_bytes(self.src.array::<4>()?);
-                    self.push_str(u64::from(n), tree)?;
-                }
-                0x8e | 0x96 => {
+                0x8d | 0x8e | 0x96 => {
                     let n = u64::from_le_bytes(self.src.array::<8>()?);
                     self.push_str(n, tree)?;
                 }
@@ -480,9 +518,15 @@ impl<R: Read> Vm<R> {
                 0x85..=0x87 => {
                     let n = usize::from(op - 0x84);
                     if self.stack.len() < n {
-                        return Err(PickleError::malformed(at, format!("TUPLE{n} with {} values on the stack", self.stack.len())));
+                        return Err(PickleError::malformed(
+                            at,
+                            format!("TUPLE{n} with {} values on the stack", self.stack.len()),
+                        ));
                     }
-                    let items: Box<[Value]> = self.stack.split_off(self.stack.len() - n).into_boxed_slice();
+                    let items: Box<[Value]> = self
+                        .stack
+                        .split_off(self.stack.len() - n)
+                        .into_boxed_slice();
                     let id = tree.push_node(Node::Tuple(items));
                     self.stack.push(Value::Tuple(id));
                 }
@@ -496,46 +540,51 @@ impl<R: Read> Vm<R> {
                     let mark = self.pop_mark(at)?;
                     let items = self.stack.split_off(mark);
                     let id = tree.push_node(Node::List(Vec::with_capacity(items.len())));
-                    self.append_items(at, id, items, tree, hooks)?;
+                    Self::append_items(at, id, items, tree, hooks)?;
                     self.stack.push(Value::List(id));
                 }
                 b'd' => {
                     let mark = self.pop_mark(at)?;
                     let items = self.stack.split_off(mark);
                     let id = tree.push_node(Node::Dict(Vec::new()));
-                    self.set_items(at, id, &items, tree)?;
+                    Self::set_items(at, id, &items, tree)?;
                     self.stack.push(Value::Dict(id));
                 }
                 b'a' => {
                     let item = self.pop(at)?;
                     let list = self.list_on_top(at, tree)?;
-                    self.append_items(at, list, vec![item], tree, hooks)?;
+                    Self::append_items(at, list, vec![item], tree, hooks)?;
                 }
                 b'e' => {
                     let mark = self.pop_mark(at)?;
                     let items = self.stack.split_off(mark);
                     let list = self.list_on_top(at, tree)?;
-                    self.append_items(at, list, items, tree, hooks)?;
+                    Self::append_items(at, list, items, tree, hooks)?;
                 }
                 b's' => {
                     let value = self.pop(at)?;
                     let key = self.pop(at)?;
                     let dict = self.dict_on_top(at, tree)?;
-                    self.set_items(at, dict, &[key, value], tree)?;
+                    Self::set_items(at, dict, &[key, value], tree)?;
                 }
                 b'u' => {
                     let mark = self.pop_mark(at)?;
                     let items = self.stack.split_off(mark);
                     let dict = self.dict_on_top(at, tree)?;
-                    self.set_items(at, dict, &items, tree)?;
+                    Self::set_items(at, dict, &items, tree)?;
                 }
                 _ => {
                     if let Some(name) = code_opcode_name(op) {
-                        return Err(PickleError { offset: at, kind: PickleErrorKind::Code(name) });
+                        return Err(PickleError {
+                            offset: at,
+                            kind: PickleErrorKind::Code(name),
+                        });
                     }
                     return Err(PickleError {
                         offset: at,
-                        kind: PickleErrorKind::Unsupported(format!("opcode 0x{op:02x}, which memory snapshots never contain")),
+                        kind: PickleErrorKind::Unsupported(format!(
+                            "opcode 0x{op:02x}, which memory snapshots never contain"
+                        )),
                     });
                 }
             }
@@ -544,17 +593,28 @@ impl<R: Read> Vm<R> {
 
     fn pop(&mut self, at: u64) -> Result<Value, PickleError> {
         if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
-            return Err(PickleError::malformed(at, "a value is taken from an empty mark"));
+            return Err(PickleError::malformed(
+                at,
+                "a value is taken from an empty mark",
+            ));
         }
-        self.stack.pop().ok_or_else(|| PickleError::malformed(at, "stack underflow"))
+        self.stack
+            .pop()
+            .ok_or_else(|| PickleError::malformed(at, "stack underflow"))
     }
 
     fn top(&self, at: u64) -> Result<Value, PickleError> {
-        self.stack.last().copied().ok_or_else(|| PickleError::malformed(at, "memoizing with an empty stack"))
+        self.stack
+            .last()
+            .copied()
+            .ok_or_else(|| PickleError::malformed(at, "memoizing with an empty stack"))
     }
 
     fn pop_mark(&mut self, at: u64) -> Result<usize, PickleError> {
-        let mark = self.marks.pop().ok_or_else(|| PickleError::malformed(at, "no MARK to close"))?;
+        let mark = self
+            .marks
+            .pop()
+            .ok_or_else(|| PickleError::malformed(at, "no MARK to close"))?;
         if mark > self.stack.len() {
             return Err(PickleError::malformed(at, "MARK above the stack"));
         }
@@ -576,7 +636,9 @@ impl<R: Read> Vm<R> {
         if n > 16 {
             return Err(PickleError {
                 offset: at,
-                kind: PickleErrorKind::Unsupported(format!("an integer of {n} bytes (at most 16 are supported)")),
+                kind: PickleErrorKind::Unsupported(format!(
+                    "an integer of {n} bytes (at most 16 are supported)"
+                )),
             });
         }
         let bytes = self.src.take(n as usize)?;
@@ -588,12 +650,11 @@ impl<R: Read> Vm<R> {
         if n > 0 && n < 16 && bytes[n as usize - 1] & 0x80 != 0 {
             value -= 1i128 << (8 * n);
         }
-        self.stack.push(match i64::try_from(value) {
-            Ok(v) => Value::Int(v),
-            Err(_) => {
-                tree.big_ints.push(value);
-                Value::BigInt((tree.big_ints.len() - 1) as u32)
-            }
+        self.stack.push(if let Ok(v) = i64::try_from(value) {
+            Value::Int(v)
+        } else {
+            tree.big_ints.push(value);
+            Value::BigInt((tree.big_ints.len() - 1) as u32)
         });
         Ok(())
     }
@@ -611,19 +672,24 @@ impl<R: Read> Vm<R> {
     fn list_on_top(&self, at: u64, tree: &Tree) -> Result<NodeId, PickleError> {
         match self.stack.last() {
             Some(Value::List(id)) if matches!(tree.node(*id), Node::List(_)) => Ok(*id),
-            _ => Err(PickleError::malformed(at, "APPEND to something that is not a list")),
+            _ => Err(PickleError::malformed(
+                at,
+                "APPEND to something that is not a list",
+            )),
         }
     }
 
     fn dict_on_top(&self, at: u64, tree: &Tree) -> Result<NodeId, PickleError> {
         match self.stack.last() {
             Some(Value::Dict(id)) if matches!(tree.node(*id), Node::Dict(_)) => Ok(*id),
-            _ => Err(PickleError::malformed(at, "SETITEM on something that is not a dict")),
+            _ => Err(PickleError::malformed(
+                at,
+                "SETITEM on something that is not a dict",
+            )),
         }
     }
 
     fn append_items(
-        &mut self,
         at: u64,
         list: NodeId,
         items: Vec<Value>,
@@ -636,18 +702,36 @@ impl<R: Read> Vm<R> {
         }
         match &mut tree.nodes[list as usize] {
             Node::List(existing) => existing.extend_from_slice(&converted),
-            _ => return Err(PickleError::malformed(at, "APPEND to something that is not a list")),
+            _ => {
+                return Err(PickleError::malformed(
+                    at,
+                    "APPEND to something that is not a list",
+                ));
+            }
         }
         Ok(())
     }
 
-    fn set_items(&mut self, at: u64, dict: NodeId, items: &[Value], tree: &mut Tree) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
-            return Err(PickleError::malformed(at, "SETITEMS with an odd number of values"));
+    fn set_items(
+        at: u64,
+        dict: NodeId,
+        items: &[Value],
+        tree: &mut Tree,
+    ) -> Result<(), PickleError> {
+        if !items.len().is_multiple_of(2) {
+            return Err(PickleError::malformed(
+                at,
+                "SETITEMS with an odd number of values",
+            ));
         }
         match &mut tree.nodes[dict as usize] {
             Node::Dict(existing) => existing.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1]))),
-            _ => return Err(PickleError::malformed(at, "SETITEM on something that is not a dict")),
+            _ => {
+                return Err(PickleError::malformed(
+                    at,
+                    "SETITEM on something that is not a dict",
+                ));
+            }
         }
         Ok(())
     }
@@ -675,13 +759,20 @@ mod tests {
         // pickle.dumps([2**63, -2**63-1, 2**127-1], 4), with no memo opcodes.
         let mut bytes = vec![0x80, 4, b']', b'('];
         bytes.extend([0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0x80, 0]);
-        bytes.extend([0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0xff]);
+        bytes.extend([
+            0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0xff,
+        ]);
         bytes.extend([0x8a, 16]);
         bytes.extend([0xff; 15]);
         bytes.push(0x7f);
         bytes.extend([b'e', b'.']);
         let (tree, value) = load(&bytes).expect("loads");
-        let ints: Vec<i128> = tree.items(value).expect("list").iter().map(|v| tree.int(*v).expect("int")).collect();
+        let ints: Vec<i128> = tree
+            .items(value)
+            .expect("list")
+            .iter()
+            .map(|v| tree.int(*v).expect("int"))
+            .collect();
         assert_eq!(ints, vec![1i128 << 63, -(1i128 << 63) - 1, i128::MAX]);
     }
 
@@ -689,14 +780,22 @@ mod tests {
     fn refuses_code_without_running_it() {
         // pickle.dumps(os.system) at protocol 2 starts with GLOBAL.
         let err = load(b"\x80\x02cposix\nsystem\nq\x00.").expect_err("refused");
-        assert_eq!(err, PickleError { offset: 2, kind: PickleErrorKind::Code("GLOBAL") });
+        assert_eq!(
+            err,
+            PickleError {
+                offset: 2,
+                kind: PickleErrorKind::Code("GLOBAL")
+            }
+        );
     }
 
     #[test]
     fn memo_reference_to_nothing_is_an_error() {
         let err = load(b"\x80\x04h\x05.").expect_err("refused");
         assert_eq!(err.offset, 2);
-        assert!(matches!(err.kind, PickleErrorKind::Malformed(ref m) if m.contains("memo reference 5")));
+        assert!(
+            matches!(err.kind, PickleErrorKind::Malformed(ref m) if m.contains("memo reference 5"))
+        );
     }
 
     #[test]
@@ -708,7 +807,9 @@ mod tests {
     #[test]
     fn shared_lists_are_one_node() {
         // x = [1]; pickle.dumps([x, x], 4)
-        let (tree, value) = load(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01ah\x01e.").expect("loads");
+        let (tree, value) =
+            load(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01ah\x01e.")
+                .expect("loads");
         let items = tree.items(value).expect("list");
         assert_eq!(items[0], items[1]);
     }
@@ -716,12 +817,8 @@ mod tests {
     #[test]
     fn deep_nesting_does_not_recurse() {
         let mut bytes = vec![0x80, 4];
-        for _ in 0..200_000 {
-            bytes.push(b']');
-        }
-        for _ in 0..199_999 {
-            bytes.push(b'a');
-        }
+        bytes.extend(std::iter::repeat_n(b']', 200_000));
+        bytes.extend(std::iter::repeat_n(b'a', 199_999));
         bytes.push(b'.');
         let (tree, _) = load(&bytes).expect("loads");
         assert_eq!(tree.nodes.len(), 200_000);

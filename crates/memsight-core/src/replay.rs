@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::model::{Action, BlockState, Device, PoolId, Snapshot, StackId, StreamId, Warning, WarningKind};
+use crate::model::{
+    Action, BlockState, Device, PoolId, Snapshot, StackId, StreamId, Warning, WarningKind,
+};
 
 /// Id of a lifetime in [`DeviceReplay::lifetimes`].
 pub type LifetimeId = u32;
@@ -69,7 +71,11 @@ impl Lifetime {
             (Some(r), Some(n)) => r <= n,
             _ => false,
         };
-        if requested || self.pending_free_at_start { BlockState::ActivePendingFree } else { BlockState::ActiveAllocated }
+        if requested || self.pending_free_at_start {
+            BlockState::ActivePendingFree
+        } else {
+            BlockState::ActiveAllocated
+        }
     }
 }
 
@@ -120,14 +126,29 @@ fn add_range(pieces: &mut Pieces, start: u64, piece: Piece) -> bool {
 /// Removes `[start, end)` from whatever pieces cover it, splitting them; returns the bytes removed.
 fn remove_range(pieces: &mut Pieces, start: u64, end: u64) -> u64 {
     let mut removed = 0;
-    let first = pieces.range(..start).next_back().filter(|(_, p)| p.end > start).map(|(&s, _)| s);
-    let keys: Vec<u64> = first.into_iter().chain(pieces.range(start..end).map(|(&s, _)| s)).collect();
+    let first = pieces
+        .range(..start)
+        .next_back()
+        .filter(|(_, p)| p.end > start)
+        .map(|(&s, _)| s);
+    let keys: Vec<u64> = first
+        .into_iter()
+        .chain(pieces.range(start..end).map(|(&s, _)| s))
+        .collect();
     for key in keys {
-        let Some(piece) = pieces.remove(&key) else { continue };
+        let Some(piece) = pieces.remove(&key) else {
+            continue;
+        };
         let (cut_start, cut_end) = (key.max(start), piece.end.min(end));
         removed += cut_end.saturating_sub(cut_start);
         if key < cut_start {
-            pieces.insert(key, Piece { end: cut_start, ..piece });
+            pieces.insert(
+                key,
+                Piece {
+                    end: cut_start,
+                    ..piece
+                },
+            );
         }
         if cut_end < piece.end {
             pieces.insert(cut_end, piece);
@@ -178,6 +199,10 @@ pub struct PoolBlock {
     pub lifetime: Option<LifetimeId>,
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with passes a reference"
+)]
 fn serialize_state<S: serde::Serializer>(state: &BlockState, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(state.name())
 }
@@ -197,7 +222,10 @@ pub struct PoolSegment {
 impl PoolSegment {
     /// Free gaps and the largest of them, in bytes.
     pub fn gaps(&self) -> (usize, u64) {
-        let free = self.blocks.iter().filter(|b| b.state == BlockState::Inactive);
+        let free = self
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Inactive);
         free.fold((0, 0), |(n, largest), b| (n + 1, largest.max(b.size_bytes)))
     }
 }
@@ -216,7 +244,11 @@ pub struct PoolState {
 /// Replays every device of `snapshot` (in parallel) and returns the replays with the warnings
 /// found on the way.
 pub fn replay_all(snapshot: &Snapshot) -> (Vec<DeviceReplay>, Vec<Warning>) {
-    let results: Vec<(DeviceReplay, Vec<Warning>)> = snapshot.devices.par_iter().map(DeviceReplay::build).collect();
+    let results: Vec<(DeviceReplay, Vec<Warning>)> = snapshot
+        .devices
+        .par_iter()
+        .map(DeviceReplay::build)
+        .collect();
     let mut warnings = Vec::new();
     let replays = results
         .into_iter()
@@ -238,7 +270,12 @@ struct Tally {
 
 impl Tally {
     fn new(kind: WarningKind, message: &'static str) -> Self {
-        Self { kind, message, count: 0, first: None }
+        Self {
+            kind,
+            message,
+            count: 0,
+            first: None,
+        }
     }
 
     fn hit(&mut self, event: Option<u32>) {
@@ -260,15 +297,26 @@ impl Tally {
 }
 
 impl DeviceReplay {
-    #[expect(clippy::too_many_lines, reason = "the forward pass is one loop over the actions")]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the forward pass is one loop over the actions"
+    )]
     pub fn build(device: &Device) -> (Self, Vec<Warning>) {
         let trace = &device.trace;
         let n = trace.len();
         let has_free_requested = trace.action.contains(&Action::FreeRequested);
-        let mut free_without_alloc = Tally::new(WarningKind::FreeWithoutAlloc, "frees whose alloc is older than the trace");
-        let mut alloc_at_live = Tally::new(WarningKind::AllocAtLiveAddress, "alloc at an address that is still live");
-        let mut disagree_blocks =
-            Tally::new(WarningKind::TraceDisagreesWithSegments, "blocks the trace leaves live are not in the final segments");
+        let mut free_without_alloc = Tally::new(
+            WarningKind::FreeWithoutAlloc,
+            "frees whose alloc is older than the trace",
+        );
+        let mut alloc_at_live = Tally::new(
+            WarningKind::AllocAtLiveAddress,
+            "alloc at an address that is still live",
+        );
+        let mut disagree_blocks = Tally::new(
+            WarningKind::TraceDisagreesWithSegments,
+            "blocks the trace leaves live are not in the final segments",
+        );
         let mut disagree_final = Tally::new(
             WarningKind::TraceDisagreesWithSegments,
             "live blocks in the final segments were freed by the trace and not allocated again",
@@ -281,7 +329,10 @@ impl DeviceReplay {
         let mut freed_addrs: FxHashMap<u64, u32> = FxHashMap::default();
         let mut delta = vec![Totals::default(); n];
         for i in 0..n {
-            let (addr, size) = (trace.addr[i], i64::try_from(trace.size_bytes[i]).unwrap_or(i64::MAX));
+            let (addr, size) = (
+                trace.addr[i],
+                i64::try_from(trace.size_bytes[i]).unwrap_or(i64::MAX),
+            );
             let event = Some(i as u32);
             let ghost = |lifetimes: &mut Vec<Lifetime>| {
                 lifetimes.push(Lifetime {
@@ -352,7 +403,11 @@ impl DeviceReplay {
         }
 
         // Blocks live at dump time: attach their rounded size, or add them as alive throughout.
-        for (segment, block) in device.segments.iter().flat_map(|s| s.blocks.iter().map(move |b| (s, b))) {
+        for (segment, block) in device
+            .segments
+            .iter()
+            .flat_map(|s| s.blocks.iter().map(move |b| (s, b)))
+        {
             if block.state == BlockState::Inactive {
                 continue;
             }
@@ -385,37 +440,53 @@ impl DeviceReplay {
         let as_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         let final_totals = Totals {
             allocated_bytes: as_i64(device.requested_bytes_final(&[BlockState::ActiveAllocated])),
-            active_bytes: as_i64(device.requested_bytes_final(&[BlockState::ActiveAllocated, BlockState::ActivePendingFree])),
+            active_bytes: as_i64(device.requested_bytes_final(&[
+                BlockState::ActiveAllocated,
+                BlockState::ActivePendingFree,
+            ])),
             reserved_bytes: as_i64(device.reserved_bytes_final()),
         };
-        let sum = delta.iter().fold(Totals::default(), |acc, d| acc.saturating_add(*d));
+        let sum = delta
+            .iter()
+            .fold(Totals::default(), |acc, d| acc.saturating_add(*d));
         let initial = final_totals.saturating_add(Totals {
             allocated_bytes: sum.allocated_bytes.saturating_neg(),
             active_bytes: sum.active_bytes.saturating_neg(),
             reserved_bytes: sum.reserved_bytes.saturating_neg(),
         });
 
-        let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) = rayon::join(
-            || {
-                let mut cum = initial;
-                let mut columns = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-                for d in &delta {
-                    cum = cum.saturating_add(*d);
-                    columns.0.push(cum.allocated_bytes);
-                    columns.1.push(cum.active_bytes);
-                    columns.2.push(cum.reserved_bytes);
-                }
-                columns
-            },
-            || build_checkpoints(device, &lifetimes, &event_lifetime),
-        );
+        let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) =
+            rayon::join(
+                || {
+                    let mut cum = initial;
+                    let mut columns = (
+                        Vec::with_capacity(n),
+                        Vec::with_capacity(n),
+                        Vec::with_capacity(n),
+                    );
+                    for d in &delta {
+                        cum = cum.saturating_add(*d);
+                        columns.0.push(cum.allocated_bytes);
+                        columns.1.push(cum.active_bytes);
+                        columns.2.push(cum.reserved_bytes);
+                    }
+                    columns
+                },
+                || build_checkpoints(device, &lifetimes, &event_lifetime),
+            );
         drop(delta);
 
         let peak = |initial: i64, column: &[i64]| {
-            let mut best = Peak { bytes: initial, event: None };
+            let mut best = Peak {
+                bytes: initial,
+                event: None,
+            };
             for (i, &v) in column.iter().enumerate() {
                 if v > best.bytes {
-                    best = Peak { bytes: v, event: Some(i as u32) };
+                    best = Peak {
+                        bytes: v,
+                        event: Some(i as u32),
+                    };
                 }
             }
             best
@@ -435,8 +506,15 @@ impl DeviceReplay {
             event_count: n,
         };
 
-        let mut warnings: Vec<Warning> =
-            [free_without_alloc, alloc_at_live, disagree_blocks, disagree_final].into_iter().filter_map(|t| t.into_warning(device.ordinal)).collect();
+        let mut warnings: Vec<Warning> = [
+            free_without_alloc,
+            alloc_at_live,
+            disagree_blocks,
+            disagree_final,
+        ]
+        .into_iter()
+        .filter_map(|t| t.into_warning(device.ordinal))
+        .collect();
         if segment_mismatches > 0 {
             warnings.push(Warning {
                 kind: WarningKind::TraceDisagreesWithSegments,
@@ -460,7 +538,8 @@ impl DeviceReplay {
             });
         }
         let over = (0..n).filter(|&i| replay.allocated_bytes[i] > replay.reserved_bytes[i]);
-        let (over_count, first_over) = over.fold((0u64, None), |(c, f), i| (c + 1, f.or(Some(i as u32))));
+        let (over_count, first_over) =
+            over.fold((0u64, None), |(c, f), i| (c + 1, f.or(Some(i as u32))));
         if over_count > 0 {
             warnings.push(Warning {
                 kind: WarningKind::TraceDisagreesWithSegments,
@@ -522,9 +601,14 @@ impl DeviceReplay {
     /// The full pool right after event `n` (`None`: before the first event; past the end: the
     /// final state). Replays at most one checkpoint interval.
     pub fn pool_after(&self, device: &Device, n: Option<u32>) -> PoolState {
-        let n = n.map(|n| n.min(self.event_count.saturating_sub(1) as u32)).filter(|_| self.event_count > 0);
+        let n = n
+            .map(|n| n.min(self.event_count.saturating_sub(1) as u32))
+            .filter(|_| self.event_count > 0);
         let applied = n.map_or(0, |n| n as usize + 1);
-        let cp_index = self.checkpoints.partition_point(|c| c.at <= applied).saturating_sub(1);
+        let cp_index = self
+            .checkpoints
+            .partition_point(|c| c.at <= applied)
+            .saturating_sub(1);
         let cp = &self.checkpoints[cp_index];
         let mut pieces: Pieces = cp.pieces.iter().copied().collect();
         // Changes since the checkpoint: address → live lifetime (None: freed).
@@ -532,10 +616,23 @@ impl DeviceReplay {
         let trace = &device.trace;
         for i in cp.at..applied {
             apply_segment_event(&mut pieces, device, i, false);
-            apply_block_event(&mut changed, trace.action[i], trace.addr[i], self.event_lifetime[i]);
+            apply_block_event(
+                &mut changed,
+                trace.action[i],
+                trace.addr[i],
+                self.event_lifetime[i],
+            );
         }
-        let mut live: Vec<(u64, LifetimeId)> = cp.live.iter().copied().filter(|(addr, _)| !changed.contains_key(addr)).collect();
-        let mut added: Vec<(u64, LifetimeId)> = changed.into_iter().filter_map(|(addr, id)| id.map(|id| (addr, id))).collect();
+        let mut live: Vec<(u64, LifetimeId)> = cp
+            .live
+            .iter()
+            .copied()
+            .filter(|(addr, _)| !changed.contains_key(addr))
+            .collect();
+        let mut added: Vec<(u64, LifetimeId)> = changed
+            .into_iter()
+            .filter_map(|(addr, id)| id.map(|id| (addr, id)))
+            .collect();
         added.sort_unstable();
         live = merge_sorted(live, added);
 
@@ -543,13 +640,20 @@ impl DeviceReplay {
         let mut unplaced_blocks = Vec::new();
         let mut seg_i = 0;
         for &(addr, id) in &live {
-            while seg_i < segments.len() && segments[seg_i].address.saturating_add(segments[seg_i].total_size_bytes) <= addr {
+            while seg_i < segments.len()
+                && segments[seg_i]
+                    .address
+                    .saturating_add(segments[seg_i].total_size_bytes)
+                    <= addr
+            {
                 seg_i += 1;
             }
             let lifetime = &self.lifetimes[id as usize];
             let block = PoolBlock {
                 address: addr,
-                size_bytes: lifetime.size_bytes.unwrap_or_else(|| rounded_size_bytes(lifetime.requested_size_bytes)),
+                size_bytes: lifetime
+                    .size_bytes
+                    .unwrap_or_else(|| rounded_size_bytes(lifetime.requested_size_bytes)),
                 requested_size_bytes: lifetime.requested_size_bytes,
                 state: lifetime.state_after(n),
                 size_exact: lifetime.size_bytes.is_some(),
@@ -563,7 +667,12 @@ impl DeviceReplay {
         for seg in &mut segments {
             fill_gaps(seg);
         }
-        PoolState { event: n, totals: self.totals_after(n), segments, unplaced_blocks }
+        PoolState {
+            event: n,
+            totals: self.totals_after(n),
+            segments,
+            unplaced_blocks,
+        }
     }
 }
 
@@ -575,7 +684,9 @@ fn merge_sorted(a: Vec<(u64, LifetimeId)>, b: Vec<(u64, LifetimeId)>) -> Vec<(u6
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
         match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => out.push(if x <= y { a.next() } else { b.next() }.unwrap_or_default()),
+            (Some(x), Some(y)) => {
+                out.push(if x <= y { a.next() } else { b.next() }.unwrap_or_default())
+            }
             (Some(_), None) => out.extend(a.by_ref()),
             (None, Some(_)) => out.extend(b.by_ref()),
             (None, None) => return out,
@@ -607,7 +718,14 @@ fn fill_gaps(seg: &mut PoolSegment) {
 }
 
 fn gap(address: u64, size_bytes: u64) -> PoolBlock {
-    PoolBlock { address, size_bytes, requested_size_bytes: 0, state: BlockState::Inactive, size_exact: true, lifetime: None }
+    PoolBlock {
+        address,
+        size_bytes,
+        requested_size_bytes: 0,
+        state: BlockState::Inactive,
+        size_exact: true,
+        lifetime: None,
+    }
 }
 
 /// Pieces as segments: adjacent expandable pieces of one stream and pool form one segment.
@@ -616,7 +734,12 @@ fn group_pieces(pieces: &Pieces) -> Vec<PoolSegment> {
     for (&start, piece) in pieces {
         if let Some(last) = segments.last_mut() {
             let adjacent = last.address.saturating_add(last.total_size_bytes) == start;
-            if adjacent && piece.expandable && last.is_expandable && last.stream == piece.stream && last.pool == piece.pool {
+            if adjacent
+                && piece.expandable
+                && last.is_expandable
+                && last.stream == piece.stream
+                && last.pool == piece.pool
+            {
                 last.total_size_bytes = last.total_size_bytes.saturating_add(piece.end - start);
                 continue;
             }
@@ -633,7 +756,12 @@ fn group_pieces(pieces: &Pieces) -> Vec<PoolSegment> {
     segments
 }
 
-fn apply_block_event(changed: &mut FxHashMap<u64, Option<LifetimeId>>, action: Action, addr: u64, id: LifetimeId) {
+fn apply_block_event(
+    changed: &mut FxHashMap<u64, Option<LifetimeId>>,
+    action: Action,
+    addr: u64,
+    id: LifetimeId,
+) {
     match action {
         Action::Alloc => {
             changed.insert(addr, Some(id));
@@ -660,25 +788,54 @@ fn apply_segment_event(pieces: &mut Pieces, device: &Device, i: usize, undo: boo
     if adds == undo {
         remove_range(pieces, start, end) == size
     } else {
-        let pool = if t.pool[i] == crate::model::NO_POOL { default_pool(device) } else { t.pool[i] };
-        add_range(pieces, start, Piece { end, stream: t.stream[i], pool, expandable })
+        let pool = if t.pool[i] == crate::model::NO_POOL {
+            default_pool(device)
+        } else {
+            t.pool[i]
+        };
+        add_range(
+            pieces,
+            start,
+            Piece {
+                end,
+                stream: t.stream[i],
+                pool,
+                expandable,
+            },
+        )
     }
 }
 
 /// The pool id segments carry when the trace does not say: the final segments' most common one.
 fn default_pool(device: &Device) -> PoolId {
-    device.segments.first().map_or(crate::model::NO_POOL, |s| s.pool)
+    device
+        .segments
+        .first()
+        .map_or(crate::model::NO_POOL, |s| s.pool)
 }
 
 /// Undoes the trace's segment events from the final segments, then walks forward taking
 /// checkpoints. Returns them with the number of segment events that did not fit.
-fn build_checkpoints(device: &Device, lifetimes: &[Lifetime], event_lifetime: &[LifetimeId]) -> (Vec<Checkpoint>, u64) {
+fn build_checkpoints(
+    device: &Device,
+    lifetimes: &[Lifetime],
+    event_lifetime: &[LifetimeId],
+) -> (Vec<Checkpoint>, u64) {
     let t = &device.trace;
     let n = t.len();
     let mut mismatches = 0;
     let mut pieces: Pieces = Pieces::new();
     for s in &device.segments {
-        add_range(&mut pieces, s.address, Piece { end: s.address.saturating_add(s.total_size_bytes), stream: s.stream, pool: s.pool, expandable: s.is_expandable });
+        add_range(
+            &mut pieces,
+            s.address,
+            Piece {
+                end: s.address.saturating_add(s.total_size_bytes),
+                stream: s.stream,
+                pool: s.pool,
+                expandable: s.is_expandable,
+            },
+        );
     }
     for i in (0..n).rev() {
         if !apply_segment_event(&mut pieces, device, i, true) {
@@ -695,11 +852,15 @@ fn build_checkpoints(device: &Device, lifetimes: &[Lifetime], event_lifetime: &[
     let snapshot = |at: usize, pieces: &Pieces, live: &FxHashMap<u64, LifetimeId>| {
         let mut live: Vec<(u64, LifetimeId)> = live.iter().map(|(&a, &id)| (a, id)).collect();
         live.sort_unstable();
-        Checkpoint { at, pieces: pieces.iter().map(|(&k, &v)| (k, v)).collect(), live }
+        Checkpoint {
+            at,
+            pieces: pieces.iter().map(|(&k, &v)| (k, v)).collect(),
+            live,
+        }
     };
     let mut checkpoints = vec![snapshot(0, &pieces, &live)];
     let mut last = 0;
-    for i in 0..n {
+    for (i, &lifetime) in event_lifetime.iter().enumerate() {
         if i - last >= MIN_CHECKPOINT_INTERVAL.max(live.len() / 2) {
             checkpoints.push(snapshot(i, &pieces, &live));
             last = i;
@@ -707,7 +868,7 @@ fn build_checkpoints(device: &Device, lifetimes: &[Lifetime], event_lifetime: &[
         apply_segment_event(&mut pieces, device, i, false);
         match t.action[i] {
             Action::Alloc => {
-                live.insert(t.addr[i], event_lifetime[i]);
+                live.insert(t.addr[i], lifetime);
             }
             Action::FreeCompleted => {
                 live.remove(&t.addr[i]);

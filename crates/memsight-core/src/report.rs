@@ -56,7 +56,11 @@ impl StatsReport {
             .map(|(device, replay)| device_stats(snapshot, device, replay))
             .collect();
         let warning_details = loaded.warnings.clone();
-        Self { devices, warnings: warning_details.iter().map(ToString::to_string).collect(), warning_details }
+        Self {
+            devices,
+            warnings: warning_details.iter().map(ToString::to_string).collect(),
+            warning_details,
+        }
     }
 }
 
@@ -68,7 +72,9 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         *counts.entry(a).or_default() += 1;
     }
     for (a, c) in counts {
-        *actions.entry(a.name(&snapshot.strings).to_string()).or_default() += c;
+        *actions
+            .entry(a.name(&snapshot.strings).to_string())
+            .or_default() += c;
     }
     let final_totals = replay.final_totals();
     let mut streams: Vec<u32> = trace.stream.clone();
@@ -91,7 +97,14 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         peak_allocated_event: replay.peak_allocated.event,
         peak_active_event: replay.peak_active.event,
         has_time: trace.has_time(),
-        time_span_us: trace.has_time().then(|| trace.time_us.last().copied().unwrap_or(0).saturating_sub(trace.time_us.first().copied().unwrap_or(0))),
+        time_span_us: trace.has_time().then(|| {
+            trace
+                .time_us
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(trace.time_us.first().copied().unwrap_or(0))
+        }),
         streams: streams.len(),
         lifetimes: replay.lifetimes.len(),
     }
@@ -146,8 +159,14 @@ impl StateReport {
                     address: s.address,
                     total_size: s.total_size_bytes,
                     stream: s.stream,
-                    stream_raw: snapshot.streams.get(s.stream as usize).map_or_else(String::new, ToString::to_string),
-                    pool: snapshot.pools.get(s.pool as usize).map(|(a, b)| (a.to_string(), b.to_string())),
+                    stream_raw: snapshot
+                        .streams
+                        .get(s.stream as usize)
+                        .map_or_else(String::new, ToString::to_string),
+                    pool: snapshot
+                        .pools
+                        .get(s.pool as usize)
+                        .map(|(a, b)| (a.to_string(), b.to_string())),
                     is_expandable: s.is_expandable,
                     free_gaps,
                     largest_gap_bytes,
@@ -178,6 +197,10 @@ impl StateReport {
 
     /// Live blocks (allocated or pending free) in the report.
     pub fn live_blocks(&self) -> usize {
-        self.segments.iter().flat_map(|s| &s.blocks).filter(|b| b.state != BlockState::Inactive.name()).count()
+        self.segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state != BlockState::Inactive.name())
+            .count()
     }
 }

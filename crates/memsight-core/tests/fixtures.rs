@@ -1,11 +1,22 @@
 //! Every real snapshot of the corpus loads, and its figures match values computed independently
 //! with Python's pickle module (`scripts/fixture_figures.py`, run on the same files).
 
+#![expect(
+    clippy::unreadable_literal,
+    reason = "figures pasted as scripts/fixture_figures.py prints them"
+)]
+
 mod common;
 
 use memsight_core::Loaded;
 use memsight_core::model::{BlockState, NO_TIME, WarningKind};
 use memsight_core::report::StatsReport;
+
+/// A segment as (address, size, blocks as (address, size, state)).
+type SegmentShape = (u64, u64, Vec<(u64, u64, BlockState)>);
+
+/// A first event as (action, addr, size, time).
+type FirstEvent = (&'static str, u64, u64, Option<i64>);
 
 struct Expected {
     file: &'static str,
@@ -25,7 +36,12 @@ const EXPECTED: &[Expected] = &[
         file: "cuda_2023_no_time.pickle",
         device: 0,
         trace_events: 10307,
-        actions: &[("alloc", 3505), ("free_completed", 3325), ("free_requested", 3325), ("segment_alloc", 152)],
+        actions: &[
+            ("alloc", 3505),
+            ("free_completed", 3325),
+            ("free_requested", 3325),
+            ("segment_alloc", 152),
+        ],
         segments: 215,
         blocks: 1079,
         final_bytes: [6471811072, 2285408452, 2285408452],
@@ -35,7 +51,13 @@ const EXPECTED: &[Expected] = &[
         file: "cuda_cppframes_snapshotevents.pickle",
         device: 0,
         trace_events: 5803,
-        actions: &[("alloc", 1935), ("free_completed", 1926), ("free_requested", 1926), ("segment_alloc", 7), ("snapshot", 9)],
+        actions: &[
+            ("alloc", 1935),
+            ("free_completed", 1926),
+            ("free_requested", 1926),
+            ("segment_alloc", 7),
+            ("snapshot", 9),
+        ],
         segments: 10,
         blocks: 54,
         final_bytes: [134217728, 48748928, 48748928],
@@ -45,7 +67,13 @@ const EXPECTED: &[Expected] = &[
         file: "cuda_ctx512_forward_mixed.pickle",
         device: 0,
         trace_events: 6765,
-        actions: &[("alloc", 2702), ("free_completed", 1414), ("free_requested", 1414), ("segment_alloc", 638), ("segment_free", 597)],
+        actions: &[
+            ("alloc", 2702),
+            ("free_completed", 1414),
+            ("free_requested", 1414),
+            ("segment_alloc", 638),
+            ("segment_free", 597),
+        ],
         segments: 868,
         blocks: 1816,
         final_bytes: [40514879488, 39839792128, 39839792128],
@@ -65,7 +93,11 @@ const EXPECTED: &[Expected] = &[
         file: "cuda_modern_compilectx.pickle",
         device: 0,
         trace_events: 5163,
-        actions: &[("alloc", 1721), ("free_completed", 1721), ("free_requested", 1721)],
+        actions: &[
+            ("alloc", 1721),
+            ("free_completed", 1721),
+            ("free_requested", 1721),
+        ],
         segments: 216,
         blocks: 455,
         final_bytes: [14180941824, 1373919236, 1373919236],
@@ -75,7 +107,12 @@ const EXPECTED: &[Expected] = &[
         file: "npu_snapshot_expandable.pkl",
         device: 0,
         trace_events: 8092,
-        actions: &[("alloc", 2899), ("free_completed", 2574), ("free_requested", 2574), ("segment_map", 45)],
+        actions: &[
+            ("alloc", 2899),
+            ("free_completed", 2574),
+            ("free_requested", 2574),
+            ("segment_map", 45),
+        ],
         segments: 2,
         blocks: 717,
         final_bytes: [643825664, 408384288, 408384288],
@@ -85,7 +122,13 @@ const EXPECTED: &[Expected] = &[
         file: "npu_snapshot_with_empty_cache.pkl",
         device: 0,
         trace_events: 8180,
-        actions: &[("alloc", 2899), ("free_completed", 2574), ("free_requested", 2574), ("segment_alloc", 79), ("segment_free", 54)],
+        actions: &[
+            ("alloc", 2899),
+            ("free_completed", 2574),
+            ("free_requested", 2574),
+            ("segment_alloc", 79),
+            ("segment_free", 54),
+        ],
         segments: 34,
         blocks: 685,
         final_bytes: [509607936, 408384288, 408384288],
@@ -101,54 +144,130 @@ fn load(file: &str) -> Option<Loaded> {
 #[test]
 fn every_fixture_matches_independent_figures() {
     for expected in EXPECTED {
-        let Some(loaded) = load(expected.file) else { return };
+        let Some(loaded) = load(expected.file) else {
+            return;
+        };
         let report = StatsReport::new(&loaded);
-        assert_eq!(report.devices.len(), 1, "{}: one device with data", expected.file);
+        assert_eq!(
+            report.devices.len(),
+            1,
+            "{}: one device with data",
+            expected.file
+        );
         let d = &report.devices[0];
         let ctx = expected.file;
         assert_eq!(d.device, expected.device, "{ctx}");
         assert_eq!(d.trace_events, expected.trace_events, "{ctx}");
         let actions: Vec<(&str, u64)> = d.actions.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(actions, expected.actions, "{ctx}");
-        assert_eq!((d.segments, d.blocks), (expected.segments, expected.blocks), "{ctx}");
-        assert_eq!([d.reserved_bytes_final, d.allocated_bytes_final, d.active_bytes_final], expected.final_bytes, "{ctx}");
-        assert_eq!([d.peak_reserved_bytes, d.peak_allocated_bytes, d.peak_active_bytes], expected.peak_bytes, "{ctx}");
+        assert_eq!(
+            (d.segments, d.blocks),
+            (expected.segments, expected.blocks),
+            "{ctx}"
+        );
+        assert_eq!(
+            [
+                d.reserved_bytes_final,
+                d.allocated_bytes_final,
+                d.active_bytes_final
+            ],
+            expected.final_bytes,
+            "{ctx}"
+        );
+        assert_eq!(
+            [
+                d.peak_reserved_bytes,
+                d.peak_allocated_bytes,
+                d.peak_active_bytes
+            ],
+            expected.peak_bytes,
+            "{ctx}"
+        );
     }
 }
 
 #[test]
 fn real_files_replay_to_a_consistent_initial_state() {
     for expected in EXPECTED {
-        let Some(loaded) = load(expected.file) else { return };
+        let Some(loaded) = load(expected.file) else {
+            return;
+        };
         let disagreements: Vec<String> = loaded
             .warnings
             .iter()
             .filter(|w| w.kind == WarningKind::TraceDisagreesWithSegments)
             .map(ToString::to_string)
             .collect();
-        assert!(disagreements.is_empty(), "{}: {disagreements:?}", expected.file);
+        assert!(
+            disagreements.is_empty(),
+            "{}: {disagreements:?}",
+            expected.file
+        );
         let replay = &loaded.replays[0];
-        assert!(replay.initial.allocated_bytes >= 0 && replay.initial.reserved_bytes >= 0, "{}", expected.file);
+        assert!(
+            replay.initial.allocated_bytes >= 0 && replay.initial.reserved_bytes >= 0,
+            "{}",
+            expected.file
+        );
     }
 }
 
 /// Stacks and first events, read with Python's pickle (distinct stacks by frame content).
 #[test]
 fn stacks_are_interned_once_and_fields_survive() {
-    let cases: &[(&str, usize, usize, Option<(&str, u64, u64, Option<i64>)>)] = &[
-        ("cuda_2023_no_time.pickle", 152, 263, Some(("alloc", 139936756924416, 8192000, None))),
-        ("cuda_cppframes_snapshotevents.pickle", 81, 96, Some(("alloc", 139934094589952, 7864320, Some(1738780408787504)))),
-        ("cuda_ctx512_forward_mixed.pickle", 110, 98, Some(("segment_free", 140625972297728, 10485760, Some(1748733642760996)))),
+    let cases: &[(&str, usize, usize, Option<FirstEvent>)] = &[
+        (
+            "cuda_2023_no_time.pickle",
+            152,
+            263,
+            Some(("alloc", 139936756924416, 8192000, None)),
+        ),
+        (
+            "cuda_cppframes_snapshotevents.pickle",
+            81,
+            96,
+            Some(("alloc", 139934094589952, 7864320, Some(1738780408787504))),
+        ),
+        (
+            "cuda_ctx512_forward_mixed.pickle",
+            110,
+            98,
+            Some((
+                "segment_free",
+                140625972297728,
+                10485760,
+                Some(1748733642760996),
+            )),
+        ),
         ("cuda_legacy_list.pkl", 11, 21, None),
-        ("cuda_modern_compilectx.pickle", 54, 16, Some(("alloc", 47294971904, 25165824, Some(1776479641085368)))),
-        ("npu_snapshot_expandable.pkl", 59, 21, Some(("segment_map", 20697552257024, 41943040, None))),
-        ("npu_snapshot_with_empty_cache.pkl", 60, 23, Some(("segment_alloc", 20617048883200, 44040192, None))),
+        (
+            "cuda_modern_compilectx.pickle",
+            54,
+            16,
+            Some(("alloc", 47294971904, 25165824, Some(1776479641085368))),
+        ),
+        (
+            "npu_snapshot_expandable.pkl",
+            59,
+            21,
+            Some(("segment_map", 20697552257024, 41943040, None)),
+        ),
+        (
+            "npu_snapshot_with_empty_cache.pkl",
+            60,
+            23,
+            Some(("segment_alloc", 20617048883200, 44040192, None)),
+        ),
     ];
     for &(file, stacks, depth, first) in cases {
         let Some(loaded) = load(file) else { return };
         let s = &loaded.snapshot;
         assert_eq!(s.stacks.len(), stacks, "{file}: distinct stacks");
-        assert_eq!(s.stacks.iter().map(|st| st.len()).max().unwrap_or(0), depth, "{file}: deepest stack");
+        assert_eq!(
+            s.stacks.iter().map(|st| st.len()).max().unwrap_or(0),
+            depth,
+            "{file}: deepest stack"
+        );
         let device = &s.devices[0];
         match first {
             None => assert!(device.trace.is_empty()),
@@ -164,21 +283,41 @@ fn stacks_are_interned_once_and_fields_survive() {
 
 #[test]
 fn format_variants_are_recognised() {
-    let Some(legacy) = load("cuda_legacy_list.pkl") else { return };
+    let Some(legacy) = load("cuda_legacy_list.pkl") else {
+        return;
+    };
     assert!(legacy.snapshot.format.legacy_list);
     assert_eq!(legacy.snapshot.devices[0].ordinal, 1);
-    let Some(npu) = load("npu_snapshot_expandable.pkl") else { return };
+    let Some(npu) = load("npu_snapshot_expandable.pkl") else {
+        return;
+    };
     assert!(!npu.snapshot.devices[0].trace.has_time());
     // Stream pointers are kept raw and numbered from 0.
     assert_eq!(npu.snapshot.streams, vec![1276474240]);
-    assert!(npu.snapshot.devices[0].segments.iter().all(|s| s.is_expandable));
-    let Some(modern) = load("cuda_modern_compilectx.pickle") else { return };
+    assert!(
+        npu.snapshot.devices[0]
+            .segments
+            .iter()
+            .all(|s| s.is_expandable)
+    );
+    let Some(modern) = load("cuda_modern_compilectx.pickle") else {
+        return;
+    };
     let s = &modern.snapshot;
     assert!(s.devices[0].trace.has_time());
     assert_eq!(s.str(s.devices[0].trace.compile_context[0]), "N/A");
-    assert!(s.allocator_settings.iter().any(|(k, _)| k == "expandable_segments"));
+    assert!(
+        s.allocator_settings
+            .iter()
+            .any(|(k, _)| k == "expandable_segments")
+    );
     let cpp = load("cuda_cppframes_snapshotevents.pickle").expect("corpus present");
-    let cpp_frames = cpp.snapshot.frames.iter().filter(|f| cpp.snapshot.str(f.filename) == "??" && f.line == 0).count();
+    let cpp_frames = cpp
+        .snapshot
+        .frames
+        .iter()
+        .filter(|f| cpp.snapshot.str(f.filename) == "??" && f.line == 0)
+        .count();
     assert!(cpp_frames > 0, "C++ frames are kept");
 }
 
@@ -186,20 +325,40 @@ fn format_variants_are_recognised() {
 #[test]
 fn replay_lands_on_the_final_segments() {
     for expected in EXPECTED {
-        let Some(loaded) = load(expected.file) else { return };
+        let Some(loaded) = load(expected.file) else {
+            return;
+        };
         let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
         let last = replay.event_count().checked_sub(1).map(|n| n as u32);
         let pool = replay.pool_after(device, last);
         assert!(pool.unplaced_blocks.is_empty(), "{}", expected.file);
-        let got: Vec<(u64, u64, Vec<(u64, u64, BlockState)>)> = pool
+        let got: Vec<SegmentShape> = pool
             .segments
             .iter()
-            .map(|s| (s.address, s.total_size_bytes, s.blocks.iter().map(|b| (b.address, b.size_bytes, b.state)).collect()))
+            .map(|s| {
+                (
+                    s.address,
+                    s.total_size_bytes,
+                    s.blocks
+                        .iter()
+                        .map(|b| (b.address, b.size_bytes, b.state))
+                        .collect(),
+                )
+            })
             .collect();
-        let want: Vec<(u64, u64, Vec<(u64, u64, BlockState)>)> = device
+        let want: Vec<SegmentShape> = device
             .segments
             .iter()
-            .map(|s| (s.address, s.total_size_bytes, s.blocks.iter().map(|b| (b.address, b.size_bytes, b.state)).collect()))
+            .map(|s| {
+                (
+                    s.address,
+                    s.total_size_bytes,
+                    s.blocks
+                        .iter()
+                        .map(|b| (b.address, b.size_bytes, b.state))
+                        .collect(),
+                )
+            })
             .collect();
         assert_eq!(got.len(), want.len(), "{}: segment count", expected.file);
         for (g, w) in got.iter().zip(&want) {
@@ -212,25 +371,41 @@ fn replay_lands_on_the_final_segments() {
 #[test]
 fn pool_state_agrees_with_totals_at_every_event() {
     for expected in EXPECTED {
-        let Some(loaded) = load(expected.file) else { return };
+        let Some(loaded) = load(expected.file) else {
+            return;
+        };
         let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
         let events = std::iter::once(None).chain((0..replay.event_count() as u32).map(Some));
         for n in events.step_by(3) {
             let pool = replay.pool_after(device, n);
             let blocks = || pool.segments.iter().flat_map(|s| &s.blocks);
             let reserved: u64 = pool.segments.iter().map(|s| s.total_size_bytes).sum();
-            let allocated: u64 = blocks().filter(|b| b.state == BlockState::ActiveAllocated).map(|b| b.requested_size_bytes).sum();
-            let active: u64 = blocks().filter(|b| b.state != BlockState::Inactive).map(|b| b.requested_size_bytes).sum();
+            let allocated: u64 = blocks()
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.requested_size_bytes)
+                .sum();
+            let active: u64 = blocks()
+                .filter(|b| b.state != BlockState::Inactive)
+                .map(|b| b.requested_size_bytes)
+                .sum();
             let totals = replay.totals_after(n);
             assert_eq!(
                 (reserved as i64, allocated as i64, active as i64),
-                (totals.reserved_bytes, totals.allocated_bytes, totals.active_bytes),
+                (
+                    totals.reserved_bytes,
+                    totals.allocated_bytes,
+                    totals.active_bytes
+                ),
                 "{} after {n:?}",
                 expected.file
             );
             for s in &pool.segments {
                 let tiled: u64 = s.blocks.iter().map(|b| b.size_bytes).sum();
-                assert_eq!(tiled, s.total_size_bytes, "{} after {n:?}: blocks tile segment 0x{:x}", expected.file, s.address);
+                assert_eq!(
+                    tiled, s.total_size_bytes,
+                    "{} after {n:?}: blocks tile segment 0x{:x}",
+                    expected.file, s.address
+                );
             }
         }
     }

@@ -5,12 +5,20 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use memsight_core::model::{Action, BlockState, WarningKind};
 use memsight_core::r#gen::{self, GenOptions, Generated, PickleWriter, Scenario};
+use memsight_core::model::{Action, BlockState, WarningKind};
 use memsight_core::{Loaded, load_bytes, load_path};
 
+/// A segment as (address, size, blocks as (address, size, allocated)).
+type SegmentShape = (u64, u64, Vec<(u64, u64, bool)>);
+
 fn generate(scenario: Scenario, events: usize, protocol: u8) -> (Generated, Loaded) {
-    let g = r#gen::generate(&GenOptions { scenario, events, seed: 11, protocol });
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed: 11,
+        protocol,
+    });
     let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
     let snapshot = load_bytes(&bytes, Path::new(scenario.name())).unwrap_or_else(|e| panic!("{e}"));
     (g, Loaded::new(snapshot))
@@ -29,24 +37,64 @@ fn every_scenario_round_trips_event_for_event() {
             assert_eq!(t.len(), g.allocator.trace.len(), "{ctx}");
             assert_eq!(t.len(), 6000, "{ctx}");
             for (i, e) in g.allocator.trace.iter().enumerate() {
-                assert_eq!((t.action[i], t.addr[i] * u64::from(e.action != Action::Oom), t.size_bytes[i]), (e.action, e.addr * u64::from(e.action != Action::Oom), e.size), "{ctx} event {i}");
+                assert_eq!(
+                    (
+                        t.action[i],
+                        t.addr[i] * u64::from(e.action != Action::Oom),
+                        t.size_bytes[i]
+                    ),
+                    (
+                        e.action,
+                        e.addr * u64::from(e.action != Action::Oom),
+                        e.size
+                    ),
+                    "{ctx} event {i}"
+                );
                 assert_eq!(s.streams[t.stream[i] as usize], e.stream, "{ctx} event {i}");
             }
-            let want: Vec<(u64, u64, Vec<(u64, u64, bool)>)> = g
+            let want: Vec<SegmentShape> = g
                 .allocator
                 .segments
                 .iter()
                 .filter(|(_, seg)| seg.size > 0)
-                .map(|(&a, seg)| (a, seg.size, seg.blocks.iter().map(|(&b, blk)| (b, blk.size, blk.allocated)).collect()))
+                .map(|(&a, seg)| {
+                    (
+                        a,
+                        seg.size,
+                        seg.blocks
+                            .iter()
+                            .map(|(&b, blk)| (b, blk.size, blk.allocated))
+                            .collect(),
+                    )
+                })
                 .collect();
-            let got: Vec<(u64, u64, Vec<(u64, u64, bool)>)> = s.devices[0]
+            let got: Vec<SegmentShape> = s.devices[0]
                 .segments
                 .iter()
-                .map(|seg| (seg.address, seg.total_size_bytes, seg.blocks.iter().map(|b| (b.address, b.size_bytes, b.state == BlockState::ActiveAllocated)).collect()))
+                .map(|seg| {
+                    (
+                        seg.address,
+                        seg.total_size_bytes,
+                        seg.blocks
+                            .iter()
+                            .map(|b| {
+                                (
+                                    b.address,
+                                    b.size_bytes,
+                                    b.state == BlockState::ActiveAllocated,
+                                )
+                            })
+                            .collect(),
+                    )
+                })
                 .collect();
             assert_eq!(got, want, "{ctx}: final segments");
-            let disagreements: Vec<String> =
-                loaded.warnings.iter().filter(|w| w.kind == WarningKind::TraceDisagreesWithSegments).map(ToString::to_string).collect();
+            let disagreements: Vec<String> = loaded
+                .warnings
+                .iter()
+                .filter(|w| w.kind == WarningKind::TraceDisagreesWithSegments)
+                .map(ToString::to_string)
+                .collect();
             assert!(disagreements.is_empty(), "{ctx}: {disagreements:?}");
         }
     }
@@ -58,14 +106,30 @@ fn ground_truth_points_at_the_injected_events() {
     let s = &loaded.snapshot;
     let t = &s.devices[0].trace;
     let leak = g.truth.leak.as_ref().expect("leak truth");
-    assert!(leak.alloc_events.len() >= 40, "one leak per step: {}", leak.alloc_events.len());
+    assert!(
+        leak.alloc_events.len() >= 40,
+        "one leak per step: {}",
+        leak.alloc_events.len()
+    );
     for &i in &leak.alloc_events {
         let i = i as usize;
         assert_eq!(t.action[i], Action::Alloc);
         assert_eq!(t.size_bytes[i], leak.bytes_per_step);
-        let frames: Vec<(String, i64, String)> =
-            s.stack_frames(t.stack[i]).map(|f| (s.str(f.filename).to_string(), f.line, s.str(f.name).to_string())).collect();
-        let truth: Vec<(String, i64, String)> = leak.stack.iter().map(|f| (f.filename.clone(), i64::from(f.line), f.name.clone())).collect();
+        let frames: Vec<(String, i64, String)> = s
+            .stack_frames(t.stack[i])
+            .map(|f| {
+                (
+                    s.str(f.filename).to_string(),
+                    f.line,
+                    s.str(f.name).to_string(),
+                )
+            })
+            .collect();
+        let truth: Vec<(String, i64, String)> = leak
+            .stack
+            .iter()
+            .map(|f| (f.filename.clone(), i64::from(f.line), f.name.clone()))
+            .collect();
         assert_eq!(frames, truth);
         // Never freed: the lifetime runs to the end.
         let lifetime = &loaded.replays[0].lifetimes[loaded.replays[0].event_lifetime[i] as usize];
@@ -77,7 +141,10 @@ fn ground_truth_points_at_the_injected_events() {
     let t = &loaded.snapshot.devices[0].trace;
     assert_eq!(t.action[oom.event as usize], Action::Oom);
     assert_eq!(t.size_bytes[oom.event as usize], oom.requested_bytes);
-    assert_eq!(t.oom_device_free_bytes, vec![(oom.event as u32, oom.device_free_bytes)]);
+    assert_eq!(
+        t.oom_device_free_bytes,
+        vec![(oom.event as u32, oom.device_free_bytes)]
+    );
 
     let (g, loaded) = generate(Scenario::Stall, 60_000, 4);
     assert!(!g.truth.stalls.is_empty(), "the stall scenario stalls");
@@ -91,7 +158,10 @@ fn ground_truth_points_at_the_injected_events() {
         let after = replay.totals_after(Some(stall.last_event as u32));
         assert_eq!(before.reserved_bytes as u64, stall.reserved_before_bytes);
         assert_eq!(after.reserved_bytes as u64, stall.reserved_after_bytes);
-        assert_eq!(before.allocated_bytes, after.allocated_bytes, "allocated unchanged during a stall");
+        assert_eq!(
+            before.allocated_bytes, after.allocated_bytes,
+            "allocated unchanged during a stall"
+        );
     }
 }
 
@@ -101,7 +171,14 @@ fn npu_files_look_like_torch_npu() {
     let s = &loaded.snapshot;
     let t = &s.devices[0].trace;
     assert!(!t.has_time());
-    assert_eq!(&t.action[..3], &[Action::WorkspaceSnapshot, Action::SegmentAlloc, Action::Alloc]);
+    assert_eq!(
+        &t.action[..3],
+        &[
+            Action::WorkspaceSnapshot,
+            Action::SegmentAlloc,
+            Action::Alloc
+        ]
+    );
     assert_eq!(s.streams, vec![1_815_786_048]);
     assert!(s.annotations.is_empty() && s.allocator_settings.is_empty());
 }
@@ -111,12 +188,20 @@ fn annotations_and_settings_are_read() {
     let (g, loaded) = generate(Scenario::Expandable, 5000, 5);
     let s = &loaded.snapshot;
     assert!(s.annotations.len() >= 2 && s.annotations[0].name.starts_with("ProfilerStep#"));
-    let expandable = s.allocator_settings.iter().find(|(k, _)| k == "expandable_segments").map(|(_, v)| v.clone());
-    assert_eq!(expandable, Some(memsight_core::model::SettingValue::Bool(true)));
-    let counts: BTreeMap<Action, usize> = g.allocator.trace.iter().fold(BTreeMap::new(), |mut m, e| {
-        *m.entry(e.action).or_default() += 1;
-        m
-    });
+    let expandable = s
+        .allocator_settings
+        .iter()
+        .find(|(k, _)| k == "expandable_segments")
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        expandable,
+        Some(memsight_core::model::SettingValue::Bool(true))
+    );
+    let counts: BTreeMap<Action, usize> =
+        g.allocator.trace.iter().fold(BTreeMap::new(), |mut m, e| {
+            *m.entry(e.action).or_default() += 1;
+            m
+        });
     assert!(counts.contains_key(&Action::SegmentMap), "{counts:?}");
     assert!(s.devices[0].segments.iter().all(|seg| seg.is_expandable));
 }
@@ -126,12 +211,21 @@ fn gzip_files_load_transparently() {
     let dir = std::env::temp_dir().join(format!("memsight-gz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("steady.pickle.gz");
-    let g = r#gen::generate(&GenOptions { scenario: Scenario::Steady, events: 3000, seed: 3, protocol: 4 });
+    let g = r#gen::generate(&GenOptions {
+        scenario: Scenario::Steady,
+        events: 3000,
+        seed: 3,
+        protocol: 4,
+    });
     let truth = g.write_files(&path).expect("write");
     let snapshot = load_path(&path, None).unwrap_or_else(|e| panic!("{e}"));
     assert!(snapshot.format.gzip);
     assert_eq!(snapshot.devices[0].trace.len(), 3000);
-    assert!(std::fs::read_to_string(&truth).expect("truth written").contains("\"scenario\": \"steady\""));
+    assert!(
+        std::fs::read_to_string(&truth)
+            .expect("truth written")
+            .contains("\"scenario\": \"steady\"")
+    );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
@@ -151,12 +245,17 @@ fn addresses_of_64_bits_load() {
         let _ = w.entry("stream", |w| w.int(0));
         let _ = w.entry("blocks", |w| {
             w.begin_list();
-            for (offset, size, state) in [(0u64, 1024u64, "active_allocated"), (1024, (2 << 20) - 1024, "inactive")] {
+            for (offset, size, state) in [
+                (0u64, 1024u64, "active_allocated"),
+                (1024, (2 << 20) - 1024, "inactive"),
+            ] {
                 let _ = w.item();
                 w.begin_dict();
                 let _ = w.entry("address", |w| w.int(i128::from(addr + offset)));
                 let _ = w.entry("size", |w| w.int(i128::from(size)));
-                let _ = w.entry("requested_size", |w| w.int(i128::from(if offset == 0 { 1000 } else { 0 })));
+                let _ = w.entry("requested_size", |w| {
+                    w.int(i128::from(if offset == 0 { 1000 } else { 0 }))
+                });
                 let _ = w.entry("state", |w| w.str(state));
                 w.end_dict();
                 w.end_list_item();
@@ -189,7 +288,8 @@ fn addresses_of_64_bits_load() {
     .expect("write");
     w.end_dict();
     let bytes = w.finish().expect("write");
-    let loaded = Loaded::new(load_bytes(&bytes, Path::new("xpu.pkl")).unwrap_or_else(|e| panic!("{e}")));
+    let loaded =
+        Loaded::new(load_bytes(&bytes, Path::new("xpu.pkl")).unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(loaded.snapshot.devices[0].trace.addr, vec![addr, addr]);
     assert_eq!(loaded.snapshot.devices[0].segments[0].address, addr);
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);

@@ -10,7 +10,12 @@ use memsight_core::{LoadError, Loaded, load_bytes};
 use rayon::prelude::*;
 
 fn generated(scenario: Scenario, events: usize, protocol: u8) -> Vec<u8> {
-    let g = r#gen::generate(&GenOptions { scenario, events, seed: 7, protocol });
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed: 7,
+        protocol,
+    });
     g.write_pickle(Vec::new()).expect("in-memory write")
 }
 
@@ -32,7 +37,10 @@ fn truncate_everywhere(bytes: &[u8], name: &Path) {
     (0..limit).into_par_iter().for_each(|cut| {
         let err = exercise(&bytes[..cut], name).expect_err("a truncated file cannot load");
         let message = err.to_string();
-        assert!(message.contains(&name.display().to_string()), "cut {cut}: {message}");
+        assert!(
+            message.contains(&name.display().to_string()),
+            "cut {cut}: {message}"
+        );
         assert!(cut == 0 || message.contains("byte"), "cut {cut}: {message}");
     });
 }
@@ -46,14 +54,18 @@ fn truncating_a_generated_snapshot_at_every_offset_of_its_first_64_kib_is_an_err
 
 #[test]
 fn truncating_a_real_snapshot_at_every_offset_of_its_first_64_kib_is_an_error() {
-    let Some(path) = common::snapshot_fixture("cuda_modern_compilectx.pickle") else { return };
+    let Some(path) = common::snapshot_fixture("cuda_modern_compilectx.pickle") else {
+        return;
+    };
     let bytes = std::fs::read(&path).expect("fixture readable");
     truncate_everywhere(&bytes, &path);
 }
 
 /// A tiny deterministic generator for the flips.
 fn lcg(state: &mut u64) -> u64 {
-    *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
     *state >> 33
 }
 
@@ -61,21 +73,36 @@ fn flip_bytes(bytes: &[u8], name: &Path, flips: usize, seed: u64) {
     (0..flips).into_par_iter().for_each(|k| {
         let mut state = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut corrupted = bytes.to_vec();
-        for _ in 0..1 + lcg(&mut state) % 4 {
+        for _ in 0..=lcg(&mut state) % 4 {
             let at = (lcg(&mut state) as usize) % corrupted.len();
             corrupted[at] ^= 1 << (lcg(&mut state) % 8);
         }
         if let Err(err) = exercise(&corrupted, name) {
-            assert!(err.to_string().contains(&name.display().to_string()), "{err}");
+            assert!(
+                err.to_string().contains(&name.display().to_string()),
+                "{err}"
+            );
         }
     });
 }
 
 #[test]
 fn random_byte_flips_give_errors_or_warnings_never_a_panic() {
-    flip_bytes(&generated(Scenario::Stall, 2000, 4), Path::new("generated-stall.pickle"), 300, 1);
-    let Some(path) = common::snapshot_fixture("npu_snapshot_with_empty_cache.pkl") else { return };
-    flip_bytes(&std::fs::read(&path).expect("fixture readable"), &path, 300, 2);
+    flip_bytes(
+        &generated(Scenario::Stall, 2000, 4),
+        Path::new("generated-stall.pickle"),
+        300,
+        1,
+    );
+    let Some(path) = common::snapshot_fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    flip_bytes(
+        &std::fs::read(&path).expect("fixture readable"),
+        &path,
+        300,
+        2,
+    );
 }
 
 #[test]
@@ -83,26 +110,53 @@ fn code_is_refused_and_never_run() {
     // pickle.dumps(os.system) at protocols 2 and 4: GLOBAL and STACK_GLOBAL + REDUCE.
     let global = b"\x80\x02cposix\nsystem\nq\x00.";
     let err = load_bytes(global, Path::new("evil.pkl")).expect_err("refused");
-    assert_eq!(err.to_string(), "not a memory snapshot: it contains code (the GLOBAL opcode at byte 2); nothing was executed, in evil.pkl");
+    assert_eq!(
+        err.to_string(),
+        "not a memory snapshot: it contains code (the GLOBAL opcode at byte 2); nothing was executed, in evil.pkl"
+    );
     let stack_global = b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system\x94\x93\x94\x8c\x02id\x94\x85\x94R\x94.";
     let err = load_bytes(stack_global, Path::new("evil4.pkl")).expect_err("refused");
-    assert!(matches!(err, LoadError::Code { opcode: "STACK_GLOBAL", offset: 28, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LoadError::Code {
+                opcode: "STACK_GLOBAL",
+                offset: 28,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn odd_top_levels_and_types_are_clear_errors() {
     let cases: &[(&[u8], &str)] = &[
         (b"", "truncated at byte 0"),
-        (b"\x80\x04K\x05.", "neither a snapshot dict nor a list of segments"),
+        (
+            b"\x80\x04K\x05.",
+            "neither a snapshot dict nor a list of segments",
+        ),
         (b"\x80\x01.", "unsupported pickle protocol 1"),
-        (b"\x80\x04}\x8c\x0ddevice_traces\x8c\x01x\x73.", "`device_traces` is not a list"),
+        (
+            b"\x80\x04}\x8c\x0ddevice_traces\x8c\x01x\x73.",
+            "`device_traces` is not a list",
+        ),
         (b"\x80\x04h\x07.", "memo reference 7 to nothing"),
-        (b"\x80\x04(.", "a value is taken from an empty mark at byte 3"),
+        (
+            b"\x80\x04(.",
+            "a value is taken from an empty mark at byte 3",
+        ),
         (b"\x80\x04I1\n.", "unsupported opcode 0x49"),
     ];
     for (bytes, expected) in cases {
-        let err = load_bytes(bytes, Path::new("odd.pkl")).expect_err("refused").to_string();
-        assert!(err.contains(expected) && err.ends_with("odd.pkl"), "{err:?} should mention {expected:?}");
+        let err = load_bytes(bytes, Path::new("odd.pkl"))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains(expected) && err.ends_with("odd.pkl"),
+            "{err:?} should mention {expected:?}"
+        );
     }
 }
 
@@ -134,16 +188,24 @@ fn wrong_field_types_name_the_offset() {
     .expect("write");
     w.end_dict();
     let bytes = w.finish().expect("write");
-    let err = load_bytes(&bytes, Path::new("typed.pkl")).expect_err("refused").to_string();
-    assert!(err.starts_with("trace entry `addr` is not an unsigned 64-bit integer at byte "), "{err}");
+    let err = load_bytes(&bytes, Path::new("typed.pkl"))
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.starts_with("trace entry `addr` is not an unsigned 64-bit integer at byte "),
+        "{err}"
+    );
 }
 
 /// Shared containers where real files never share them would multiply work by the references.
 #[test]
 fn shared_trace_lists_are_refused() {
     // {"segments": [], "device_traces": [t, t]} with t = [] shared through the memo.
-    let bytes = b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94(]\x94h\x05eu.";
-    let err = load_bytes(bytes, Path::new("shared.pkl")).expect_err("refused").to_string();
+    let bytes =
+        b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94(]\x94h\x05eu.";
+    let err = load_bytes(bytes, Path::new("shared.pkl"))
+        .expect_err("refused")
+        .to_string();
     assert!(err.contains("a device trace appears twice"), "{err}");
 }
 
@@ -162,6 +224,11 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     bytes.extend(std::iter::repeat_n(b'a', 999_999));
     bytes.push(b'.');
     // A top-level list is a legacy list of segments; its first item is no segment.
-    let err = load_bytes(&bytes, Path::new("deep.pkl")).expect_err("a list of lists is no snapshot").to_string();
-    assert_eq!(err, "a segment that is not a dict at byte 2000001, in deep.pkl");
+    let err = load_bytes(&bytes, Path::new("deep.pkl"))
+        .expect_err("a list of lists is no snapshot")
+        .to_string();
+    assert_eq!(
+        err,
+        "a segment that is not a dict at byte 2000001, in deep.pkl"
+    );
 }

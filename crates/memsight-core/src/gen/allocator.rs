@@ -1,4 +1,4 @@
-//! A model of PyTorch's caching allocator, good enough to produce the traces it writes.
+//! A model of the `PyTorch` caching allocator, good enough to produce the traces it writes.
 //!
 //! 512-byte rounding; a small pool (requests ≤ 1 MiB) of 2 MiB segments and a large pool of
 //! 20 MiB segments (bigger requests get a segment of their own, rounded to 2 MiB); best fit per
@@ -82,7 +82,13 @@ pub struct Allocator {
 }
 
 impl Allocator {
-    pub fn new(base_address: u64, capacity_bytes: u64, expandable: bool, max_entries: usize, start_us: i64) -> Self {
+    pub fn new(
+        base_address: u64,
+        capacity_bytes: u64,
+        expandable: bool,
+        max_entries: usize,
+        start_us: i64,
+    ) -> Self {
         Self {
             segments: BTreeMap::new(),
             free: BTreeSet::new(),
@@ -99,11 +105,27 @@ impl Allocator {
         }
     }
 
-    pub fn record(&mut self, action: Action, addr: u64, size: u64, stream: i128, stack: Option<u32>, device_free: Option<u64>) {
+    pub fn record(
+        &mut self,
+        action: Action,
+        addr: u64,
+        size: u64,
+        stream: i128,
+        stack: Option<u32>,
+        device_free: Option<u64>,
+    ) {
         if self.trace.len() == self.max_entries {
             self.trace.pop_front();
         }
-        self.trace.push_back(GenEvent { action, addr, size, stream, time_us: self.clock_us, stack, device_free });
+        self.trace.push_back(GenEvent {
+            action,
+            addr,
+            size,
+            stream,
+            time_us: self.clock_us,
+            stack,
+            device_free,
+        });
         self.recorded += 1;
     }
 
@@ -114,17 +136,27 @@ impl Allocator {
     /// Hands out a block for `requested` bytes, or records an `oom` and returns `None`.
     pub fn malloc(&mut self, requested: u64, stream: i128, stack: Option<u32>) -> Option<u64> {
         let size = round_size(requested);
-        let pool = if size <= SMALL_REQUEST_MAX_BYTES { PoolKind::Small } else { PoolKind::Large };
-        let addr = match self.best_fit(pool, stream, size) {
-            Some(addr) => addr,
-            None => {
+        let pool = if size <= SMALL_REQUEST_MAX_BYTES {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let addr = if let Some(addr) = self.best_fit(pool, stream, size) {
+            addr
+        } else {
+            {
                 if !self.grow(pool, stream, size, stack) {
                     // Free every cached segment and retry: the allocator stall.
                     let before = self.reserved_bytes;
                     let first = self.recorded;
                     self.release_cached();
                     if self.reserved_bytes < before {
-                        self.stalls.push((first, self.recorded.saturating_sub(1), before, self.reserved_bytes));
+                        self.stalls.push((
+                            first,
+                            self.recorded.saturating_sub(1),
+                            before,
+                            self.reserved_bytes,
+                        ));
                     }
                     if !self.grow(pool, stream, size, stack) {
                         let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
@@ -142,17 +174,39 @@ impl Allocator {
     }
 
     fn best_fit(&self, pool: PoolKind, stream: i128, size: u64) -> Option<u64> {
-        self.free.range((pool, stream, size, 0)..).next().filter(|&&(p, s, _, _)| p == pool && s == stream).map(|&(_, _, _, a)| a)
+        self.free
+            .range((pool, stream, size, 0)..)
+            .next()
+            .filter(|&&(p, s, _, _)| p == pool && s == stream)
+            .map(|&(_, _, _, a)| a)
     }
 
     fn segment_of(&self, addr: u64) -> Option<u64> {
-        self.segments.range(..=addr).next_back().filter(|(s, seg)| addr < *s + seg.size).map(|(&s, _)| s)
+        self.segments
+            .range(..=addr)
+            .next_back()
+            .filter(|(s, seg)| addr < *s + seg.size)
+            .map(|(&s, _)| s)
     }
 
-    fn take_block(&mut self, addr: u64, pool: PoolKind, stream: i128, size: u64, requested: u64, stack: Option<u32>) {
-        let Some(seg_addr) = self.segment_of(addr) else { return };
-        let Some(seg) = self.segments.get_mut(&seg_addr) else { return };
-        let Some(block) = seg.blocks.get_mut(&addr) else { return };
+    fn take_block(
+        &mut self,
+        addr: u64,
+        pool: PoolKind,
+        stream: i128,
+        size: u64,
+        requested: u64,
+        stack: Option<u32>,
+    ) {
+        let Some(seg_addr) = self.segment_of(addr) else {
+            return;
+        };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
         self.free.remove(&(pool, stream, block.size, addr));
         let remaining = block.size - size;
         let split = match pool {
@@ -161,10 +215,20 @@ impl Allocator {
         };
         if split {
             block.size = size;
-            seg.blocks.insert(addr + size, GenBlock { size: remaining, requested: 0, stack: None, allocated: false });
+            seg.blocks.insert(
+                addr + size,
+                GenBlock {
+                    size: remaining,
+                    requested: 0,
+                    stack: None,
+                    allocated: false,
+                },
+            );
             self.free.insert((pool, stream, remaining, addr + size));
         }
-        let Some(block) = seg.blocks.get_mut(&addr) else { return };
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
         block.requested = requested;
         block.stack = stack;
         block.allocated = true;
@@ -188,26 +252,69 @@ impl Allocator {
         self.tick(40 + (seg_size >> 20) as i64);
         self.record(Action::SegmentAlloc, addr, seg_size, stream, stack, None);
         let mut blocks = BTreeMap::new();
-        blocks.insert(addr, GenBlock { size: seg_size, requested: 0, stack: None, allocated: false });
-        self.segments.insert(addr, GenSegment { size: seg_size, pool, stream, expandable: false, stack, blocks });
+        blocks.insert(
+            addr,
+            GenBlock {
+                size: seg_size,
+                requested: 0,
+                stack: None,
+                allocated: false,
+            },
+        );
+        self.segments.insert(
+            addr,
+            GenSegment {
+                size: seg_size,
+                pool,
+                stream,
+                expandable: false,
+                stack,
+                blocks,
+            },
+        );
         self.free.insert((pool, stream, seg_size, addr));
         self.reserved_bytes += seg_size;
         true
     }
 
     fn map_pages(&mut self, pool: PoolKind, stream: i128, size: u64, stack: Option<u32>) -> bool {
-        let page = if pool == PoolKind::Small { SMALL_SEGMENT_BYTES } else { LARGE_SEGMENT_BYTES };
-        let existing = self.segments.iter().find(|(_, s)| s.expandable && s.pool == pool && s.stream == stream).map(|(&a, _)| a);
+        let page = if pool == PoolKind::Small {
+            SMALL_SEGMENT_BYTES
+        } else {
+            LARGE_SEGMENT_BYTES
+        };
+        let existing = self
+            .segments
+            .iter()
+            .find(|(_, s)| s.expandable && s.pool == pool && s.stream == stream)
+            .map(|(&a, _)| a);
         let seg_addr = existing.unwrap_or_else(|| {
             // Reserve a large virtual range for the segment to grow into.
             let addr = self.next_address;
             self.next_address += 1 << 40;
-            self.segments.insert(addr, GenSegment { size: 0, pool, stream, expandable: true, stack, blocks: BTreeMap::new() });
+            self.segments.insert(
+                addr,
+                GenSegment {
+                    size: 0,
+                    pool,
+                    stream,
+                    expandable: true,
+                    stack,
+                    blocks: BTreeMap::new(),
+                },
+            );
             addr
         });
-        let Some(seg) = self.segments.get(&seg_addr) else { return false };
+        let Some(seg) = self.segments.get(&seg_addr) else {
+            return false;
+        };
         let end = seg_addr + seg.size;
-        let tail_free = seg.blocks.iter().next_back().filter(|(_, b)| !b.allocated).map_or(0, |(_, b)| b.size);
+        let tail_free = seg
+            .blocks
+            .iter()
+            .next_back()
+            .filter(|(_, b)| !b.allocated)
+            .map_or(0, |(_, b)| b.size);
         let map_bytes = (size - tail_free.min(size)).div_ceil(page) * page;
         if self.reserved_bytes + map_bytes > self.capacity_bytes {
             return false;
@@ -215,31 +322,49 @@ impl Allocator {
         self.tick(20 + (map_bytes >> 21) as i64);
         self.record(Action::SegmentMap, end, map_bytes, stream, stack, None);
         self.reserved_bytes += map_bytes;
-        let Some(seg) = self.segments.get_mut(&seg_addr) else { return false };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return false;
+        };
         seg.size += map_bytes;
-        let tail = seg.blocks.iter().next_back().filter(|(_, b)| !b.allocated).map(|(&a, b)| (a, b.size));
-        match tail {
-            Some((addr, old)) => {
-                self.free.remove(&(pool, stream, old, addr));
-                if let Some(b) = seg.blocks.get_mut(&addr) {
-                    b.size += map_bytes;
-                }
-                self.free.insert((pool, stream, old + map_bytes, addr));
+        let tail = seg
+            .blocks
+            .iter()
+            .next_back()
+            .filter(|(_, b)| !b.allocated)
+            .map(|(&a, b)| (a, b.size));
+        if let Some((addr, old)) = tail {
+            self.free.remove(&(pool, stream, old, addr));
+            if let Some(b) = seg.blocks.get_mut(&addr) {
+                b.size += map_bytes;
             }
-            None => {
-                seg.blocks.insert(end, GenBlock { size: map_bytes, requested: 0, stack: None, allocated: false });
-                self.free.insert((pool, stream, map_bytes, end));
-            }
+            self.free.insert((pool, stream, old + map_bytes, addr));
+        } else {
+            seg.blocks.insert(
+                end,
+                GenBlock {
+                    size: map_bytes,
+                    requested: 0,
+                    stack: None,
+                    allocated: false,
+                },
+            );
+            self.free.insert((pool, stream, map_bytes, end));
         }
         true
     }
 
     /// The tensor at `addr` is freed: `free_requested`, then `free_completed`, then coalescing.
     pub fn free(&mut self, addr: u64) {
-        let Some(seg_addr) = self.segment_of(addr) else { return };
-        let Some(seg) = self.segments.get_mut(&seg_addr) else { return };
+        let Some(seg_addr) = self.segment_of(addr) else {
+            return;
+        };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
         let (pool, stream) = (seg.pool, seg.stream);
-        let Some(block) = seg.blocks.get_mut(&addr) else { return };
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
         if !block.allocated {
             return;
         }
@@ -250,7 +375,9 @@ impl Allocator {
         self.tick(1);
         self.record(Action::FreeCompleted, addr, requested, stream, stack, None);
 
-        let Some(seg) = self.segments.get_mut(&seg_addr) else { return };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
         let mut start = addr;
         let mut size = seg.blocks.get(&addr).map_or(0, |b| b.size);
         if let Some((&next, nb)) = seg.blocks.range(addr + 1..).next()
@@ -283,22 +410,46 @@ impl Allocator {
         let empty: Vec<u64> = self
             .segments
             .iter()
-            .filter(|(_, s)| !s.expandable && s.blocks.len() == 1 && s.blocks.values().all(|b| !b.allocated))
+            .filter(|(_, s)| {
+                !s.expandable && s.blocks.len() == 1 && s.blocks.values().all(|b| !b.allocated)
+            })
             .map(|(&a, _)| a)
             .collect();
         for addr in empty {
-            let Some(seg) = self.segments.remove(&addr) else { continue };
+            let Some(seg) = self.segments.remove(&addr) else {
+                continue;
+            };
             self.free.remove(&(seg.pool, seg.stream, seg.size, addr));
             self.reserved_bytes -= seg.size;
             // cudaFree synchronizes the device: slow.
             self.tick(800 + (seg.size >> 17) as i64);
-            self.record(Action::SegmentFree, addr, seg.size, seg.stream, seg.stack, None);
+            self.record(
+                Action::SegmentFree,
+                addr,
+                seg.size,
+                seg.stream,
+                seg.stack,
+                None,
+            );
         }
-        let expandable: Vec<u64> = self.segments.iter().filter(|(_, s)| s.expandable).map(|(&a, _)| a).collect();
+        let expandable: Vec<u64> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| s.expandable)
+            .map(|(&a, _)| a)
+            .collect();
         for seg_addr in expandable {
-            let Some(seg) = self.segments.get_mut(&seg_addr) else { continue };
-            let page = if seg.pool == PoolKind::Small { SMALL_SEGMENT_BYTES } else { LARGE_SEGMENT_BYTES };
-            let Some((&tail_addr, tail)) = seg.blocks.iter().next_back() else { continue };
+            let Some(seg) = self.segments.get_mut(&seg_addr) else {
+                continue;
+            };
+            let page = if seg.pool == PoolKind::Small {
+                SMALL_SEGMENT_BYTES
+            } else {
+                LARGE_SEGMENT_BYTES
+            };
+            let Some((&tail_addr, tail)) = seg.blocks.iter().next_back() else {
+                continue;
+            };
             if tail.allocated {
                 continue;
             }
@@ -314,7 +465,8 @@ impl Allocator {
                 if let Some(b) = seg.blocks.get_mut(&tail_addr) {
                     b.size = keep_from - tail_addr;
                 }
-                self.free.insert((pool, stream, keep_from - tail_addr, tail_addr));
+                self.free
+                    .insert((pool, stream, keep_from - tail_addr, tail_addr));
             } else {
                 seg.blocks.remove(&tail_addr);
             }
@@ -336,7 +488,11 @@ mod tests {
         let mut a = Allocator::new(1 << 40, 1 << 34, false, 1000, 0);
         let x = a.malloc(1000, 0, None).expect("fits");
         let y = a.malloc(3000, 0, None).expect("fits");
-        assert_eq!(y, x + 1024, "1000 bytes round to 1024 and the next block follows");
+        assert_eq!(
+            y,
+            x + 1024,
+            "1000 bytes round to 1024 and the next block follows"
+        );
         a.free(x);
         a.free(y);
         let seg = a.segments.values().next().expect("one segment");

@@ -31,15 +31,22 @@ pub enum Scenario {
     Stall,
     /// The steady loop, then a request the device cannot hold.
     Oom,
-    /// A torch_npu file: no times, stream pointers, 8 device traces, the workspace triple.
+    /// A `torch_npu` file: no times, stream pointers, 8 device traces, the workspace triple.
     Npu,
     /// The steady loop with `expandable_segments:True` and periodic `empty_cache()`.
     Expandable,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] =
-        [Self::Steady, Self::Leak, Self::Fragmentation, Self::Stall, Self::Oom, Self::Npu, Self::Expandable];
+    pub const ALL: [Scenario; 7] = [
+        Self::Steady,
+        Self::Leak,
+        Self::Fragmentation,
+        Self::Stall,
+        Self::Oom,
+        Self::Npu,
+        Self::Expandable,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -58,10 +65,13 @@ impl FromStr for Scenario {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|sc| sc.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown scenario `{s}` (one of: {})", names.join(", "))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|sc| sc.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown scenario `{s}` (one of: {})", names.join(", "))
+            })
     }
 }
 
@@ -139,22 +149,34 @@ impl Stacks {
         let mut frames: Vec<LibFrame> = Vec::new();
         if cpp {
             frames.extend([
-                ("??", 0, "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"),
+                (
+                    "??",
+                    0,
+                    "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+                ),
                 ("??", 0, "at::native::empty_cuda"),
                 ("??", 0, "at::_ops::empty_memory_format::call"),
             ]);
         }
         frames.extend_from_slice(inner);
         for &u in user {
-            frames.extend([u, ("torch/nn/modules/module.py", 1762, "_call_impl"), ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl")]);
+            frames.extend([
+                u,
+                ("torch/nn/modules/module.py", 1762, "_call_impl"),
+                ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl"),
+            ]);
         }
-        frames.extend([("train.py", 131, "train_step"), ("train.py", 211, "main"), ("train.py", 250, "<module>")]);
+        frames.extend([
+            ("train.py", 131, "train_step"),
+            ("train.py", 211, "main"),
+            ("train.py", 250, "<module>"),
+        ]);
         self.stacks.push(frames);
         (self.stacks.len() - 1) as u32
     }
 }
 
-/// Deterministic pseudo-random numbers (SplitMix64).
+/// Deterministic pseudo-random numbers (`SplitMix64`).
 struct Rng(u64);
 
 impl Rng {
@@ -191,7 +213,10 @@ const LAYERS: usize = 12;
 
 /// Runs the scenario's workload until the ring buffer holds `events` entries (plus a warm-up the
 /// ring buffer drops, so the trace starts mid-run as real ones do).
-#[expect(clippy::too_many_lines, reason = "the workload reads best as one training loop")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "the workload reads best as one training loop"
+)]
 pub fn generate(options: &GenOptions) -> Generated {
     let sc = options.scenario;
     let mut rng = Rng(options.seed ^ 0x6d65_6d73_6967_6874);
@@ -202,31 +227,89 @@ pub fn generate(options: &GenOptions) -> Generated {
         Scenario::Oom => 40 << 30,
         _ => 80 << 30,
     };
-    let base = if npu { 0x12c0_0000_0000 } else { 0x7f00_0000_0000 };
+    let base = if npu {
+        0x12c0_0000_0000
+    } else {
+        0x7f00_0000_0000
+    };
     let start_us = 1_750_000_000_000_000 + i64::try_from(options.seed % 1_000_000).unwrap_or(0);
-    let mut a = Allocator::new(base, capacity_bytes, sc == Scenario::Expandable, options.events.max(1), start_us);
+    let mut a = Allocator::new(
+        base,
+        capacity_bytes,
+        sc == Scenario::Expandable,
+        options.events.max(1),
+        start_us,
+    );
 
     let mut lib = Stacks { stacks: Vec::new() };
-    let param_stack = lib.add(&[("torch/nn/modules/linear.py", 106, "__init__")], &[("model.py", 40, "__init__")], false);
-    let optim_stack = lib.add(&[("torch/optim/adamw.py", 171, "_init_group"), ("torch/optim/adamw.py", 226, "step")], &[], true);
-    let optim_tmp_stack = lib.add(&[("torch/optim/adamw.py", 532, "_multi_tensor_adamw"), ("torch/optim/adamw.py", 226, "step")], &[], true);
+    let param_stack = lib.add(
+        &[("torch/nn/modules/linear.py", 106, "__init__")],
+        &[("model.py", 40, "__init__")],
+        false,
+    );
+    let optim_stack = lib.add(
+        &[
+            ("torch/optim/adamw.py", 171, "_init_group"),
+            ("torch/optim/adamw.py", 226, "step"),
+        ],
+        &[],
+        true,
+    );
+    let optim_tmp_stack = lib.add(
+        &[
+            ("torch/optim/adamw.py", 532, "_multi_tensor_adamw"),
+            ("torch/optim/adamw.py", 226, "step"),
+        ],
+        &[],
+        true,
+    );
     let act_stacks: Vec<u32> = (0..5)
         .map(|k| {
             let op = [
                 ("torch/nn/functional.py", 2380, "linear"),
                 ("torch/nn/functional.py", 1704, "gelu"),
-                ("torch/nn/functional.py", 5830, "scaled_dot_product_attention"),
+                (
+                    "torch/nn/functional.py",
+                    5830,
+                    "scaled_dot_product_attention",
+                ),
                 ("torch/nn/functional.py", 2910, "layer_norm"),
                 ("torch/nn/functional.py", 1330, "dropout"),
             ][k];
-            lib.add(&[op], &[("model.py", 54 + 7 * k as u32, "forward"), ("model.py", 120, "forward")], k % 2 == 0)
+            lib.add(
+                &[op],
+                &[
+                    ("model.py", 54 + 7 * k as u32, "forward"),
+                    ("model.py", 120, "forward"),
+                ],
+                k % 2 == 0,
+            )
         })
         .collect();
-    let tmp_stack = lib.add(&[("torch/_tensor.py", 39, "wrapped"), ("torch/nn/functional.py", 3462, "cross_entropy")], &[("model.py", 140, "loss")], false);
+    let tmp_stack = lib.add(
+        &[
+            ("torch/_tensor.py", 39, "wrapped"),
+            ("torch/nn/functional.py", 3462, "cross_entropy"),
+        ],
+        &[("model.py", 140, "loss")],
+        false,
+    );
     let grad_stacks: Vec<u32> = (0..3)
-        .map(|k| lib.add(&[("torch/autograd/graph.py", 825, "_engine_run_backward"), ("torch/autograd/__init__.py", 353, "backward")], &[("model.py", 80 + k, "backward_hook")], true))
+        .map(|k| {
+            lib.add(
+                &[
+                    ("torch/autograd/graph.py", 825, "_engine_run_backward"),
+                    ("torch/autograd/__init__.py", 353, "backward"),
+                ],
+                &[("model.py", 80 + k, "backward_hook")],
+                true,
+            )
+        })
         .collect();
-    let leak_frames: [LibFrame; 2] = [("metrics.py", 42, "accumulate"), ("train.py", 135, "record_metrics")];
+    let leak_frames: [LibFrame; 2] = [
+        ("metrics.py", 42, "accumulate"),
+        ("train.py", 135, "record_metrics"),
+    ];
     let leak_stack = {
         let mut frames = vec![("torch/_tensor.py", 1120, "detach")];
         frames.extend(leak_frames);
@@ -240,7 +323,12 @@ pub fn generate(options: &GenOptions) -> Generated {
     let with_times = !npu;
     let mut annotations = Vec::new();
     let mut leaked: Vec<(u64, u64)> = Vec::new(); // (recorded index of alloc, addr)
-    let mut truth = Truth { scenario: sc.name().into(), seed: options.seed, events: options.events, ..Truth::default() };
+    let mut truth = Truth {
+        scenario: sc.name().into(),
+        seed: options.seed,
+        events: options.events,
+        ..Truth::default()
+    };
     let mut max_unused = (0u64, None);
 
     // Parameters and optimizer state live for the whole run.
@@ -249,10 +337,16 @@ pub fn generate(options: &GenOptions) -> Generated {
     for _ in 0..LAYERS {
         for _ in 0..4 {
             let size = hidden_bytes * rng.range(256, 4096);
-            params.extend(a.malloc(size, stream_raw, Some(param_stack)).map(|addr| (addr, size)));
+            params.extend(
+                a.malloc(size, stream_raw, Some(param_stack))
+                    .map(|addr| (addr, size)),
+            );
             a.tick(5);
         }
-        params.extend(a.malloc(hidden_bytes, stream_raw, Some(param_stack)).map(|addr| (addr, hidden_bytes)));
+        params.extend(
+            a.malloc(hidden_bytes, stream_raw, Some(param_stack))
+                .map(|addr| (addr, hidden_bytes)),
+        );
     }
     let mut optimizer_ready = false;
     let mut step = 0u64;
@@ -262,10 +356,18 @@ pub fn generate(options: &GenOptions) -> Generated {
         annotations.push((format!("ProfilerStep#{step}"), true, a.clock_us));
         let seq: u64 = match sc {
             Scenario::Fragmentation => {
-                if rng.below(10) == 0 { rng.range(2048, 8192) } else { rng.range(64, 1024) }
+                if rng.below(10) == 0 {
+                    rng.range(2048, 8192)
+                } else {
+                    rng.range(64, 1024)
+                }
             }
             Scenario::Stall => {
-                if rng.below(10) == 0 { rng.range(1024, 3072) } else { rng.range(64, 1024) }
+                if rng.below(10) == 0 {
+                    rng.range(1024, 3072)
+                } else {
+                    rng.range(64, 1024)
+                }
             }
             _ => 512 + rng.below(4) * 16,
         };
@@ -324,7 +426,7 @@ pub fn generate(options: &GenOptions) -> Generated {
                 a.free(t);
             }
         }
-        if sc == Scenario::Expandable && step % 25 == 0 {
+        if sc == Scenario::Expandable && step.is_multiple_of(25) {
             a.release_cached();
         }
         annotations.push((format!("ProfilerStep#{step}"), false, a.clock_us));
@@ -352,7 +454,11 @@ pub fn generate(options: &GenOptions) -> Generated {
         truth.leak = Some(LeakTruth {
             stack: lib.stacks[leak_stack as usize]
                 .iter()
-                .map(|&(f, l, n)| TruthFrame { filename: f.into(), line: l, name: n.into() })
+                .map(|&(f, l, n)| TruthFrame {
+                    filename: f.into(),
+                    line: l,
+                    name: n.into(),
+                })
                 .collect(),
             bytes_per_step: 2 << 20,
             alloc_events: leaked.iter().filter_map(|&(r, _)| in_trace(r)).collect(),
@@ -363,13 +469,27 @@ pub fn generate(options: &GenOptions) -> Generated {
         .stalls
         .iter()
         .filter_map(|&(first, last, before, after)| {
-            Some(StallTruth { first_event: in_trace(first)?, last_event: in_trace(last)?, reserved_before_bytes: before, reserved_after_bytes: after })
+            Some(StallTruth {
+                first_event: in_trace(first)?,
+                last_event: in_trace(last)?,
+                reserved_before_bytes: before,
+                reserved_after_bytes: after,
+            })
         })
         .collect();
     if sc == Scenario::Oom
-        && let Some((i, e)) = a.trace.iter().enumerate().rev().find(|(_, e)| e.action == Action::Oom)
+        && let Some((i, e)) = a
+            .trace
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| e.action == Action::Oom)
     {
-        truth.oom = Some(OomTruth { event: i as u64, requested_bytes: e.size, device_free_bytes: e.device_free.unwrap_or(0) });
+        truth.oom = Some(OomTruth {
+            event: i as u64,
+            requested_bytes: e.size,
+            device_free_bytes: e.device_free.unwrap_or(0),
+        });
     }
 
     if npu {
@@ -387,19 +507,53 @@ pub fn generate(options: &GenOptions) -> Generated {
     }
 }
 
-/// torch_npu prepends, per stream, `[workspace_snapshot, segment_alloc, alloc]` for the live
+/// `torch_npu` prepends, per stream, `[workspace_snapshot, segment_alloc, alloc]` for the live
 /// workspace, whose segment shows as one full-size block.
 fn add_npu_workspace(a: &mut Allocator, stream: i128) {
     let size: u64 = 64 << 20;
-    let addr = a.segments.keys().next_back().map_or(0x12c0_0000_0000, |&last| last + (8 << 30));
+    let addr = a
+        .segments
+        .keys()
+        .next_back()
+        .map_or(0x12c0_0000_0000, |&last| last + (8 << 30));
     let mut blocks = std::collections::BTreeMap::new();
-    blocks.insert(addr, allocator::GenBlock { size, requested: size, stack: None, allocated: true });
-    a.segments.insert(addr, allocator::GenSegment { size, pool: allocator::PoolKind::Large, stream, expandable: false, stack: None, blocks });
+    blocks.insert(
+        addr,
+        allocator::GenBlock {
+            size,
+            requested: size,
+            stack: None,
+            allocated: true,
+        },
+    );
+    a.segments.insert(
+        addr,
+        allocator::GenSegment {
+            size,
+            pool: allocator::PoolKind::Large,
+            stream,
+            expandable: false,
+            stack: None,
+            blocks,
+        },
+    );
     for _ in 0..3 {
         a.trace.pop_front();
     }
-    for action in [Action::Alloc, Action::SegmentAlloc, Action::WorkspaceSnapshot] {
-        a.trace.push_front(GenEvent { action, addr, size, stream, time_us: 0, stack: None, device_free: None });
+    for action in [
+        Action::Alloc,
+        Action::SegmentAlloc,
+        Action::WorkspaceSnapshot,
+    ] {
+        a.trace.push_front(GenEvent {
+            action,
+            addr,
+            size,
+            stream,
+            time_us: 0,
+            stack: None,
+            device_free: None,
+        });
     }
 }
 
@@ -432,7 +586,11 @@ impl Generated {
             w.entry("allocator_settings", |w| {
                 let expandable = self.allocator.expandable;
                 w.begin_dict();
-                let conf = if expandable { "expandable_segments:True" } else { "" };
+                let conf = if expandable {
+                    "expandable_segments:True"
+                } else {
+                    ""
+                };
                 let _ = w.entry("PYTORCH_CUDA_ALLOC_CONF", |w| w.str(conf));
                 let _ = w.entry("max_split_size", |w| w.int(-1));
                 let _ = w.entry("garbage_collection_threshold", |w| w.float(0.0));
@@ -485,7 +643,9 @@ impl Generated {
         w.begin_dict();
         w.entry("action", |w| w.str(e.action.name(&[])))?;
         if e.action == Action::Oom {
-            w.entry("device_free", |w| w.int(i128::from(e.device_free.unwrap_or(0))))?;
+            w.entry("device_free", |w| {
+                w.int(i128::from(e.device_free.unwrap_or(0)))
+            })?;
         } else {
             w.entry("addr", |w| w.int(i128::from(e.addr)))?;
         }
@@ -508,8 +668,18 @@ impl Generated {
     fn write_segments<W: Write>(&self, w: &mut PickleWriter<W>) {
         w.begin_list();
         for (&addr, seg) in self.allocator.segments.iter().filter(|(_, s)| s.size > 0) {
-            let allocated: u64 = seg.blocks.values().filter(|b| b.allocated).map(|b| b.size).sum();
-            let requested: u64 = seg.blocks.values().filter(|b| b.allocated).map(|b| b.requested).sum();
+            let allocated: u64 = seg
+                .blocks
+                .values()
+                .filter(|b| b.allocated)
+                .map(|b| b.size)
+                .sum();
+            let requested: u64 = seg
+                .blocks
+                .values()
+                .filter(|b| b.allocated)
+                .map(|b| b.requested)
+                .sum();
             let _ = w.item();
             w.begin_dict();
             let _ = w.entry("device", |w| w.int(0));
@@ -519,7 +689,11 @@ impl Generated {
             let _ = w.entry("active_size", |w| w.int(i128::from(allocated)));
             let _ = w.entry("requested_size", |w| w.int(i128::from(requested)));
             let _ = w.entry("stream", |w| w.int(self.stream_raw));
-            let kind = if seg.pool == allocator::PoolKind::Small { "small" } else { "large" };
+            let kind = if seg.pool == allocator::PoolKind::Small {
+                "small"
+            } else {
+                "large"
+            };
             let _ = w.entry("segment_type", |w| w.str(kind));
             let _ = w.entry("segment_pool_id", |w| w.pair(0, 0));
             let _ = w.entry("is_expandable", |w| w.bool(seg.expandable));
@@ -531,9 +705,19 @@ impl Generated {
                     w.begin_dict();
                     let _ = w.entry("address", |w| w.int(i128::from(baddr)));
                     let _ = w.entry("size", |w| w.int(i128::from(b.size)));
-                    let _ = w.entry("requested_size", |w| w.int(i128::from(if b.allocated { b.requested } else { 0 })));
-                    let _ = w.entry("state", |w| w.str(if b.allocated { "active_allocated" } else { "inactive" }));
-                    let _ = w.entry("frames", |w| self.write_frames(w, if b.allocated { b.stack } else { None }));
+                    let _ = w.entry("requested_size", |w| {
+                        w.int(i128::from(if b.allocated { b.requested } else { 0 }))
+                    });
+                    let _ = w.entry("state", |w| {
+                        w.str(if b.allocated {
+                            "active_allocated"
+                        } else {
+                            "inactive"
+                        })
+                    });
+                    let _ = w.entry("frames", |w| {
+                        self.write_frames(w, if b.allocated { b.stack } else { None })
+                    });
                     w.end_dict();
                     w.end_list_item();
                 }
@@ -550,7 +734,10 @@ impl Generated {
     pub fn write_files(&self, path: &Path) -> io::Result<PathBuf> {
         let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
         if path.extension().is_some_and(|e| e == "gz") {
-            let gz = self.write_pickle(flate2::write::GzEncoder::new(file, flate2::Compression::default()))?;
+            let gz = self.write_pickle(flate2::write::GzEncoder::new(
+                file,
+                flate2::Compression::default(),
+            ))?;
             gz.finish()?.flush()?;
         } else {
             self.write_pickle(file)?.flush()?;

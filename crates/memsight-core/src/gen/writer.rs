@@ -59,7 +59,8 @@ impl<W: Write> PickleWriter<W> {
     fn flush_frame(&mut self) -> io::Result<()> {
         if !self.frame.is_empty() {
             self.out.write_all(&[0x95])?;
-            self.out.write_all(&(self.frame.len() as u64).to_le_bytes())?;
+            self.out
+                .write_all(&(self.frame.len() as u64).to_le_bytes())?;
             self.out.write_all(&self.frame)?;
             self.frame.clear();
         }
@@ -76,7 +77,8 @@ impl<W: Write> PickleWriter<W> {
             self.frame.extend_from_slice(&[0x8c, n]);
         } else {
             self.frame.push(b'X');
-            self.frame.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            self.frame
+                .extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         }
         self.frame.extend_from_slice(bytes);
         let i = self.memoize();
@@ -235,7 +237,21 @@ mod tests {
 
     #[test]
     fn integers_round_trip_through_the_reader() {
-        let values = [0i128, 255, 256, 65535, 65536, -1, -129, i128::from(i32::MIN), 1 << 40, -(1 << 40), 1 << 63, i128::MAX, i128::MIN];
+        let values = [
+            0i128,
+            255,
+            256,
+            65535,
+            65536,
+            -1,
+            -129,
+            i128::from(i32::MIN),
+            1 << 40,
+            -(1 << 40),
+            1 << 63,
+            i128::MAX,
+            i128::MIN,
+        ];
         let mut w = PickleWriter::new(Vec::new(), 4).expect("write");
         w.begin_list();
         for v in values {
@@ -246,9 +262,15 @@ mod tests {
         w.end_list();
         let bytes = w.finish().expect("write");
         let mut tree = Tree::default();
-        let (top, protocol, _) = unpickle(bytes.as_slice(), &mut tree, &mut NoHooks).expect("reads");
+        let (top, protocol, _) =
+            unpickle(bytes.as_slice(), &mut tree, &mut NoHooks).expect("reads");
         assert_eq!(protocol, 4);
-        let read: Vec<i128> = tree.items(top).expect("list").iter().map(|v| tree.int(*v).expect("int")).collect();
+        let read: Vec<i128> = tree
+            .items(top)
+            .expect("list")
+            .iter()
+            .map(|v| tree.int(*v).expect("int"))
+            .collect();
         assert_eq!(read, values);
     }
 }

@@ -1,18 +1,20 @@
 //! Shared test helpers: where the real-file corpus is.
 
-#![allow(dead_code, reason = "each test binary uses a different part of this module")]
-
 use std::path::PathBuf;
 
 /// `../shared/fixtures` from the repository root, or `$MEMSIGHT_FIXTURES`.
 pub fn fixtures_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("MEMSIGHT_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
+    let dir = std::env::var_os("MEMSIGHT_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+        PathBuf::from,
+    );
     if dir.join("snapshots").is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipped: corpus not found at {} (set MEMSIGHT_FIXTURES)", dir.display());
+        eprintln!(
+            "skipped: corpus not found at {} (set MEMSIGHT_FIXTURES)",
+            dir.display()
+        );
         None
     }
 }
