@@ -136,7 +136,7 @@ impl<W: Write> PickleWriter<W> {
     }
 
     /// Writes a reference if the shared object `key` was written before; returns false when the
-    /// caller must write it now (between [`Self::begin_shared`] and the end of the container).
+    /// caller must write it now (starting with [`Self::begin_shared_list`]).
     pub fn shared_ref(&mut self, key: u64) -> bool {
         if let Some(&i) = self.shared.get(&key) {
             self.get(i);
