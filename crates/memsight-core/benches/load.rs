@@ -12,7 +12,12 @@ use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::{Loaded, load_bytes};
 
 fn snapshot_bytes(events: usize) -> Vec<u8> {
-    let g = r#gen::generate(&GenOptions { scenario: Scenario::Steady, events, seed: 1, protocol: 4 });
+    let g = r#gen::generate(&GenOptions {
+        scenario: Scenario::Steady,
+        events,
+        seed: 1,
+        protocol: 4,
+    });
     g.write_pickle(Vec::new()).expect("in-memory write")
 }
 
@@ -21,9 +26,13 @@ fn load_and_index(c: &mut Criterion) {
     let name = Path::new("bench.pickle");
     let mut group = c.benchmark_group("100k events");
     group.sample_size(20);
-    group.bench_function("load", |b| b.iter(|| load_bytes(black_box(&bytes), name).expect("loads")));
+    group.bench_function("load", |b| {
+        b.iter(|| load_bytes(black_box(&bytes), name).expect("loads"))
+    });
     let snapshot = load_bytes(&bytes, name).expect("loads");
-    group.bench_function("index (replay + checkpoints)", |b| b.iter(|| Loaded::new(black_box(snapshot.clone()))));
+    group.bench_function("index (replay + checkpoints)", |b| {
+        b.iter(|| Loaded::new(black_box(snapshot.clone())))
+    });
     group.finish();
 }
 
@@ -36,14 +45,18 @@ fn pool_queries(c: &mut Criterion) {
     group.bench_function("pool after a random event", |b| {
         let mut state = 1u64;
         b.iter(|| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
             replay.pool_after(device, Some(((state >> 33) % n) as u32))
         });
     });
     group.bench_function("totals after a random event", |b| {
         let mut state = 1u64;
         b.iter(|| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
             replay.totals_after(Some(((state >> 33) % n) as u32))
         });
     });

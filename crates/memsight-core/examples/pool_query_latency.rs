@@ -22,13 +22,24 @@ fn main() {
             std::process::exit(1);
         }
     };
-    println!("loaded and indexed in {:.3} s", start.elapsed().as_secs_f64());
-    let Some(device) = loaded.snapshot.busiest_device() else { return };
-    let (device, replay) = loaded.replay(device.ordinal).expect("busiest device has a replay");
+    println!(
+        "loaded and indexed in {:.3} s",
+        start.elapsed().as_secs_f64()
+    );
+    let Some(device) = loaded.snapshot.busiest_device() else {
+        return;
+    };
+    let (device, replay) = loaded
+        .replay(device.ordinal)
+        .expect("busiest device has a replay");
     let n = replay.event_count();
     // Every 97th event plus the tail of every interval (n-1 and a spread of positions).
     let mut events: Vec<u32> = (0..n as u32).step_by(97).collect();
-    events.extend((0..n as u32).step_by(2048).flat_map(|e| [e.saturating_sub(1), e.saturating_sub(2)]));
+    events.extend(
+        (0..n as u32)
+            .step_by(2048)
+            .flat_map(|e| [e.saturating_sub(1), e.saturating_sub(2)]),
+    );
     events.push(n.saturating_sub(1) as u32);
     let mut micros: Vec<f64> = events
         .iter()

@@ -114,7 +114,7 @@ impl Trace {
         !self.time_us.is_empty() && self.time_us.iter().all(|&t| t != NO_TIME)
     }
 
-    /// The events `range` of `self`, as a trace of its own.
+    /// The events at `indices` of `self`, in that order, as a trace of its own.
     pub(crate) fn gather(&self, indices: &[u32]) -> Trace {
         let pick = |col: &[u64]| indices.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
         let pick32 = |col: &[u32]| indices.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();

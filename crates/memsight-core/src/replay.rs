@@ -307,7 +307,7 @@ impl DeviceReplay {
         let has_free_requested = trace.action.contains(&Action::FreeRequested);
         let mut free_without_alloc = Tally::new(
             WarningKind::FreeWithoutAlloc,
-            "frees whose alloc is older than the trace",
+            "blocks freed in the trace whose alloc is older than the trace",
         );
         let mut alloc_at_live = Tally::new(
             WarningKind::AllocAtLiveAddress,
@@ -806,7 +806,7 @@ fn apply_segment_event(pieces: &mut Pieces, device: &Device, i: usize, undo: boo
     }
 }
 
-/// The pool id segments carry when the trace does not say: the final segments' most common one.
+/// The pool id segments carry when the trace does not say: the first final segment's.
 fn default_pool(device: &Device) -> PoolId {
     device
         .segments

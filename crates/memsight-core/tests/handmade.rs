@@ -1,0 +1,295 @@
+//! Small hand-written snapshots for the format variants and oddities the corpus lacks: early-2023
+//! block `history`, several devices, empty traces, and each kind of warning.
+
+use std::path::Path;
+
+use memsight_core::r#gen::PickleWriter;
+use memsight_core::model::{Action, BlockState, WarningKind};
+use memsight_core::{Loaded, load_bytes};
+
+/// A Python value, as a snapshot holds them.
+enum Py {
+    Int(i128),
+    Str(&'static str),
+    List(Vec<Py>),
+    Dict(Vec<(&'static str, Py)>),
+    Pair(i128, i128),
+}
+
+fn write(w: &mut PickleWriter<Vec<u8>>, value: &Py) {
+    match value {
+        Py::Int(i) => w.int(*i),
+        Py::Str(s) => w.str(s),
+        Py::Pair(a, b) => w.pair(*a, *b),
+        Py::List(items) => {
+            w.begin_list();
+            for item in items {
+                w.item().expect("in memory");
+                write(w, item);
+                w.end_list_item();
+            }
+            w.end_list();
+        }
+        Py::Dict(entries) => {
+            w.begin_dict();
+            for (key, item) in entries {
+                w.entry(key, |w| write(w, item)).expect("in memory");
+            }
+            w.end_dict();
+        }
+    }
+}
+
+fn load(top: &Py) -> Loaded {
+    let mut w = PickleWriter::new(Vec::new(), 4).expect("in memory");
+    write(&mut w, top);
+    let bytes = w.finish().expect("in memory");
+    Loaded::new(load_bytes(&bytes, Path::new("handmade.pickle")).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn event(action: &'static str, addr: i128, size: i128) -> Py {
+    Py::Dict(vec![
+        ("action", Py::Str(action)),
+        ("addr", Py::Int(addr)),
+        ("size", Py::Int(size)),
+        ("stream", Py::Int(0)),
+    ])
+}
+
+fn frames(name: &'static str) -> Py {
+    Py::List(vec![Py::Dict(vec![
+        ("name", Py::Str(name)),
+        ("filename", Py::Str("train.py")),
+        ("line", Py::Int(7)),
+    ])])
+}
+
+fn segment(device: i128, address: i128, blocks: Vec<Py>) -> Py {
+    Py::Dict(vec![
+        ("device", Py::Int(device)),
+        ("address", Py::Int(address)),
+        ("total_size", Py::Int(2 << 20)),
+        ("stream", Py::Int(0)),
+        ("segment_type", Py::Str("small")),
+        ("segment_pool_id", Py::Pair(0, 0)),
+        ("blocks", Py::List(blocks)),
+    ])
+}
+
+fn block(address: i128, size: i128, requested: i128, state: &'static str) -> Py {
+    Py::Dict(vec![
+        ("address", Py::Int(address)),
+        ("size", Py::Int(size)),
+        ("requested_size", Py::Int(requested)),
+        ("state", Py::Str(state)),
+    ])
+}
+
+fn top(segments: Vec<Py>, traces: Vec<Vec<Py>>) -> Py {
+    Py::Dict(vec![
+        ("segments", Py::List(segments)),
+        (
+            "device_traces",
+            Py::List(traces.into_iter().map(Py::List).collect()),
+        ),
+    ])
+}
+
+const BASE: i128 = 0x7f00_0000_0000;
+
+#[test]
+fn early_2023_blocks_take_requested_size_and_frames_from_history() {
+    // A legacy list of segments whose blocks have no address and no requested_size.
+    let legacy_block = |size: i128, state: &'static str, real_size: i128| {
+        Py::Dict(vec![
+            ("size", Py::Int(size)),
+            ("state", Py::Str(state)),
+            (
+                "history",
+                Py::List(vec![Py::Dict(vec![
+                    ("addr", Py::Int(0)),
+                    ("real_size", Py::Int(real_size)),
+                    ("frames", frames("legacy")),
+                ])]),
+            ),
+        ])
+    };
+    let seg = Py::Dict(vec![
+        ("device", Py::Int(0)),
+        ("address", Py::Int(BASE)),
+        ("total_size", Py::Int(2 << 20)),
+        ("stream", Py::Int(0)),
+        (
+            "blocks",
+            Py::List(vec![
+                legacy_block(1024, "active_allocated", 1000),
+                legacy_block((2 << 20) - 1024, "inactive", 0),
+            ]),
+        ),
+    ]);
+    let loaded = load(&Py::List(vec![seg]));
+    let s = &loaded.snapshot;
+    assert!(s.format.legacy_list);
+    let blocks = &s.devices[0].segments[0].blocks;
+    assert_eq!(
+        (blocks[0].address, blocks[0].requested_size_bytes),
+        (BASE as u64, 1000)
+    );
+    assert_eq!(
+        blocks[1].address,
+        BASE as u64 + 1024,
+        "addresses computed from the sizes before"
+    );
+    let frame = s
+        .stack_frames(blocks[0].stack)
+        .next()
+        .expect("frames from history");
+    assert_eq!(s.str(frame.name), "legacy");
+    assert_eq!(loaded.replays[0].final_totals().allocated_bytes, 1000);
+}
+
+#[test]
+fn several_devices_are_kept_apart() {
+    let snapshot = top(
+        vec![
+            segment(0, BASE, vec![block(BASE, 2 << 20, 0, "inactive")]),
+            segment(
+                1,
+                BASE,
+                vec![
+                    block(BASE, 1024, 1000, "active_allocated"),
+                    block(BASE + 1024, (2 << 20) - 1024, 0, "inactive"),
+                ],
+            ),
+        ],
+        vec![
+            vec![
+                event("segment_alloc", BASE, 2 << 20),
+                event("alloc", BASE, 512),
+                event("free_requested", BASE, 512),
+                event("free_completed", BASE, 512),
+            ],
+            vec![event("alloc", BASE, 1000)],
+            vec![],
+        ],
+    );
+    let loaded = load(&snapshot);
+    let devices: Vec<(u32, usize)> = loaded
+        .snapshot
+        .devices
+        .iter()
+        .map(|d| (d.ordinal, d.trace.len()))
+        .collect();
+    assert_eq!(
+        devices,
+        vec![(0, 4), (1, 1)],
+        "the empty third trace is no device"
+    );
+    assert_eq!(loaded.snapshot.busiest_device().map(|d| d.ordinal), Some(0));
+    let (_, one) = loaded.replay(1).expect("device 1");
+    assert_eq!(
+        (
+            one.initial.allocated_bytes,
+            one.final_totals().allocated_bytes
+        ),
+        (0, 1000)
+    );
+    let (_, zero) = loaded.replay(0).expect("device 0");
+    assert_eq!(
+        (
+            zero.initial.reserved_bytes,
+            zero.peak_allocated.bytes,
+            zero.peak_allocated.event
+        ),
+        (0, 512, Some(1))
+    );
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+}
+
+#[test]
+fn empty_traces_and_no_segments_load_as_no_device() {
+    let loaded = load(&top(vec![], vec![vec![], vec![]]));
+    assert!(loaded.snapshot.devices.is_empty());
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn oddities_become_warnings_and_loading_goes_on() {
+    let snapshot = top(
+        vec![segment(
+            0,
+            BASE,
+            vec![
+                block(BASE, 1024, 1000, "active_allocated"),
+                block(BASE + 1024, (2 << 20) - 1024, 0, "inactive"),
+            ],
+        )],
+        vec![vec![
+            // Freed before anything allocated it in the trace: the ring buffer dropped its alloc.
+            event("free_requested", BASE + 4096, 2048),
+            event("free_completed", BASE + 4096, 2048),
+            event("teleport", BASE, 1),
+            event("alloc", BASE, 1000),
+            // Allocated again at a live address.
+            event("alloc", BASE, 1000),
+        ]],
+    );
+    let loaded = load(&snapshot);
+    let kinds: Vec<(WarningKind, u64)> =
+        loaded.warnings.iter().map(|w| (w.kind, w.count)).collect();
+    assert!(
+        kinds.contains(&(WarningKind::FreeWithoutAlloc, 1)),
+        "one block: {kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(WarningKind::UnknownAction, 1)),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(WarningKind::AllocAtLiveAddress, 1)),
+        "{kinds:?}"
+    );
+    let t = &loaded.snapshot.devices[0].trace;
+    assert_eq!(
+        t.action[2].name(&loaded.snapshot.strings),
+        "teleport",
+        "unknown actions are kept"
+    );
+    assert!(matches!(t.action[2], Action::Other(_)));
+    let text: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|w| w == "device 0: unknown action `teleport` kept as is (event 2)"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn a_trace_that_allocates_more_than_its_segments_hold_is_flagged() {
+    // A hand-edited file: 8 MiB allocated in a pool that never had more than 2 MiB.
+    let snapshot = top(
+        vec![segment(0, BASE, vec![block(BASE, 2 << 20, 0, "inactive")])],
+        vec![vec![
+            event("alloc", BASE, 8 << 20),
+            event("free_requested", BASE, 8 << 20),
+            event("free_completed", BASE, 8 << 20),
+        ]],
+    );
+    let loaded = load(&snapshot);
+    let over = loaded
+        .warnings
+        .iter()
+        .find(|w| w.message == "allocated bytes above reserved bytes")
+        .expect("flagged");
+    assert_eq!(
+        (over.kind, over.event, over.count),
+        (WarningKind::TraceDisagreesWithSegments, Some(0), 1)
+    );
+    // The pool is still there to look at.
+    let (device, replay) = loaded.replay(0).expect("device 0");
+    let pool = replay.pool_after(device, Some(0));
+    assert_eq!(
+        pool.segments[0].blocks[0].state,
+        BlockState::ActiveAllocated
+    );
+}
