@@ -27,11 +27,11 @@ fn load_and_index(c: &mut Criterion) {
     let mut group = c.benchmark_group("100k events");
     group.sample_size(20);
     group.bench_function("load", |b| {
-        b.iter(|| load_bytes(black_box(&bytes), name).expect("loads"))
+        b.iter(|| load_bytes(black_box(&bytes), name).expect("loads"));
     });
     let snapshot = load_bytes(&bytes, name).expect("loads");
     group.bench_function("index (replay + checkpoints)", |b| {
-        b.iter(|| Loaded::new(black_box(snapshot.clone())))
+        b.iter(|| Loaded::new(black_box(snapshot.clone())));
     });
     group.finish();
 }

@@ -285,6 +285,10 @@ impl<'p> EventBuilder<'p> {
         Ok(id)
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one check per field of a trace entry, in file order"
+    )]
     fn convert_event(&mut self, tree: &mut Tree, node: NodeId, at: u64) -> Result<(), PickleError> {
         // A trace entry has about ten keys; bigger dicts are something else.
         let Node::Dict(items) = tree.node(node) else {
@@ -642,21 +646,7 @@ fn read_segment(
         let k = tree.intern(name);
         tree.get(node, k)
     };
-    let uint = |tree: &Tree, v: Option<Value>, what: &str| -> Result<Option<u64>, PickleError> {
-        match v {
-            None | Some(Value::None) => Ok(None),
-            Some(v) => tree
-                .int(v)
-                .and_then(|i| u64::try_from(i).ok())
-                .map(Some)
-                .ok_or_else(|| {
-                    PickleError::malformed(
-                        at,
-                        format!("segment `{what}` is not an unsigned integer"),
-                    )
-                }),
-        }
-    };
+    let uint = |tree: &Tree, v: Option<Value>, what: &str| unsigned_field(tree, v, what, at);
     let device = get(tree, "device");
     let device = uint(tree, device, "device")?.unwrap_or(0);
     let device = u32::try_from(device)
@@ -692,57 +682,9 @@ fn read_segment(
     let mut blocks = Vec::with_capacity(block_values.len());
     let mut next_address = address;
     for value in block_values {
-        let Value::Dict(bn) = value else {
-            return Err(PickleError::malformed(at, "a block that is not a dict"));
-        };
-        let bget = |tree: &mut Tree, name: &str| {
-            let k = tree.intern(name);
-            tree.get(bn, k)
-        };
-        let size = bget(tree, "size");
-        let size_bytes = uint(tree, size, "block size")?
-            .ok_or_else(|| PickleError::malformed(at, "a block without `size`"))?;
-        let block_address = bget(tree, "address");
-        let block_address = uint(tree, block_address, "block address")?.unwrap_or(next_address);
-        next_address = block_address.saturating_add(size_bytes);
-        let state = match bget(tree, "state") {
-            Some(Value::Str(s)) => match tree.str(s) {
-                "active_allocated" => BlockState::ActiveAllocated,
-                // The docstring's spelling, in case a writer followed it.
-                "active_pending_free" | "active_awaiting_free" => BlockState::ActivePendingFree,
-                "inactive" => BlockState::Inactive,
-                other => {
-                    return Err(PickleError::malformed(
-                        at,
-                        format!("unknown block state `{other}`"),
-                    ));
-                }
-            },
-            _ => {
-                return Err(PickleError::malformed(
-                    at,
-                    "a block without a `state` string",
-                ));
-            }
-        };
-        // Early-2023 files: requested size and frames live in `history[0]`.
-        let history_first = bget(tree, "history")
-            .and_then(|h| tree.items(h).and_then(|items| items.first().copied()));
-        let (mut requested, mut frames) = (bget(tree, "requested_size"), bget(tree, "frames"));
-        if let Some(Value::Dict(h)) = history_first {
-            let (real_size, hframes) = (tree.intern("real_size"), tree.intern("frames"));
-            requested = requested.or(tree.get(h, real_size));
-            frames = frames.or(tree.get(h, hframes));
-        }
-        let requested_size_bytes = uint(tree, requested, "requested_size")?.unwrap_or(size_bytes);
-        let stack = b.stack_id(tree, frames.unwrap_or(Value::None), at)?;
-        blocks.push(Block {
-            address: block_address,
-            size_bytes,
-            requested_size_bytes,
-            state,
-            stack,
-        });
+        let block = read_block(tree, b, value, next_address, at)?;
+        next_address = block.address.saturating_add(block.size_bytes);
+        blocks.push(block);
     }
     Ok((
         device,
@@ -757,6 +699,90 @@ fn read_segment(
             blocks,
         },
     ))
+}
+
+/// A segment or block field that must be an unsigned integer when present.
+fn unsigned_field(
+    tree: &Tree,
+    value: Option<Value>,
+    what: &str,
+    at: u64,
+) -> Result<Option<u64>, PickleError> {
+    match value {
+        None | Some(Value::None) => Ok(None),
+        Some(v) => tree
+            .int(v)
+            .and_then(|i| u64::try_from(i).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                PickleError::malformed(
+                    at,
+                    format!("`{what}` of a segment or block is not an unsigned integer"),
+                )
+            }),
+    }
+}
+
+/// One block of a segment; `next_address` is where it starts when the file does not say.
+fn read_block(
+    tree: &mut Tree,
+    b: &mut EventBuilder<'_>,
+    value: Value,
+    next_address: u64,
+    at: u64,
+) -> Result<Block, PickleError> {
+    let Value::Dict(bn) = value else {
+        return Err(PickleError::malformed(at, "a block that is not a dict"));
+    };
+    let bget = |tree: &mut Tree, name: &str| {
+        let k = tree.intern(name);
+        tree.get(bn, k)
+    };
+    let size = bget(tree, "size");
+    let size_bytes = unsigned_field(tree, size, "block size", at)?
+        .ok_or_else(|| PickleError::malformed(at, "a block without `size`"))?;
+    let block_address = bget(tree, "address");
+    let block_address =
+        unsigned_field(tree, block_address, "block address", at)?.unwrap_or(next_address);
+    let state = match bget(tree, "state") {
+        Some(Value::Str(s)) => match tree.str(s) {
+            "active_allocated" => BlockState::ActiveAllocated,
+            // The docstring's spelling, in case a writer followed it.
+            "active_pending_free" | "active_awaiting_free" => BlockState::ActivePendingFree,
+            "inactive" => BlockState::Inactive,
+            other => {
+                return Err(PickleError::malformed(
+                    at,
+                    format!("unknown block state `{other}`"),
+                ));
+            }
+        },
+        _ => {
+            return Err(PickleError::malformed(
+                at,
+                "a block without a `state` string",
+            ));
+        }
+    };
+    // Early-2023 files: requested size and frames live in `history[0]`.
+    let history_first =
+        bget(tree, "history").and_then(|h| tree.items(h).and_then(|items| items.first().copied()));
+    let (mut requested, mut frames) = (bget(tree, "requested_size"), bget(tree, "frames"));
+    if let Some(Value::Dict(h)) = history_first {
+        let (real_size, hframes) = (tree.intern("real_size"), tree.intern("frames"));
+        requested = requested.or(tree.get(h, real_size));
+        frames = frames.or(tree.get(h, hframes));
+    }
+    let requested_size_bytes =
+        unsigned_field(tree, requested, "requested_size", at)?.unwrap_or(size_bytes);
+    let stack = b.stack_id(tree, frames.unwrap_or(Value::None), at)?;
+    Ok(Block {
+        address: block_address,
+        size_bytes,
+        requested_size_bytes,
+        state,
+        stack,
+    })
 }
 
 fn read_settings(tree: &Tree, value: Value) -> Vec<(String, SettingValue)> {

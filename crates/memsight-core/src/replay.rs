@@ -685,7 +685,7 @@ fn merge_sorted(a: Vec<(u64, LifetimeId)>, b: Vec<(u64, LifetimeId)>) -> Vec<(u6
     loop {
         match (a.peek(), b.peek()) {
             (Some(x), Some(y)) => {
-                out.push(if x <= y { a.next() } else { b.next() }.unwrap_or_default())
+                out.push(if x <= y { a.next() } else { b.next() }.unwrap_or_default());
             }
             (Some(_), None) => out.extend(a.by_ref()),
             (None, Some(_)) => out.extend(b.by_ref()),

@@ -254,7 +254,7 @@ fn addresses_of_64_bits_load() {
                 let _ = w.entry("address", |w| w.int(i128::from(addr + offset)));
                 let _ = w.entry("size", |w| w.int(i128::from(size)));
                 let _ = w.entry("requested_size", |w| {
-                    w.int(i128::from(if offset == 0 { 1000 } else { 0 }))
+                    w.int(i128::from(if offset == 0 { 1000 } else { 0 }));
                 });
                 let _ = w.entry("state", |w| w.str(state));
                 w.end_dict();

@@ -644,7 +644,7 @@ impl Generated {
         w.entry("action", |w| w.str(e.action.name(&[])))?;
         if e.action == Action::Oom {
             w.entry("device_free", |w| {
-                w.int(i128::from(e.device_free.unwrap_or(0)))
+                w.int(i128::from(e.device_free.unwrap_or(0)));
             })?;
         } else {
             w.entry("addr", |w| w.int(i128::from(e.addr)))?;
@@ -706,17 +706,17 @@ impl Generated {
                     let _ = w.entry("address", |w| w.int(i128::from(baddr)));
                     let _ = w.entry("size", |w| w.int(i128::from(b.size)));
                     let _ = w.entry("requested_size", |w| {
-                        w.int(i128::from(if b.allocated { b.requested } else { 0 }))
+                        w.int(i128::from(if b.allocated { b.requested } else { 0 }));
                     });
                     let _ = w.entry("state", |w| {
                         w.str(if b.allocated {
                             "active_allocated"
                         } else {
                             "inactive"
-                        })
+                        });
                     });
                     let _ = w.entry("frames", |w| {
-                        self.write_frames(w, if b.allocated { b.stack } else { None })
+                        self.write_frames(w, if b.allocated { b.stack } else { None });
                     });
                     w.end_dict();
                     w.end_list_item();
