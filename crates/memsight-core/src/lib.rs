@@ -3,6 +3,7 @@
 //! Nothing here draws: the UI crate and the command line build on these types.
 
 pub mod r#gen;
+pub mod lifecycle;
 pub mod load;
 pub mod model;
 pub mod pickle;

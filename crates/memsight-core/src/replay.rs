@@ -598,17 +598,16 @@ impl DeviceReplay {
         self.checkpoints.len()
     }
 
-    /// The full pool right after event `n` (`None`: before the first event; past the end: the
-    /// final state). Replays at most one checkpoint interval.
-    pub fn pool_after(&self, device: &Device, n: Option<u32>) -> PoolState {
-        let n = n
-            .map(|n| n.min(self.event_count.saturating_sub(1) as u32))
-            .filter(|_| self.event_count > 0);
+    /// Clamps `n` to the trace: `None` before the first event, past the end: the last one.
+    fn clamp_event(&self, n: Option<u32>) -> Option<u32> {
+        n.map(|n| n.min(self.event_count.saturating_sub(1) as u32)).filter(|_| self.event_count > 0)
+    }
+
+    /// Segment pieces and live blocks `(address, lifetime)` right after event `n` (clamped),
+    /// from the nearest checkpoint.
+    fn state_after(&self, device: &Device, n: Option<u32>) -> (Pieces, Vec<(u64, LifetimeId)>) {
         let applied = n.map_or(0, |n| n as usize + 1);
-        let cp_index = self
-            .checkpoints
-            .partition_point(|c| c.at <= applied)
-            .saturating_sub(1);
+        let cp_index = self.checkpoints.partition_point(|c| c.at <= applied).saturating_sub(1);
         let cp = &self.checkpoints[cp_index];
         let mut pieces: Pieces = cp.pieces.iter().copied().collect();
         // Changes since the checkpoint: address → live lifetime (None: freed).
@@ -616,26 +615,27 @@ impl DeviceReplay {
         let trace = &device.trace;
         for i in cp.at..applied {
             apply_segment_event(&mut pieces, device, i, false);
-            apply_block_event(
-                &mut changed,
-                trace.action[i],
-                trace.addr[i],
-                self.event_lifetime[i],
-            );
+            apply_block_event(&mut changed, trace.action[i], trace.addr[i], self.event_lifetime[i]);
         }
-        let mut live: Vec<(u64, LifetimeId)> = cp
-            .live
-            .iter()
-            .copied()
-            .filter(|(addr, _)| !changed.contains_key(addr))
-            .collect();
-        let mut added: Vec<(u64, LifetimeId)> = changed
-            .into_iter()
-            .filter_map(|(addr, id)| id.map(|id| (addr, id)))
-            .collect();
+        let live: Vec<(u64, LifetimeId)> =
+            cp.live.iter().copied().filter(|(addr, _)| !changed.contains_key(addr)).collect();
+        let mut added: Vec<(u64, LifetimeId)> =
+            changed.into_iter().filter_map(|(addr, id)| id.map(|id| (addr, id))).collect();
         added.sort_unstable();
-        live = merge_sorted(live, added);
+        (pieces, merge_sorted(live, added))
+    }
 
+    /// Live blocks right after event `n` (`None`: before the first event) as
+    /// `(address, lifetime)`, in address order. Replays at most one checkpoint interval.
+    pub fn live_after(&self, device: &Device, n: Option<u32>) -> Vec<(u64, LifetimeId)> {
+        self.state_after(device, self.clamp_event(n)).1
+    }
+
+    /// The full pool right after event `n` (`None`: before the first event; past the end: the
+    /// final state). Replays at most one checkpoint interval.
+    pub fn pool_after(&self, device: &Device, n: Option<u32>) -> PoolState {
+        let n = self.clamp_event(n);
+        let (pieces, live) = self.state_after(device, n);
         let mut segments = group_pieces(&pieces);
         let mut unplaced_blocks = Vec::new();
         let mut seg_i = 0;
