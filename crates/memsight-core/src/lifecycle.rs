@@ -3,7 +3,7 @@
 //! the trace at the bottom); when one is freed, the bands above it fall.
 //!
 //! The layout is computed per screen column, so its cost is bounded by the screen, not the trace:
-//! each column shows the stack at the event of the column where allocated bytes peak (so spikes
+//! each column shows the stack at the event of the column where it peaks (so spikes
 //! are never hidden), and consecutive bands thinner than a pixel merge into one aggregate band
 //! instead of being dropped. Columns are laid out in parallel chunks, each starting from the
 //! replay's nearest checkpoint.
@@ -68,8 +68,9 @@ pub struct Column {
     pub event: Option<u32>,
     /// Bottom to top, only those that overlap the requested byte range.
     pub runs: Vec<Run>,
-    /// Allocated bytes in the shown state (the top of the stack).
-    pub allocated_bytes: u64,
+    /// Requested bytes of the live blocks in the shown state, pending frees included: the top of
+    /// the stack, equal to the active bytes.
+    pub stack_bytes: u64,
     /// Highest reserved bytes over the column's events (or at the shown state when it has none).
     pub reserved_max_bytes: i64,
 }
@@ -109,7 +110,7 @@ struct ChunkSweep<'a> {
     /// Live allocations by stacking rank.
     live: BTreeMap<u32, LifetimeId>,
     by_addr: FxHashMap<u64, u32>,
-    allocated_bytes: u64,
+    stack_bytes: u64,
     /// Events applied so far: the state is "after event `applied - 1`".
     applied: u32,
 }
@@ -134,7 +135,7 @@ impl<'a> ChunkSweep<'a> {
             bytes_per_px,
             live: BTreeMap::new(),
             by_addr: FxHashMap::default(),
-            allocated_bytes: 0,
+            stack_bytes: 0,
             applied: start,
         };
         for (addr, id) in replay.live_after(device, start.checked_sub(1)) {
@@ -149,12 +150,12 @@ impl<'a> ChunkSweep<'a> {
             self.remove_rank(old);
         }
         self.live.insert(rank, id);
-        self.allocated_bytes += self.replay.lifetimes[id as usize].requested_size_bytes;
+        self.stack_bytes += self.replay.lifetimes[id as usize].requested_size_bytes;
     }
 
     fn remove_rank(&mut self, rank: u32) {
         if let Some(id) = self.live.remove(&rank) {
-            self.allocated_bytes -= self.replay.lifetimes[id as usize].requested_size_bytes;
+            self.stack_bytes -= self.replay.lifetimes[id as usize].requested_size_bytes;
         }
     }
 
@@ -177,13 +178,13 @@ impl<'a> ChunkSweep<'a> {
     }
 
     fn run(mut self) -> Vec<Column> {
-        let allocated = self.replay.allocated_bytes();
+        let active = self.replay.active_bytes();
         let reserved = self.replay.reserved_bytes();
         let mut out = Vec::with_capacity(self.columns.len());
         for range in self.columns {
-            let (start, end) = (range.start as usize, (range.end as usize).min(allocated.len()));
-            // The event where allocated bytes peak within the column (first of equals).
-            let peak = (start..end).max_by_key(|&i| (allocated[i], std::cmp::Reverse(i))).map(|i| i as u32);
+            let (start, end) = (range.start as usize, (range.end as usize).min(active.len()));
+            // The event where the stack (active bytes) peaks within the column (first of equals).
+            let peak = (start..end).max_by_key(|&i| (active[i], std::cmp::Reverse(i))).map(|i| i as u32);
             if let Some(peak) = peak {
                 self.advance_through(peak);
             } else if range.start > 0 {
@@ -195,7 +196,7 @@ impl<'a> ChunkSweep<'a> {
             } else {
                 self.replay.totals_after(event).reserved_bytes
             };
-            out.push(Column { event, runs: self.runs(), allocated_bytes: self.allocated_bytes, reserved_max_bytes });
+            out.push(Column { event, runs: self.runs(), stack_bytes: self.stack_bytes, reserved_max_bytes });
             if range.end > 0 {
                 self.advance_through(range.end - 1);
             }
@@ -294,7 +295,7 @@ mod tests {
                 })
                 .collect();
             assert_eq!(got, want, "event {e}");
-            assert_eq!(column.allocated_bytes as i64, replay.totals_after(Some(e as u32)).allocated_bytes);
+            assert_eq!(column.stack_bytes as i64, replay.totals_after(Some(e as u32)).active_bytes);
         }
     }
 
@@ -316,7 +317,7 @@ mod tests {
                     assert!(replay.lifetimes[id as usize].requested_size_bytes as f64 >= bytes_per_px);
                 }
             }
-            assert_eq!(y, column.allocated_bytes);
+            assert_eq!(y, column.stack_bytes);
             assert!(column.runs.iter().any(|r| matches!(r.band, Band::Merged { .. })));
         }
     }
@@ -328,8 +329,8 @@ mod tests {
         let order = StackOrder::new(replay);
         let request = LayoutRequest { columns: vec![0..4000], y_min_bytes: 0.0, y_max_bytes: 1e12, height_px: 100.0 };
         let column = &layout(device, replay, &order, &request)[0];
-        let peak = replay.allocated_bytes().iter().copied().max().expect("events");
-        assert_eq!(column.allocated_bytes as i64, peak);
+        let peak = replay.active_bytes().iter().copied().max().expect("events");
+        assert_eq!(column.stack_bytes as i64, peak);
         assert_eq!(column.reserved_max_bytes, replay.reserved_bytes().iter().copied().max().expect("events"));
     }
 
