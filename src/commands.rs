@@ -8,6 +8,8 @@ use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
 use memsight_core::{Loaded, load_bytes};
+use memsight_ui::Source;
+use memsight_ui::headless::{self, ScreenshotOptions};
 
 mod resources {
     include!(concat!(env!("OUT_DIR"), "/resources.rs"));
@@ -16,15 +18,57 @@ mod resources {
 /// Name of the bundled demo snapshot in `resources/`.
 const DEMO_NAME: &str = "demo_snapshot.pickle.gz";
 
+/// The bundled demo snapshot.
+fn demo() -> Result<&'static [u8]> {
+    resources::RESOURCES
+        .iter()
+        .find(|(name, _)| *name == DEMO_NAME)
+        .map(|(_, bytes)| *bytes)
+        .context("this build has no bundled demo snapshot; pass a FILE")
+}
+
+fn source(file: Option<&Path>) -> Result<Source> {
+    Ok(match file {
+        Some(path) => Source::Path(path.to_path_buf()),
+        None => Source::Bytes { name: format!("<bundled {DEMO_NAME}>"), bytes: demo()? },
+    })
+}
+
+/// The window, on `files` (the bundled demo when none).
+pub fn app(files: Vec<PathBuf>) -> Result<()> {
+    let sources = if files.is_empty() { vec![source(None)?] } else { files.into_iter().map(Source::Path).collect() };
+    memsight_ui::run_app(sources).map_err(anyhow::Error::msg)
+}
+
+pub fn screenshot(
+    file: Option<&Path>,
+    output: &Path,
+    view: &str,
+    device: Option<u32>,
+    (width, height): (u32, u32),
+    select_event: Option<u32>,
+) -> Result<()> {
+    let timeline_only = match view {
+        "app" => false,
+        "timeline" => true,
+        other => bail!("--view must be `app` or `timeline`, not `{other}`"),
+    };
+    if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
+        bail!("--width and --height must be between 64 and 8192 pixels");
+    }
+    let options = ScreenshotOptions { width: width as f32, height: height as f32, device, select_event, timeline_only };
+    let app = headless::prepared_app(&source(file)?, &options).map_err(anyhow::Error::msg)?;
+    let image = headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
+    image.save(output).with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!("wrote {} ({}x{})", output.display(), image.width(), image.height());
+    Ok(())
+}
+
 fn open(file: Option<&Path>) -> Result<Loaded> {
     let snapshot = if let Some(path) = file {
         memsight_core::load_path(path, None)?
     } else {
-        let (_, bytes) = resources::RESOURCES
-            .iter()
-            .find(|(name, _)| *name == DEMO_NAME)
-            .context("this build has no bundled demo snapshot; pass a FILE")?;
-        load_bytes(bytes, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
+        load_bytes(demo()?, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
     };
     Ok(Loaded::new(snapshot))
 }

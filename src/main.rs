@@ -10,7 +10,10 @@ use clap::{Parser, Subcommand};
 /// Visualizer and doctor for `PyTorch` / `torch_npu` device-memory snapshots.
 #[derive(Parser)]
 #[command(version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MEMSIGHT_GIT_HASH"), ")"))]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// Snapshots to open in the window (the bundled demo when none is given).
+    files: Vec<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -39,6 +42,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Render the app (or the lifecycle chart alone) to a PNG without a display, then exit.
+    Screenshot {
+        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        file: Option<PathBuf>,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// `app`: the whole window; `timeline`: the lifecycle chart alone.
+        #[arg(long, default_value = "app")]
+        view: String,
+        #[arg(long)]
+        device: Option<u32>,
+        #[arg(long, default_value_t = 1400)]
+        width: u32,
+        #[arg(long, default_value_t = 860)]
+        height: u32,
+        /// Pin the allocation that event N allocates or frees.
+        #[arg(long)]
+        select_event: Option<u32>,
+    },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
         /// Workload: steady, leak, fragmentation, stall, oom, npu.
@@ -60,24 +82,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Stats {
-        file: None,
-        json: false,
-    }) {
-        Command::Stats { file, json } => commands::stats(file.as_deref(), json),
-        Command::State {
-            file,
-            device,
-            event,
-            json,
-        } => commands::state(file.as_deref(), device, event, json),
-        Command::Gen {
-            scenario,
-            events,
-            seed,
-            protocol,
-            output,
-        } => commands::generate(&scenario, events, seed, protocol, &output),
+    let result = match cli.command {
+        None => commands::app(cli.files),
+        Some(Command::Stats { file, json }) => commands::stats(file.as_deref(), json),
+        Some(Command::State { file, device, event, json }) => commands::state(file.as_deref(), device, event, json),
+        Some(Command::Screenshot { file, output, view, device, width, height, select_event }) => {
+            commands::screenshot(file.as_deref(), &output, &view, device, (width, height), select_event)
+        }
+        Some(Command::Gen { scenario, events, seed, protocol, output }) => {
+            commands::generate(&scenario, events, seed, protocol, &output)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,7 +45,7 @@ impl StackOrder {
 }
 
 /// What a run of a column shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Band {
     /// One allocation.
     Lifetime(LifetimeId),
@@ -73,6 +73,12 @@ pub struct Column {
     pub stack_bytes: u64,
     /// Highest reserved bytes over the column's events (or at the shown state when it has none).
     pub reserved_max_bytes: i64,
+    /// `segment_*` events in the column (ticks on the reserved line).
+    pub segment_events: u32,
+    /// `oom` events in the column.
+    pub oom_events: u32,
+    /// `snapshot` events in the column.
+    pub snapshot_events: u32,
 }
 
 /// What to lay out: one event range per screen column (half-open, in order, possibly empty) and
@@ -196,7 +202,18 @@ impl<'a> ChunkSweep<'a> {
             } else {
                 self.replay.totals_after(event).reserved_bytes
             };
-            out.push(Column { event, runs: self.runs(), stack_bytes: self.stack_bytes, reserved_max_bytes });
+            let count = |wanted: &[Action]| {
+                self.device.trace.action[start..end.max(start)].iter().filter(|a| wanted.contains(a)).count() as u32
+            };
+            out.push(Column {
+                event,
+                runs: self.runs(),
+                stack_bytes: self.stack_bytes,
+                reserved_max_bytes,
+                segment_events: count(&[Action::SegmentAlloc, Action::SegmentFree, Action::SegmentMap, Action::SegmentUnmap]),
+                oom_events: count(&[Action::Oom]),
+                snapshot_events: count(&[Action::Snapshot]),
+            });
             if range.end > 0 {
                 self.advance_through(range.end - 1);
             }

@@ -1,1 +1,57 @@
-pub fn hello() {}
+//! memsight-ui: the desktop app (egui / eframe) on top of `memsight-core`.
+//!
+//! `MemsightApp` draws everything through one `ui_root`, so the window (`run_app`), the headless
+//! screenshot (`headless`) and the tests share the drawing code.
+
+pub mod app;
+pub mod document;
+pub mod headless;
+pub mod lifecycle_view;
+pub mod palette;
+
+use std::path::{Path, PathBuf};
+
+pub use app::{ExportTarget, MemsightApp};
+pub use document::Source;
+
+/// Opens the window on `sources` (loaded in the background) and runs until it is closed.
+pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default().with_title("memsight").with_inner_size([1400.0, 860.0]).with_drag_and_drop(true),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "memsight",
+        options,
+        Box::new(move |cc| Ok(Box::new(MemsightApp::new(&cc.egui_ctx, sources, recent_store())))),
+    )
+    .map_err(|e| format!("cannot open the window: {e}"))
+}
+
+/// `$XDG_CONFIG_HOME/memsight/recent`, else `~/.config/memsight/recent`.
+fn recent_store() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("memsight").join("recent"))
+}
+
+/// Saves `image` (cropped to `crop_px`, in pixels, when given) as PNG.
+pub fn save_png(image: &egui::ColorImage, crop_px: Option<egui::Rect>, path: &Path) -> Result<(), String> {
+    let [w, h] = image.size;
+    let full = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(w as f32, h as f32));
+    let r = crop_px.map_or(full, |c| c.intersect(full));
+    let (x0, y0) = (r.min.x.round() as usize, r.min.y.round() as usize);
+    let (x1, y1) = (r.max.x.round() as usize, r.max.y.round() as usize);
+    if x1 <= x0 || y1 <= y0 {
+        return Err("nothing to save: the area is empty".into());
+    }
+    let mut out = image::RgbaImage::new((x1 - x0) as u32, (y1 - y0) as u32);
+    for y in y0..y1 {
+        for x in x0..x1 {
+            let c = image.pixels[y * w + x];
+            out.put_pixel((x - x0) as u32, (y - y0) as u32, image::Rgba([c.r(), c.g(), c.b(), c.a()]));
+        }
+    }
+    out.save(path).map_err(|e| e.to_string())
+}

@@ -1,0 +1,96 @@
+//! Call stacks as people read them: internal frames (C++, Python's own machinery, PyTorch
+//! internals) filtered out, repeated frames collapsed.
+
+use crate::model::{Frame, Snapshot, StackId};
+
+/// One line of a displayed stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameLine {
+    /// `name (file:line)`, or `name` for C++ frames.
+    pub text: String,
+    /// How many identical consecutive frames this line stands for.
+    pub repeat: u32,
+    pub internal: bool,
+}
+
+/// Whether a frame belongs to the machinery rather than to the user's code.
+pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
+    let file = snapshot.str(frame.filename);
+    file == "??"
+        || file.starts_with('<')
+        || file.contains("/torch/")
+        || file.starts_with("torch/")
+        || file.contains("site-packages/")
+        || file.contains("/lib/python")
+        || file.contains("\\torch\\")
+}
+
+/// The frames of `stack`, innermost first, consecutive repeats collapsed; without the internal
+/// ones unless `with_internal`. Falls back to every frame when all are internal.
+pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> Vec<FrameLine> {
+    let all: Vec<(&Frame, bool)> = snapshot.stack_frames(stack).map(|f| (f, is_internal(snapshot, f))).collect();
+    let keep_internal = with_internal || all.iter().all(|&(_, internal)| internal);
+    let mut lines: Vec<FrameLine> = Vec::new();
+    for (frame, internal) in all {
+        if internal && !keep_internal {
+            continue;
+        }
+        let name = snapshot.str(frame.name);
+        let file = snapshot.str(frame.filename);
+        let text = if file == "??" { name.to_string() } else { format!("{name} ({file}:{})", frame.line) };
+        match lines.last_mut() {
+            Some(last) if last.text == text => last.repeat += 1,
+            _ => lines.push(FrameLine { text, repeat: 1, internal }),
+        }
+    }
+    lines
+}
+
+/// A stack as plain text, one frame a line (for the clipboard).
+pub fn stack_text(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> String {
+    display_frames(snapshot, stack, with_internal)
+        .iter()
+        .map(|l| if l.repeat > 1 { format!("{} (×{})", l.text, l.repeat) } else { l.text.clone() })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(frames: &[(&str, i64, &str)]) -> Snapshot {
+        let mut s = Snapshot::default();
+        let mut ids = Vec::new();
+        for &(file, line, name) in frames {
+            s.strings.push(file.into());
+            s.strings.push(name.into());
+            let n = s.strings.len() as u32;
+            s.frames.push(Frame { filename: n - 2, line, name: n - 1 });
+            ids.push(s.frames.len() as u32 - 1);
+        }
+        s.stacks.push(ids.into_boxed_slice());
+        s
+    }
+
+    #[test]
+    fn internal_frames_go_and_repeats_collapse() {
+        let s = snapshot(&[
+            ("??", 0, "c10::cuda::malloc"),
+            ("/usr/lib/python3.11/site-packages/torch/nn/functional.py", 2380, "linear"),
+            ("model.py", 54, "forward"),
+            ("model.py", 54, "forward"),
+            ("train.py", 9, "main"),
+        ]);
+        let user: Vec<(String, u32)> = display_frames(&s, 0, false).into_iter().map(|l| (l.text, l.repeat)).collect();
+        assert_eq!(user, vec![("forward (model.py:54)".to_string(), 2), ("main (train.py:9)".to_string(), 1)]);
+        assert_eq!(display_frames(&s, 0, true).len(), 4);
+        assert_eq!(stack_text(&s, 0, false), "forward (model.py:54) (×2)\nmain (train.py:9)");
+    }
+
+    #[test]
+    fn an_all_internal_stack_still_shows_something() {
+        let s = snapshot(&[("??", 0, "at::empty")]);
+        assert_eq!(display_frames(&s, 0, false).len(), 1);
+    }
+}

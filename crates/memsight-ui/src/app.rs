@@ -1,0 +1,459 @@
+//! The application: open files, background loads, the summary bar, the lifecycle chart and the
+//! details of the pinned allocation. `MemsightApp::ui_root` draws everything, so the window, the
+//! headless screenshot and the tests all run the same code.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+
+use egui::{Rect, Ui};
+use memsight_core::frames::stack_text;
+use memsight_core::units::format_bytes;
+
+use crate::document::{Document, LoadJob, Source};
+use crate::lifecycle_view::{lifecycle_ui, lifetime_facts_ui};
+use crate::palette;
+
+const MAX_RECENT: usize = 10;
+
+/// What a screenshot covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportTarget {
+    Window,
+    Chart,
+}
+
+pub struct MemsightApp {
+    docs: Vec<Document>,
+    active: usize,
+    jobs: Vec<LoadJob>,
+    /// Errors to show until dismissed (what, which file, where).
+    errors: Vec<String>,
+    /// Where the recent-files list is kept; `None`: not kept (tests, headless).
+    recent_store: Option<PathBuf>,
+    recent: Vec<PathBuf>,
+    open_dialog: Option<Receiver<Vec<PathBuf>>>,
+    save_dialog: Option<(ExportTarget, Receiver<Option<PathBuf>>)>,
+    /// Result of the last export, shown in the status line.
+    export_status: Arc<Mutex<Option<String>>>,
+    show_warnings: bool,
+    /// Only the chart, no menus or panels (`memsight screenshot --view timeline`).
+    pub timeline_only: bool,
+    /// Where the chart was drawn last frame, for "export chart".
+    chart_rect: Option<Rect>,
+}
+
+impl MemsightApp {
+    /// Starts loading `sources` in the background.
+    pub fn new(ctx: &egui::Context, sources: Vec<Source>, recent_store: Option<PathBuf>) -> Self {
+        let recent = recent_store.as_deref().map(read_recent).unwrap_or_default();
+        let jobs = sources.into_iter().map(|s| LoadJob::start(s, ctx)).collect();
+        Self {
+            docs: Vec::new(),
+            active: 0,
+            jobs,
+            errors: Vec::new(),
+            recent_store,
+            recent,
+            open_dialog: None,
+            save_dialog: None,
+            export_status: Arc::new(Mutex::new(None)),
+            show_warnings: false,
+            timeline_only: false,
+            chart_rect: None,
+        }
+    }
+
+    /// An app holding documents that are already loaded (headless rendering, tests).
+    pub fn with_documents(docs: Vec<Document>) -> Self {
+        let mut app = Self::new(&egui::Context::default(), Vec::new(), None);
+        app.docs = docs;
+        app
+    }
+
+    pub fn documents(&self) -> &[Document] {
+        &self.docs
+    }
+
+    pub fn documents_mut(&mut self) -> &mut [Document] {
+        &mut self.docs
+    }
+
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// True while a file loads or a chart layout is being computed.
+    pub fn is_busy(&self) -> bool {
+        !self.jobs.is_empty() || self.docs.get(self.active).is_some_and(|d| d.lifecycle.is_laying_out())
+    }
+
+    pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
+        self.jobs.push(LoadJob::start(Source::Path(path), ctx));
+    }
+
+    /// Asks the integration for a screenshot and saves it (or the chart alone) as PNG at `path`.
+    pub fn export_screenshot(&self, ctx: &egui::Context, target: ExportTarget, path: PathBuf) {
+        let crop = match target {
+            ExportTarget::Window => None,
+            ExportTarget::Chart => self.chart_rect,
+        };
+        let status = Arc::clone(&self.export_status);
+        let pixels_per_point = ctx.pixels_per_point();
+        let ctx2 = ctx.clone();
+        ctx.request_screenshot(move |image| {
+            let result = crate::save_png(&image, crop.map(|r| r * pixels_per_point), &path);
+            let text = match result {
+                Ok(()) => format!("saved {}", path.display()),
+                Err(e) => format!("could not save {}: {e}", path.display()),
+            };
+            if let Ok(mut s) = status.lock() {
+                *s = Some(text);
+            }
+            ctx2.request_repaint();
+        });
+    }
+
+    /// Everything, inside `ui`.
+    pub fn ui_root(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
+        // Light, like the charts people know from PyTorch's viewer.
+        if ctx.theme() != egui::Theme::Light {
+            ctx.set_theme(egui::Theme::Light);
+        }
+        self.poll_jobs();
+        self.poll_dialogs(&ctx);
+        self.take_dropped_files(&ctx);
+        if ctx.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
+            self.start_open_dialog();
+        }
+        if self.timeline_only {
+            egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+            return;
+        }
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        if !self.jobs.is_empty() || !self.errors.is_empty() {
+            egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
+        }
+        if !self.docs.is_empty() {
+            egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
+        }
+        let selected = self.docs.get(self.active).and_then(|d| d.lifecycle.selected);
+        if selected.is_some() {
+            egui::Panel::right("details").default_size(360.0).show(ui, |ui| self.details_ui(ui));
+        }
+        egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+        if self.show_warnings {
+            self.warnings_window(&ctx);
+        }
+        if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
+            let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("memsight-drop-overlay")));
+            let screen = ctx.content_rect();
+            painter.rect_filled(screen, 0.0, palette::BOX_ZOOM);
+            painter.text(screen.center(), egui::Align2::CENTER_CENTER, "drop to open", egui::FontId::proportional(24.0), palette::AXIS);
+        }
+        if self.is_busy() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        }
+    }
+
+    fn poll_jobs(&mut self) {
+        let mut still_running = Vec::new();
+        for job in std::mem::take(&mut self.jobs) {
+            match job.poll() {
+                None => still_running.push(job),
+                Some(Ok(prepared)) => {
+                    let path = match &job.source {
+                        Source::Path(p) => Some(p.clone()),
+                        Source::Bytes { .. } => None,
+                    };
+                    if let Some(p) = &path {
+                        self.remember(p);
+                    }
+                    for warning in prepared.loaded.warnings.iter().filter(|w| w.kind == memsight_core::model::WarningKind::TraceDisagreesWithSegments) {
+                        self.errors.push(format!("{}: {warning}", job.source.name()));
+                    }
+                    self.docs.push(Document::new(job.source.name(), path, prepared));
+                    self.active = self.docs.len() - 1;
+                }
+                Some(Err(message)) => self.errors.push(message),
+            }
+        }
+        self.jobs = still_running;
+    }
+
+    fn remember(&mut self, path: &Path) {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.recent.retain(|p| *p != path);
+        self.recent.insert(0, path);
+        self.recent.truncate(MAX_RECENT);
+        if let Some(store) = &self.recent_store {
+            write_recent(store, &self.recent);
+        }
+    }
+
+    fn start_open_dialog(&mut self) {
+        if self.open_dialog.is_some() {
+            return;
+        }
+        let (send, rx) = channel();
+        std::thread::spawn(move || {
+            let picked = rfd::FileDialog::new()
+                .set_title("Open memory snapshots")
+                .add_filter("memory snapshot", &["pickle", "pkl", "gz", "pt"])
+                .add_filter("all files", &["*"])
+                .pick_files()
+                .unwrap_or_default();
+            let _ = send.send(picked);
+        });
+        self.open_dialog = Some(rx);
+    }
+
+    fn start_save_dialog(&mut self, target: ExportTarget) {
+        let (send, rx) = channel();
+        std::thread::spawn(move || {
+            let name = if target == ExportTarget::Chart { "memsight-chart.png" } else { "memsight.png" };
+            let picked = rfd::FileDialog::new().set_title("Export screenshot").set_file_name(name).add_filter("PNG", &["png"]).save_file();
+            let _ = send.send(picked);
+        });
+        self.save_dialog = Some((target, rx));
+    }
+
+    fn poll_dialogs(&mut self, ctx: &egui::Context) {
+        if let Some(rx) = &self.open_dialog
+            && let Ok(paths) = rx.try_recv()
+        {
+            self.open_dialog = None;
+            for p in paths {
+                self.open(ctx, p);
+            }
+        }
+        if let Some((target, rx)) = &self.save_dialog
+            && let Ok(picked) = rx.try_recv()
+        {
+            let target = *target;
+            self.save_dialog = None;
+            if let Some(path) = picked {
+                self.export_screenshot(ctx, target, path);
+            }
+        }
+        if self.open_dialog.is_some() || self.save_dialog.is_some() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn take_dropped_files(&mut self, ctx: &egui::Context) {
+        let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).filter(|p| !p.as_os_str().is_empty()).collect());
+        for p in dropped {
+            self.open(ctx, p);
+        }
+    }
+
+    fn menu_ui(&mut self, ui: &mut Ui) {
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                if ui.button("Open…  (Ctrl+O)").clicked() {
+                    self.start_open_dialog();
+                }
+                ui.menu_button("Open recent", |ui| {
+                    if self.recent.is_empty() {
+                        ui.weak("nothing yet");
+                    }
+                    for p in self.recent.clone() {
+                        if ui.button(p.display().to_string()).clicked() {
+                            self.open(ui.ctx(), p);
+                        }
+                    }
+                });
+                ui.separator();
+                if ui.button("Export screenshot…").clicked() {
+                    self.start_save_dialog(ExportTarget::Window);
+                }
+                if ui.add_enabled(self.chart_rect.is_some(), egui::Button::new("Export chart…")).clicked() {
+                    self.start_save_dialog(ExportTarget::Chart);
+                }
+                ui.separator();
+                if ui.add_enabled(!self.docs.is_empty(), egui::Button::new("Close file")).clicked() && self.active < self.docs.len() {
+                    self.docs.remove(self.active);
+                    self.active = self.active.saturating_sub(1);
+                }
+                if ui.button("Quit").clicked() {
+                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            });
+            ui.menu_button("View", |ui| {
+                if let Some(doc) = self.docs.get_mut(self.active) {
+                    let has_time = doc.device_index().is_some_and(|i| doc.data.times[i].is_some());
+                    ui.add_enabled(has_time, egui::Checkbox::new(&mut doc.lifecycle.use_time, "Time on the x axis"))
+                        .on_disabled_hover_text("this trace has no times: the x axis is the event index");
+                    if ui.button("Reset zoom  (double-click)").clicked() {
+                        doc.lifecycle.x_range = None;
+                    }
+                }
+            });
+            ui.separator();
+            for (i, doc) in self.docs.iter().enumerate() {
+                if ui.selectable_label(i == self.active, &doc.name).on_hover_text(doc.path.as_ref().map_or_else(|| "bundled demo".to_string(), |p| p.display().to_string())).clicked() {
+                    self.active = i;
+                }
+            }
+        });
+    }
+
+    fn status_ui(&mut self, ui: &mut Ui) {
+        let mut cancel = None;
+        for (i, job) in self.jobs.iter().enumerate() {
+            ui.horizontal(|ui| {
+                ui.label(format!("loading {}", job.source.name()));
+                let bytes = job.progress.bytes_read.load(std::sync::atomic::Ordering::Relaxed);
+                let events = job.progress.events_read.load(std::sync::atomic::Ordering::Relaxed);
+                let text = format!("{} parsed, {events} events", format_bytes(bytes as i64));
+                ui.add(egui::ProgressBar::new(job.fraction()).desired_width(240.0).text(text));
+                if ui.button("Cancel").clicked() {
+                    cancel = Some(i);
+                }
+            });
+        }
+        if let Some(i) = cancel {
+            self.jobs[i].cancel();
+        }
+        let mut dismiss = None;
+        for (i, e) in self.errors.iter().enumerate() {
+            ui.horizontal(|ui| {
+                ui.colored_label(palette::ERROR_TEXT, e);
+                if ui.small_button("✕").on_hover_text("dismiss").clicked() {
+                    dismiss = Some(i);
+                }
+            });
+        }
+        if let Some(i) = dismiss {
+            self.errors.remove(i);
+        }
+        if let Some(status) = self.export_status.lock().ok().and_then(|s| s.clone()) {
+            ui.label(status);
+        }
+    }
+
+    fn summary_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else { return };
+        let data = Arc::clone(&doc.data);
+        let snapshot = &data.loaded.snapshot;
+        ui.horizontal_wrapped(|ui| {
+            egui::ComboBox::from_label("device")
+                .selected_text(doc.device.to_string())
+                .show_ui(ui, |ui| {
+                    for d in &snapshot.devices {
+                        let text = format!("{} ({} events, {} segments)", d.ordinal, d.trace.len(), d.segments.len());
+                        if ui.selectable_value(&mut doc.device, d.ordinal, text).changed() {
+                            doc.lifecycle = crate::lifecycle_view::LifecycleState::default();
+                        }
+                    }
+                });
+            let Some(i) = doc.device_index() else { return };
+            let (device, replay) = (&snapshot.devices[i], &data.loaded.replays[i]);
+            ui.separator();
+            ui.label(format!("{} events", device.trace.len()));
+            if let Some(times) = &data.times[i] {
+                ui.label(format!("{:.3} s", times.last().copied().unwrap_or(0.0) / 1e6));
+            }
+            ui.separator();
+            let when = |e: Option<u32>| e.map_or_else(|| "before the trace".to_string(), |e| format!("event {e}"));
+            for (what, peak) in [("allocated", replay.peak_allocated), ("active", replay.peak_active), ("reserved", replay.peak_reserved)] {
+                ui.label(format!("peak {what} {}", format_bytes(peak.bytes))).on_hover_text(format!("reached after {}", when(peak.event)));
+            }
+            ui.separator();
+            let warnings = data.loaded.warnings.len();
+            let text = egui::RichText::new(format!("{warnings} warnings")).color(if warnings > 0 { palette::WARNING_TEXT } else { palette::AXIS });
+            if ui.button(text).clicked() {
+                self.show_warnings = !self.show_warnings;
+            }
+        });
+    }
+
+    fn chart_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            ui.centered_and_justified(|ui| {
+                ui.label(if self.jobs.is_empty() { "Open a memory snapshot: File → Open (Ctrl+O), or drop it here" } else { "loading…" });
+            });
+            return;
+        };
+        let Some(i) = doc.device_index() else {
+            ui.label("this file has no device with events or segments");
+            return;
+        };
+        let trace_empty = doc.data.loaded.snapshot.devices[i].trace.is_empty();
+        if trace_empty {
+            ui.label("no trace events on this device: the file holds only the final pool (a legacy file, or history recording was off)");
+            return;
+        }
+        self.chart_rect = Some(ui.available_rect_before_wrap());
+        let data = Arc::clone(&doc.data);
+        lifecycle_ui(ui, &data, i, &mut doc.lifecycle);
+    }
+
+    fn details_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else { return };
+        let (Some(i), Some(id)) = (doc.device_index(), doc.lifecycle.selected) else { return };
+        let data = Arc::clone(&doc.data);
+        let lifetime = &data.loaded.replays[i].lifetimes[id as usize];
+        ui.horizontal(|ui| {
+            ui.heading("Allocation");
+            if ui.small_button("✕").on_hover_text("unpin").clicked() {
+                doc.lifecycle.selected = None;
+            }
+        });
+        lifetime_facts_ui(ui, &data, i, lifetime);
+        ui.separator();
+        ui.horizontal(|ui| {
+            ui.checkbox(&mut doc.lifecycle.show_internal_frames, "internal frames");
+            if ui.button("Copy stack").clicked() {
+                ui.ctx().copy_text(stack_text(&data.loaded.snapshot, lifetime.stack, doc.lifecycle.show_internal_frames));
+            }
+        });
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            let lines = memsight_core::frames::display_frames(&data.loaded.snapshot, lifetime.stack, doc.lifecycle.show_internal_frames);
+            if lines.is_empty() {
+                ui.weak("no stack recorded");
+            }
+            for line in lines {
+                let text = if line.repeat > 1 { format!("{} (×{})", line.text, line.repeat) } else { line.text };
+                let rich = egui::RichText::new(text).monospace();
+                ui.label(if line.internal { rich.weak() } else { rich });
+            }
+        });
+    }
+
+    fn warnings_window(&mut self, ctx: &egui::Context) {
+        let Some(doc) = self.docs.get(self.active) else { return };
+        let mut open = self.show_warnings;
+        egui::Window::new("Warnings").open(&mut open).show(ctx, |ui| {
+            if doc.data.loaded.warnings.is_empty() {
+                ui.label("none");
+            }
+            for w in &doc.data.loaded.warnings {
+                ui.label(w.to_string());
+            }
+        });
+        self.show_warnings = open;
+    }
+}
+
+impl eframe::App for MemsightApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        self.ui_root(ui);
+    }
+}
+
+/// The recent-files list kept at `store` (one path a line); empty when absent or unreadable.
+fn read_recent(store: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(store).map(|text| text.lines().filter(|l| !l.is_empty()).map(PathBuf::from).take(MAX_RECENT).collect()).unwrap_or_default()
+}
+
+/// Best effort: a list that cannot be written is only a convenience lost.
+fn write_recent(store: &Path, recent: &[PathBuf]) {
+    if let Some(dir) = store.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text: Vec<String> = recent.iter().map(|p| p.display().to_string()).collect();
+    let _ = std::fs::write(store, text.join("\n"));
+}

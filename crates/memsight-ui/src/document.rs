@@ -1,0 +1,143 @@
+//! An open snapshot and the background job that loads it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError, channel};
+
+use memsight_core::lifecycle::StackOrder;
+use memsight_core::{LoadProgress, Loaded, load_bytes};
+
+use crate::lifecycle_view::LifecycleState;
+
+/// A loaded snapshot with what the views precompute once.
+pub struct Prepared {
+    pub loaded: Loaded,
+    /// Per device, in `loaded.snapshot.devices` order: the stacking order of the lifecycle chart.
+    pub orders: Vec<StackOrder>,
+    /// Per device: µs since the first event, made non-decreasing (clocks can step back), when the
+    /// trace has times.
+    pub times: Vec<Option<Vec<f64>>>,
+    /// Per device: `time_us` of the first event, when the trace has times.
+    pub first_time_us: Vec<Option<i64>>,
+}
+
+impl Prepared {
+    pub fn new(loaded: Loaded) -> Self {
+        let orders = loaded.replays.iter().map(StackOrder::new).collect();
+        let first_time_us: Vec<Option<i64>> =
+            loaded.snapshot.devices.iter().map(|d| d.trace.has_time().then(|| d.trace.time_us[0])).collect();
+        let times = loaded
+            .snapshot
+            .devices
+            .iter()
+            .zip(&first_time_us)
+            .map(|(d, first)| {
+                first.map(|t0| {
+                    let mut latest = 0.0f64;
+                    d.trace.time_us.iter().map(|&t| {
+                        latest = latest.max((t - t0) as f64);
+                        latest
+                    }).collect()
+                })
+            })
+            .collect();
+        Self { loaded, orders, times, first_time_us }
+    }
+}
+
+/// One open file.
+pub struct Document {
+    pub name: String,
+    pub path: Option<PathBuf>,
+    pub data: Arc<Prepared>,
+    /// Ordinal of the device shown.
+    pub device: u32,
+    pub lifecycle: LifecycleState,
+}
+
+impl Document {
+    pub fn new(name: String, path: Option<PathBuf>, data: Prepared) -> Self {
+        let device = data.loaded.snapshot.busiest_device().map_or(0, |d| d.ordinal);
+        Self { name, path, data: Arc::new(data), device, lifecycle: LifecycleState::default() }
+    }
+
+    /// Index of the shown device in `snapshot.devices`.
+    pub fn device_index(&self) -> Option<usize> {
+        self.data.loaded.snapshot.devices.iter().position(|d| d.ordinal == self.device)
+    }
+}
+
+/// Where a document comes from.
+#[derive(Clone)]
+pub enum Source {
+    Path(PathBuf),
+    Bytes { name: String, bytes: &'static [u8] },
+}
+
+impl Source {
+    pub fn name(&self) -> String {
+        match self {
+            Self::Path(p) => p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned()),
+            Self::Bytes { name, .. } => name.clone(),
+        }
+    }
+
+    /// Loads and prepares, on the calling thread.
+    pub fn load(&self, progress: Option<&LoadProgress>) -> Result<Prepared, String> {
+        let loaded = match self {
+            Self::Path(path) => Loaded::open(path, progress),
+            Self::Bytes { name, bytes } => load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new),
+        };
+        loaded.map(Prepared::new).map_err(|e| e.to_string())
+    }
+}
+
+/// A load running on its own thread.
+pub struct LoadJob {
+    pub source: Source,
+    pub progress: Arc<LoadProgress>,
+    /// Size of the file, for the progress bar (0 when unknown).
+    pub total_bytes: u64,
+    result: Receiver<Result<Prepared, String>>,
+}
+
+impl LoadJob {
+    pub fn start(source: Source, ctx: &egui::Context) -> Self {
+        let progress = Arc::new(LoadProgress::default());
+        let total_bytes = match &source {
+            Source::Path(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
+            Source::Bytes { bytes, .. } => bytes.len() as u64,
+        };
+        let (send, result) = channel();
+        let (job_source, job_progress, ctx) = (source.clone(), Arc::clone(&progress), ctx.clone());
+        std::thread::spawn(move || {
+            let outcome = job_source.load(Some(&job_progress));
+            // The window may have closed meanwhile: nobody to tell.
+            let _ = send.send(outcome);
+            ctx.request_repaint();
+        });
+        Self { source, progress, total_bytes, result }
+    }
+
+    pub fn cancel(&self) {
+        self.progress.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// `None` while running.
+    pub fn poll(&self) -> Option<Result<Prepared, String>> {
+        match self.result.try_recv() {
+            Ok(outcome) => Some(outcome),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(format!("the loader of {} stopped unexpectedly", self.source.name()))),
+        }
+    }
+
+    /// Fraction done, from the bytes parsed (for compressed files, an estimate).
+    pub fn fraction(&self) -> f32 {
+        if self.total_bytes == 0 {
+            return 0.0;
+        }
+        (self.progress.bytes_read.load(Ordering::Relaxed) as f32 / self.total_bytes as f32).min(1.0)
+    }
+}

@@ -1,0 +1,77 @@
+//! Rendering without a display: the app's own drawing code on egui_kittest's wgpu renderer
+//! (software rendering where there is no GPU). Used by `memsight screenshot`.
+
+use std::time::{Duration, Instant};
+
+use crate::app::MemsightApp;
+use crate::document::{Document, Source};
+
+#[derive(Clone, Debug)]
+pub struct ScreenshotOptions {
+    pub width: f32,
+    pub height: f32,
+    /// Device ordinal; the busiest when `None`.
+    pub device: Option<u32>,
+    /// Pin the allocation that event N belongs to.
+    pub select_event: Option<u32>,
+    /// Only the lifecycle chart, not the whole window.
+    pub timeline_only: bool,
+}
+
+impl Default for ScreenshotOptions {
+    fn default() -> Self {
+        Self { width: 1400.0, height: 860.0, device: None, select_event: None, timeline_only: false }
+    }
+}
+
+/// Loads `source` and prepares the app as `options` say (an error for a device or event that is
+/// not in the file).
+pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<MemsightApp, String> {
+    let prepared = source.load(None)?;
+    let path = match source {
+        Source::Path(p) => Some(p.clone()),
+        Source::Bytes { .. } => None,
+    };
+    let mut doc = Document::new(source.name(), path, prepared);
+    if let Some(d) = options.device {
+        if !doc.data.loaded.snapshot.devices.iter().any(|dev| dev.ordinal == d) {
+            let known: Vec<String> = doc.data.loaded.snapshot.devices.iter().map(|dev| dev.ordinal.to_string()).collect();
+            return Err(format!("device {d} has no events or segments (devices: {})", known.join(", ")));
+        }
+        doc.device = d;
+    }
+    if let Some(e) = options.select_event {
+        let i = doc.device_index().ok_or("the file has no device with events")?;
+        let replay = &doc.data.loaded.replays[i];
+        let lifetime = replay.event_lifetime.get(e as usize).copied().ok_or_else(|| format!("event {e} is out of range: the device has {} events", replay.event_count()))?;
+        if lifetime == memsight_core::replay::NO_LIFETIME {
+            return Err(format!("event {e} is not an alloc or free, so it selects no allocation"));
+        }
+        doc.lifecycle.selected = Some(lifetime);
+    }
+    let mut app = MemsightApp::with_documents(vec![doc]);
+    app.timeline_only = options.timeline_only;
+    Ok(app)
+}
+
+/// Renders `app` at the size of `options` once its layout is ready.
+pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::RgbaImage, String> {
+    let mut harness = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(options.width, options.height))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // A few frames settle the panels; then wait for the background layout.
+    for _ in 0..3 {
+        harness.step();
+    }
+    while harness.state().is_busy() {
+        if Instant::now() > deadline {
+            return Err("the chart layout did not finish within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        harness.step();
+    }
+    harness.step();
+    harness.render()
+}

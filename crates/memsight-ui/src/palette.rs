@@ -1,0 +1,44 @@
+//! The one place colours are chosen; views never hard-code them.
+
+use egui::Color32;
+
+pub const BACKGROUND: Color32 = Color32::from_rgb(250, 250, 250);
+pub const AXIS: Color32 = Color32::from_gray(90);
+pub const GRID: Color32 = Color32::from_gray(225);
+pub const MERGED_BAND: Color32 = Color32::from_gray(150);
+pub const RESERVED_LINE: Color32 = Color32::from_rgb(40, 40, 40);
+pub const SEGMENT_TICK: Color32 = Color32::from_rgb(40, 40, 40);
+pub const OOM: Color32 = Color32::from_rgb(220, 30, 30);
+pub const SNAPSHOT_MARK: Color32 = Color32::from_rgb(30, 90, 200);
+pub const SELECTION: Color32 = Color32::from_rgb(255, 140, 0);
+pub const STEP_SHADE: Color32 = Color32::from_rgba_premultiplied(0, 0, 40, 14);
+pub const STEP_LABEL: Color32 = Color32::from_gray(80);
+pub const OVERVIEW_CURVE: Color32 = Color32::from_rgb(70, 110, 180);
+pub const OVERVIEW_WINDOW: Color32 = Color32::from_rgba_premultiplied(255, 140, 0, 40);
+pub const BOX_ZOOM: Color32 = Color32::from_rgba_premultiplied(30, 90, 200, 40);
+pub const ERROR_TEXT: Color32 = Color32::from_rgb(190, 20, 20);
+pub const WARNING_TEXT: Color32 = Color32::from_rgb(160, 100, 0);
+
+/// A stable hue per call stack, so one call site keeps one colour (a leak shows as one hue);
+/// the shade varies by allocation so neighbours from the same site stay apart.
+pub fn band_color(stack: u32, allocation: u32) -> Color32 {
+    let hue = (f64::from(stack.wrapping_mul(2_654_435_761)) / f64::from(u32::MAX)).fract();
+    let value = [0.88, 0.78, 0.94, 0.83][(allocation % 4) as usize];
+    hsv(hue as f32, 0.55, value)
+}
+
+fn hsv(h: f32, s: f32, v: f32) -> Color32 {
+    let i = (h * 6.0).floor();
+    let f = h * 6.0 - i;
+    let (p, q, t) = (v * (1.0 - s), v * (1.0 - f * s), v * (1.0 - (1.0 - f) * s));
+    let (r, g, b) = match i as i32 % 6 {
+        0 => (v, t, p),
+        1 => (q, v, p),
+        2 => (p, v, t),
+        3 => (p, q, v),
+        4 => (t, p, v),
+        _ => (v, p, q),
+    };
+    let byte = |x: f32| (x * 255.0).round().clamp(0.0, 255.0) as u8;
+    Color32::from_rgb(byte(r), byte(g), byte(b))
+}
