@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# egui_kittest renders with wgpu; the GL backend on Mesa's llvmpipe gives stable pixels without
+# a GPU or a display.
+export WGPU_BACKEND=gl
+
 echo "== tests"
 cargo test --workspace
 

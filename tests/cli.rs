@@ -27,8 +27,8 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 #[test]
-fn no_arguments_shows_the_bundled_demo() {
-    let output = memsight(&[]);
+fn stats_without_a_file_reports_on_the_bundled_demo() {
+    let output = memsight(&["stats"]);
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.starts_with("device 0: 20000 events"), "{text}");

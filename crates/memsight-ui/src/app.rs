@@ -85,7 +85,8 @@ impl MemsightApp {
 
     /// True while a file loads or a chart layout is being computed.
     pub fn is_busy(&self) -> bool {
-        !self.jobs.is_empty() || self.docs.get(self.active).is_some_and(|d| d.lifecycle.is_laying_out())
+        let charting = |d: &Document| d.device_index().is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty());
+        !self.jobs.is_empty() || self.docs.get(self.active).is_some_and(|d| charting(d) && d.lifecycle.is_laying_out())
     }
 
     pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
@@ -321,7 +322,7 @@ impl MemsightApp {
         for (i, e) in self.errors.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.colored_label(palette::ERROR_TEXT, e);
-                if ui.small_button("✕").on_hover_text("dismiss").clicked() {
+                if ui.small_button("dismiss").clicked() {
                     dismiss = Some(i);
                 }
             });
@@ -398,7 +399,7 @@ impl MemsightApp {
         let lifetime = &data.loaded.replays[i].lifetimes[id as usize];
         ui.horizontal(|ui| {
             ui.heading("Allocation");
-            if ui.small_button("✕").on_hover_text("unpin").clicked() {
+            if ui.small_button("unpin").clicked() {
                 doc.lifecycle.selected = None;
             }
         });

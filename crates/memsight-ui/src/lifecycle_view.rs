@@ -253,6 +253,29 @@ impl LifecycleState {
     pub fn laid_columns(&self) -> Option<&[Column]> {
         self.laid.as_ref().map(|l| l.columns.as_slice())
     }
+
+    /// An allocation drawn at least `min_height_px` tall near the middle of the chart, and the
+    /// screen point at its centre there.
+    pub fn find_band(&self, min_height_px: f32) -> Option<(LifetimeId, Pos2)> {
+        let laid = self.laid.as_ref()?;
+        let rect = laid.key.rect;
+        let n = laid.columns.len();
+        let col_w = rect.width() / n.max(1) as f32;
+        let y_of = |bytes: u64| rect.bottom() - (bytes as f64 / laid.y_max_bytes) as f32 * rect.height();
+        (n / 3..2 * n / 3).find_map(|c| {
+            laid.columns[c].runs.iter().find_map(|r| match r.band {
+                Band::Lifetime(id) if y_of(r.y0_bytes) - y_of(r.y1_bytes) >= min_height_px => {
+                    Some((id, pos2(rect.left() + (c as f32 + 0.5) * col_w, (y_of(r.y0_bytes) + y_of(r.y1_bytes)) / 2.0)))
+                }
+                _ => None,
+            })
+        })
+    }
+
+    /// The chart's rectangle in the last layout.
+    pub fn chart_rect(&self) -> Option<Rect> {
+        self.laid.as_ref().map(|l| l.key.rect)
+    }
 }
 
 fn clamp_view((a, b): (f64, f64), (lo, hi): (f64, f64)) -> (f64, f64) {
