@@ -30,13 +30,20 @@ fn demo() -> Result<&'static [u8]> {
 fn source(file: Option<&Path>) -> Result<Source> {
     Ok(match file {
         Some(path) => Source::Path(path.to_path_buf()),
-        None => Source::Bytes { name: format!("<bundled {DEMO_NAME}>"), bytes: demo()? },
+        None => Source::Bytes {
+            name: format!("<bundled {DEMO_NAME}>"),
+            bytes: demo()?,
+        },
     })
 }
 
 /// The window, on `files` (the bundled demo when none).
 pub fn app(files: Vec<PathBuf>) -> Result<()> {
-    let sources = if files.is_empty() { vec![source(None)?] } else { files.into_iter().map(Source::Path).collect() };
+    let sources = if files.is_empty() {
+        vec![source(None)?]
+    } else {
+        files.into_iter().map(Source::Path).collect()
+    };
     memsight_ui::run_app(sources).map_err(anyhow::Error::msg)
 }
 
@@ -56,11 +63,25 @@ pub fn screenshot(
     if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
         bail!("--width and --height must be between 64 and 8192 pixels");
     }
-    let options = ScreenshotOptions { width: width as f32, height: height as f32, device, select_event, timeline_only };
+    let options = ScreenshotOptions {
+        width: width as f32,
+        height: height as f32,
+        device,
+        select_event,
+        timeline_only,
+    };
     let app = headless::prepared_app(&source(file)?, &options).map_err(anyhow::Error::msg)?;
-    let image = headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
-    image.save(output).with_context(|| format!("cannot write {}", output.display()))?;
-    eprintln!("wrote {} ({}x{})", output.display(), image.width(), image.height());
+    let image =
+        headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
+    image
+        .save(output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    eprintln!(
+        "wrote {} ({}x{})",
+        output.display(),
+        image.width(),
+        image.height()
+    );
     Ok(())
 }
 

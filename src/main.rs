@@ -85,13 +85,35 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => commands::app(cli.files),
         Some(Command::Stats { file, json }) => commands::stats(file.as_deref(), json),
-        Some(Command::State { file, device, event, json }) => commands::state(file.as_deref(), device, event, json),
-        Some(Command::Screenshot { file, output, view, device, width, height, select_event }) => {
-            commands::screenshot(file.as_deref(), &output, &view, device, (width, height), select_event)
-        }
-        Some(Command::Gen { scenario, events, seed, protocol, output }) => {
-            commands::generate(&scenario, events, seed, protocol, &output)
-        }
+        Some(Command::State {
+            file,
+            device,
+            event,
+            json,
+        }) => commands::state(file.as_deref(), device, event, json),
+        Some(Command::Screenshot {
+            file,
+            output,
+            view,
+            device,
+            width,
+            height,
+            select_event,
+        }) => commands::screenshot(
+            file.as_deref(),
+            &output,
+            &view,
+            device,
+            (width, height),
+            select_event,
+        ),
+        Some(Command::Gen {
+            scenario,
+            events,
+            seed,
+            protocol,
+            output,
+        }) => commands::generate(&scenario, events, seed, protocol, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

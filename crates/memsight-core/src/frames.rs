@@ -1,4 +1,4 @@
-//! Call stacks as people read them: internal frames (C++, Python's own machinery, PyTorch
+//! Call stacks as people read them: internal frames (C++, Python's own machinery, `PyTorch`
 //! internals) filtered out, repeated frames collapsed.
 
 use crate::model::{Frame, Snapshot, StackId};
@@ -28,7 +28,10 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
 /// The frames of `stack`, innermost first, consecutive repeats collapsed; without the internal
 /// ones unless `with_internal`. Falls back to every frame when all are internal.
 pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> Vec<FrameLine> {
-    let all: Vec<(&Frame, bool)> = snapshot.stack_frames(stack).map(|f| (f, is_internal(snapshot, f))).collect();
+    let all: Vec<(&Frame, bool)> = snapshot
+        .stack_frames(stack)
+        .map(|f| (f, is_internal(snapshot, f)))
+        .collect();
     let keep_internal = with_internal || all.iter().all(|&(_, internal)| internal);
     let mut lines: Vec<FrameLine> = Vec::new();
     for (frame, internal) in all {
@@ -37,10 +40,18 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
         }
         let name = snapshot.str(frame.name);
         let file = snapshot.str(frame.filename);
-        let text = if file == "??" { name.to_string() } else { format!("{name} ({file}:{})", frame.line) };
+        let text = if file == "??" {
+            name.to_string()
+        } else {
+            format!("{name} ({file}:{})", frame.line)
+        };
         match lines.last_mut() {
             Some(last) if last.text == text => last.repeat += 1,
-            _ => lines.push(FrameLine { text, repeat: 1, internal }),
+            _ => lines.push(FrameLine {
+                text,
+                repeat: 1,
+                internal,
+            }),
         }
     }
     lines
@@ -50,7 +61,13 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
 pub fn stack_text(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> String {
     display_frames(snapshot, stack, with_internal)
         .iter()
-        .map(|l| if l.repeat > 1 { format!("{} (×{})", l.text, l.repeat) } else { l.text.clone() })
+        .map(|l| {
+            if l.repeat > 1 {
+                format!("{} (×{})", l.text, l.repeat)
+            } else {
+                l.text.clone()
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -66,7 +83,11 @@ mod tests {
             s.strings.push(file.into());
             s.strings.push(name.into());
             let n = s.strings.len() as u32;
-            s.frames.push(Frame { filename: n - 2, line, name: n - 1 });
+            s.frames.push(Frame {
+                filename: n - 2,
+                line,
+                name: n - 1,
+            });
             ids.push(s.frames.len() as u32 - 1);
         }
         s.stacks.push(ids.into_boxed_slice());
@@ -77,15 +98,31 @@ mod tests {
     fn internal_frames_go_and_repeats_collapse() {
         let s = snapshot(&[
             ("??", 0, "c10::cuda::malloc"),
-            ("/usr/lib/python3.11/site-packages/torch/nn/functional.py", 2380, "linear"),
+            (
+                "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
+                2380,
+                "linear",
+            ),
             ("model.py", 54, "forward"),
             ("model.py", 54, "forward"),
             ("train.py", 9, "main"),
         ]);
-        let user: Vec<(String, u32)> = display_frames(&s, 0, false).into_iter().map(|l| (l.text, l.repeat)).collect();
-        assert_eq!(user, vec![("forward (model.py:54)".to_string(), 2), ("main (train.py:9)".to_string(), 1)]);
+        let user: Vec<(String, u32)> = display_frames(&s, 0, false)
+            .into_iter()
+            .map(|l| (l.text, l.repeat))
+            .collect();
+        assert_eq!(
+            user,
+            vec![
+                ("forward (model.py:54)".to_string(), 2),
+                ("main (train.py:9)".to_string(), 1)
+            ]
+        );
         assert_eq!(display_frames(&s, 0, true).len(), 4);
-        assert_eq!(stack_text(&s, 0, false), "forward (model.py:54) (×2)\nmain (train.py:9)");
+        assert_eq!(
+            stack_text(&s, 0, false),
+            "forward (model.py:54) (×2)\nmain (train.py:9)"
+        );
     }
 
     #[test]

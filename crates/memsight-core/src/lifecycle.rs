@@ -1,5 +1,5 @@
-//! Layout of the memory-block lifecycle chart, the "falling stack" users know from PyTorch's
-//! viewer and MindStudio Insight: live allocations stacked in allocation order (those alive before
+//! Layout of the memory-block lifecycle chart, the "falling stack" users know from `PyTorch`'s
+//! viewer and `MindStudio` Insight: live allocations stacked in allocation order (those alive before
 //! the trace at the bottom); when one is freed, the bands above it fall.
 //!
 //! The layout is computed per screen column, so its cost is bounded by the screen, not the trace:
@@ -96,12 +96,21 @@ pub struct LayoutRequest {
 const CHUNK_COLUMNS: usize = 64;
 
 /// Lays out the columns of `request` (in parallel).
-pub fn layout(device: &Device, replay: &DeviceReplay, order: &StackOrder, request: &LayoutRequest) -> Vec<Column> {
-    let bytes_per_px = ((request.y_max_bytes - request.y_min_bytes) / f64::from(request.height_px.max(1.0))).max(1.0);
+pub fn layout(
+    device: &Device,
+    replay: &DeviceReplay,
+    order: &StackOrder,
+    request: &LayoutRequest,
+) -> Vec<Column> {
+    let bytes_per_px = ((request.y_max_bytes - request.y_min_bytes)
+        / f64::from(request.height_px.max(1.0)))
+    .max(1.0);
     request
         .columns
         .par_chunks(CHUNK_COLUMNS)
-        .flat_map_iter(|chunk| ChunkSweep::new(device, replay, order, chunk, request, bytes_per_px).run())
+        .flat_map_iter(|chunk| {
+            ChunkSweep::new(device, replay, order, chunk, request, bytes_per_px).run()
+        })
         .collect()
 }
 
@@ -190,7 +199,9 @@ impl<'a> ChunkSweep<'a> {
         for range in self.columns {
             let (start, end) = (range.start as usize, (range.end as usize).min(active.len()));
             // The event where the stack (active bytes) peaks within the column (first of equals).
-            let peak = (start..end).max_by_key(|&i| (active[i], std::cmp::Reverse(i))).map(|i| i as u32);
+            let peak = (start..end)
+                .max_by_key(|&i| (active[i], std::cmp::Reverse(i)))
+                .map(|i| i as u32);
             if let Some(peak) = peak {
                 self.advance_through(peak);
             } else if range.start > 0 {
@@ -203,14 +214,22 @@ impl<'a> ChunkSweep<'a> {
                 self.replay.totals_after(event).reserved_bytes
             };
             let count = |wanted: &[Action]| {
-                self.device.trace.action[start..end.max(start)].iter().filter(|a| wanted.contains(a)).count() as u32
+                self.device.trace.action[start..end.max(start)]
+                    .iter()
+                    .filter(|a| wanted.contains(a))
+                    .count() as u32
             };
             out.push(Column {
                 event,
                 runs: self.runs(),
                 stack_bytes: self.stack_bytes,
                 reserved_max_bytes,
-                segment_events: count(&[Action::SegmentAlloc, Action::SegmentFree, Action::SegmentMap, Action::SegmentUnmap]),
+                segment_events: count(&[
+                    Action::SegmentAlloc,
+                    Action::SegmentFree,
+                    Action::SegmentMap,
+                    Action::SegmentUnmap,
+                ]),
                 oom_events: count(&[Action::Oom]),
                 snapshot_events: count(&[Action::Snapshot]),
             });
@@ -237,7 +256,11 @@ impl<'a> ChunkSweep<'a> {
                 break;
             }
             if (size as f64) < self.bytes_per_px {
-                let run = pending.get_or_insert(Run { y0_bytes: y0, y1_bytes: y0, band: Band::Merged { count: 0 } });
+                let run = pending.get_or_insert(Run {
+                    y0_bytes: y0,
+                    y1_bytes: y0,
+                    band: Band::Merged { count: 0 },
+                });
                 run.y1_bytes = y1;
                 if let Band::Merged { count } = &mut run.band {
                     *count += 1;
@@ -247,7 +270,11 @@ impl<'a> ChunkSweep<'a> {
                 }
             } else {
                 runs.extend(pending.take());
-                runs.push(Run { y0_bytes: y0, y1_bytes: y1, band: Band::Lifetime(id) });
+                runs.push(Run {
+                    y0_bytes: y0,
+                    y1_bytes: y1,
+                    band: Band::Lifetime(id),
+                });
             }
         }
         runs.extend(pending);
@@ -271,16 +298,26 @@ mod tests {
     use crate::r#gen::{self, GenOptions, Scenario};
 
     fn loaded(scenario: Scenario, events: usize) -> Loaded {
-        let g = r#gen::generate(&GenOptions { scenario, events, seed: 5, protocol: 4 });
+        let g = r#gen::generate(&GenOptions {
+            scenario,
+            events,
+            seed: 5,
+            protocol: 4,
+        });
         let bytes = g.write_pickle(Vec::new()).expect("in memory");
         Loaded::new(crate::load_bytes(&bytes, std::path::Path::new("t")).expect("loads"))
     }
 
     /// The stack at an event, computed the slow way: every lifetime live then, in rank order.
-    fn brute_force_stack(l: &Loaded, order: &StackOrder, event: Option<u32>) -> Vec<(u64, u64, LifetimeId)> {
+    fn brute_force_stack(
+        l: &Loaded,
+        order: &StackOrder,
+        event: Option<u32>,
+    ) -> Vec<(u64, u64, LifetimeId)> {
         let replay = &l.replays[0];
-        let mut live: Vec<LifetimeId> =
-            (0..replay.lifetimes.len() as u32).filter(|&id| replay.lifetimes[id as usize].is_live_after(event)).collect();
+        let mut live: Vec<LifetimeId> = (0..replay.lifetimes.len() as u32)
+            .filter(|&id| replay.lifetimes[id as usize].is_live_after(event))
+            .collect();
         live.sort_by_key(|&id| order.rank(id));
         let mut y = 0;
         live.into_iter()
@@ -298,7 +335,12 @@ mod tests {
         let (device, replay) = (&l.snapshot.devices[0], &l.replays[0]);
         let order = StackOrder::new(replay);
         let columns: Vec<Range<u32>> = (0..3000).map(|e| e..e + 1).collect();
-        let request = LayoutRequest { columns, y_min_bytes: 0.0, y_max_bytes: 1e13, height_px: 1e13 };
+        let request = LayoutRequest {
+            columns,
+            y_min_bytes: 0.0,
+            y_max_bytes: 1e13,
+            height_px: 1e13,
+        };
         let laid = layout(device, replay, &order, &request);
         for (e, column) in laid.iter().enumerate() {
             assert_eq!(column.event, Some(e as u32));
@@ -312,7 +354,10 @@ mod tests {
                 })
                 .collect();
             assert_eq!(got, want, "event {e}");
-            assert_eq!(column.stack_bytes as i64, replay.totals_after(Some(e as u32)).active_bytes);
+            assert_eq!(
+                column.stack_bytes as i64,
+                replay.totals_after(Some(e as u32)).active_bytes
+            );
         }
     }
 
@@ -322,7 +367,12 @@ mod tests {
         let (device, replay) = (&l.snapshot.devices[0], &l.replays[0]);
         let order = StackOrder::new(replay);
         let columns = even_columns(0.0, 6000.0, 300);
-        let request = LayoutRequest { columns, y_min_bytes: 0.0, y_max_bytes: 8e9, height_px: 400.0 };
+        let request = LayoutRequest {
+            columns,
+            y_min_bytes: 0.0,
+            y_max_bytes: 8e9,
+            height_px: 400.0,
+        };
         let bytes_per_px = 8e9 / 400.0;
         for column in layout(device, replay, &order, &request) {
             // The runs tile the stack from 0 to the allocated bytes, with no gap.
@@ -331,11 +381,18 @@ mod tests {
                 assert_eq!(run.y0_bytes, y);
                 y = run.y1_bytes;
                 if let Band::Lifetime(id) = run.band {
-                    assert!(replay.lifetimes[id as usize].requested_size_bytes as f64 >= bytes_per_px);
+                    assert!(
+                        replay.lifetimes[id as usize].requested_size_bytes as f64 >= bytes_per_px
+                    );
                 }
             }
             assert_eq!(y, column.stack_bytes);
-            assert!(column.runs.iter().any(|r| matches!(r.band, Band::Merged { .. })));
+            assert!(
+                column
+                    .runs
+                    .iter()
+                    .any(|r| matches!(r.band, Band::Merged { .. }))
+            );
         }
     }
 
@@ -344,11 +401,24 @@ mod tests {
         let l = loaded(Scenario::Steady, 4000);
         let (device, replay) = (&l.snapshot.devices[0], &l.replays[0]);
         let order = StackOrder::new(replay);
-        let request = LayoutRequest { columns: vec![0..4000], y_min_bytes: 0.0, y_max_bytes: 1e12, height_px: 100.0 };
+        let request = LayoutRequest {
+            columns: std::iter::once(0..4000).collect(),
+            y_min_bytes: 0.0,
+            y_max_bytes: 1e12,
+            height_px: 100.0,
+        };
         let column = &layout(device, replay, &order, &request)[0];
         let peak = replay.active_bytes().iter().copied().max().expect("events");
         assert_eq!(column.stack_bytes as i64, peak);
-        assert_eq!(column.reserved_max_bytes, replay.reserved_bytes().iter().copied().max().expect("events"));
+        assert_eq!(
+            column.reserved_max_bytes,
+            replay
+                .reserved_bytes()
+                .iter()
+                .copied()
+                .max()
+                .expect("events")
+        );
     }
 
     #[test]

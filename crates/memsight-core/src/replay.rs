@@ -600,14 +600,18 @@ impl DeviceReplay {
 
     /// Clamps `n` to the trace: `None` before the first event, past the end: the last one.
     fn clamp_event(&self, n: Option<u32>) -> Option<u32> {
-        n.map(|n| n.min(self.event_count.saturating_sub(1) as u32)).filter(|_| self.event_count > 0)
+        n.map(|n| n.min(self.event_count.saturating_sub(1) as u32))
+            .filter(|_| self.event_count > 0)
     }
 
     /// Segment pieces and live blocks `(address, lifetime)` right after event `n` (clamped),
     /// from the nearest checkpoint.
     fn state_after(&self, device: &Device, n: Option<u32>) -> (Pieces, Vec<(u64, LifetimeId)>) {
         let applied = n.map_or(0, |n| n as usize + 1);
-        let cp_index = self.checkpoints.partition_point(|c| c.at <= applied).saturating_sub(1);
+        let cp_index = self
+            .checkpoints
+            .partition_point(|c| c.at <= applied)
+            .saturating_sub(1);
         let cp = &self.checkpoints[cp_index];
         let mut pieces: Pieces = cp.pieces.iter().copied().collect();
         // Changes since the checkpoint: address → live lifetime (None: freed).
@@ -615,12 +619,23 @@ impl DeviceReplay {
         let trace = &device.trace;
         for i in cp.at..applied {
             apply_segment_event(&mut pieces, device, i, false);
-            apply_block_event(&mut changed, trace.action[i], trace.addr[i], self.event_lifetime[i]);
+            apply_block_event(
+                &mut changed,
+                trace.action[i],
+                trace.addr[i],
+                self.event_lifetime[i],
+            );
         }
-        let live: Vec<(u64, LifetimeId)> =
-            cp.live.iter().copied().filter(|(addr, _)| !changed.contains_key(addr)).collect();
-        let mut added: Vec<(u64, LifetimeId)> =
-            changed.into_iter().filter_map(|(addr, id)| id.map(|id| (addr, id))).collect();
+        let live: Vec<(u64, LifetimeId)> = cp
+            .live
+            .iter()
+            .copied()
+            .filter(|(addr, _)| !changed.contains_key(addr))
+            .collect();
+        let mut added: Vec<(u64, LifetimeId)> = changed
+            .into_iter()
+            .filter_map(|(addr, id)| id.map(|id| (addr, id)))
+            .collect();
         added.sort_unstable();
         (pieces, merge_sorted(live, added))
     }

@@ -47,7 +47,10 @@ impl MemsightApp {
     /// Starts loading `sources` in the background.
     pub fn new(ctx: &egui::Context, sources: Vec<Source>, recent_store: Option<PathBuf>) -> Self {
         let recent = recent_store.as_deref().map(read_recent).unwrap_or_default();
-        let jobs = sources.into_iter().map(|s| LoadJob::start(s, ctx)).collect();
+        let jobs = sources
+            .into_iter()
+            .map(|s| LoadJob::start(s, ctx))
+            .collect();
         Self {
             docs: Vec::new(),
             active: 0,
@@ -85,8 +88,15 @@ impl MemsightApp {
 
     /// True while a file loads or a chart layout is being computed.
     pub fn is_busy(&self) -> bool {
-        let charting = |d: &Document| d.device_index().is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty());
-        !self.jobs.is_empty() || self.docs.get(self.active).is_some_and(|d| charting(d) && d.lifecycle.is_laying_out())
+        let charting = |d: &Document| {
+            d.device_index()
+                .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+        };
+        !self.jobs.is_empty()
+            || self
+                .docs
+                .get(self.active)
+                .is_some_and(|d| charting(d) && d.lifecycle.is_laying_out())
     }
 
     pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
@@ -139,19 +149,33 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
-        let selected = self.docs.get(self.active).and_then(|d| d.lifecycle.selected);
+        let selected = self
+            .docs
+            .get(self.active)
+            .and_then(|d| d.lifecycle.selected);
         if selected.is_some() {
-            egui::Panel::right("details").default_size(360.0).show(ui, |ui| self.details_ui(ui));
+            egui::Panel::right("details")
+                .default_size(360.0)
+                .show(ui, |ui| self.details_ui(ui));
         }
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
         if self.show_warnings {
             self.warnings_window(&ctx);
         }
         if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
-            let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("memsight-drop-overlay")));
+            let painter = ctx.layer_painter(egui::LayerId::new(
+                egui::Order::Foreground,
+                egui::Id::unique("memsight-drop-overlay"),
+            ));
             let screen = ctx.content_rect();
             painter.rect_filled(screen, 0.0, palette::BOX_ZOOM);
-            painter.text(screen.center(), egui::Align2::CENTER_CENTER, "drop to open", egui::FontId::proportional(24.0), palette::AXIS);
+            painter.text(
+                screen.center(),
+                egui::Align2::CENTER_CENTER,
+                "drop to open",
+                egui::FontId::proportional(24.0),
+                palette::AXIS,
+            );
         }
         if self.is_busy() {
             ctx.request_repaint_after(std::time::Duration::from_millis(50));
@@ -171,10 +195,14 @@ impl MemsightApp {
                     if let Some(p) = &path {
                         self.remember(p);
                     }
-                    for warning in prepared.loaded.warnings.iter().filter(|w| w.kind == memsight_core::model::WarningKind::TraceDisagreesWithSegments) {
-                        self.errors.push(format!("{}: {warning}", job.source.name()));
+                    for warning in prepared.loaded.warnings.iter().filter(|w| {
+                        w.kind == memsight_core::model::WarningKind::TraceDisagreesWithSegments
+                    }) {
+                        self.errors
+                            .push(format!("{}: {warning}", job.source.name()));
                     }
-                    self.docs.push(Document::new(job.source.name(), path, prepared));
+                    self.docs
+                        .push(Document::new(job.source.name(), path, prepared));
                     self.active = self.docs.len() - 1;
                 }
                 Some(Err(message)) => self.errors.push(message),
@@ -213,8 +241,16 @@ impl MemsightApp {
     fn start_save_dialog(&mut self, target: ExportTarget) {
         let (send, rx) = channel();
         std::thread::spawn(move || {
-            let name = if target == ExportTarget::Chart { "memsight-chart.png" } else { "memsight.png" };
-            let picked = rfd::FileDialog::new().set_title("Export screenshot").set_file_name(name).add_filter("PNG", &["png"]).save_file();
+            let name = if target == ExportTarget::Chart {
+                "memsight-chart.png"
+            } else {
+                "memsight.png"
+            };
+            let picked = rfd::FileDialog::new()
+                .set_title("Export screenshot")
+                .set_file_name(name)
+                .add_filter("PNG", &["png"])
+                .save_file();
             let _ = send.send(picked);
         });
         self.save_dialog = Some((target, rx));
@@ -244,7 +280,14 @@ impl MemsightApp {
     }
 
     fn take_dropped_files(&mut self, ctx: &egui::Context) {
-        let dropped: Vec<PathBuf> = ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).filter(|p| !p.as_os_str().is_empty()).collect());
+        let dropped: Vec<PathBuf> = ctx.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        });
         for p in dropped {
             self.open(ctx, p);
         }
@@ -270,11 +313,21 @@ impl MemsightApp {
                 if ui.button("Export screenshot…").clicked() {
                     self.start_save_dialog(ExportTarget::Window);
                 }
-                if ui.add_enabled(self.chart_rect.is_some(), egui::Button::new("Export chart…")).clicked() {
+                if ui
+                    .add_enabled(
+                        self.chart_rect.is_some(),
+                        egui::Button::new("Export chart…"),
+                    )
+                    .clicked()
+                {
                     self.start_save_dialog(ExportTarget::Chart);
                 }
                 ui.separator();
-                if ui.add_enabled(!self.docs.is_empty(), egui::Button::new("Close file")).clicked() && self.active < self.docs.len() {
+                if ui
+                    .add_enabled(!self.docs.is_empty(), egui::Button::new("Close file"))
+                    .clicked()
+                    && self.active < self.docs.len()
+                {
                     self.docs.remove(self.active);
                     self.active = self.active.saturating_sub(1);
                 }
@@ -284,9 +337,16 @@ impl MemsightApp {
             });
             ui.menu_button("View", |ui| {
                 if let Some(doc) = self.docs.get_mut(self.active) {
-                    let has_time = doc.device_index().is_some_and(|i| doc.data.times[i].is_some());
-                    ui.add_enabled(has_time, egui::Checkbox::new(&mut doc.lifecycle.use_time, "Time on the x axis"))
-                        .on_disabled_hover_text("this trace has no times: the x axis is the event index");
+                    let has_time = doc
+                        .device_index()
+                        .is_some_and(|i| doc.data.times[i].is_some());
+                    ui.add_enabled(
+                        has_time,
+                        egui::Checkbox::new(&mut doc.lifecycle.use_time, "Time on the x axis"),
+                    )
+                    .on_disabled_hover_text(
+                        "this trace has no times: the x axis is the event index",
+                    );
                     if ui.button("Reset zoom  (double-click)").clicked() {
                         doc.lifecycle.x_range = None;
                     }
@@ -294,7 +354,16 @@ impl MemsightApp {
             });
             ui.separator();
             for (i, doc) in self.docs.iter().enumerate() {
-                if ui.selectable_label(i == self.active, &doc.name).on_hover_text(doc.path.as_ref().map_or_else(|| "bundled demo".to_string(), |p| p.display().to_string())).clicked() {
+                if ui
+                    .selectable_label(i == self.active, &doc.name)
+                    .on_hover_text(
+                        doc.path.as_ref().map_or_else(
+                            || "bundled demo".to_string(),
+                            |p| p.display().to_string(),
+                        ),
+                    )
+                    .clicked()
+                {
                     self.active = i;
                 }
             }
@@ -306,10 +375,20 @@ impl MemsightApp {
         for (i, job) in self.jobs.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.label(format!("loading {}", job.source.name()));
-                let bytes = job.progress.bytes_read.load(std::sync::atomic::Ordering::Relaxed);
-                let events = job.progress.events_read.load(std::sync::atomic::Ordering::Relaxed);
+                let bytes = job
+                    .progress
+                    .bytes_read
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let events = job
+                    .progress
+                    .events_read
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 let text = format!("{} parsed, {events} events", format_bytes(bytes as i64));
-                ui.add(egui::ProgressBar::new(job.fraction()).desired_width(240.0).text(text));
+                ui.add(
+                    egui::ProgressBar::new(job.fraction())
+                        .desired_width(240.0)
+                        .text(text),
+                );
                 if ui.button("Cancel").clicked() {
                     cancel = Some(i);
                 }
@@ -336,7 +415,9 @@ impl MemsightApp {
     }
 
     fn summary_ui(&mut self, ui: &mut Ui) {
-        let Some(doc) = self.docs.get_mut(self.active) else { return };
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
         let data = Arc::clone(&doc.data);
         let snapshot = &data.loaded.snapshot;
         ui.horizontal_wrapped(|ui| {
@@ -344,8 +425,16 @@ impl MemsightApp {
                 .selected_text(doc.device.to_string())
                 .show_ui(ui, |ui| {
                     for d in &snapshot.devices {
-                        let text = format!("{} ({} events, {} segments)", d.ordinal, d.trace.len(), d.segments.len());
-                        if ui.selectable_value(&mut doc.device, d.ordinal, text).changed() {
+                        let text = format!(
+                            "{} ({} events, {} segments)",
+                            d.ordinal,
+                            d.trace.len(),
+                            d.segments.len()
+                        );
+                        if ui
+                            .selectable_value(&mut doc.device, d.ordinal, text)
+                            .changed()
+                        {
                             doc.lifecycle = crate::lifecycle_view::LifecycleState::default();
                         }
                     }
@@ -355,16 +444,30 @@ impl MemsightApp {
             ui.separator();
             ui.label(format!("{} events", device.trace.len()));
             if let Some(times) = &data.times[i] {
-                ui.label(format!("{:.3} s", times.last().copied().unwrap_or(0.0) / 1e6));
+                ui.label(format!(
+                    "{:.3} s",
+                    times.last().copied().unwrap_or(0.0) / 1e6
+                ));
             }
             ui.separator();
-            let when = |e: Option<u32>| e.map_or_else(|| "before the trace".to_string(), |e| format!("event {e}"));
-            for (what, peak) in [("allocated", replay.peak_allocated), ("active", replay.peak_active), ("reserved", replay.peak_reserved)] {
-                ui.label(format!("peak {what} {}", format_bytes(peak.bytes))).on_hover_text(format!("reached after {}", when(peak.event)));
+            let when = |e: Option<u32>| {
+                e.map_or_else(|| "before the trace".to_string(), |e| format!("event {e}"))
+            };
+            for (what, peak) in [
+                ("allocated", replay.peak_allocated),
+                ("active", replay.peak_active),
+                ("reserved", replay.peak_reserved),
+            ] {
+                ui.label(format!("peak {what} {}", format_bytes(peak.bytes)))
+                    .on_hover_text(format!("reached after {}", when(peak.event)));
             }
             ui.separator();
             let warnings = data.loaded.warnings.len();
-            let text = egui::RichText::new(format!("{warnings} warnings")).color(if warnings > 0 { palette::WARNING_TEXT } else { palette::AXIS });
+            let text = egui::RichText::new(format!("{warnings} warnings")).color(if warnings > 0 {
+                palette::WARNING_TEXT
+            } else {
+                palette::AXIS
+            });
             if ui.button(text).clicked() {
                 self.show_warnings = !self.show_warnings;
             }
@@ -374,7 +477,11 @@ impl MemsightApp {
     fn chart_ui(&mut self, ui: &mut Ui) {
         let Some(doc) = self.docs.get_mut(self.active) else {
             ui.centered_and_justified(|ui| {
-                ui.label(if self.jobs.is_empty() { "Open a memory snapshot: File → Open (Ctrl+O), or drop it here" } else { "loading…" });
+                ui.label(if self.jobs.is_empty() {
+                    "Open a memory snapshot: File → Open (Ctrl+O), or drop it here"
+                } else {
+                    "loading…"
+                });
             });
             return;
         };
@@ -393,8 +500,12 @@ impl MemsightApp {
     }
 
     fn details_ui(&mut self, ui: &mut Ui) {
-        let Some(doc) = self.docs.get_mut(self.active) else { return };
-        let (Some(i), Some(id)) = (doc.device_index(), doc.lifecycle.selected) else { return };
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let (Some(i), Some(id)) = (doc.device_index(), doc.lifecycle.selected) else {
+            return;
+        };
         let data = Arc::clone(&doc.data);
         let lifetime = &data.loaded.replays[i].lifetimes[id as usize];
         ui.horizontal(|ui| {
@@ -408,16 +519,28 @@ impl MemsightApp {
         ui.horizontal(|ui| {
             ui.checkbox(&mut doc.lifecycle.show_internal_frames, "internal frames");
             if ui.button("Copy stack").clicked() {
-                ui.ctx().copy_text(stack_text(&data.loaded.snapshot, lifetime.stack, doc.lifecycle.show_internal_frames));
+                ui.ctx().copy_text(stack_text(
+                    &data.loaded.snapshot,
+                    lifetime.stack,
+                    doc.lifecycle.show_internal_frames,
+                ));
             }
         });
         egui::ScrollArea::vertical().show(ui, |ui| {
-            let lines = memsight_core::frames::display_frames(&data.loaded.snapshot, lifetime.stack, doc.lifecycle.show_internal_frames);
+            let lines = memsight_core::frames::display_frames(
+                &data.loaded.snapshot,
+                lifetime.stack,
+                doc.lifecycle.show_internal_frames,
+            );
             if lines.is_empty() {
                 ui.weak("no stack recorded");
             }
             for line in lines {
-                let text = if line.repeat > 1 { format!("{} (×{})", line.text, line.repeat) } else { line.text };
+                let text = if line.repeat > 1 {
+                    format!("{} (×{})", line.text, line.repeat)
+                } else {
+                    line.text
+                };
                 let rich = egui::RichText::new(text).monospace();
                 ui.label(if line.internal { rich.weak() } else { rich });
             }
@@ -425,16 +548,20 @@ impl MemsightApp {
     }
 
     fn warnings_window(&mut self, ctx: &egui::Context) {
-        let Some(doc) = self.docs.get(self.active) else { return };
+        let Some(doc) = self.docs.get(self.active) else {
+            return;
+        };
         let mut open = self.show_warnings;
-        egui::Window::new("Warnings").open(&mut open).show(ctx, |ui| {
-            if doc.data.loaded.warnings.is_empty() {
-                ui.label("none");
-            }
-            for w in &doc.data.loaded.warnings {
-                ui.label(w.to_string());
-            }
-        });
+        egui::Window::new("Warnings")
+            .open(&mut open)
+            .show(ctx, |ui| {
+                if doc.data.loaded.warnings.is_empty() {
+                    ui.label("none");
+                }
+                for w in &doc.data.loaded.warnings {
+                    ui.label(w.to_string());
+                }
+            });
         self.show_warnings = open;
     }
 }
@@ -447,7 +574,15 @@ impl eframe::App for MemsightApp {
 
 /// The recent-files list kept at `store` (one path a line); empty when absent or unreadable.
 fn read_recent(store: &Path) -> Vec<PathBuf> {
-    std::fs::read_to_string(store).map(|text| text.lines().filter(|l| !l.is_empty()).map(PathBuf::from).take(MAX_RECENT).collect()).unwrap_or_default()
+    std::fs::read_to_string(store)
+        .map(|text| {
+            text.lines()
+                .filter(|l| !l.is_empty())
+                .map(PathBuf::from)
+                .take(MAX_RECENT)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Best effort: a list that cannot be written is only a convenience lost.

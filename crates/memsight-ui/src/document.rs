@@ -25,8 +25,12 @@ pub struct Prepared {
 impl Prepared {
     pub fn new(loaded: Loaded) -> Self {
         let orders = loaded.replays.iter().map(StackOrder::new).collect();
-        let first_time_us: Vec<Option<i64>> =
-            loaded.snapshot.devices.iter().map(|d| d.trace.has_time().then(|| d.trace.time_us[0])).collect();
+        let first_time_us: Vec<Option<i64>> = loaded
+            .snapshot
+            .devices
+            .iter()
+            .map(|d| d.trace.has_time().then(|| d.trace.time_us[0]))
+            .collect();
         let times = loaded
             .snapshot
             .devices
@@ -35,14 +39,23 @@ impl Prepared {
             .map(|(d, first)| {
                 first.map(|t0| {
                     let mut latest = 0.0f64;
-                    d.trace.time_us.iter().map(|&t| {
-                        latest = latest.max((t - t0) as f64);
-                        latest
-                    }).collect()
+                    d.trace
+                        .time_us
+                        .iter()
+                        .map(|&t| {
+                            latest = latest.max((t - t0) as f64);
+                            latest
+                        })
+                        .collect()
                 })
             })
             .collect();
-        Self { loaded, orders, times, first_time_us }
+        Self {
+            loaded,
+            orders,
+            times,
+            first_time_us,
+        }
     }
 }
 
@@ -58,13 +71,28 @@ pub struct Document {
 
 impl Document {
     pub fn new(name: String, path: Option<PathBuf>, data: Prepared) -> Self {
-        let device = data.loaded.snapshot.busiest_device().map_or(0, |d| d.ordinal);
-        Self { name, path, data: Arc::new(data), device, lifecycle: LifecycleState::default() }
+        let device = data
+            .loaded
+            .snapshot
+            .busiest_device()
+            .map_or(0, |d| d.ordinal);
+        Self {
+            name,
+            path,
+            data: Arc::new(data),
+            device,
+            lifecycle: LifecycleState::default(),
+        }
     }
 
     /// Index of the shown device in `snapshot.devices`.
     pub fn device_index(&self) -> Option<usize> {
-        self.data.loaded.snapshot.devices.iter().position(|d| d.ordinal == self.device)
+        self.data
+            .loaded
+            .snapshot
+            .devices
+            .iter()
+            .position(|d| d.ordinal == self.device)
     }
 }
 
@@ -78,7 +106,10 @@ pub enum Source {
 impl Source {
     pub fn name(&self) -> String {
         match self {
-            Self::Path(p) => p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned()),
+            Self::Path(p) => p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
             Self::Bytes { name, .. } => name.clone(),
         }
     }
@@ -87,7 +118,9 @@ impl Source {
     pub fn load(&self, progress: Option<&LoadProgress>) -> Result<Prepared, String> {
         let loaded = match self {
             Self::Path(path) => Loaded::open(path, progress),
-            Self::Bytes { name, bytes } => load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new),
+            Self::Bytes { name, bytes } => {
+                load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new)
+            }
         };
         loaded.map(Prepared::new).map_err(|e| e.to_string())
     }
@@ -117,7 +150,12 @@ impl LoadJob {
             let _ = send.send(outcome);
             ctx.request_repaint();
         });
-        Self { source, progress, total_bytes, result }
+        Self {
+            source,
+            progress,
+            total_bytes,
+            result,
+        }
     }
 
     pub fn cancel(&self) {
@@ -129,7 +167,10 @@ impl LoadJob {
         match self.result.try_recv() {
             Ok(outcome) => Some(outcome),
             Err(TryRecvError::Empty) => None,
-            Err(TryRecvError::Disconnected) => Some(Err(format!("the loader of {} stopped unexpectedly", self.source.name()))),
+            Err(TryRecvError::Disconnected) => Some(Err(format!(
+                "the loader of {} stopped unexpectedly",
+                self.source.name()
+            ))),
         }
     }
 

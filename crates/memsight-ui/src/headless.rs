@@ -1,4 +1,4 @@
-//! Rendering without a display: the app's own drawing code on egui_kittest's wgpu renderer
+//! Rendering without a display: the app's own drawing code on `egui_kittest`'s wgpu renderer
 //! (software rendering where there is no GPU). Used by `memsight screenshot`.
 
 use std::time::{Duration, Instant};
@@ -20,7 +20,13 @@ pub struct ScreenshotOptions {
 
 impl Default for ScreenshotOptions {
     fn default() -> Self {
-        Self { width: 1400.0, height: 860.0, device: None, select_event: None, timeline_only: false }
+        Self {
+            width: 1400.0,
+            height: 860.0,
+            device: None,
+            select_event: None,
+            timeline_only: false,
+        }
     }
 }
 
@@ -34,18 +40,48 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
     };
     let mut doc = Document::new(source.name(), path, prepared);
     if let Some(d) = options.device {
-        if !doc.data.loaded.snapshot.devices.iter().any(|dev| dev.ordinal == d) {
-            let known: Vec<String> = doc.data.loaded.snapshot.devices.iter().map(|dev| dev.ordinal.to_string()).collect();
-            return Err(format!("device {d} has no events or segments (devices: {})", known.join(", ")));
+        if !doc
+            .data
+            .loaded
+            .snapshot
+            .devices
+            .iter()
+            .any(|dev| dev.ordinal == d)
+        {
+            let known: Vec<String> = doc
+                .data
+                .loaded
+                .snapshot
+                .devices
+                .iter()
+                .map(|dev| dev.ordinal.to_string())
+                .collect();
+            return Err(format!(
+                "device {d} has no events or segments (devices: {})",
+                known.join(", ")
+            ));
         }
         doc.device = d;
     }
     if let Some(e) = options.select_event {
-        let i = doc.device_index().ok_or("the file has no device with events")?;
+        let i = doc
+            .device_index()
+            .ok_or("the file has no device with events")?;
         let replay = &doc.data.loaded.replays[i];
-        let lifetime = replay.event_lifetime.get(e as usize).copied().ok_or_else(|| format!("event {e} is out of range: the device has {} events", replay.event_count()))?;
+        let lifetime = replay
+            .event_lifetime
+            .get(e as usize)
+            .copied()
+            .ok_or_else(|| {
+                format!(
+                    "event {e} is out of range: the device has {} events",
+                    replay.event_count()
+                )
+            })?;
         if lifetime == memsight_core::replay::NO_LIFETIME {
-            return Err(format!("event {e} is not an alloc or free, so it selects no allocation"));
+            return Err(format!(
+                "event {e} is not an alloc or free, so it selects no allocation"
+            ));
         }
         doc.lifecycle.selected = Some(lifetime);
     }
@@ -60,7 +96,7 @@ pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::Rg
         .with_size(egui::vec2(options.width, options.height))
         .wgpu()
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     // A few frames settle the panels; then wait for the background layout.
     for _ in 0..3 {
         harness.step();

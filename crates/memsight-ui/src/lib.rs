@@ -17,13 +17,22 @@ pub use document::Source;
 /// Opens the window on `sources` (loaded in the background) and runs until it is closed.
 pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_title("memsight").with_inner_size([1400.0, 860.0]).with_drag_and_drop(true),
+        viewport: egui::ViewportBuilder::default()
+            .with_title("memsight")
+            .with_inner_size([1400.0, 860.0])
+            .with_drag_and_drop(true),
         ..Default::default()
     };
     eframe::run_native(
         "memsight",
         options,
-        Box::new(move |cc| Ok(Box::new(MemsightApp::new(&cc.egui_ctx, sources, recent_store())))),
+        Box::new(move |cc| {
+            Ok(Box::new(MemsightApp::new(
+                &cc.egui_ctx,
+                sources,
+                recent_store(),
+            )))
+        }),
     )
     .map_err(|e| format!("cannot open the window: {e}"))
 }
@@ -37,7 +46,11 @@ fn recent_store() -> Option<PathBuf> {
 }
 
 /// Saves `image` (cropped to `crop_px`, in pixels, when given) as PNG.
-pub fn save_png(image: &egui::ColorImage, crop_px: Option<egui::Rect>, path: &Path) -> Result<(), String> {
+pub fn save_png(
+    image: &egui::ColorImage,
+    crop_px: Option<egui::Rect>,
+    path: &Path,
+) -> Result<(), String> {
     let [w, h] = image.size;
     let full = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(w as f32, h as f32));
     let r = crop_px.map_or(full, |c| c.intersect(full));
@@ -50,7 +63,11 @@ pub fn save_png(image: &egui::ColorImage, crop_px: Option<egui::Rect>, path: &Pa
     for y in y0..y1 {
         for x in x0..x1 {
             let c = image.pixels[y * w + x];
-            out.put_pixel((x - x0) as u32, (y - y0) as u32, image::Rgba([c.r(), c.g(), c.b(), c.a()]));
+            out.put_pixel(
+                (x - x0) as u32,
+                (y - y0) as u32,
+                image::Rgba([c.r(), c.g(), c.b(), c.a()]),
+            );
         }
     }
     out.save(path).map_err(|e| e.to_string())

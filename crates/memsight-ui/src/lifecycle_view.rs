@@ -82,19 +82,22 @@ impl Axis<'_> {
 
     fn x_of_event(&self, e: usize) -> f64 {
         match self.times {
-            Some(t) => t.get(e).copied().unwrap_or_else(|| t.last().copied().unwrap_or(0.0)),
+            Some(t) => t
+                .get(e)
+                .copied()
+                .unwrap_or_else(|| t.last().copied().unwrap_or(0.0)),
             None => e as f64,
         }
     }
 
     fn columns(&self, x0: f64, x1: f64, width: usize) -> Vec<std::ops::Range<u32>> {
-        match self.times {
-            None => even_columns(x0, x1, width),
-            Some(_) => {
-                let step = (x1 - x0) / width.max(1) as f64;
-                (0..width).map(|c| self.event_at(x0 + step * c as f64)..self.event_at(x0 + step * (c + 1) as f64)).collect()
-            }
+        if self.times.is_none() {
+            return even_columns(x0, x1, width);
         }
+        let step = (x1 - x0) / width.max(1) as f64;
+        (0..width)
+            .map(|c| self.event_at(x0 + step * c as f64)..self.event_at(x0 + step * (c + 1) as f64))
+            .collect()
     }
 
     fn label(&self, x: f64) -> String {
@@ -105,21 +108,35 @@ impl Axis<'_> {
     }
 }
 
-fn axis<'a>(data: &'a Prepared, device: usize, use_time: bool) -> Axis<'a> {
+fn axis(data: &Prepared, device: usize, use_time: bool) -> Axis<'_> {
     let event_count = data.loaded.replays[device].event_count();
-    let times = if use_time { data.times[device].as_deref() } else { None };
+    let times = if use_time {
+        data.times[device].as_deref()
+    } else {
+        None
+    };
     Axis { times, event_count }
 }
 
 /// The chart and its overview strip, filling `ui`'s remaining space.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one chart, in frame order: input, layout request, painting, hover"
+)]
 pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut LifecycleState) {
     let has_time = data.times[device].is_some();
     if !has_time {
         state.use_time = false;
     }
     let full = ui.available_rect_before_wrap();
-    let chart_rect = Rect::from_min_max(full.min + vec2(AXIS_WIDTH, 0.0), pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - AXIS_HEIGHT - 6.0));
-    let overview_rect = Rect::from_min_max(pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT), full.max);
+    let chart_rect = Rect::from_min_max(
+        full.min + vec2(AXIS_WIDTH, 0.0),
+        pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - AXIS_HEIGHT - 6.0),
+    );
+    let overview_rect = Rect::from_min_max(
+        pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT),
+        full.max,
+    );
     ui.allocate_rect(full, Sense::hover());
     if chart_rect.width() < 10.0 || chart_rect.height() < 10.0 {
         return;
@@ -129,11 +146,18 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
     let (x0, x1) = state.x_range.unwrap_or((full_x0, full_x1));
 
     // Interaction first, so this frame paints the new view.
-    let response = ui.interact(chart_rect, ui.scope_id().with("lifecycle-chart"), Sense::click_and_drag());
-    let to_x = |px: f32, (x0, x1): (f64, f64)| x0 + f64::from((px - chart_rect.left()) / chart_rect.width()) * (x1 - x0);
+    let response = ui.interact(
+        chart_rect,
+        ui.scope_id().with("lifecycle-chart"),
+        Sense::click_and_drag(),
+    );
+    let to_x = |px: f32, (x0, x1): (f64, f64)| {
+        x0 + f64::from((px - chart_rect.left()) / chart_rect.width()) * (x1 - x0)
+    };
     let mut view = (x0, x1);
     if response.hovered() {
-        let (scroll, zoom, shift) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta(), i.modifiers.shift));
+        let (scroll, zoom, shift) =
+            ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta(), i.modifiers.shift));
         let mut factor = f64::from(zoom).recip();
         if scroll.y != 0.0 && !shift {
             factor *= (-f64::from(scroll.y) * 0.003).exp();
@@ -154,7 +178,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
             )
         });
         let width = view.1 - view.0;
-        let center = (view.0 + view.1) / 2.0;
+        let center = f64::midpoint(view.0, view.1);
         if keys.0 {
             view = (center - width / 4.0, center + width / 4.0);
         }
@@ -171,7 +195,8 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
             view = (full_x0, full_x1);
         }
     }
-    let box_zooming = ui.input(|i| i.modifiers.shift) || response.dragged_by(egui::PointerButton::Secondary);
+    let box_zooming =
+        ui.input(|i| i.modifiers.shift) || response.dragged_by(egui::PointerButton::Secondary);
     if response.drag_started() && box_zooming {
         state.box_start = response.interact_pointer_pos();
     }
@@ -180,7 +205,10 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
             if let Some(end) = response.interact_pointer_pos()
                 && (end.x - start.x).abs() > 3.0
             {
-                let (a, b) = (to_x(start.x.min(end.x), view), to_x(start.x.max(end.x), view));
+                let (a, b) = (
+                    to_x(start.x.min(end.x), view),
+                    to_x(start.x.max(end.x), view),
+                );
                 view = (a, b);
             }
             state.box_start = None;
@@ -193,21 +221,47 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         view = (full_x0, full_x1);
     }
     let view = clamp_view(view, (full_x0, full_x1));
-    state.x_range = if view == (full_x0, full_x1) { None } else { Some(view) };
+    state.x_range = if view == (full_x0, full_x1) {
+        None
+    } else {
+        Some(view)
+    };
 
-    let key = LayoutKey { device, x0: view.0, x1: view.1, rect: chart_rect, use_time: state.use_time };
+    let key = LayoutKey {
+        device,
+        x0: view.0,
+        x1: view.1,
+        rect: chart_rect,
+        use_time: state.use_time,
+    };
     request_layout(ui.ctx(), data, state, key, &ax);
 
     let painter = ui.painter_at(full);
     painter.rect_filled(chart_rect, 0.0, palette::BACKGROUND);
     let Some(laid) = &state.laid else {
-        painter.text(chart_rect.center(), Align2::CENTER_CENTER, "laying out…", FontId::proportional(14.0), palette::AXIS);
+        painter.text(
+            chart_rect.center(),
+            Align2::CENTER_CENTER,
+            "laying out…",
+            FontId::proportional(14.0),
+            palette::AXIS,
+        );
         return;
     };
-    let y_of = |bytes: f64| chart_rect.bottom() - (bytes / laid.y_max_bytes) as f32 * chart_rect.height();
-    let x_of = |x: f64| chart_rect.left() + ((x - view.0) / (view.1 - view.0)) as f32 * chart_rect.width();
+    let y_of =
+        |bytes: f64| chart_rect.bottom() - (bytes / laid.y_max_bytes) as f32 * chart_rect.height();
+    let x_of =
+        |x: f64| chart_rect.left() + ((x - view.0) / (view.1 - view.0)) as f32 * chart_rect.width();
 
-    paint_steps(&painter, data, device, &ax, chart_rect, &x_of, state.use_time);
+    paint_steps(
+        &painter,
+        data,
+        device,
+        &ax,
+        chart_rect,
+        &x_of,
+        state.use_time,
+    );
     paint_y_axis(&painter, chart_rect, laid.y_max_bytes);
     painter.add(Shape::mesh(Arc::clone(&laid.mesh)));
     paint_marks(&painter, laid, chart_rect, &y_of);
@@ -217,12 +271,17 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
     paint_x_axis(&painter, chart_rect, view, &ax, &x_of);
 
     if let (Some(start), Some(now)) = (state.box_start, response.interact_pointer_pos()) {
-        let r = Rect::from_x_y_ranges(start.x.min(now.x)..=start.x.max(now.x), chart_rect.y_range());
+        let r = Rect::from_x_y_ranges(
+            start.x.min(now.x)..=start.x.max(now.x),
+            chart_rect.y_range(),
+        );
         painter.rect_filled(r, 0.0, palette::BOX_ZOOM);
     }
 
     // Hover and click.
-    let hovered = response.hover_pos().and_then(|p| band_at(laid, chart_rect, p));
+    let hovered = response
+        .hover_pos()
+        .and_then(|p| band_at(laid, chart_rect, p));
     if response.clicked() {
         state.selected = match hovered {
             Some((Band::Lifetime(id), _)) => Some(id),
@@ -233,14 +292,24 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         response.on_hover_ui_at_pointer(|ui| match band {
             Band::Lifetime(id) => lifetime_tooltip_ui(ui, data, device, id),
             Band::Merged { count } => {
-                ui.label(format!("{count} allocations, each thinner than a pixel here: zoom in to see them"));
+                ui.label(format!(
+                    "{count} allocations, each thinner than a pixel here: zoom in to see them"
+                ));
                 if let Some(e) = laid.columns.get(column).and_then(|c| c.event) {
                     ui.label(format!("state after event {e}"));
                 }
             }
         });
     }
-    overview_ui(ui, data, device, state, overview_rect, (full_x0, full_x1), view);
+    overview_ui(
+        ui,
+        data,
+        device,
+        state,
+        overview_rect,
+        (full_x0, full_x1),
+        view,
+    );
 }
 
 impl LifecycleState {
@@ -261,11 +330,18 @@ impl LifecycleState {
         let rect = laid.key.rect;
         let n = laid.columns.len();
         let col_w = rect.width() / n.max(1) as f32;
-        let y_of = |bytes: u64| rect.bottom() - (bytes as f64 / laid.y_max_bytes) as f32 * rect.height();
+        let y_of =
+            |bytes: u64| rect.bottom() - (bytes as f64 / laid.y_max_bytes) as f32 * rect.height();
         (n / 3..2 * n / 3).find_map(|c| {
             laid.columns[c].runs.iter().find_map(|r| match r.band {
                 Band::Lifetime(id) if y_of(r.y0_bytes) - y_of(r.y1_bytes) >= min_height_px => {
-                    Some((id, pos2(rect.left() + (c as f32 + 0.5) * col_w, (y_of(r.y0_bytes) + y_of(r.y1_bytes)) / 2.0)))
+                    Some((
+                        id,
+                        pos2(
+                            rect.left() + (c as f32 + 0.5) * col_w,
+                            f32::midpoint(y_of(r.y0_bytes), y_of(r.y1_bytes)),
+                        ),
+                    ))
                 }
                 _ => None,
             })
@@ -279,14 +355,24 @@ impl LifecycleState {
 }
 
 fn clamp_view((a, b): (f64, f64), (lo, hi): (f64, f64)) -> (f64, f64) {
-    let min_width = if hi - lo > 8.0 { 4.0 } else { (hi - lo).max(1e-3) };
+    let min_width = if hi - lo > 8.0 {
+        4.0
+    } else {
+        (hi - lo).max(1e-3)
+    };
     let width = (b - a).clamp(min_width, hi - lo);
     let start = a.clamp(lo, hi - width);
     (start, start + width)
 }
 
 /// Starts a layout job when the view changed, and takes its result when it is done.
-fn request_layout(ctx: &egui::Context, data: &Arc<Prepared>, state: &mut LifecycleState, key: LayoutKey, ax: &Axis<'_>) {
+fn request_layout(
+    ctx: &egui::Context,
+    data: &Arc<Prepared>,
+    state: &mut LifecycleState,
+    key: LayoutKey,
+    ax: &Axis<'_>,
+) {
     if let Some((pending_key, rx)) = &state.pending
         && let Ok(laid) = rx.try_recv()
     {
@@ -315,21 +401,44 @@ fn request_layout(ctx: &egui::Context, data: &Arc<Prepared>, state: &mut Lifecyc
 }
 
 fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<u32>>) -> Laid {
-    let (device, replay) = (&data.loaded.snapshot.devices[key.device], &data.loaded.replays[key.device]);
+    let (device, replay) = (
+        &data.loaded.snapshot.devices[key.device],
+        &data.loaded.replays[key.device],
+    );
     // y shows up to the window's peak reserved bytes, as PyTorch's viewer rescales to its brush.
     let first = columns.first().map_or(0, |c| c.start) as usize;
     let last = columns.last().map_or(0, |c| c.end) as usize;
     let reserved = replay.reserved_bytes();
     let active = replay.active_bytes();
-    let window_peak = reserved.get(first..last.min(reserved.len())).and_then(|r| r.iter().copied().max()).unwrap_or(0);
-    let active_peak = active.get(first..last.min(active.len())).and_then(|r| r.iter().copied().max()).unwrap_or(0);
+    let window_peak = reserved
+        .get(first..last.min(reserved.len()))
+        .and_then(|r| r.iter().copied().max())
+        .unwrap_or(0);
+    let active_peak = active
+        .get(first..last.min(active.len()))
+        .and_then(|r| r.iter().copied().max())
+        .unwrap_or(0);
     let at_start = replay.totals_after((first as u32).checked_sub(1));
-    let peak = window_peak.max(active_peak).max(at_start.reserved_bytes).max(at_start.active_bytes).max(1);
+    let peak = window_peak
+        .max(active_peak)
+        .max(at_start.reserved_bytes)
+        .max(at_start.active_bytes)
+        .max(1);
     let y_max_bytes = peak as f64 * 1.05;
-    let request = LayoutRequest { columns, y_min_bytes: 0.0, y_max_bytes, height_px: key.rect.height() };
+    let request = LayoutRequest {
+        columns,
+        y_min_bytes: 0.0,
+        y_max_bytes,
+        height_px: key.rect.height(),
+    };
     let columns = layout(device, replay, &data.orders[key.device], &request);
     let mesh = build_mesh(data, key, &columns, y_max_bytes);
-    Laid { key, columns: Arc::new(columns), mesh: Arc::new(mesh), y_max_bytes }
+    Laid {
+        key,
+        columns: Arc::new(columns),
+        mesh: Arc::new(mesh),
+        y_max_bytes,
+    }
 }
 
 /// One quad per run, extended to the right while the next column has the same run.
@@ -345,8 +454,15 @@ fn build_mesh(data: &Prepared, key: LayoutKey, columns: &[Column], y_max_bytes: 
         let x0 = rect.left() + c as f32 * col_w;
         let mut next_open = FxHashMap::default();
         for run in &column.runs {
-            let (top, bottom) = (y_of(run.y1_bytes).max(rect.top()), y_of(run.y0_bytes).min(rect.bottom()));
-            let id = (run.band, (top * 4.0).round() as i32, (bottom * 4.0).round() as i32);
+            let (top, bottom) = (
+                y_of(run.y1_bytes).max(rect.top()),
+                y_of(run.y0_bytes).min(rect.bottom()),
+            );
+            let id = (
+                run.band,
+                (top * 4.0).round() as i32,
+                (bottom * 4.0).round() as i32,
+            );
             if let Some(&q) = open.get(&id) {
                 let quad: &mut (Rect, Color32) = &mut quads[q];
                 quad.0.max.x = x0 + col_w;
@@ -357,7 +473,10 @@ fn build_mesh(data: &Prepared, key: LayoutKey, columns: &[Column], y_max_bytes: 
                 Band::Lifetime(lt) => palette::band_color(replay.lifetimes[lt as usize].stack, lt),
                 Band::Merged { .. } => palette::MERGED_BAND,
             };
-            quads.push((Rect::from_min_max(pos2(x0, top), pos2(x0 + col_w, bottom.max(top + 0.5))), color));
+            quads.push((
+                Rect::from_min_max(pos2(x0, top), pos2(x0 + col_w, bottom.max(top + 0.5))),
+                color,
+            ));
             next_open.insert(id, quads.len() - 1);
         }
         open = next_open;
@@ -376,8 +495,14 @@ fn band_at(laid: &Laid, rect: Rect, p: Pos2) -> Option<(Band, usize)> {
     let c = (((p.x - rect.left()) / rect.width()) * laid.columns.len() as f32) as usize;
     let column = laid.columns.get(c)?;
     let bytes = f64::from((rect.bottom() - p.y) / rect.height()) * laid.y_max_bytes;
-    let i = column.runs.partition_point(|r| (r.y1_bytes as f64) <= bytes);
-    column.runs.get(i).filter(|r| (r.y0_bytes as f64) <= bytes).map(|r| (r.band, c))
+    let i = column
+        .runs
+        .partition_point(|r| (r.y1_bytes as f64) <= bytes);
+    column
+        .runs
+        .get(i)
+        .filter(|r| (r.y0_bytes as f64) <= bytes)
+        .map(|r| (r.band, c))
 }
 
 fn paint_marks(painter: &egui::Painter, laid: &Laid, rect: Rect, y_of: &dyn Fn(f64) -> f32) {
@@ -386,21 +511,45 @@ fn paint_marks(painter: &egui::Painter, laid: &Laid, rect: Rect, y_of: &dyn Fn(f
         .columns
         .iter()
         .enumerate()
-        .map(|(c, col)| pos2(rect.left() + (c as f32 + 0.5) * col_w, y_of(col.reserved_max_bytes as f64).max(rect.top())))
+        .map(|(c, col)| {
+            pos2(
+                rect.left() + (c as f32 + 0.5) * col_w,
+                y_of(col.reserved_max_bytes as f64).max(rect.top()),
+            )
+        })
         .collect();
-    painter.add(Shape::line(points.clone(), Stroke::new(1.5, palette::RESERVED_LINE)));
+    painter.add(Shape::line(
+        points.clone(),
+        Stroke::new(1.5, palette::RESERVED_LINE),
+    ));
     for (col, p) in laid.columns.iter().zip(&points) {
         if col.segment_events > 0 {
-            painter.line_segment([*p - vec2(0.0, 4.0), *p + vec2(0.0, 4.0)], Stroke::new(1.0, palette::SEGMENT_TICK));
+            painter.line_segment(
+                [*p - vec2(0.0, 4.0), *p + vec2(0.0, 4.0)],
+                Stroke::new(1.0, palette::SEGMENT_TICK),
+            );
         }
         if col.oom_events > 0 {
-            painter.line_segment([pos2(p.x, rect.top()), pos2(p.x, rect.bottom())], Stroke::new(2.0, palette::OOM));
-            painter.text(pos2(p.x + 3.0, rect.top() + 2.0), Align2::LEFT_TOP, "OOM", FontId::proportional(11.0), palette::OOM);
+            painter.line_segment(
+                [pos2(p.x, rect.top()), pos2(p.x, rect.bottom())],
+                Stroke::new(2.0, palette::OOM),
+            );
+            painter.text(
+                pos2(p.x + 3.0, rect.top() + 2.0),
+                Align2::LEFT_TOP,
+                "OOM",
+                FontId::proportional(11.0),
+                palette::OOM,
+            );
         }
         if col.snapshot_events > 0 {
             let top = pos2(p.x, rect.top());
             painter.add(Shape::convex_polygon(
-                vec![top, top + vec2(-4.0, -0.0) + vec2(0.0, 7.0), top + vec2(4.0, 7.0)],
+                vec![
+                    top,
+                    top + vec2(-4.0, -0.0) + vec2(0.0, 7.0),
+                    top + vec2(4.0, 7.0),
+                ],
                 palette::SNAPSHOT_MARK,
                 Stroke::NONE,
             ));
@@ -408,16 +557,31 @@ fn paint_marks(painter: &egui::Painter, laid: &Laid, rect: Rect, y_of: &dyn Fn(f
     }
 }
 
-fn paint_selection(painter: &egui::Painter, laid: &Laid, selected: LifetimeId, rect: Rect, y_of: &dyn Fn(f64) -> f32) {
+fn paint_selection(
+    painter: &egui::Painter,
+    laid: &Laid,
+    selected: LifetimeId,
+    rect: Rect,
+    y_of: &dyn Fn(f64) -> f32,
+) {
     let col_w = rect.width() / laid.columns.len().max(1) as f32;
     let mut current: Option<Rect> = None;
     let mut rects = Vec::new();
     for (c, col) in laid.columns.iter().enumerate() {
         let x0 = rect.left() + c as f32 * col_w;
         let run = col.runs.iter().find(|r| r.band == Band::Lifetime(selected));
-        let here = run.map(|r| Rect::from_min_max(pos2(x0, y_of(r.y1_bytes as f64)), pos2(x0 + col_w, y_of(r.y0_bytes as f64))));
+        let here = run.map(|r| {
+            Rect::from_min_max(
+                pos2(x0, y_of(r.y1_bytes as f64)),
+                pos2(x0 + col_w, y_of(r.y0_bytes as f64)),
+            )
+        });
         match (current.as_mut(), here) {
-            (Some(cur), Some(h)) if (cur.top() - h.top()).abs() < 0.5 && (cur.bottom() - h.bottom()).abs() < 0.5 => cur.max.x = h.max.x,
+            (Some(cur), Some(h))
+                if (cur.top() - h.top()).abs() < 0.5 && (cur.bottom() - h.bottom()).abs() < 0.5 =>
+            {
+                cur.max.x = h.max.x;
+            }
             (_, h) => {
                 rects.extend(current.take());
                 current = h;
@@ -426,14 +590,23 @@ fn paint_selection(painter: &egui::Painter, laid: &Laid, selected: LifetimeId, r
     }
     rects.extend(current);
     for r in rects {
-        painter.rect_stroke(r, 0.0, Stroke::new(2.0, palette::SELECTION), egui::StrokeKind::Outside);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(2.0, palette::SELECTION),
+            egui::StrokeKind::Outside,
+        );
     }
 }
 
 /// A step of roughly `target` in 1-2-5 multiples.
 fn nice_step(target: f64) -> f64 {
     let magnitude = 10f64.powf(target.max(1e-9).log10().floor());
-    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|&s| s >= target).unwrap_or(10.0 * magnitude)
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= target)
+        .unwrap_or(10.0 * magnitude)
 }
 
 fn paint_y_axis(painter: &egui::Painter, rect: Rect, y_max_bytes: f64) {
@@ -443,29 +616,73 @@ fn paint_y_axis(painter: &egui::Painter, rect: Rect, y_max_bytes: f64) {
     let mut y = 0.0;
     while y <= y_max_bytes {
         let py = rect.bottom() - (y / y_max_bytes) as f32 * rect.height();
-        painter.line_segment([pos2(rect.left(), py), pos2(rect.right(), py)], Stroke::new(1.0, palette::GRID));
-        painter.text(pos2(rect.left() - 4.0, py), Align2::RIGHT_CENTER, format_bytes(y as i64), FontId::proportional(11.0), palette::AXIS);
+        painter.line_segment(
+            [pos2(rect.left(), py), pos2(rect.right(), py)],
+            Stroke::new(1.0, palette::GRID),
+        );
+        painter.text(
+            pos2(rect.left() - 4.0, py),
+            Align2::RIGHT_CENTER,
+            format_bytes(y as i64),
+            FontId::proportional(11.0),
+            palette::AXIS,
+        );
         y += step;
     }
 }
 
-fn paint_x_axis(painter: &egui::Painter, rect: Rect, (x0, x1): (f64, f64), ax: &Axis<'_>, x_of: &dyn Fn(f64) -> f32) {
+fn paint_x_axis(
+    painter: &egui::Painter,
+    rect: Rect,
+    (x0, x1): (f64, f64),
+    ax: &Axis<'_>,
+    x_of: &dyn Fn(f64) -> f32,
+) {
     let step = nice_step((x1 - x0) / 8.0);
     let mut x = (x0 / step).ceil() * step;
     while x <= x1 {
         let px = x_of(x);
-        painter.line_segment([pos2(px, rect.bottom()), pos2(px, rect.bottom() + 4.0)], Stroke::new(1.0, palette::AXIS));
-        let align = if px > rect.right() - 30.0 { Align2::RIGHT_TOP } else { Align2::CENTER_TOP };
-        painter.text(pos2(px, rect.bottom() + 5.0), align, ax.label(x), FontId::proportional(11.0), palette::AXIS);
+        painter.line_segment(
+            [pos2(px, rect.bottom()), pos2(px, rect.bottom() + 4.0)],
+            Stroke::new(1.0, palette::AXIS),
+        );
+        let align = if px > rect.right() - 30.0 {
+            Align2::RIGHT_TOP
+        } else {
+            Align2::CENTER_TOP
+        };
+        painter.text(
+            pos2(px, rect.bottom() + 5.0),
+            align,
+            ax.label(x),
+            FontId::proportional(11.0),
+            palette::AXIS,
+        );
         x += step;
     }
     let unit = if ax.times.is_some() { "time" } else { "event" };
-    painter.text(pos2(rect.left() - 4.0, rect.bottom() + 5.0), Align2::RIGHT_TOP, unit, FontId::proportional(11.0), palette::AXIS);
+    painter.text(
+        pos2(rect.left() - 4.0, rect.bottom() + 5.0),
+        Align2::RIGHT_TOP,
+        unit,
+        FontId::proportional(11.0),
+        palette::AXIS,
+    );
 }
 
 /// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans.
-fn paint_steps(painter: &egui::Painter, data: &Prepared, device: usize, ax: &Axis<'_>, rect: Rect, x_of: &dyn Fn(f64) -> f32, use_time: bool) {
-    let Some(times_us) = data.first_time_us[device] else { return };
+fn paint_steps(
+    painter: &egui::Painter,
+    data: &Prepared,
+    device: usize,
+    ax: &Axis<'_>,
+    rect: Rect,
+    x_of: &dyn Fn(f64) -> f32,
+    use_time: bool,
+) {
+    let Some(times_us) = data.first_time_us[device] else {
+        return;
+    };
     let raw_times = &data.loaded.snapshot.devices[device].trace.time_us;
     let mut open: Vec<(&str, i64)> = Vec::new();
     let mut shade = false;
@@ -473,7 +690,9 @@ fn paint_steps(painter: &egui::Painter, data: &Prepared, device: usize, ax: &Axi
         match a.stage {
             AnnotationStage::Start => open.push((&a.name, a.time_us)),
             AnnotationStage::End => {
-                let Some(i) = open.iter().rposition(|(n, _)| *n == a.name) else { continue };
+                let Some(i) = open.iter().rposition(|(n, _)| *n == a.name) else {
+                    continue;
+                };
                 let (name, start) = open.remove(i);
                 if !name.starts_with("ProfilerStep") {
                     continue;
@@ -485,47 +704,104 @@ fn paint_steps(painter: &egui::Painter, data: &Prepared, device: usize, ax: &Axi
                         ax.x_of_event(raw_times.partition_point(|&v| v < t))
                     }
                 };
-                let (l, r) = (x_of(to_x(start)).max(rect.left()), x_of(to_x(a.time_us)).min(rect.right()));
+                let (l, r) = (
+                    x_of(to_x(start)).max(rect.left()),
+                    x_of(to_x(a.time_us)).min(rect.right()),
+                );
                 if r <= l {
                     continue;
                 }
                 shade = !shade;
                 if shade {
-                    painter.rect_filled(Rect::from_x_y_ranges(l..=r, rect.y_range()), 0.0, palette::STEP_SHADE);
+                    painter.rect_filled(
+                        Rect::from_x_y_ranges(l..=r, rect.y_range()),
+                        0.0,
+                        palette::STEP_SHADE,
+                    );
                 }
                 if r - l > 60.0 {
-                    painter.text(pos2(l + 3.0, rect.top() + 12.0), Align2::LEFT_TOP, name, FontId::proportional(10.0), palette::STEP_LABEL);
+                    painter.text(
+                        pos2(l + 3.0, rect.top() + 12.0),
+                        Align2::LEFT_TOP,
+                        name,
+                        FontId::proportional(10.0),
+                        palette::STEP_LABEL,
+                    );
                 }
             }
         }
     }
 }
 
-fn overview_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut LifecycleState, rect: Rect, full: (f64, f64), view: (f64, f64)) {
-    let key = LayoutKey { device, x0: full.0, x1: full.1, rect, use_time: state.use_time };
+fn overview_ui(
+    ui: &mut Ui,
+    data: &Arc<Prepared>,
+    device: usize,
+    state: &mut LifecycleState,
+    rect: Rect,
+    full: (f64, f64),
+    view: (f64, f64),
+) {
+    let key = LayoutKey {
+        device,
+        x0: full.0,
+        x1: full.1,
+        rect,
+        use_time: state.use_time,
+    };
     if state.overview.as_ref().map(|(k, _)| *k) != Some(key) {
         let ax = axis(data, device, state.use_time);
         let active = data.loaded.replays[device].active_bytes();
         let columns = ax.columns(full.0, full.1, rect.width().max(1.0) as usize);
         let curve: Vec<f32> = columns
             .iter()
-            .map(|c| active.get(c.start as usize..(c.end as usize).min(active.len())).and_then(|s| s.iter().copied().max()).unwrap_or(0) as f32)
+            .map(|c| {
+                active
+                    .get(c.start as usize..(c.end as usize).min(active.len()))
+                    .and_then(|s| s.iter().copied().max())
+                    .unwrap_or(0) as f32
+            })
             .collect();
         state.overview = Some((key, Arc::new(curve)));
     }
-    let Some((_, curve)) = &state.overview else { return };
+    let Some((_, curve)) = &state.overview else {
+        return;
+    };
     let painter = ui.painter_at(rect);
     painter.rect_filled(rect, 0.0, palette::BACKGROUND);
     let peak = curve.iter().copied().fold(1.0f32, f32::max);
     let step = rect.width() / curve.len().max(1) as f32;
-    let points: Vec<Pos2> =
-        curve.iter().enumerate().map(|(i, &v)| pos2(rect.left() + (i as f32 + 0.5) * step, rect.bottom() - v / peak * (rect.height() - 2.0))).collect();
-    painter.add(Shape::line(points, Stroke::new(1.0, palette::OVERVIEW_CURVE)));
+    let points: Vec<Pos2> = curve
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            pos2(
+                rect.left() + (i as f32 + 0.5) * step,
+                rect.bottom() - v / peak * (rect.height() - 2.0),
+            )
+        })
+        .collect();
+    painter.add(Shape::line(
+        points,
+        Stroke::new(1.0, palette::OVERVIEW_CURVE),
+    ));
     let to_px = |x: f64| rect.left() + ((x - full.0) / (full.1 - full.0)) as f32 * rect.width();
-    let window = Rect::from_x_y_ranges(to_px(view.0)..=to_px(view.1).max(to_px(view.0) + 2.0), rect.y_range());
+    let window = Rect::from_x_y_ranges(
+        to_px(view.0)..=to_px(view.1).max(to_px(view.0) + 2.0),
+        rect.y_range(),
+    );
     painter.rect_filled(window, 0.0, palette::OVERVIEW_WINDOW);
-    painter.rect_stroke(window, 0.0, Stroke::new(1.0, palette::SELECTION), egui::StrokeKind::Inside);
-    let response = ui.interact(rect, ui.scope_id().with("lifecycle-overview"), Sense::click_and_drag());
+    painter.rect_stroke(
+        window,
+        0.0,
+        Stroke::new(1.0, palette::SELECTION),
+        egui::StrokeKind::Inside,
+    );
+    let response = ui.interact(
+        rect,
+        ui.scope_id().with("lifecycle-overview"),
+        Sense::click_and_drag(),
+    );
     if (response.dragged() || response.clicked())
         && let Some(p) = response.interact_pointer_pos()
     {
@@ -546,11 +822,18 @@ pub fn lifetime_tooltip_ui(ui: &mut Ui, data: &Prepared, device: usize, id: Life
         ui.weak("no stack recorded");
     }
     for line in frames.iter().take(6) {
-        let text = if line.repeat > 1 { format!("{} (×{})", line.text, line.repeat) } else { line.text.clone() };
+        let text = if line.repeat > 1 {
+            format!("{} (×{})", line.text, line.repeat)
+        } else {
+            line.text.clone()
+        };
         ui.monospace(text);
     }
     if frames.len() > 6 {
-        ui.weak(format!("… {} more frames (click to pin and see all)", frames.len() - 6));
+        ui.weak(format!(
+            "… {} more frames (click to pin and see all)",
+            frames.len() - 6
+        ));
     }
 }
 
@@ -560,67 +843,93 @@ pub fn lifetime_facts_ui(ui: &mut Ui, data: &Prepared, device: usize, l: &Lifeti
     let trace = &s.devices[device].trace;
     let event_text = |e: Option<u32>, missing: &str| match e {
         None => missing.to_string(),
-        Some(e) => match trace.time_us.get(e as usize).filter(|&&t| t != memsight_core::model::NO_TIME) {
-            Some(&t) => format!("event {e} (t = {:.6} s)", (t - trace.time_us[0]) as f64 / 1e6),
+        Some(e) => match trace
+            .time_us
+            .get(e as usize)
+            .filter(|&&t| t != memsight_core::model::NO_TIME)
+        {
+            Some(&t) => format!(
+                "event {e} (t = {:.6} s)",
+                (t - trace.time_us[0]) as f64 / 1e6
+            ),
             None => format!("event {e}"),
         },
     };
-    egui::Grid::new(ui.scope_id().with("facts")).num_columns(2).show(ui, |ui| {
-        let size = match l.size_bytes {
-            Some(rounded) => format!("{} requested, {} block", format_bytes(l.requested_size_bytes as i64), format_bytes(rounded as i64)),
-            None => format!("{} requested ({} bytes)", format_bytes(l.requested_size_bytes as i64), l.requested_size_bytes),
-        };
-        ui.label("size");
-        ui.label(size);
-        ui.end_row();
-        ui.label("address");
-        ui.monospace(format!("0x{:x}", l.addr));
-        ui.end_row();
-        ui.label("allocated");
-        ui.label(event_text(l.alloc_event, "before the trace began"));
-        ui.end_row();
-        if let Some(e) = l.free_requested_event {
-            ui.label("free requested");
-            ui.label(event_text(Some(e), ""));
-            ui.end_row();
-        }
-        ui.label("freed");
-        ui.label(event_text(l.free_completed_event, "still live at the end"));
-        ui.end_row();
-        if let (Some(a), Some(f)) = (l.alloc_event, l.free_completed_event) {
-            ui.label("lifetime");
-            let dt = match (trace.time_us.get(a as usize), trace.time_us.get(f as usize)) {
-                (Some(&ta), Some(&tf)) if ta != memsight_core::model::NO_TIME => format!(", {:.3} ms", (tf - ta) as f64 / 1e3),
-                _ => String::new(),
+    egui::Grid::new(ui.scope_id().with("facts"))
+        .num_columns(2)
+        .show(ui, |ui| {
+            let size = match l.size_bytes {
+                Some(rounded) => format!(
+                    "{} requested, {} block",
+                    format_bytes(l.requested_size_bytes as i64),
+                    format_bytes(rounded as i64)
+                ),
+                None => format!(
+                    "{} requested ({} bytes)",
+                    format_bytes(l.requested_size_bytes as i64),
+                    l.requested_size_bytes
+                ),
             };
-            ui.label(format!("{} events{dt}", f - a));
+            ui.label("size");
+            ui.label(size);
             ui.end_row();
-        }
-        ui.label("stream");
-        ui.label(format!("{} (raw {})", l.stream, s.streams.get(l.stream as usize).copied().unwrap_or(0)));
-        ui.end_row();
-        if let Some(e) = l.alloc_event.or(l.free_completed_event) {
-            let e = e as usize;
-            if let Some(&(a, b)) = s.pools.get(trace.pool[e] as usize) {
-                ui.label("pool");
-                ui.label(format!("({a}, {b})"));
+            ui.label("address");
+            ui.monospace(format!("0x{:x}", l.addr));
+            ui.end_row();
+            ui.label("allocated");
+            ui.label(event_text(l.alloc_event, "before the trace began"));
+            ui.end_row();
+            if let Some(e) = l.free_requested_event {
+                ui.label("free requested");
+                ui.label(event_text(Some(e), ""));
                 ui.end_row();
             }
-            for (what, id) in [("compile context", trace.compile_context[e]), ("user metadata", trace.user_metadata[e])] {
-                if id != NO_STR && !s.str(id).is_empty() && s.str(id) != "N/A" {
-                    ui.label(what);
-                    ui.label(s.str(id));
+            ui.label("freed");
+            ui.label(event_text(l.free_completed_event, "still live at the end"));
+            ui.end_row();
+            if let (Some(a), Some(f)) = (l.alloc_event, l.free_completed_event) {
+                ui.label("lifetime");
+                let dt = match (trace.time_us.get(a as usize), trace.time_us.get(f as usize)) {
+                    (Some(&ta), Some(&tf)) if ta != memsight_core::model::NO_TIME => {
+                        format!(", {:.3} ms", (tf - ta) as f64 / 1e3)
+                    }
+                    _ => String::new(),
+                };
+                ui.label(format!("{} events{dt}", f - a));
+                ui.end_row();
+            }
+            ui.label("stream");
+            ui.label(format!(
+                "{} (raw {})",
+                l.stream,
+                s.streams.get(l.stream as usize).copied().unwrap_or(0)
+            ));
+            ui.end_row();
+            if let Some(e) = l.alloc_event.or(l.free_completed_event) {
+                let e = e as usize;
+                if let Some(&(a, b)) = s.pools.get(trace.pool[e] as usize) {
+                    ui.label("pool");
+                    ui.label(format!("({a}, {b})"));
+                    ui.end_row();
+                }
+                for (what, id) in [
+                    ("compile context", trace.compile_context[e]),
+                    ("user metadata", trace.user_metadata[e]),
+                ] {
+                    if id != NO_STR && !s.str(id).is_empty() && s.str(id) != "N/A" {
+                        ui.label(what);
+                        ui.label(s.str(id));
+                        ui.end_row();
+                    }
+                }
+                if trace.action[e] == Action::Alloc {
+                    let after = data.loaded.replays[device].totals_after(Some(e as u32));
+                    ui.label("allocated after");
+                    ui.label(format_bytes(after.allocated_bytes));
                     ui.end_row();
                 }
             }
-            if trace.action[e] == Action::Alloc {
-                let after = data.loaded.replays[device].totals_after(Some(e as u32));
-                ui.label("allocated after");
-                ui.label(format_bytes(after.allocated_bytes));
-                ui.end_row();
-            }
-        }
-    });
+        });
 }
 
 #[cfg(test)]
@@ -641,5 +950,4 @@ mod tests {
         assert!((nice_step(130.0) - 200.0).abs() < 1e-9);
         assert!((nice_step(4100.0) - 5000.0).abs() < 1e-9);
     }
-
 }

@@ -27,6 +27,10 @@ pub fn band_color(stack: u32, allocation: u32) -> Color32 {
     hsv(hue as f32, 0.55, value)
 }
 
+#[expect(
+    clippy::many_single_char_names,
+    reason = "the textbook HSV-to-RGB names"
+)]
 fn hsv(h: f32, s: f32, v: f32) -> Color32 {
     let i = (h * 6.0).floor();
     let f = h * 6.0 - i;

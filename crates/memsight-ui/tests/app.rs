@@ -1,4 +1,4 @@
-//! The app as a user drives it, through egui_kittest: open a snapshot, hover a band and read its
+//! The app as a user drives it, through `egui_kittest`: open a snapshot, hover a band and read its
 //! tooltip, click to pin it, zoom, export a PNG; plus a few small image snapshots.
 //! Run with `WGPU_BACKEND=gl` for stable pixels (CI pins it).
 
@@ -13,14 +13,28 @@ use memsight_ui::{ExportTarget, MemsightApp, Source};
 
 /// A generated snapshot, kept for the life of the test process.
 fn generated(scenario: Scenario, events: usize) -> Source {
-    let g = r#gen::generate(&GenOptions { scenario, events, seed: 3, protocol: 4 });
-    let bytes: &'static [u8] = Box::leak(g.write_pickle(Vec::new()).expect("in memory").into_boxed_slice());
-    Source::Bytes { name: format!("{}.pickle", scenario.name()), bytes }
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed: 3,
+        protocol: 4,
+    });
+    let bytes: &'static [u8] = Box::leak(
+        g.write_pickle(Vec::new())
+            .expect("in memory")
+            .into_boxed_slice(),
+    );
+    Source::Bytes {
+        name: format!("{}.pickle", scenario.name()),
+        bytes,
+    }
 }
 
 fn fixture(name: &str) -> Option<Source> {
-    let dir = std::env::var_os("MEMSIGHT_FIXTURES")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"), PathBuf::from);
+    let dir = std::env::var_os("MEMSIGHT_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+        PathBuf::from,
+    );
     let path = dir.join("snapshots").join(name);
     if path.is_file() {
         Some(Source::Path(path))
@@ -46,9 +60,12 @@ fn settle(harness: &mut Harness<'static, MemsightApp>) {
     for _ in 0..3 {
         harness.step();
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     while harness.state().is_busy() {
-        assert!(std::time::Instant::now() < deadline, "layout never finished");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "layout never finished"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
         harness.step();
     }
@@ -58,25 +75,40 @@ fn settle(harness: &mut Harness<'static, MemsightApp>) {
 fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
     harness.hover_at(pos);
     for pressed in [true, false] {
-        harness.event(Event::PointerButton { pos, button: PointerButton::Primary, pressed, modifiers: Modifiers::NONE });
+        harness.event(Event::PointerButton {
+            pos,
+            button: PointerButton::Primary,
+            pressed,
+            modifiers: Modifiers::NONE,
+        });
     }
     harness.step();
     harness.step();
 }
 
 fn small() -> ScreenshotOptions {
-    ScreenshotOptions { width: 900.0, height: 560.0, ..ScreenshotOptions::default() }
+    ScreenshotOptions {
+        width: 900.0,
+        height: 560.0,
+        ..ScreenshotOptions::default()
+    }
 }
 
 #[test]
 fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
-    let Some(source) = fixture("cuda_modern_compilectx.pickle") else { return };
+    let Some(source) = fixture("cuda_modern_compilectx.pickle") else {
+        return;
+    };
     let mut harness = harness(&source, &small());
-    let (id, pos) = harness.state().documents()[0].lifecycle.find_band(6.0).expect("a band tall enough to hover");
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_band(6.0)
+        .expect("a band tall enough to hover");
     harness.hover_at(pos);
     // Tooltips wait for the pointer to rest.
     harness.run_steps(60);
-    let lifetime = harness.state().documents()[0].data.loaded.replays[0].lifetimes[id as usize].clone();
+    let lifetime =
+        harness.state().documents()[0].data.loaded.replays[0].lifetimes[id as usize].clone();
     // The tooltip names the address and the requested size of exactly this allocation.
     harness.get_by_label(&format!("0x{:x}", lifetime.addr));
     harness.get_by_label_contains("requested");
@@ -93,24 +125,51 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
 fn the_wheel_zooms_the_time_range_and_double_click_resets_it() {
     let mut harness = harness(&generated(Scenario::Steady, 20_000), &small());
     assert_eq!(harness.state().documents()[0].lifecycle.x_range, None);
-    let rect = harness.state().documents()[0].lifecycle.chart_rect().expect("laid out");
+    let rect = harness.state().documents()[0]
+        .lifecycle
+        .chart_rect()
+        .expect("laid out");
     harness.hover_at(rect.center());
-    harness.event(Event::MouseWheel { unit: egui::MouseWheelUnit::Point, delta: vec2(0.0, 300.0), modifiers: Modifiers::NONE, phase: egui::TouchPhase::Move, source: egui::MouseWheelSource::Wheel });
+    harness.event(Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: vec2(0.0, 300.0),
+        modifiers: Modifiers::NONE,
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Wheel,
+    });
     settle(&mut harness);
-    let (a, b) = harness.state().documents()[0].lifecycle.x_range.expect("zoomed in");
+    let (a, b) = harness.state().documents()[0]
+        .lifecycle
+        .x_range
+        .expect("zoomed in");
     assert!(b - a < 20_000.0 * 0.9 && a > 0.0, "visible range {a}..{b}");
-    let columns = harness.state().documents()[0].lifecycle.laid_columns().expect("laid out");
-    assert!(columns.first().and_then(|c| c.event).unwrap_or(0) > 0, "the layout follows the zoom");
+    let columns = harness.state().documents()[0]
+        .lifecycle
+        .laid_columns()
+        .expect("laid out");
+    assert!(
+        columns.first().and_then(|c| c.event).unwrap_or(0) > 0,
+        "the layout follows the zoom"
+    );
 
     let center = rect.center();
     for _ in 0..2 {
         for pressed in [true, false] {
-            harness.event(Event::PointerButton { pos: center, button: PointerButton::Primary, pressed, modifiers: Modifiers::NONE });
+            harness.event(Event::PointerButton {
+                pos: center,
+                button: PointerButton::Primary,
+                pressed,
+                modifiers: Modifiers::NONE,
+            });
             harness.step();
         }
     }
     settle(&mut harness);
-    assert_eq!(harness.state().documents()[0].lifecycle.x_range, None, "double-click resets");
+    assert_eq!(
+        harness.state().documents()[0].lifecycle.x_range,
+        None,
+        "double-click resets"
+    );
 }
 
 #[test]
@@ -120,9 +179,13 @@ fn export_writes_png_files_of_the_window_and_of_the_chart() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (window, chart) = (dir.join("window.png"), dir.join("chart.png"));
     let ctx = harness.ctx.clone();
-    harness.state().export_screenshot(&ctx, ExportTarget::Window, window.clone());
+    harness
+        .state()
+        .export_screenshot(&ctx, ExportTarget::Window, window.clone());
     harness.step();
-    harness.state().export_screenshot(&ctx, ExportTarget::Chart, chart.clone());
+    harness
+        .state()
+        .export_screenshot(&ctx, ExportTarget::Chart, chart.clone());
     harness.step();
     harness.step();
     let window_png = image::open(&window).expect("window PNG written");
@@ -134,7 +197,9 @@ fn export_writes_png_files_of_the_window_and_of_the_chart() {
 
 #[test]
 fn a_file_without_a_trace_says_so() {
-    let Some(source) = fixture("cuda_legacy_list.pkl") else { return };
+    let Some(source) = fixture("cuda_legacy_list.pkl") else {
+        return;
+    };
     let harness = harness(&source, &small());
     harness.get_by_label_contains("no trace events on this device");
 }
@@ -146,14 +211,24 @@ fn snapshot_options() -> SnapshotOptions {
 
 #[test]
 fn image_snapshot_of_the_timeline() {
-    let options = ScreenshotOptions { width: 640.0, height: 400.0, timeline_only: true, ..ScreenshotOptions::default() };
+    let options = ScreenshotOptions {
+        width: 640.0,
+        height: 400.0,
+        timeline_only: true,
+        ..ScreenshotOptions::default()
+    };
     let mut timeline = harness(&generated(Scenario::Leak, 4000), &options);
     timeline.snapshot_options("leak_timeline", &snapshot_options());
 }
 
 #[test]
 fn image_snapshot_of_the_app_with_a_pinned_allocation() {
-    let app_view = ScreenshotOptions { width: 800.0, height: 480.0, select_event: Some(1500), ..ScreenshotOptions::default() };
+    let app_view = ScreenshotOptions {
+        width: 800.0,
+        height: 480.0,
+        select_event: Some(1500),
+        ..ScreenshotOptions::default()
+    };
     let mut app = harness(&generated(Scenario::Stall, 6000), &app_view);
     app.snapshot_options("stall_app_with_pinned_allocation", &snapshot_options());
 }
