@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
 use memsight_core::lifecycle::StackOrder;
+use memsight_core::model::AnnotationStage;
 use memsight_core::{LoadProgress, Loaded, load_bytes};
 
 use crate::lifecycle_view::LifecycleState;
@@ -20,6 +21,57 @@ pub struct Prepared {
     pub times: Vec<Option<Vec<f64>>>,
     /// Per device: `time_us` of the first event, when the trace has times.
     pub first_time_us: Vec<Option<i64>>,
+    /// Per device: `ProfilerStep#N` spans, in order.
+    pub steps: Vec<Vec<Step>>,
+}
+
+/// A `ProfilerStep#N` range on both x axes.
+pub struct Step {
+    pub name: String,
+    /// µs since the first event.
+    pub start_us: f64,
+    pub end_us: f64,
+    /// Event index.
+    pub start_event: f64,
+    pub end_event: f64,
+}
+
+/// Pairs START / END annotations of `ProfilerStep#N` and places them on the device's axes.
+fn steps(
+    snapshot: &memsight_core::Snapshot,
+    first_time_us: Option<i64>,
+    times: Option<&[f64]>,
+) -> Vec<Step> {
+    let (Some(t0), Some(times)) = (first_time_us, times) else {
+        return Vec::new();
+    };
+    let mut open: Vec<(&str, i64)> = Vec::new();
+    let mut out = Vec::new();
+    for a in &snapshot.annotations {
+        match a.stage {
+            AnnotationStage::Start => open.push((&a.name, a.time_us)),
+            AnnotationStage::End => {
+                let Some(i) = open.iter().rposition(|(n, _)| *n == a.name) else {
+                    continue;
+                };
+                let (name, start) = open.remove(i);
+                if !name.starts_with("ProfilerStep") {
+                    continue;
+                }
+                let (start_us, end_us) = ((start - t0) as f64, (a.time_us - t0) as f64);
+                let event = |us: f64| times.partition_point(|&t| t < us) as f64;
+                out.push(Step {
+                    name: name.to_string(),
+                    start_us,
+                    end_us,
+                    start_event: event(start_us),
+                    end_event: event(end_us),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+    out
 }
 
 impl Prepared {
@@ -50,11 +102,19 @@ impl Prepared {
                 })
             })
             .collect();
+        let steps = first_time_us
+            .iter()
+            .zip(&times)
+            .map(|(&first, times): (&Option<i64>, &Option<Vec<f64>>)| {
+                steps(&loaded.snapshot, first, times.as_deref())
+            })
+            .collect();
         Self {
             loaded,
             orders,
             times,
             first_time_us,
+            steps,
         }
     }
 }

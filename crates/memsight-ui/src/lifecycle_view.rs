@@ -12,17 +12,19 @@ use std::sync::mpsc::{Receiver, channel};
 use egui::{Align2, Color32, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, pos2, vec2};
 use memsight_core::frames::display_frames;
 use memsight_core::lifecycle::{Band, Column, LayoutRequest, even_columns, layout};
-use memsight_core::model::{Action, AnnotationStage, NO_STR};
+use memsight_core::model::{Action, NO_STR};
 use memsight_core::replay::{Lifetime, LifetimeId};
 use memsight_core::units::format_bytes;
 use rustc_hash::FxHashMap;
 
-use crate::document::Prepared;
+use crate::document::{Prepared, Step};
 use crate::palette;
 
 const OVERVIEW_HEIGHT: f32 = 44.0;
 const AXIS_WIDTH: f32 = 64.0;
 const AXIS_HEIGHT: f32 = 18.0;
+/// Vertices of the band mesh that keep a frame's tessellation within a few milliseconds.
+const MAX_MESH_VERTICES: usize = 120_000;
 
 /// What the chart shows and what the user picked; `Default` is the whole trace.
 #[derive(Default)]
@@ -35,6 +37,10 @@ pub struct LifecycleState {
     pub show_internal_frames: bool,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
+    /// The view of the last frame: the layout is current when it has this key.
+    wanted: Option<LayoutKey>,
+    /// Layouts received so far.
+    layouts_received: u64,
     box_start: Option<Pos2>,
     overview: Option<(LayoutKey, Arc<Vec<f32>>)>,
 }
@@ -77,16 +83,6 @@ impl Axis<'_> {
         match self.times {
             Some(t) => t.partition_point(|&v| v < x) as u32,
             None => x.ceil().clamp(0.0, self.event_count as f64) as u32,
-        }
-    }
-
-    fn x_of_event(&self, e: usize) -> f64 {
-        match self.times {
-            Some(t) => t
-                .get(e)
-                .copied()
-                .unwrap_or_else(|| t.last().copied().unwrap_or(0.0)),
-            None => e as f64,
         }
     }
 
@@ -257,13 +253,29 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         &painter,
         data,
         device,
-        &ax,
         chart_rect,
+        view,
         &x_of,
         state.use_time,
     );
     paint_y_axis(&painter, chart_rect, laid.y_max_bytes);
-    painter.add(Shape::mesh(Arc::clone(&laid.mesh)));
+    let current = laid.key == key;
+    if current {
+        painter.add(Shape::mesh(Arc::clone(&laid.mesh)));
+    } else {
+        // The layout of an earlier view: stretch it to this one until the new one lands.
+        let mut mesh = (*laid.mesh).clone();
+        let (old, left, width) = (
+            (laid.key.x0, laid.key.x1),
+            chart_rect.left(),
+            chart_rect.width(),
+        );
+        for v in &mut mesh.vertices {
+            let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
+            v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
+        }
+        painter.add(Shape::mesh(mesh));
+    }
     paint_marks(&painter, laid, chart_rect, &y_of);
     if let Some(selected) = state.selected {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
@@ -315,7 +327,9 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
 impl LifecycleState {
     /// True until the layout for the current view has arrived.
     pub fn is_laying_out(&self) -> bool {
-        self.pending.is_some() || self.laid.is_none()
+        self.pending.is_some()
+            || self.laid.as_ref().map(|l| l.key) != self.wanted
+            || self.wanted.is_none()
     }
 
     /// Columns of the current layout (for tests and tools).
@@ -348,6 +362,11 @@ impl LifecycleState {
         })
     }
 
+    /// Layouts received since the document opened.
+    pub fn layouts_received(&self) -> u64 {
+        self.layouts_received
+    }
+
     /// The chart's rectangle in the last layout.
     pub fn chart_rect(&self) -> Option<Rect> {
         self.laid.as_ref().map(|l| l.key.rect)
@@ -373,19 +392,17 @@ fn request_layout(
     key: LayoutKey,
     ax: &Axis<'_>,
 ) {
-    if let Some((pending_key, rx)) = &state.pending
+    state.wanted = Some(key);
+    if let Some((_, rx)) = &state.pending
         && let Ok(laid) = rx.try_recv()
     {
-        let done = *pending_key;
         state.laid = Some(laid);
         state.pending = None;
-        if done == key {
-            return;
-        }
+        state.layouts_received += 1;
     }
-    let current = state.laid.as_ref().map(|l| l.key) == Some(key);
-    let in_flight = state.pending.as_ref().map(|(k, _)| *k) == Some(key);
-    if current || in_flight {
+    // One job at a time: while the user keeps zooming, the next job starts from the view of the
+    // moment the previous one lands, and frames meanwhile stretch the last mesh.
+    if state.pending.is_some() || state.laid.as_ref().map(|l| l.key) == Some(key) {
         return;
     }
     let width = key.rect.width().max(1.0) as usize;
@@ -425,19 +442,27 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<
         .max(at_start.active_bytes)
         .max(1);
     let y_max_bytes = peak as f64 * 1.05;
-    let request = LayoutRequest {
-        columns,
-        y_min_bytes: 0.0,
-        y_max_bytes,
-        height_px: key.rect.height(),
-    };
-    let columns = layout(device, replay, &data.orders[key.device], &request);
-    let mesh = build_mesh(data, key, &columns, y_max_bytes);
-    Laid {
-        key,
-        columns: Arc::new(columns),
-        mesh: Arc::new(mesh),
-        y_max_bytes,
+    // Bands thinner than `min_band_px` merge. One pixel, unless the mesh would exceed the frame
+    // budget (deep zoom into a busy stack: every event moves the bands above it); then coarser.
+    let mut min_band_px = 1.0f32;
+    loop {
+        let request = LayoutRequest {
+            columns: columns.clone(),
+            y_min_bytes: 0.0,
+            y_max_bytes,
+            height_px: key.rect.height() / min_band_px,
+        };
+        let laid_columns = layout(device, replay, &data.orders[key.device], &request);
+        let mesh = build_mesh(data, key, &laid_columns, y_max_bytes);
+        if mesh.vertices.len() <= MAX_MESH_VERTICES || min_band_px >= 16.0 {
+            return Laid {
+                key,
+                columns: Arc::new(laid_columns),
+                mesh: Arc::new(mesh),
+                y_max_bytes,
+            };
+        }
+        min_band_px *= 2.0;
     }
 }
 
@@ -670,65 +695,49 @@ fn paint_x_axis(
     );
 }
 
-/// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans.
+/// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans: only the visible ones.
 fn paint_steps(
     painter: &egui::Painter,
     data: &Prepared,
     device: usize,
-    ax: &Axis<'_>,
     rect: Rect,
+    view: (f64, f64),
     x_of: &dyn Fn(f64) -> f32,
     use_time: bool,
 ) {
-    let Some(times_us) = data.first_time_us[device] else {
-        return;
+    let steps = &data.steps[device];
+    let x = |s: &Step| {
+        if use_time {
+            (s.start_us, s.end_us)
+        } else {
+            (s.start_event, s.end_event)
+        }
     };
-    let raw_times = &data.loaded.snapshot.devices[device].trace.time_us;
-    let mut open: Vec<(&str, i64)> = Vec::new();
-    let mut shade = false;
-    for a in &data.loaded.snapshot.annotations {
-        match a.stage {
-            AnnotationStage::Start => open.push((&a.name, a.time_us)),
-            AnnotationStage::End => {
-                let Some(i) = open.iter().rposition(|(n, _)| *n == a.name) else {
-                    continue;
-                };
-                let (name, start) = open.remove(i);
-                if !name.starts_with("ProfilerStep") {
-                    continue;
-                }
-                let to_x = |t: i64| {
-                    if use_time {
-                        (t - times_us) as f64
-                    } else {
-                        ax.x_of_event(raw_times.partition_point(|&v| v < t))
-                    }
-                };
-                let (l, r) = (
-                    x_of(to_x(start)).max(rect.left()),
-                    x_of(to_x(a.time_us)).min(rect.right()),
-                );
-                if r <= l {
-                    continue;
-                }
-                shade = !shade;
-                if shade {
-                    painter.rect_filled(
-                        Rect::from_x_y_ranges(l..=r, rect.y_range()),
-                        0.0,
-                        palette::STEP_SHADE,
-                    );
-                }
-                if r - l > 60.0 {
-                    painter.text(
-                        pos2(l + 3.0, rect.top() + 12.0),
-                        Align2::LEFT_TOP,
-                        name,
-                        FontId::proportional(10.0),
-                        palette::STEP_LABEL,
-                    );
-                }
-            }
+    let first = steps.partition_point(|s| x(s).1 < view.0);
+    for (i, step) in steps.iter().enumerate().skip(first) {
+        let (a, b) = x(step);
+        if a > view.1 {
+            break;
+        }
+        let (l, r) = (x_of(a).max(rect.left()), x_of(b).min(rect.right()));
+        if r <= l {
+            continue;
+        }
+        if i % 2 == 0 {
+            painter.rect_filled(
+                Rect::from_x_y_ranges(l..=r, rect.y_range()),
+                0.0,
+                palette::STEP_SHADE,
+            );
+        }
+        if r - l > 60.0 {
+            painter.text(
+                pos2(l + 3.0, rect.top() + 12.0),
+                Align2::LEFT_TOP,
+                &step.name,
+                FontId::proportional(10.0),
+                palette::STEP_LABEL,
+            );
         }
     }
 }
