@@ -16,7 +16,9 @@ pub struct FrameLine {
 /// Whether a frame belongs to the machinery rather than to the user's code.
 pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
     let file = snapshot.str(frame.filename);
+    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c"].iter().any(|ext| file.ends_with(ext));
     file == "??"
+        || native
         || file.starts_with('<')
         || file.contains("/torch/")
         || file.starts_with("torch/")
@@ -98,6 +100,7 @@ mod tests {
     fn internal_frames_go_and_repeats_collapse() {
         let s = snapshot(&[
             ("??", 0, "c10::cuda::malloc"),
+            ("CUDACachingAllocator.cpp", 0, "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"),
             (
                 "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
                 2380,
@@ -118,7 +121,7 @@ mod tests {
                 ("main (train.py:9)".to_string(), 1)
             ]
         );
-        assert_eq!(display_frames(&s, 0, true).len(), 4);
+        assert_eq!(display_frames(&s, 0, true).len(), 5);
         assert_eq!(
             stack_text(&s, 0, false),
             "forward (model.py:54) (×2)\nmain (train.py:9)"
