@@ -16,7 +16,9 @@ pub struct FrameLine {
 /// Whether a frame belongs to the machinery rather than to the user's code.
 pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
     let file = snapshot.str(frame.filename);
-    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c"].iter().any(|ext| file.ends_with(ext));
+    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c"]
+        .iter()
+        .any(|ext| file.ends_with(ext));
     file == "??"
         || native
         || file.starts_with('<')
@@ -100,7 +102,11 @@ mod tests {
     fn internal_frames_go_and_repeats_collapse() {
         let s = snapshot(&[
             ("??", 0, "c10::cuda::malloc"),
-            ("CUDACachingAllocator.cpp", 0, "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"),
+            (
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            ),
             (
                 "/usr/lib/python3.11/site-packages/torch/nn/functional.py",
                 2380,

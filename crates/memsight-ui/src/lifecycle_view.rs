@@ -31,6 +31,8 @@ const MAX_MESH_VERTICES: usize = 120_000;
 pub struct LifecycleState {
     /// Visible x range (event index, or µs since the first event in time mode); `None`: all.
     pub x_range: Option<(f64, f64)>,
+    /// Visible bytes (set by proportional or box zoom); `None`: 0 to the window's peak.
+    pub y_range: Option<(f64, f64)>,
     /// Real time on the x axis (only when the trace has times).
     pub use_time: bool,
     pub selected: Option<LifetimeId>,
@@ -53,6 +55,8 @@ struct LayoutKey {
     x1: f64,
     rect: Rect,
     use_time: bool,
+    /// Bytes shown, bottom to top; `None`: from 0 to the window's peak.
+    y_range: Option<(f64, f64)>,
 }
 
 /// A finished layout and its mesh.
@@ -60,7 +64,21 @@ struct Laid {
     key: LayoutKey,
     columns: Arc<Vec<Column>>,
     mesh: Arc<Mesh>,
+    y_min_bytes: f64,
     y_max_bytes: f64,
+}
+
+impl Laid {
+    fn y_of(&self, rect: Rect, bytes: f64) -> f32 {
+        rect.bottom()
+            - ((bytes - self.y_min_bytes) / (self.y_max_bytes - self.y_min_bytes)) as f32
+                * rect.height()
+    }
+
+    fn bytes_at(&self, rect: Rect, y: f32) -> f64 {
+        self.y_min_bytes
+            + f64::from((rect.bottom() - y) / rect.height()) * (self.y_max_bytes - self.y_min_bytes)
+    }
 }
 
 /// The x axis of one device: event index or time, and the mapping between them.
@@ -151,18 +169,29 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         x0 + f64::from((px - chart_rect.left()) / chart_rect.width()) * (x1 - x0)
     };
     let mut view = (x0, x1);
+    let auto_y = state.laid.as_ref().map(|l| (l.y_min_bytes, l.y_max_bytes));
+    let mut y_view = state.y_range;
+    let to_bytes = |py: f32, (y0, y1): (f64, f64)| {
+        y0 + f64::from((chart_rect.bottom() - py) / chart_rect.height()) * (y1 - y0)
+    };
     if response.hovered() {
         let (scroll, zoom, shift) =
             ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta(), i.modifiers.shift));
         let mut factor = f64::from(zoom).recip();
-        if scroll.y != 0.0 && !shift {
-            factor *= (-f64::from(scroll.y) * 0.003).exp();
+        // Shift: proportional zoom, both axes (some platforms turn Shift+wheel into x scrolling).
+        let wheel = if shift { scroll.x + scroll.y } else { scroll.y };
+        if wheel != 0.0 {
+            factor *= (-f64::from(wheel) * 0.003).exp();
         }
         if (factor - 1.0).abs() > 1e-6
             && let Some(pointer) = response.hover_pos()
         {
             let at = to_x(pointer.x, view);
             view = (at - (at - view.0) * factor, at + (view.1 - at) * factor);
+            if shift && let Some((y0, y1)) = y_view.or(auto_y) {
+                let at = to_bytes(pointer.y, (y0, y1));
+                y_view = Some((at - (at - y0) * factor, at + (y1 - at) * factor));
+            }
         }
         let keys = ui.input(|i| {
             (
@@ -189,6 +218,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         }
         if keys.4 {
             view = (full_x0, full_x1);
+            y_view = None;
         }
     }
     let box_zooming =
@@ -206,15 +236,28 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
                     to_x(start.x.max(end.x), view),
                 );
                 view = (a, b);
+                if (end.y - start.y).abs() > 3.0
+                    && let Some(y) = y_view.or(auto_y)
+                {
+                    y_view = Some((
+                        to_bytes(start.y.max(end.y), y),
+                        to_bytes(start.y.min(end.y), y),
+                    ));
+                }
             }
             state.box_start = None;
         }
     } else if response.dragged_by(egui::PointerButton::Primary) {
         let dx = f64::from(response.drag_delta().x / chart_rect.width()) * (view.1 - view.0);
         view = (view.0 - dx, view.1 - dx);
+        if let Some((y0, y1)) = y_view {
+            let dy = f64::from(response.drag_delta().y / chart_rect.height()) * (y1 - y0);
+            y_view = Some((y0 + dy, y1 + dy));
+        }
     }
     if response.double_clicked() {
         view = (full_x0, full_x1);
+        y_view = None;
     }
     let view = clamp_view(view, (full_x0, full_x1));
     state.x_range = if view == (full_x0, full_x1) {
@@ -222,6 +265,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
     } else {
         Some(view)
     };
+    state.y_range = y_view.map(clamp_y);
 
     let key = LayoutKey {
         device,
@@ -229,6 +273,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         x1: view.1,
         rect: chart_rect,
         use_time: state.use_time,
+        y_range: state.y_range,
     };
     request_layout(ui.ctx(), data, state, key, &ax);
 
@@ -244,8 +289,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         );
         return;
     };
-    let y_of =
-        |bytes: f64| chart_rect.bottom() - (bytes / laid.y_max_bytes) as f32 * chart_rect.height();
+    let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     let x_of =
         |x: f64| chart_rect.left() + ((x - view.0) / (view.1 - view.0)) as f32 * chart_rect.width();
 
@@ -258,7 +302,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         &x_of,
         state.use_time,
     );
-    paint_y_axis(&painter, chart_rect, laid.y_max_bytes);
+    paint_y_axis(&painter, chart_rect, (laid.y_min_bytes, laid.y_max_bytes));
     let current = laid.key == key;
     if current {
         painter.add(Shape::mesh(Arc::clone(&laid.mesh)));
@@ -344,8 +388,7 @@ impl LifecycleState {
         let rect = laid.key.rect;
         let n = laid.columns.len();
         let col_w = rect.width() / n.max(1) as f32;
-        let y_of =
-            |bytes: u64| rect.bottom() - (bytes as f64 / laid.y_max_bytes) as f32 * rect.height();
+        let y_of = |bytes: u64| laid.y_of(rect, bytes as f64);
         (n / 3..2 * n / 3).find_map(|c| {
             laid.columns[c].runs.iter().find_map(|r| match r.band {
                 Band::Lifetime(id) if y_of(r.y0_bytes) - y_of(r.y1_bytes) >= min_height_px => {
@@ -371,6 +414,13 @@ impl LifecycleState {
     pub fn chart_rect(&self) -> Option<Rect> {
         self.laid.as_ref().map(|l| l.key.rect)
     }
+}
+
+/// Bytes never below 0, at least 1 KiB tall.
+fn clamp_y((a, b): (f64, f64)) -> (f64, f64) {
+    let height = (b - a).max(1024.0);
+    let start = a.max(0.0);
+    (start, start + height)
 }
 
 fn clamp_view((a, b): (f64, f64), (lo, hi): (f64, f64)) -> (f64, f64) {
@@ -441,24 +491,25 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<
         .max(at_start.reserved_bytes)
         .max(at_start.active_bytes)
         .max(1);
-    let y_max_bytes = peak as f64 * 1.05;
+    let (y_min_bytes, y_max_bytes) = key.y_range.unwrap_or((0.0, peak as f64 * 1.05));
     // Bands thinner than `min_band_px` merge. One pixel, unless the mesh would exceed the frame
     // budget (deep zoom into a busy stack: every event moves the bands above it); then coarser.
     let mut min_band_px = 1.0f32;
     loop {
         let request = LayoutRequest {
             columns: columns.clone(),
-            y_min_bytes: 0.0,
+            y_min_bytes,
             y_max_bytes,
             height_px: key.rect.height() / min_band_px,
         };
         let laid_columns = layout(device, replay, &data.orders[key.device], &request);
-        let mesh = build_mesh(data, key, &laid_columns, y_max_bytes);
+        let mesh = build_mesh(data, key, &laid_columns, (y_min_bytes, y_max_bytes));
         if mesh.vertices.len() <= MAX_MESH_VERTICES || min_band_px >= 16.0 {
             return Laid {
                 key,
                 columns: Arc::new(laid_columns),
                 mesh: Arc::new(mesh),
+                y_min_bytes,
                 y_max_bytes,
             };
         }
@@ -467,10 +518,18 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<
 }
 
 /// One quad per run, extended to the right while the next column has the same run.
-fn build_mesh(data: &Prepared, key: LayoutKey, columns: &[Column], y_max_bytes: f64) -> Mesh {
+fn build_mesh(
+    data: &Prepared,
+    key: LayoutKey,
+    columns: &[Column],
+    (y_min_bytes, y_max_bytes): (f64, f64),
+) -> Mesh {
     let rect = key.rect;
     let col_w = rect.width() / columns.len().max(1) as f32;
-    let y_of = |bytes: u64| rect.bottom() - (bytes as f64 / y_max_bytes) as f32 * rect.height();
+    let y_of = |bytes: u64| {
+        rect.bottom()
+            - ((bytes as f64 - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height()
+    };
     let replay = &data.loaded.replays[key.device];
     let mut quads: Vec<(Rect, Color32)> = Vec::new();
     // Open quads of the previous column, by (band, top, bottom) in quarter pixels.
@@ -519,7 +578,7 @@ fn band_at(laid: &Laid, rect: Rect, p: Pos2) -> Option<(Band, usize)> {
     }
     let c = (((p.x - rect.left()) / rect.width()) * laid.columns.len() as f32) as usize;
     let column = laid.columns.get(c)?;
-    let bytes = f64::from((rect.bottom() - p.y) / rect.height()) * laid.y_max_bytes;
+    let bytes = laid.bytes_at(rect, p.y);
     let i = column
         .runs
         .partition_point(|r| (r.y1_bytes as f64) <= bytes);
@@ -634,13 +693,14 @@ fn nice_step(target: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-fn paint_y_axis(painter: &egui::Painter, rect: Rect, y_max_bytes: f64) {
+fn paint_y_axis(painter: &egui::Painter, rect: Rect, (y_min_bytes, y_max_bytes): (f64, f64)) {
     // Binary steps read better for bytes: 1, 2, 4, 8 … GiB.
-    let target = y_max_bytes / 5.0;
+    let target = (y_max_bytes - y_min_bytes) / 5.0;
     let step = 2f64.powf(target.max(1.0).log2().ceil());
-    let mut y = 0.0;
+    let mut y = (y_min_bytes / step).ceil() * step;
     while y <= y_max_bytes {
-        let py = rect.bottom() - (y / y_max_bytes) as f32 * rect.height();
+        let py = rect.bottom()
+            - ((y - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height();
         painter.line_segment(
             [pos2(rect.left(), py), pos2(rect.right(), py)],
             Stroke::new(1.0, palette::GRID),
@@ -757,16 +817,17 @@ fn overview_ui(
         x1: full.1,
         rect,
         use_time: state.use_time,
+        y_range: None,
     };
     if state.overview.as_ref().map(|(k, _)| *k) != Some(key) {
         let ax = axis(data, device, state.use_time);
-        let active = data.loaded.replays[device].active_bytes();
+        let allocated = data.loaded.replays[device].allocated_bytes();
         let columns = ax.columns(full.0, full.1, rect.width().max(1.0) as usize);
         let curve: Vec<f32> = columns
             .iter()
             .map(|c| {
-                active
-                    .get(c.start as usize..(c.end as usize).min(active.len()))
+                allocated
+                    .get(c.start as usize..(c.end as usize).min(allocated.len()))
                     .and_then(|s| s.iter().copied().max())
                     .unwrap_or(0) as f32
             })
