@@ -150,3 +150,51 @@ fn gen_writes_a_snapshot_and_its_ground_truth() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario `nope`"));
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+#[test]
+fn screenshot_renders_without_a_display() {
+    let dir = temp_dir("screenshot");
+    let out = dir.join("timeline.png");
+    let path = out.to_str().expect("utf-8 path");
+    let output = Command::new(env!("CARGO_BIN_EXE_memsight"))
+        .args([
+            "screenshot",
+            "-o",
+            path,
+            "--view",
+            "timeline",
+            "--width",
+            "480",
+            "--height",
+            "300",
+            "--select-event",
+            "2000",
+        ])
+        .env("WGPU_BACKEND", "gl")
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .expect("memsight runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let png = std::fs::read(&out).expect("PNG written");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // IHDR: width and height, big endian, right after the signature and chunk header.
+    let (width, height) = (
+        u32::from_be_bytes([png[16], png[17], png[18], png[19]]),
+        u32::from_be_bytes([png[20], png[21], png[22], png[23]]),
+    );
+    assert_eq!((width, height), (480, 300));
+
+    let bad = memsight(&["screenshot", "-o", path, "--select-event", "99999999"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("event 99999999 is out of range"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -790,14 +790,20 @@ fn paint_steps(
                 palette::STEP_SHADE,
             );
         }
-        if r - l > 60.0 {
-            painter.text(
-                pos2(l + 3.0, rect.top() + 12.0),
-                Align2::LEFT_TOP,
-                &step.name,
-                FontId::proportional(10.0),
-                palette::STEP_LABEL,
-            );
+        if r - l > 30.0 {
+            // Clipped to its span, so neighbouring labels never overlap.
+            let span = Rect::from_x_y_ranges(l..=r - 2.0, rect.y_range());
+            painter
+                .with_clip_rect(span.intersect(painter.clip_rect()))
+                .text(
+                    pos2(l + 3.0, rect.top() + 12.0),
+                    Align2::LEFT_TOP,
+                    step.name
+                        .strip_prefix("ProfilerStep")
+                        .map_or_else(|| step.name.clone(), |n| format!("step {n}")),
+                    FontId::proportional(10.0),
+                    palette::STEP_LABEL,
+                );
         }
     }
 }
