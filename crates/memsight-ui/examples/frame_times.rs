@@ -60,38 +60,7 @@ fn main() {
     let mut ms = Vec::with_capacity(frames);
     let layouts_before = harness.state().documents()[0].lifecycle.layouts_received();
     for f in 0..frames {
-        // Zoom in for a while, pan by dragging, zoom out: continuous interaction.
-        let phase = f % 200;
-        if phase < 80 || (120..200).contains(&phase) {
-            let dy = if phase < 80 { 40.0 } else { -40.0 };
-            harness.event(Event::MouseWheel {
-                unit: MouseWheelUnit::Point,
-                delta: vec2(0.0, dy),
-                modifiers: Modifiers::NONE,
-                phase: TouchPhase::Move,
-                source: MouseWheelSource::Wheel,
-            });
-        } else {
-            let pressed = phase == 80;
-            if pressed {
-                harness.event(Event::PointerButton {
-                    pos: center,
-                    button: PointerButton::Primary,
-                    pressed: true,
-                    modifiers: Modifiers::NONE,
-                });
-            }
-            let x = center.x + (phase as f32 - 80.0) * 6.0;
-            harness.event(Event::PointerMoved(egui::pos2(x, center.y)));
-            if phase == 119 {
-                harness.event(Event::PointerButton {
-                    pos: egui::pos2(x, center.y),
-                    button: PointerButton::Primary,
-                    pressed: false,
-                    modifiers: Modifiers::NONE,
-                });
-            }
-        }
+        interact(&harness, f, center);
         let t = Instant::now();
         harness.step();
         let output = harness.output().shapes.clone();
@@ -124,4 +93,40 @@ fn main() {
         ms[ms.len() - 1],
         layouts as f64 / (frames as f64 * FRAME.as_secs_f64())
     );
+}
+
+/// Frame `f`'s input: zoom in for 80 frames, drag for 40, zoom out for 80, again and again.
+fn interact(harness: &Harness<'_, MemsightApp>, f: usize, center: egui::Pos2) {
+    // Zoom in for a while, pan by dragging, zoom out: continuous interaction.
+    let phase = f % 200;
+    if phase < 80 || (120..200).contains(&phase) {
+        let dy = if phase < 80 { 40.0 } else { -40.0 };
+        harness.event(Event::MouseWheel {
+            unit: MouseWheelUnit::Point,
+            delta: vec2(0.0, dy),
+            modifiers: Modifiers::NONE,
+            phase: TouchPhase::Move,
+            source: MouseWheelSource::Wheel,
+        });
+    } else {
+        let pressed = phase == 80;
+        if pressed {
+            harness.event(Event::PointerButton {
+                pos: center,
+                button: PointerButton::Primary,
+                pressed: true,
+                modifiers: Modifiers::NONE,
+            });
+        }
+        let x = center.x + (phase as f32 - 80.0) * 6.0;
+        harness.event(Event::PointerMoved(egui::pos2(x, center.y)));
+        if phase == 119 {
+            harness.event(Event::PointerButton {
+                pos: egui::pos2(x, center.y),
+                button: PointerButton::Primary,
+                pressed: false,
+                modifiers: Modifiers::NONE,
+            });
+        }
+    }
 }

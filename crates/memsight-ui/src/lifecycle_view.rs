@@ -460,14 +460,14 @@ fn request_layout(
     let (send, rx) = channel();
     let (data, ctx) = (Arc::clone(data), ctx.clone());
     rayon::spawn(move || {
-        let laid = compute_layout(&data, key, columns);
+        let laid = compute_layout(&data, key, &columns);
         let _ = send.send(laid);
         ctx.request_repaint();
     });
     state.pending = Some((key, rx));
 }
 
-fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<u32>>) -> Laid {
+fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u32>]) -> Laid {
     let (device, replay) = (
         &data.loaded.snapshot.devices[key.device],
         &data.loaded.replays[key.device],
@@ -497,7 +497,7 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: Vec<std::ops::Range<
     let mut min_band_px = 1.0f32;
     loop {
         let request = LayoutRequest {
-            columns: columns.clone(),
+            columns: columns.to_vec(),
             y_min_bytes,
             y_max_bytes,
             height_px: key.rect.height() / min_band_px,
@@ -766,37 +766,37 @@ fn paint_steps(
     use_time: bool,
 ) {
     let steps = &data.steps[device];
-    let x = |s: &Step| {
+    let span_x = |step: &Step| {
         if use_time {
-            (s.start_us, s.end_us)
+            (step.start_us, step.end_us)
         } else {
-            (s.start_event, s.end_event)
+            (step.start_event, step.end_event)
         }
     };
-    let first = steps.partition_point(|s| x(s).1 < view.0);
+    let first = steps.partition_point(|s| span_x(s).1 < view.0);
     for (i, step) in steps.iter().enumerate().skip(first) {
-        let (a, b) = x(step);
-        if a > view.1 {
+        let (start, end) = span_x(step);
+        if start > view.1 {
             break;
         }
-        let (l, r) = (x_of(a).max(rect.left()), x_of(b).min(rect.right()));
-        if r <= l {
+        let (left, right) = (x_of(start).max(rect.left()), x_of(end).min(rect.right()));
+        if right <= left {
             continue;
         }
         if i % 2 == 0 {
             painter.rect_filled(
-                Rect::from_x_y_ranges(l..=r, rect.y_range()),
+                Rect::from_x_y_ranges(left..=right, rect.y_range()),
                 0.0,
                 palette::STEP_SHADE,
             );
         }
-        if r - l > 30.0 {
+        if right - left > 30.0 {
             // Clipped to its span, so neighbouring labels never overlap.
-            let span = Rect::from_x_y_ranges(l..=r - 2.0, rect.y_range());
+            let span = Rect::from_x_y_ranges(left..=right - 2.0, rect.y_range());
             painter
                 .with_clip_rect(span.intersect(painter.clip_rect()))
                 .text(
-                    pos2(l + 3.0, rect.top() + 12.0),
+                    pos2(left + 3.0, rect.top() + 12.0),
                     Align2::LEFT_TOP,
                     step.name
                         .strip_prefix("ProfilerStep")
