@@ -297,3 +297,38 @@ fn addresses_of_64_bits_load() {
     assert_eq!(replay.initial.reserved_bytes, 0);
     assert_eq!(replay.final_totals().allocated_bytes, 1000);
 }
+
+#[test]
+fn a_load_can_be_cancelled() {
+    let g = r#gen::generate(&GenOptions {
+        scenario: Scenario::Steady,
+        events: 20_000,
+        seed: 1,
+        protocol: 4,
+    });
+    let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
+    let progress = memsight_core::LoadProgress::default();
+    progress
+        .cancel
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let err =
+        memsight_core::load_reader(bytes.as_slice(), Path::new("big.pickle"), Some(&progress))
+            .expect_err("cancelled");
+    assert_eq!(err.to_string(), "loading was cancelled, in big.pickle");
+    // Progress is reported while it runs.
+    let progress = memsight_core::LoadProgress::default();
+    memsight_core::load_reader(bytes.as_slice(), Path::new("big.pickle"), Some(&progress))
+        .expect("loads");
+    assert!(
+        progress
+            .bytes_read
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    assert!(
+        progress
+            .events_read
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+}

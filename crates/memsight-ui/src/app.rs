@@ -458,8 +458,11 @@ impl MemsightApp {
                 ("active", replay.peak_active),
                 ("reserved", replay.peak_reserved),
             ] {
-                ui.label(format!("peak {what} {}", format_bytes(peak.bytes)))
-                    .on_hover_text(format!("reached after {}", when(peak.event)));
+                ui.label(format!(
+                    "peak {what} {} ({})",
+                    format_bytes(peak.bytes),
+                    when(peak.event)
+                ));
             }
             ui.separator();
             let warnings = data.loaded.warnings.len();

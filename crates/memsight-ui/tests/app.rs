@@ -232,3 +232,66 @@ fn image_snapshot_of_the_app_with_a_pinned_allocation() {
     let mut app = harness(&generated(Scenario::Stall, 6000), &app_view);
     app.snapshot_options("stall_app_with_pinned_allocation", &snapshot_options());
 }
+
+#[test]
+fn every_fixture_renders() {
+    let Some(Source::Path(first)) = fixture("cuda_2023_no_time.pickle") else {
+        return;
+    };
+    let dir = first.parent().expect("snapshots folder").to_path_buf();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("corpus")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for path in names {
+        let mut harness = harness(&Source::Path(path.clone()), &small());
+        let app = harness.state();
+        assert!(
+            app.errors().is_empty(),
+            "{}: {:?}",
+            path.display(),
+            app.errors()
+        );
+        let doc = &app.documents()[0];
+        let i = doc.device_index().expect("a device");
+        if doc.data.loaded.snapshot.devices[i].trace.is_empty() {
+            continue;
+        }
+        let columns = doc.lifecycle.laid_columns().expect("laid out");
+        assert!(
+            columns.iter().any(|c| !c.runs.is_empty()),
+            "{}: bands drawn",
+            path.display()
+        );
+        let image = harness.render().expect("renders");
+        assert_eq!((image.width(), image.height()), (900, 560));
+    }
+}
+
+#[test]
+fn a_file_that_fails_shows_its_error_and_the_others_stay_open() {
+    let dir = std::env::temp_dir().join(format!("memsight-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("truncated.pickle");
+    std::fs::write(&bad, b"\x80\x04}\x94(\x8c\x08segm").expect("write");
+    let good = generated(Scenario::Steady, 3000);
+    let ctx = egui::Context::default();
+    let app = MemsightApp::new(&ctx, vec![good, Source::Path(bad.clone())], None);
+    let mut harness = Harness::builder()
+        .with_size(vec2(900.0, 560.0))
+        .with_step_dt(1.0 / 60.0)
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    settle(&mut harness);
+    let app = harness.state();
+    assert_eq!(app.documents().len(), 1, "the good file is open");
+    assert_eq!(app.errors().len(), 1);
+    let error = &app.errors()[0];
+    assert!(
+        error.contains("truncated") && error.contains(&bad.display().to_string()),
+        "{error}"
+    );
+    harness.get_by_label(error);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
