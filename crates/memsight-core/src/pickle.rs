@@ -178,6 +178,15 @@ pub trait Hooks {
     }
 }
 
+/// Unpickling with no loader: every value stays as the file wrote it.
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn on_append(&mut self, _: &mut Tree, item: Value, _: u64) -> Result<Value, PickleError> {
+        Ok(item)
+    }
+}
+
 /// A buffered reader that counts its offset and never allocates more than the data it has seen.
 struct Source<R> {
     inner: R,
@@ -740,13 +749,6 @@ impl<R: Read> Vm<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct NoHooks;
-    impl Hooks for NoHooks {
-        fn on_append(&mut self, _: &mut Tree, item: Value, _: u64) -> Result<Value, PickleError> {
-            Ok(item)
-        }
-    }
 
     fn load(bytes: &[u8]) -> Result<(Tree, Value), PickleError> {
         let mut tree = Tree::default();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use memsight_core::r#gen::{self, GenOptions, Generated, PickleWriter, Scenario};
+use memsight_core::r#gen::{self, GenOptions, Generated, Scenario};
 use memsight_core::model::{Action, BlockState, WarningKind};
 use memsight_core::{Loaded, load_bytes, load_path};
 
@@ -227,75 +227,6 @@ fn gzip_files_load_transparently() {
             .contains("\"scenario\": \"steady\"")
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
-}
-
-/// XPU pointers are ≥ 2^63: LONG1 with 9 bytes.
-#[test]
-fn addresses_of_64_bits_load() {
-    let addr: u64 = (1 << 63) + (1 << 40);
-    let mut w = PickleWriter::new(Vec::new(), 4).expect("write");
-    w.begin_dict();
-    w.entry("segments", |w| {
-        w.begin_list();
-        let _ = w.item();
-        w.begin_dict();
-        let _ = w.entry("device", |w| w.int(0));
-        let _ = w.entry("address", |w| w.int(i128::from(addr)));
-        let _ = w.entry("total_size", |w| w.int(2 << 20));
-        let _ = w.entry("stream", |w| w.int(0));
-        let _ = w.entry("blocks", |w| {
-            w.begin_list();
-            for (offset, size, state) in [
-                (0u64, 1024u64, "active_allocated"),
-                (1024, (2 << 20) - 1024, "inactive"),
-            ] {
-                let _ = w.item();
-                w.begin_dict();
-                let _ = w.entry("address", |w| w.int(i128::from(addr + offset)));
-                let _ = w.entry("size", |w| w.int(i128::from(size)));
-                let _ = w.entry("requested_size", |w| {
-                    w.int(i128::from(if offset == 0 { 1000 } else { 0 }));
-                });
-                let _ = w.entry("state", |w| w.str(state));
-                w.end_dict();
-                w.end_list_item();
-            }
-            w.end_list();
-        });
-        w.end_dict();
-        w.end_list_item();
-        w.end_list();
-    })
-    .expect("write");
-    w.entry("device_traces", |w| {
-        w.begin_list();
-        let _ = w.item();
-        w.begin_list();
-        for (action, size) in [("segment_alloc", 2 << 20), ("alloc", 1000)] {
-            let _ = w.item();
-            w.begin_dict();
-            let _ = w.entry("action", |w| w.str(action));
-            let _ = w.entry("addr", |w| w.int(i128::from(addr)));
-            let _ = w.entry("size", |w| w.int(size));
-            let _ = w.entry("stream", |w| w.int(0));
-            w.end_dict();
-            w.end_list_item();
-        }
-        w.end_list();
-        w.end_list_item();
-        w.end_list();
-    })
-    .expect("write");
-    w.end_dict();
-    let bytes = w.finish().expect("write");
-    let loaded =
-        Loaded::new(load_bytes(&bytes, Path::new("xpu.pkl")).unwrap_or_else(|e| panic!("{e}")));
-    assert_eq!(loaded.snapshot.devices[0].trace.addr, vec![addr, addr]);
-    assert_eq!(loaded.snapshot.devices[0].segments[0].address, addr);
-    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    let replay = &loaded.replays[0];
-    assert_eq!(replay.initial.reserved_bytes, 0);
-    assert_eq!(replay.final_totals().allocated_bytes, 1000);
 }
 
 #[test]

@@ -293,3 +293,31 @@ fn a_trace_that_allocates_more_than_its_segments_hold_is_flagged() {
         BlockState::ActiveAllocated
     );
 }
+
+/// XPU pointers are ≥ 2^63: LONG1 with 9 bytes.
+#[test]
+fn addresses_of_64_bits_load() {
+    let addr: i128 = (1 << 63) + (1 << 40);
+    let snapshot = top(
+        vec![segment(
+            0,
+            addr,
+            vec![
+                block(addr, 1024, 1000, "active_allocated"),
+                block(addr + 1024, (2 << 20) - 1024, 0, "inactive"),
+            ],
+        )],
+        vec![vec![
+            event("segment_alloc", addr, 2 << 20),
+            event("alloc", addr, 1000),
+        ]],
+    );
+    let loaded = load(&snapshot);
+    let device = &loaded.snapshot.devices[0];
+    assert_eq!(device.trace.addr, vec![addr as u64, addr as u64]);
+    assert_eq!(device.segments[0].address, addr as u64);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let replay = &loaded.replays[0];
+    assert_eq!(replay.initial.reserved_bytes, 0);
+    assert_eq!(replay.final_totals().allocated_bytes, 1000);
+}

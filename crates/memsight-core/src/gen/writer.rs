@@ -226,14 +226,7 @@ impl<W: Write> PickleWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pickle::{Hooks, PickleError, Tree, Value, unpickle};
-
-    struct NoHooks;
-    impl Hooks for NoHooks {
-        fn on_append(&mut self, _: &mut Tree, item: Value, _: u64) -> Result<Value, PickleError> {
-            Ok(item)
-        }
-    }
+    use crate::pickle::{NoHooks, Tree, unpickle};
 
     #[test]
     fn integers_round_trip_through_the_reader() {
