@@ -37,6 +37,8 @@ pub struct MemsightApp {
     /// Result of the last export, shown in the status line.
     export_status: Arc<Mutex<Option<String>>>,
     show_warnings: bool,
+    /// The pool-state chart under the lifecycle chart.
+    pub show_pool: bool,
     /// Only the chart, no menus or panels (`memsight screenshot --view timeline`).
     pub timeline_only: bool,
     /// Where the chart was drawn last frame, for "export chart".
@@ -62,6 +64,7 @@ impl MemsightApp {
             save_dialog: None,
             export_status: Arc::new(Mutex::new(None)),
             show_warnings: false,
+            show_pool: true,
             timeline_only: false,
             chart_rect: None,
         }
@@ -152,13 +155,23 @@ impl MemsightApp {
         let selected = self
             .docs
             .get(self.active)
-            .and_then(|d| d.lifecycle.selected);
+            .and_then(|d| d.selection.lifetime);
         if selected.is_some() {
             egui::Panel::right("details")
                 .default_size(360.0)
                 .show(ui, |ui| self.details_ui(ui));
         }
+        if self.show_pool && !self.docs.is_empty() {
+            egui::Panel::bottom("pool")
+                .resizable(true)
+                .default_size(260.0)
+                .show(ui, |ui| self.pool_ui(ui));
+        }
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+        // Every view has drawn and queued its commands: change the selection once.
+        if let Some(doc) = self.docs.get_mut(self.active) {
+            doc.apply_commands();
+        }
         if self.show_warnings {
             self.warnings_window(&ctx);
         }
@@ -347,6 +360,7 @@ impl MemsightApp {
                     .on_disabled_hover_text(
                         "this trace has no times: the x axis is the event index",
                     );
+                    ui.checkbox(&mut self.show_pool, "Pool state chart");
                     if ui.button("Reset zoom  (double-click)").clicked() {
                         doc.lifecycle.x_range = None;
                     }
@@ -499,14 +513,37 @@ impl MemsightApp {
         }
         self.chart_rect = Some(ui.available_rect_before_wrap());
         let data = Arc::clone(&doc.data);
-        lifecycle_ui(ui, &data, i, &mut doc.lifecycle);
+        lifecycle_ui(
+            ui,
+            &data,
+            i,
+            &mut doc.lifecycle,
+            &doc.selection,
+            &mut doc.commands,
+        );
+    }
+
+    fn pool_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        crate::pool_view::pool_ui(
+            ui,
+            &data,
+            i,
+            &doc.selection,
+            &mut doc.pool,
+            &mut doc.commands,
+        );
     }
 
     fn details_ui(&mut self, ui: &mut Ui) {
         let Some(doc) = self.docs.get_mut(self.active) else {
             return;
         };
-        let (Some(i), Some(id)) = (doc.device_index(), doc.lifecycle.selected) else {
+        let (Some(i), Some(id)) = (doc.device_index(), doc.selection.lifetime) else {
             return;
         };
         let data = Arc::clone(&doc.data);
@@ -514,7 +551,7 @@ impl MemsightApp {
         ui.horizontal(|ui| {
             ui.heading("Allocation");
             if ui.small_button("unpin").clicked() {
-                doc.lifecycle.selected = None;
+                doc.commands.push(crate::selection::Command::Unpin);
             }
         });
         lifetime_facts_ui(ui, &data, i, lifetime);

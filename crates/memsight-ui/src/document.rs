@@ -10,6 +10,8 @@ use memsight_core::model::AnnotationStage;
 use memsight_core::{LoadProgress, Loaded, load_bytes};
 
 use crate::lifecycle_view::LifecycleState;
+use crate::pool_view::PoolViewState;
+use crate::selection::{Command, Selection};
 
 /// A loaded snapshot with what the views precompute once.
 pub struct Prepared {
@@ -126,7 +128,11 @@ pub struct Document {
     pub data: Arc<Prepared>,
     /// Ordinal of the device shown.
     pub device: u32,
+    pub selection: Selection,
+    /// Changes the views asked for this frame; applied once, after every view has drawn.
+    pub commands: Vec<Command>,
     pub lifecycle: LifecycleState,
+    pub pool: PoolViewState,
 }
 
 impl Document {
@@ -141,8 +147,22 @@ impl Document {
             path,
             data: Arc::new(data),
             device,
+            selection: Selection::default(),
+            commands: Vec::new(),
             lifecycle: LifecycleState::default(),
+            pool: PoolViewState::default(),
         }
+    }
+
+    /// Applies the commands the views queued this frame.
+    pub fn apply_commands(&mut self) {
+        let Some(i) = self.device_index() else { return };
+        let commands = std::mem::take(&mut self.commands);
+        self.selection.apply(
+            commands,
+            &self.data.loaded.snapshot.devices[i],
+            &self.data.loaded.replays[i],
+        );
     }
 
     /// Index of the shown device in `snapshot.devices`.

@@ -83,7 +83,8 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
                 "event {e} is not an alloc or free, so it selects no allocation"
             ));
         }
-        doc.lifecycle.selected = Some(lifetime);
+        doc.selection.event = Some(e);
+        doc.selection.lifetime = Some(lifetime);
     }
     let mut app = MemsightApp::with_documents(vec![doc]);
     app.timeline_only = options.timeline_only;

@@ -8,6 +8,8 @@ pub mod document;
 pub mod headless;
 pub mod lifecycle_view;
 pub mod palette;
+pub mod pool_view;
+pub mod selection;
 
 use std::path::{Path, PathBuf};
 

@@ -19,6 +19,7 @@ use rustc_hash::FxHashMap;
 
 use crate::document::{Prepared, Step};
 use crate::palette;
+use crate::selection::{Command, Selection};
 
 const OVERVIEW_HEIGHT: f32 = 44.0;
 const AXIS_WIDTH: f32 = 64.0;
@@ -35,7 +36,6 @@ pub struct LifecycleState {
     pub y_range: Option<(f64, f64)>,
     /// Real time on the x axis (only when the trace has times).
     pub use_time: bool,
-    pub selected: Option<LifetimeId>,
     pub show_internal_frames: bool,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
@@ -104,6 +104,16 @@ impl Axis<'_> {
         }
     }
 
+    fn x_of_event(&self, e: usize) -> f64 {
+        match self.times {
+            Some(t) => t
+                .get(e)
+                .copied()
+                .unwrap_or_else(|| t.last().copied().unwrap_or(0.0)),
+            None => e as f64,
+        }
+    }
+
     fn columns(&self, x0: f64, x1: f64, width: usize) -> Vec<std::ops::Range<u32>> {
         if self.times.is_none() {
             return even_columns(x0, x1, width);
@@ -137,7 +147,14 @@ fn axis(data: &Prepared, device: usize, use_time: bool) -> Axis<'_> {
     clippy::too_many_lines,
     reason = "one chart, in frame order: input, layout request, painting, hover"
 )]
-pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut LifecycleState) {
+pub fn lifecycle_ui(
+    ui: &mut Ui,
+    data: &Arc<Prepared>,
+    device: usize,
+    state: &mut LifecycleState,
+    selection: &Selection,
+    commands: &mut Vec<Command>,
+) {
     let has_time = data.times[device].is_some();
     if !has_time {
         state.use_time = false;
@@ -157,6 +174,26 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
     }
     let ax = axis(data, device, state.use_time);
     let (full_x0, full_x1) = ax.full_range();
+    if selection.reveal
+        && let Some(id) = selection.lifetime
+        && let Some(l) = data.loaded.replays[device].lifetimes.get(id as usize)
+    {
+        // Bring the pinned allocation into view, with some context on both sides.
+        let count = ax.event_count;
+        let (a, b) = (
+            l.alloc_event.map_or(0, |e| e as usize),
+            l.free_completed_event.map_or(count, |e| e as usize + 1),
+        );
+        let (xa, xb) = (
+            ax.x_of_event(a),
+            ax.x_of_event(b.min(count.saturating_sub(1)))
+                .max(ax.x_of_event(a) + 1.0),
+        );
+        let pad = (xb - xa) * 0.5 + 1.0;
+        state.x_range = Some(clamp_view((xa - pad, xb + pad), (full_x0, full_x1)));
+        state.y_range = None;
+        commands.push(Command::Revealed);
+    }
     let (x0, x1) = state.x_range.unwrap_or((full_x0, full_x1));
 
     // Interaction first, so this frame paints the new view.
@@ -321,7 +358,7 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
         painter.add(Shape::mesh(mesh));
     }
     paint_marks(&painter, laid, chart_rect, &y_of);
-    if let Some(selected) = state.selected {
+    if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
     }
     paint_x_axis(&painter, chart_rect, view, &ax, &x_of);
@@ -338,11 +375,28 @@ pub fn lifecycle_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mu
     let hovered = response
         .hover_pos()
         .and_then(|p| band_at(laid, chart_rect, p));
-    if response.clicked() {
-        state.selected = match hovered {
+    if response.clicked()
+        && let Some(p) = response.interact_pointer_pos()
+        && let Some(c) = column_at(laid, chart_rect, p).filter(|_| current)
+    {
+        let lifetime = match hovered {
             Some((Band::Lifetime(id), _)) => Some(id),
             _ => None,
         };
+        commands.push(Command::PickInChart {
+            event: laid.columns[c].event,
+            lifetime,
+        });
+    }
+    // The selected event, as a line across the chart.
+    if let Some(e) = selection.event {
+        let px = x_of(ax.x_of_event(e as usize));
+        if chart_rect.x_range().contains(px) {
+            painter.line_segment(
+                [pos2(px, chart_rect.top()), pos2(px, chart_rect.bottom())],
+                Stroke::new(1.0, palette::SELECTED_EVENT),
+            );
+        }
     }
     if let Some((band, column)) = hovered {
         response.on_hover_ui_at_pointer(|ui| match band {
@@ -570,6 +624,14 @@ fn build_mesh(
         mesh.add_colored_rect(r, color);
     }
     mesh
+}
+
+fn column_at(laid: &Laid, rect: Rect, p: Pos2) -> Option<usize> {
+    if !rect.contains(p) {
+        return None;
+    }
+    let c = (((p.x - rect.left()) / rect.width()) * laid.columns.len() as f32) as usize;
+    (c < laid.columns.len()).then_some(c)
 }
 
 fn band_at(laid: &Laid, rect: Rect, p: Pos2) -> Option<(Band, usize)> {

@@ -100,6 +100,9 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
         return;
     };
     let mut harness = harness(&source, &small());
+    // The lifecycle chart alone, as tall as the window allows.
+    harness.state_mut().show_pool = false;
+    settle(&mut harness);
     let (id, pos) = harness.state().documents()[0]
         .lifecycle
         .find_band(6.0)
@@ -114,7 +117,7 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
     harness.get_by_label_contains("requested");
 
     click_at(&mut harness, pos);
-    assert_eq!(harness.state().documents()[0].lifecycle.selected, Some(id));
+    assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
     // The details panel: the whole stack with a copy button.
     harness.get_by_label("Copy stack").click();
     harness.step();
@@ -294,4 +297,62 @@ fn a_file_that_fails_shows_its_error_and_the_others_stay_open() {
     );
     harness.get_by_label(error);
     std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
+    let Some(source) = fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    let options = ScreenshotOptions {
+        width: 1100.0,
+        height: 800.0,
+        ..ScreenshotOptions::default()
+    };
+    let mut harness = harness(&source, &options);
+    // segment_alloc events of the trace, read with Python's pickle: 0 (44040192 bytes at
+    // 20617048883200), 8 (at 20617099214848), 12.
+    harness.get_by_label("segment_alloc >").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(0));
+    let pool = doc.pool.pool().expect("a pool is shown");
+    assert!(
+        pool.segments
+            .iter()
+            .any(|s| s.address == 20_617_048_883_200 && s.total_size_bytes == 44_040_192)
+    );
+    harness.get_by_label_contains("Pool after event 0 (segment_alloc)");
+    harness.get_by_label("segment_alloc >").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(8));
+    assert!(
+        doc.pool
+            .pool()
+            .expect("shown")
+            .segments
+            .iter()
+            .any(|s| s.address == 20_617_099_214_848)
+    );
+
+    // Click a block: its allocation is pinned and the lifecycle chart brings it into view.
+    let (rect, id) = doc
+        .pool
+        .block_rect(None)
+        .expect("a live block wide enough to click");
+    click_at(&mut harness, rect.center());
+    settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.lifetime, Some(id));
+    let lifetime = &doc.data.loaded.replays[0].lifetimes[id as usize];
+    if let Some(alloc) = lifetime.alloc_event {
+        // Zoomed to the allocation, or showing the whole trace when it spans all of it.
+        let (a, b) = doc.lifecycle.x_range.unwrap_or((0.0, f64::MAX));
+        assert!(
+            a <= f64::from(alloc) && f64::from(alloc) <= b,
+            "{a}..{b} shows event {alloc}"
+        );
+    }
+    harness.get_by_label("Copy stack");
 }

@@ -1,0 +1,230 @@
+//! One selection model per document, shared by every view: the selected event (whose pool state
+//! is shown) and the pinned allocation. Views read it and change it only through [`Command`]s,
+//! which the app applies once per frame, so linked views never disagree within a frame.
+
+use memsight_core::model::{Action, Device};
+use memsight_core::replay::{DeviceReplay, LifetimeId};
+
+/// What the user picked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The event whose pool state is shown; `None`: the end of the trace.
+    pub event: Option<u32>,
+    /// The pinned allocation.
+    pub lifetime: Option<LifetimeId>,
+    /// The lifecycle chart should bring the pinned allocation into view (set by the pool chart).
+    pub reveal: bool,
+}
+
+/// A change to the selection, from any view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// A click on the lifecycle chart: the state shown at that column, and the band under the
+    /// pointer (or none).
+    PickInChart {
+        event: Option<u32>,
+        lifetime: Option<LifetimeId>,
+    },
+    /// A click on a block of the pool chart: pin it and show it on the lifecycle chart.
+    PickInPool(LifetimeId),
+    SelectEvent(Option<u32>),
+    /// Move the selected event by this many events (arrow keys).
+    Step(i64),
+    /// The next (`true`) or previous `segment_alloc` from the selected event.
+    SegmentAlloc {
+        forward: bool,
+    },
+    Unpin,
+    /// The lifecycle chart has brought the pinned allocation into view.
+    Revealed,
+}
+
+impl Selection {
+    /// Applies `commands` in order; events are clamped to the trace.
+    pub fn apply(
+        &mut self,
+        commands: impl IntoIterator<Item = Command>,
+        device: &Device,
+        replay: &DeviceReplay,
+    ) {
+        let n = device.trace.len();
+        let last = n.checked_sub(1).map(|l| l as u32);
+        let clamp = |e: Option<u32>| e.and_then(|e| last.map(|l| e.min(l)));
+        for command in commands {
+            match command {
+                Command::PickInChart { event, lifetime } => {
+                    self.event = clamp(event);
+                    self.lifetime = lifetime;
+                }
+                Command::PickInPool(id) => {
+                    if (id as usize) < replay.lifetimes.len() {
+                        self.lifetime = Some(id);
+                        self.reveal = true;
+                    }
+                }
+                Command::SelectEvent(event) => self.event = clamp(event),
+                Command::Step(delta) => {
+                    let current = i64::from(self.event.or(last).unwrap_or(0));
+                    let target = (current + delta).clamp(0, n.saturating_sub(1) as i64);
+                    self.event = clamp(Some(target as u32));
+                }
+                Command::SegmentAlloc { forward } => {
+                    // With no event selected, forward starts before the first event and backward
+                    // after the last.
+                    let is_alloc = |i: &usize| device.trace.action[*i] == Action::SegmentAlloc;
+                    let found = if forward {
+                        (self.event.map_or(0, |e| e as usize + 1)..n).find(is_alloc)
+                    } else {
+                        (0..self.event.map_or(n, |e| e as usize))
+                            .rev()
+                            .find(is_alloc)
+                    };
+                    if let Some(i) = found {
+                        self.event = Some(i as u32);
+                    }
+                }
+                Command::Unpin => self.lifetime = None,
+                Command::Revealed => self.reveal = false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memsight_core::Loaded;
+    use memsight_core::r#gen::{self, GenOptions, Scenario};
+
+    fn loaded() -> Loaded {
+        let g = r#gen::generate(&GenOptions {
+            scenario: Scenario::Fragmentation,
+            events: 4000,
+            seed: 2,
+            protocol: 4,
+        });
+        let bytes = g.write_pickle(Vec::new()).expect("in memory");
+        Loaded::new(memsight_core::load_bytes(&bytes, std::path::Path::new("t")).expect("loads"))
+    }
+
+    fn check(commands: &[Command], expected: &Selection) {
+        let l = loaded();
+        let mut selection = Selection::default();
+        selection.apply(
+            commands.iter().copied(),
+            &l.snapshot.devices[0],
+            &l.replays[0],
+        );
+        assert_eq!(&selection, expected, "{commands:?}");
+    }
+
+    #[test]
+    fn picking_in_the_chart_selects_the_event_and_the_band() {
+        check(
+            &[Command::PickInChart {
+                event: Some(12),
+                lifetime: Some(3),
+            }],
+            &Selection {
+                event: Some(12),
+                lifetime: Some(3),
+                reveal: false,
+            },
+        );
+        check(
+            &[Command::PickInChart {
+                event: Some(99_999),
+                lifetime: None,
+            }],
+            &Selection {
+                event: Some(3999),
+                ..Selection::default()
+            },
+        );
+    }
+
+    #[test]
+    fn picking_in_the_pool_pins_and_asks_for_a_reveal_until_done() {
+        check(
+            &[Command::PickInPool(5)],
+            &Selection {
+                lifetime: Some(5),
+                reveal: true,
+                ..Selection::default()
+            },
+        );
+        check(
+            &[Command::PickInPool(5), Command::Revealed],
+            &Selection {
+                lifetime: Some(5),
+                ..Selection::default()
+            },
+        );
+        check(&[Command::PickInPool(u32::MAX)], &Selection::default());
+    }
+
+    #[test]
+    fn stepping_stays_inside_the_trace() {
+        check(
+            &[Command::SelectEvent(Some(10)), Command::Step(-3)],
+            &Selection {
+                event: Some(7),
+                ..Selection::default()
+            },
+        );
+        check(
+            &[Command::SelectEvent(Some(2)), Command::Step(-30)],
+            &Selection {
+                event: Some(0),
+                ..Selection::default()
+            },
+        );
+        check(
+            &[Command::Step(5)],
+            &Selection {
+                event: Some(3999),
+                ..Selection::default()
+            },
+        );
+    }
+
+    #[test]
+    fn segment_alloc_jumps_land_on_segment_allocs() {
+        let l = loaded();
+        let trace = &l.snapshot.devices[0].trace;
+        let allocs: Vec<u32> = (0..trace.len())
+            .filter(|&i| trace.action[i] == Action::SegmentAlloc)
+            .map(|i| i as u32)
+            .collect();
+        assert!(allocs.len() >= 2, "the scenario allocates segments");
+        let mut selection = Selection::default();
+        selection.apply(
+            [Command::SegmentAlloc { forward: true }],
+            &l.snapshot.devices[0],
+            &l.replays[0],
+        );
+        assert_eq!(
+            selection.event,
+            Some(allocs[0]),
+            "from nothing selected: the first one"
+        );
+        selection.apply(
+            [
+                Command::SelectEvent(Some(0)),
+                Command::SegmentAlloc { forward: true },
+            ],
+            &l.snapshot.devices[0],
+            &l.replays[0],
+        );
+        assert_eq!(selection.event, allocs.iter().copied().find(|&a| a > 0));
+        selection.apply(
+            [
+                Command::SegmentAlloc { forward: true },
+                Command::SegmentAlloc { forward: false },
+            ],
+            &l.snapshot.devices[0],
+            &l.replays[0],
+        );
+        assert_eq!(selection.event, allocs.iter().copied().find(|&a| a > 0));
+    }
+}
