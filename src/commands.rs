@@ -8,8 +8,8 @@ use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
 use memsight_core::{Loaded, load_bytes};
-use memsight_ui::Source;
 use memsight_ui::headless::{self, ScreenshotOptions};
+use memsight_ui::{Source, View};
 
 mod resources {
     include!(concat!(env!("OUT_DIR"), "/resources.rs"));
@@ -53,12 +53,13 @@ pub fn screenshot(
     view: &str,
     device: Option<u32>,
     (width, height): (u32, u32),
-    select_event: Option<u32>,
+    (select_event, event): (Option<u32>, Option<u32>),
 ) -> Result<()> {
-    let timeline_only = match view {
-        "app" => false,
-        "timeline" => true,
-        other => bail!("--view must be `app` or `timeline`, not `{other}`"),
+    let view = match view {
+        "app" => View::App,
+        "timeline" => View::Timeline,
+        "pool" => View::Pool,
+        other => bail!("--view must be `app`, `timeline` or `pool`, not `{other}`"),
     };
     if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
         bail!("--width and --height must be between 64 and 8192 pixels");
@@ -68,7 +69,8 @@ pub fn screenshot(
         height: height as f32,
         device,
         select_event,
-        timeline_only,
+        view,
+        event,
     };
     let app = headless::prepared_app(&source(file)?, &options).map_err(anyhow::Error::msg)?;
     let image =

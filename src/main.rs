@@ -48,7 +48,7 @@ enum Command {
         file: Option<PathBuf>,
         #[arg(short, long)]
         output: PathBuf,
-        /// `app`: the whole window; `timeline`: the lifecycle chart alone.
+        /// `app`: the whole window; `timeline` or `pool`: that chart alone.
         #[arg(long, default_value = "app")]
         view: String,
         #[arg(long)]
@@ -57,9 +57,12 @@ enum Command {
         width: u32,
         #[arg(long, default_value_t = 860)]
         height: u32,
-        /// Pin the allocation that event N allocates or frees.
+        /// Pin the allocation that event N allocates or frees (and show the pool after it).
         #[arg(long)]
         select_event: Option<u32>,
+        /// Show the pool right after event N.
+        #[arg(long)]
+        event: Option<u32>,
     },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
@@ -99,13 +102,14 @@ fn main() -> ExitCode {
             width,
             height,
             select_event,
+            event,
         }) => commands::screenshot(
             file.as_deref(),
             &output,
             &view,
             device,
             (width, height),
-            select_event,
+            (select_event, event),
         ),
         Some(Command::Gen {
             scenario,

@@ -16,6 +16,14 @@ use crate::palette;
 
 const MAX_RECENT: usize = 10;
 
+/// What the app draws: everything, or one chart alone (`memsight screenshot --view`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    App,
+    Timeline,
+    Pool,
+}
+
 /// What a screenshot covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportTarget {
@@ -40,7 +48,7 @@ pub struct MemsightApp {
     /// The pool-state chart under the lifecycle chart.
     pub show_pool: bool,
     /// Only the chart, no menus or panels (`memsight screenshot --view timeline`).
-    pub timeline_only: bool,
+    pub view: View,
     /// Where the chart was drawn last frame, for "export chart".
     chart_rect: Option<Rect>,
 }
@@ -65,7 +73,7 @@ impl MemsightApp {
             export_status: Arc::new(Mutex::new(None)),
             show_warnings: false,
             show_pool: true,
-            timeline_only: false,
+            view: View::App,
             chart_rect: None,
         }
     }
@@ -91,9 +99,10 @@ impl MemsightApp {
 
     /// True while a file loads or a chart layout is being computed.
     pub fn is_busy(&self) -> bool {
+        // The lifecycle chart lays out in the background, when it is drawn and has a trace.
         let charting = |d: &Document| {
-            d.device_index()
-                .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+            self.view != View::Pool
+                && d.device_index().is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         };
         !self.jobs.is_empty()
             || self
@@ -141,9 +150,19 @@ impl MemsightApp {
         if ctx.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
             self.start_open_dialog();
         }
-        if self.timeline_only {
-            egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
-            return;
+        match self.view {
+            View::App => {}
+            View::Timeline => {
+                egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+                return;
+            }
+            View::Pool => {
+                egui::CentralPanel::default().show(ui, |ui| self.pool_ui(ui));
+                if let Some(doc) = self.docs.get_mut(self.active) {
+                    doc.apply_commands();
+                }
+                return;
+            }
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         if !self.jobs.is_empty() || !self.errors.is_empty() {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::app::MemsightApp;
+use crate::app::{MemsightApp, View};
 use crate::document::{Document, Source};
 
 #[derive(Clone, Debug)]
@@ -14,8 +14,10 @@ pub struct ScreenshotOptions {
     pub device: Option<u32>,
     /// Pin the allocation that event N belongs to.
     pub select_event: Option<u32>,
-    /// Only the lifecycle chart, not the whole window.
-    pub timeline_only: bool,
+    /// The whole window, or one chart alone.
+    pub view: View,
+    /// The event whose pool is shown (default: the end, or the pinned event).
+    pub event: Option<u32>,
 }
 
 impl Default for ScreenshotOptions {
@@ -25,7 +27,8 @@ impl Default for ScreenshotOptions {
             height: 860.0,
             device: None,
             select_event: None,
-            timeline_only: false,
+            view: View::App,
+            event: None,
         }
     }
 }
@@ -86,8 +89,20 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
         doc.selection.event = Some(e);
         doc.selection.lifetime = Some(lifetime);
     }
+    if let Some(e) = options.event {
+        let i = doc
+            .device_index()
+            .ok_or("the file has no device with events")?;
+        let count = doc.data.loaded.replays[i].event_count();
+        if e as usize >= count {
+            return Err(format!(
+                "event {e} is out of range: the device has {count} events"
+            ));
+        }
+        doc.selection.event = Some(e);
+    }
     let mut app = MemsightApp::with_documents(vec![doc]);
-    app.timeline_only = options.timeline_only;
+    app.view = options.view;
     Ok(app)
 }
 

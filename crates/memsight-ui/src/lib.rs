@@ -13,7 +13,7 @@ pub mod selection;
 
 use std::path::{Path, PathBuf};
 
-pub use app::{ExportTarget, MemsightApp};
+pub use app::{ExportTarget, MemsightApp, View};
 pub use document::Source;
 
 /// Opens the window on `sources` (loaded in the background) and runs until it is closed.

@@ -217,7 +217,7 @@ fn image_snapshot_of_the_timeline() {
     let options = ScreenshotOptions {
         width: 640.0,
         height: 400.0,
-        timeline_only: true,
+        view: memsight_ui::View::Timeline,
         ..ScreenshotOptions::default()
     };
     let mut timeline = harness(&generated(Scenario::Leak, 4000), &options);
