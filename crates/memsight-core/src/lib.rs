@@ -8,6 +8,7 @@ pub mod lifecycle;
 pub mod load;
 pub mod model;
 pub mod pickle;
+pub mod range;
 pub mod replay;
 
 pub use load::{LoadError, LoadProgress, load_bytes, load_path, load_reader};

@@ -410,3 +410,74 @@ fn pool_state_agrees_with_totals_at_every_event() {
         }
     }
 }
+
+/// Blocks allocated in a range and not freed by its end, counted with Python's pickle by pairing
+/// each `alloc` with the next `free_completed` at its address.
+#[test]
+fn range_analysis_finds_what_a_range_left_behind() {
+    let cases: &[(&str, (u32, u32), usize, u64, u64, u64)] = &[
+        (
+            "npu_snapshot_with_empty_cache.pkl",
+            (1000, 3000),
+            351,
+            277_702_200,
+            41_943_040,
+            40,
+        ),
+        (
+            "cuda_modern_compilectx.pickle",
+            (0, 1393),
+            269,
+            11_894_554_624,
+            327_680_000,
+            32_768,
+        ),
+    ];
+    for &(file, (first, last), count, bytes, largest, smallest) in cases {
+        let Some(loaded) = load(file) else { return };
+        let report = memsight_core::range::RangeReport::new(&loaded.replays[0], first, last);
+        assert_eq!(
+            (
+                report.unreleased.len(),
+                report.unreleased_bytes,
+                report.largest_bytes,
+                report.smallest_bytes
+            ),
+            (count, bytes, largest, smallest),
+            "{file}"
+        );
+        let grouped: u64 = report.by_stack.iter().map(|g| g.bytes).sum();
+        assert_eq!(grouped, bytes, "{file}: the groups add up");
+        assert!(
+            report.by_stack.windows(2).all(|w| w[0].bytes >= w[1].bytes),
+            "{file}: largest first"
+        );
+    }
+}
+
+/// The pool the app shows after an event is the one `memsight state` prints (same core call), and
+/// both agree with the figures replayed independently: totals after the event.
+#[test]
+fn pool_state_at_a_segment_alloc_contains_that_segment() {
+    let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
+        return;
+    };
+    let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
+    // Event 701 is a segment_alloc (read with Python's pickle).
+    let t = &device.trace;
+    assert_eq!(
+        t.action[701].name(&loaded.snapshot.strings),
+        "segment_alloc"
+    );
+    let pool = replay.pool_after(device, Some(701));
+    assert!(
+        pool.segments
+            .iter()
+            .any(|s| s.address == t.addr[701] && s.total_size_bytes == t.size_bytes[701])
+    );
+    let report = memsight_core::report::StateReport::new(&loaded.snapshot, 0, &pool);
+    assert_eq!(
+        report.reserved_bytes,
+        replay.totals_after(Some(701)).reserved_bytes
+    );
+}

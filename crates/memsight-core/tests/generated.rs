@@ -263,3 +263,27 @@ fn a_load_can_be_cancelled() {
             > 0
     );
 }
+
+#[test]
+fn range_analysis_finds_the_injected_leak() {
+    let (g, loaded) = generate(Scenario::Leak, 20_000, 4);
+    let leak = g.truth.leak.as_ref().expect("leak truth");
+    let replay = &loaded.replays[0];
+    let (first, last) = (leak.alloc_events[2] as u32, leak.alloc_events[12] as u32);
+    let report = memsight_core::range::RangeReport::new(replay, first, last);
+    // Every leaked allocation of the range is reported under the leak's stack, and that stack
+    // holds no other allocation of the range.
+    let leaked_here = leak
+        .alloc_events
+        .iter()
+        .filter(|&&e| (u64::from(first)..=u64::from(last)).contains(&e))
+        .count() as u64;
+    let stack = loaded.snapshot.devices[0].trace.stack[leak.alloc_events[2] as usize];
+    let group = report
+        .by_stack
+        .iter()
+        .find(|g| g.stack == stack)
+        .expect("the leak's stack is reported");
+    assert_eq!(group.count, leaked_here);
+    assert_eq!(group.bytes, leaked_here * leak.bytes_per_step);
+}

@@ -102,7 +102,8 @@ impl MemsightApp {
         // The lifecycle chart lays out in the background, when it is drawn and has a trace.
         let charting = |d: &Document| {
             self.view != View::Pool
-                && d.device_index().is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+                && d.device_index()
+                    .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         };
         !self.jobs.is_empty()
             || self
