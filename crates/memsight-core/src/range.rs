@@ -48,7 +48,7 @@ impl RangeReport {
             let id = id as LifetimeId;
             match l.alloc_event {
                 Some(a) if (first..=last).contains(&a) && freed_after_last(l) => {
-                    unreleased.push(id)
+                    unreleased.push(id);
                 }
                 Some(a) if a < first && freed_after_last(l) => alive_through.push(id),
                 None if freed_after_last(l) => alive_through.push(id),

@@ -415,7 +415,9 @@ fn pool_state_agrees_with_totals_at_every_event() {
 /// each `alloc` with the next `free_completed` at its address.
 #[test]
 fn range_analysis_finds_what_a_range_left_behind() {
-    let cases: &[(&str, (u32, u32), usize, u64, u64, u64)] = &[
+    // (file, range, unreleased count, bytes, largest, smallest)
+    type Case = (&'static str, (u32, u32), usize, u64, u64, u64);
+    let cases: &[Case] = &[
         (
             "npu_snapshot_with_empty_cache.pkl",
             (1000, 3000),

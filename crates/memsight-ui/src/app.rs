@@ -172,14 +172,17 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
-        let selected = self
+        let side_panel = self
             .docs
             .get(self.active)
-            .and_then(|d| d.selection.lifetime);
-        if selected.is_some() {
+            .is_some_and(|d| d.selection.lifetime.is_some() || d.selection.range.is_some());
+        if side_panel {
             egui::Panel::right("details")
                 .default_size(360.0)
-                .show(ui, |ui| self.details_ui(ui));
+                .show(ui, |ui| {
+                    self.range_ui(ui);
+                    self.details_ui(ui);
+                });
         }
         if self.show_pool && !self.docs.is_empty() {
             egui::Panel::bottom("pool")
@@ -381,6 +384,14 @@ impl MemsightApp {
                         "this trace has no times: the x axis is the event index",
                     );
                     ui.checkbox(&mut self.show_pool, "Pool state chart");
+                    if ui
+                        .button("Analyse the visible range  (or Ctrl+drag)")
+                        .clicked()
+                        && let Some(range) = doc.lifecycle.visible_events()
+                    {
+                        doc.commands
+                            .push(crate::selection::Command::SelectRange(Some(range)));
+                    }
                     if ui.button("Reset zoom  (double-click)").clicked() {
                         doc.lifecycle.x_range = None;
                     }
@@ -533,6 +544,10 @@ impl MemsightApp {
         }
         self.chart_rect = Some(ui.available_rect_before_wrap());
         let data = Arc::clone(&doc.data);
+        let highlight = doc
+            .range_report()
+            .filter(|_| doc.range.dim_others)
+            .map(|(_, set)| set);
         lifecycle_ui(
             ui,
             &data,
@@ -540,6 +555,7 @@ impl MemsightApp {
             &mut doc.lifecycle,
             &doc.selection,
             &mut doc.commands,
+            highlight.as_deref(),
         );
     }
 
@@ -557,6 +573,76 @@ impl MemsightApp {
             &mut doc.pool,
             &mut doc.commands,
         );
+    }
+
+    /// The range analysis: what the selected range left behind, by call stack.
+    fn range_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let (Some(i), Some((first, last))) = (doc.device_index(), doc.selection.range) else {
+            return;
+        };
+        let Some((report, _)) = doc.range_report() else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        ui.horizontal(|ui| {
+            ui.heading("Range");
+            if ui.small_button("clear").clicked() {
+                doc.commands
+                    .push(crate::selection::Command::SelectRange(None));
+            }
+        });
+        ui.label(format!("events {first} – {last}"));
+        ui.label(format!(
+            "{} blocks allocated here and not freed by its end: {} (largest {}, smallest {})",
+            report.unreleased.len(),
+            format_bytes(report.unreleased_bytes as i64),
+            format_bytes(report.largest_bytes as i64),
+            format_bytes(report.smallest_bytes as i64)
+        ));
+        ui.label(format!(
+            "{} blocks alive through the whole range: {}",
+            report.alive_through.len(),
+            format_bytes(report.alive_through_bytes as i64)
+        ));
+        ui.checkbox(&mut doc.range.dim_others, "dim every other band");
+        ui.label("by call stack (click: show its largest block)");
+        egui::ScrollArea::vertical()
+            .id_salt("range-groups")
+            .max_height(220.0)
+            .show(ui, |ui| {
+                egui::Grid::new("range-groups-grid")
+                    .num_columns(3)
+                    .striped(true)
+                    .show(ui, |ui| {
+                        for group in report.by_stack.iter().take(100) {
+                            let top = memsight_core::frames::display_frames(
+                                &data.loaded.snapshot,
+                                group.stack,
+                                false,
+                            )
+                            .first()
+                            .map_or_else(|| "(no stack)".to_string(), |l| l.text.clone());
+                            if ui.link(top).clicked() {
+                                let lifetimes = &data.loaded.replays[i].lifetimes;
+                                if let Some(&largest) = group
+                                    .lifetimes
+                                    .iter()
+                                    .max_by_key(|&&id| lifetimes[id as usize].requested_size_bytes)
+                                {
+                                    doc.commands
+                                        .push(crate::selection::Command::PickInPool(largest));
+                                }
+                            }
+                            ui.label(format!("{}×", group.count));
+                            ui.label(format_bytes(group.bytes as i64));
+                            ui.end_row();
+                        }
+                    });
+            });
+        ui.separator();
     }
 
     fn details_ui(&mut self, ui: &mut Ui) {

@@ -7,7 +7,10 @@ use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
 use memsight_core::lifecycle::StackOrder;
 use memsight_core::model::AnnotationStage;
+use memsight_core::range::RangeReport;
+use memsight_core::replay::LifetimeId;
 use memsight_core::{LoadProgress, Loaded, load_bytes};
+use rustc_hash::FxHashSet;
 
 use crate::lifecycle_view::LifecycleState;
 use crate::pool_view::PoolViewState;
@@ -133,6 +136,22 @@ pub struct Document {
     pub commands: Vec<Command>,
     pub lifecycle: LifecycleState,
     pub pool: PoolViewState,
+    pub range: RangeView,
+}
+
+struct AnalysedRange {
+    range: (u32, u32),
+    report: Arc<RangeReport>,
+    /// `report.unreleased` as a set, for dimming the other bands.
+    unreleased: Arc<FxHashSet<LifetimeId>>,
+}
+
+/// The range analysis of the selected range, kept until the range changes.
+#[derive(Default)]
+pub struct RangeView {
+    analysed: Option<AnalysedRange>,
+    /// Dim every band but the range's unreleased ones.
+    pub dim_others: bool,
 }
 
 impl Document {
@@ -151,6 +170,7 @@ impl Document {
             commands: Vec::new(),
             lifecycle: LifecycleState::default(),
             pool: PoolViewState::default(),
+            range: RangeView::default(),
         }
     }
 
@@ -163,6 +183,26 @@ impl Document {
             &self.data.loaded.snapshot.devices[i],
             &self.data.loaded.replays[i],
         );
+    }
+
+    /// The analysis of the selected range (computed once per range), with the set of its
+    /// unreleased allocations.
+    pub fn range_report(&mut self) -> Option<(Arc<RangeReport>, Arc<FxHashSet<LifetimeId>>)> {
+        let range = self.selection.range?;
+        let i = self.device_index()?;
+        if self.range.analysed.as_ref().map(|a| a.range) != Some(range) {
+            let report = RangeReport::new(&self.data.loaded.replays[i], range.0, range.1);
+            let unreleased = Arc::new(report.unreleased.iter().copied().collect());
+            self.range.analysed = Some(AnalysedRange {
+                range,
+                report: Arc::new(report),
+                unreleased,
+            });
+        }
+        self.range
+            .analysed
+            .as_ref()
+            .map(|a| (Arc::clone(&a.report), Arc::clone(&a.unreleased)))
     }
 
     /// Index of the shown device in `snapshot.devices`.

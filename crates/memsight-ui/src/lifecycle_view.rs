@@ -15,7 +15,7 @@ use memsight_core::lifecycle::{Band, Column, LayoutRequest, even_columns, layout
 use memsight_core::model::{Action, NO_STR};
 use memsight_core::replay::{Lifetime, LifetimeId};
 use memsight_core::units::format_bytes;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::document::{Prepared, Step};
 use crate::palette;
@@ -44,6 +44,8 @@ pub struct LifecycleState {
     /// Layouts received so far.
     layouts_received: u64,
     box_start: Option<Pos2>,
+    /// Where a Ctrl+drag range selection started.
+    range_start: Option<Pos2>,
     overview: Option<(LayoutKey, Arc<Vec<f32>>)>,
 }
 
@@ -64,6 +66,8 @@ struct Laid {
     key: LayoutKey,
     columns: Arc<Vec<Column>>,
     mesh: Arc<Mesh>,
+    /// First and last event of the layout's columns.
+    events: (u32, u32),
     y_min_bytes: f64,
     y_max_bytes: f64,
 }
@@ -154,6 +158,7 @@ pub fn lifecycle_ui(
     state: &mut LifecycleState,
     selection: &Selection,
     commands: &mut Vec<Command>,
+    highlight: Option<&FxHashSet<LifetimeId>>,
 ) {
     let has_time = data.times[device].is_some();
     if !has_time {
@@ -258,12 +263,34 @@ pub fn lifecycle_ui(
             y_view = None;
         }
     }
-    let box_zooming =
-        ui.input(|i| i.modifiers.shift) || response.dragged_by(egui::PointerButton::Secondary);
+    // Ctrl+drag: select a range of events for range analysis.
+    let ranging = ui.input(|i| i.modifiers.command);
+    if response.drag_started() && ranging {
+        state.range_start = response.interact_pointer_pos();
+    }
+    if let Some(start) = state.range_start
+        && response.drag_stopped()
+    {
+        if let Some(end) = response.interact_pointer_pos()
+            && (end.x - start.x).abs() > 2.0
+        {
+            let first = ax.event_at(to_x(start.x.min(end.x), view));
+            let last = ax
+                .event_at(to_x(start.x.max(end.x), view))
+                .saturating_sub(1)
+                .max(first);
+            commands.push(Command::SelectRange(Some((first, last))));
+        }
+        state.range_start = None;
+    }
+    let box_zooming = !ranging
+        && (ui.input(|i| i.modifiers.shift) || response.dragged_by(egui::PointerButton::Secondary));
     if response.drag_started() && box_zooming {
         state.box_start = response.interact_pointer_pos();
     }
-    if let Some(start) = state.box_start {
+    if state.range_start.is_some() {
+        // A range is being drawn: no pan.
+    } else if let Some(start) = state.box_start {
         if response.drag_stopped() {
             if let Some(end) = response.interact_pointer_pos()
                 && (end.x - start.x).abs() > 3.0
@@ -358,11 +385,37 @@ pub fn lifecycle_ui(
         painter.add(Shape::mesh(mesh));
     }
     paint_marks(&painter, laid, chart_rect, &y_of);
+    if let Some(keep) = highlight {
+        paint_dimmed_except(&painter, data, device, laid, keep, chart_rect, &y_of);
+    }
     if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
     }
     paint_x_axis(&painter, chart_rect, view, &ax, &x_of);
 
+    if let Some((first, last)) = selection.range {
+        let (l, r) = (
+            x_of(ax.x_of_event(first as usize)),
+            x_of(ax.x_of_event(last as usize + 1)),
+        );
+        let span = Rect::from_x_y_ranges(
+            l.max(chart_rect.left())..=r.min(chart_rect.right()).max(l.max(chart_rect.left())),
+            chart_rect.y_range(),
+        );
+        painter.rect_stroke(
+            span,
+            0.0,
+            Stroke::new(1.0, palette::RANGE),
+            egui::StrokeKind::Inside,
+        );
+    }
+    if let (Some(start), Some(now)) = (state.range_start, response.interact_pointer_pos()) {
+        let r = Rect::from_x_y_ranges(
+            start.x.min(now.x)..=start.x.max(now.x),
+            chart_rect.y_range(),
+        );
+        painter.rect_filled(r, 0.0, palette::RANGE_DRAG);
+    }
     if let (Some(start), Some(now)) = (state.box_start, response.interact_pointer_pos()) {
         let r = Rect::from_x_y_ranges(
             start.x.min(now.x)..=start.x.max(now.x),
@@ -464,6 +517,11 @@ impl LifecycleState {
         self.layouts_received
     }
 
+    /// Events covered by the last layout (the visible range).
+    pub fn visible_events(&self) -> Option<(u32, u32)> {
+        self.laid.as_ref().map(|l| l.events)
+    }
+
     /// The chart's rectangle in the last layout.
     pub fn chart_rect(&self) -> Option<Rect> {
         self.laid.as_ref().map(|l| l.key.rect)
@@ -563,6 +621,10 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
                 key,
                 columns: Arc::new(laid_columns),
                 mesh: Arc::new(mesh),
+                events: (
+                    first as u32,
+                    (last as u32).saturating_sub(1).max(first as u32),
+                ),
                 y_min_bytes,
                 y_max_bytes,
             };
@@ -703,6 +765,51 @@ fn paint_marks(painter: &egui::Painter, laid: &Laid, rect: Rect, y_of: &dyn Fn(f
     }
 }
 
+/// The screen rectangles of the runs of the lifetimes `wanted` accepts, merged across columns
+/// while a band keeps its place.
+fn band_rects(
+    laid: &Laid,
+    rect: Rect,
+    y_of: &dyn Fn(f64) -> f32,
+    wanted: &dyn Fn(LifetimeId) -> bool,
+) -> Vec<(Rect, LifetimeId)> {
+    let col_w = rect.width() / laid.columns.len().max(1) as f32;
+    // Open rectangles of the previous column, by lifetime.
+    let mut open: FxHashMap<LifetimeId, usize> = FxHashMap::default();
+    let mut rects: Vec<(Rect, LifetimeId)> = Vec::new();
+    for (c, col) in laid.columns.iter().enumerate() {
+        let x0 = rect.left() + c as f32 * col_w;
+        let mut next_open = FxHashMap::default();
+        for run in &col.runs {
+            let Band::Lifetime(id) = run.band else {
+                continue;
+            };
+            if !wanted(id) {
+                continue;
+            }
+            let here = Rect::from_min_max(
+                pos2(x0, y_of(run.y1_bytes as f64)),
+                pos2(x0 + col_w, y_of(run.y0_bytes as f64)),
+            );
+            match open.get(&id) {
+                Some(&k)
+                    if (rects[k].0.top() - here.top()).abs() < 0.5
+                        && (rects[k].0.bottom() - here.bottom()).abs() < 0.5 =>
+                {
+                    rects[k].0.max.x = here.max.x;
+                    next_open.insert(id, k);
+                }
+                _ => {
+                    rects.push((here, id));
+                    next_open.insert(id, rects.len() - 1);
+                }
+            }
+        }
+        open = next_open;
+    }
+    rects
+}
+
 fn paint_selection(
     painter: &egui::Painter,
     laid: &Laid,
@@ -710,37 +817,33 @@ fn paint_selection(
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
-    let col_w = rect.width() / laid.columns.len().max(1) as f32;
-    let mut current: Option<Rect> = None;
-    let mut rects = Vec::new();
-    for (c, col) in laid.columns.iter().enumerate() {
-        let x0 = rect.left() + c as f32 * col_w;
-        let run = col.runs.iter().find(|r| r.band == Band::Lifetime(selected));
-        let here = run.map(|r| {
-            Rect::from_min_max(
-                pos2(x0, y_of(r.y1_bytes as f64)),
-                pos2(x0 + col_w, y_of(r.y0_bytes as f64)),
-            )
-        });
-        match (current.as_mut(), here) {
-            (Some(cur), Some(h))
-                if (cur.top() - h.top()).abs() < 0.5 && (cur.bottom() - h.bottom()).abs() < 0.5 =>
-            {
-                cur.max.x = h.max.x;
-            }
-            (_, h) => {
-                rects.extend(current.take());
-                current = h;
-            }
-        }
-    }
-    rects.extend(current);
-    for r in rects {
+    for (r, _) in band_rects(laid, rect, y_of, &|id| id == selected) {
         painter.rect_stroke(
             r,
             0.0,
             Stroke::new(2.0, palette::SELECTION),
             egui::StrokeKind::Outside,
+        );
+    }
+}
+
+/// Dims the chart except the bands in `keep` (range analysis).
+fn paint_dimmed_except(
+    painter: &egui::Painter,
+    data: &Prepared,
+    device: usize,
+    laid: &Laid,
+    keep: &FxHashSet<LifetimeId>,
+    rect: Rect,
+    y_of: &dyn Fn(f64) -> f32,
+) {
+    painter.rect_filled(rect, 0.0, palette::DIM);
+    let lifetimes = &data.loaded.replays[device].lifetimes;
+    for (r, id) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
+        painter.rect_filled(
+            r,
+            0.0,
+            palette::band_color(lifetimes[id as usize].stack, id),
         );
     }
 }

@@ -14,6 +14,8 @@ pub struct Selection {
     pub lifetime: Option<LifetimeId>,
     /// The lifecycle chart should bring the pinned allocation into view (set by the pool chart).
     pub reveal: bool,
+    /// Events `first..=last` selected for range analysis.
+    pub range: Option<(u32, u32)>,
 }
 
 /// A change to the selection, from any view.
@@ -35,6 +37,8 @@ pub enum Command {
         forward: bool,
     },
     Unpin,
+    /// Events `first..=last` for range analysis (`None`: clear).
+    SelectRange(Option<(u32, u32)>),
     /// The lifecycle chart has brought the pinned allocation into view.
     Revealed,
 }
@@ -84,6 +88,10 @@ impl Selection {
                     }
                 }
                 Command::Unpin => self.lifetime = None,
+                Command::SelectRange(range) => {
+                    self.range = range
+                        .and_then(|(a, b)| Some((clamp(Some(a.min(b)))?, clamp(Some(a.max(b)))?)));
+                }
                 Command::Revealed => self.reveal = false,
             }
         }
@@ -128,7 +136,7 @@ mod tests {
             &Selection {
                 event: Some(12),
                 lifetime: Some(3),
-                reveal: false,
+                ..Selection::default()
             },
         );
         check(
@@ -161,6 +169,31 @@ mod tests {
             },
         );
         check(&[Command::PickInPool(u32::MAX)], &Selection::default());
+    }
+
+    #[test]
+    fn ranges_are_ordered_and_clamped() {
+        check(
+            &[Command::SelectRange(Some((900, 10)))],
+            &Selection {
+                range: Some((10, 900)),
+                ..Selection::default()
+            },
+        );
+        check(
+            &[Command::SelectRange(Some((10, 99_999)))],
+            &Selection {
+                range: Some((10, 3999)),
+                ..Selection::default()
+            },
+        );
+        check(
+            &[
+                Command::SelectRange(Some((1, 2))),
+                Command::SelectRange(None),
+            ],
+            &Selection::default(),
+        );
     }
 
     #[test]

@@ -356,3 +356,59 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
     }
     harness.get_by_label("Copy stack");
 }
+
+#[test]
+fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
+    let mut harness = harness(&generated(Scenario::Leak, 8000), &small());
+    harness.state_mut().show_pool = false;
+    settle(&mut harness);
+    let rect = harness.state().documents()[0]
+        .lifecycle
+        .chart_rect()
+        .expect("laid out");
+    let (from, to) = (
+        egui::pos2(rect.left() + rect.width() * 0.2, rect.center().y),
+        egui::pos2(rect.left() + rect.width() * 0.7, rect.center().y),
+    );
+    harness.event(Event::PointerMoved(from));
+    harness.event(Event::PointerButton {
+        pos: from,
+        button: PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::COMMAND,
+    });
+    harness.step();
+    for k in 1..=10 {
+        harness.event_modifiers(
+            Event::PointerMoved(from + (to - from) * (k as f32 / 10.0)),
+            Modifiers::COMMAND,
+        );
+        harness.step();
+    }
+    harness.event(Event::PointerButton {
+        pos: to,
+        button: PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::COMMAND,
+    });
+    settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    let (first, last) = doc.selection.range.expect("a range is selected");
+    assert!(first > 0 && last > first && last < 8000, "{first}..{last}");
+    assert_eq!(
+        doc.lifecycle.x_range, None,
+        "a range selection does not pan or zoom"
+    );
+    let report = memsight_core::range::RangeReport::new(&doc.data.loaded.replays[0], first, last);
+    assert!(
+        !report.unreleased.is_empty(),
+        "the leak leaves blocks behind"
+    );
+    harness.get_by_label_contains(&format!(
+        "{} blocks allocated here and not freed by its end",
+        report.unreleased.len()
+    ));
+    harness.get_by_label("dim every other band").click();
+    harness.run_steps(2);
+    assert!(harness.state().documents()[0].range.dim_others);
+}
