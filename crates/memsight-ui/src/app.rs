@@ -185,12 +185,34 @@ impl MemsightApp {
                 });
         }
         if self.show_pool && !self.docs.is_empty() {
+            // At most half the window, so the lifecycle chart always keeps room.
+            let max_height = (ui.available_height() * 0.5).max(120.0);
             egui::Panel::bottom("pool")
                 .resizable(true)
-                .default_size(260.0)
+                .default_size(260.0_f32.min(max_height))
+                .max_size(max_height)
                 .show(ui, |ui| self.pool_ui(ui));
         }
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+        // ↑ / ↓ step through events (Shift: 100 at a time) unless a text field has the keys.
+        if let Some(doc) = self.docs.get_mut(self.active)
+            && !ctx.memory(|m| m.focused().is_some())
+        {
+            let (up, down, shift) = ctx.input(|i| {
+                (
+                    i.key_pressed(egui::Key::ArrowUp),
+                    i.key_pressed(egui::Key::ArrowDown),
+                    i.modifiers.shift,
+                )
+            });
+            let step = if shift { 100 } else { 1 };
+            if up {
+                doc.commands.push(crate::selection::Command::Step(-step));
+            }
+            if down {
+                doc.commands.push(crate::selection::Command::Step(step));
+            }
+        }
         // Every view has drawn and queued its commands: change the selection once.
         if let Some(doc) = self.docs.get_mut(self.active) {
             doc.apply_commands();
@@ -565,6 +587,21 @@ impl MemsightApp {
         };
         let Some(i) = doc.device_index() else { return };
         let data = Arc::clone(&doc.data);
+        if self.view == View::App && !data.loaded.snapshot.devices[i].trace.is_empty() {
+            egui::Panel::left("events")
+                .resizable(true)
+                .default_size(560.0)
+                .show(ui, |ui| {
+                    crate::event_list::event_list_ui(
+                        ui,
+                        &data,
+                        i,
+                        &doc.selection,
+                        &mut doc.events,
+                        &mut doc.commands,
+                    );
+                });
+        }
         crate::pool_view::pool_ui(
             ui,
             &data,
@@ -661,6 +698,19 @@ impl MemsightApp {
             }
         });
         lifetime_facts_ui(ui, &data, i, lifetime);
+        ui.horizontal(|ui| {
+            for (what, event) in [
+                ("alloc event", lifetime.alloc_event),
+                ("free event", lifetime.free_completed_event),
+            ] {
+                if let Some(e) = event
+                    && ui.button(format!("pool at {what} {e}")).clicked()
+                {
+                    doc.commands
+                        .push(crate::selection::Command::SelectEvent(Some(e)));
+                }
+            }
+        });
         ui.separator();
         ui.horizontal(|ui| {
             ui.checkbox(&mut doc.lifecycle.show_internal_frames, "internal frames");

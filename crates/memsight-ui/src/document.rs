@@ -12,6 +12,7 @@ use memsight_core::replay::LifetimeId;
 use memsight_core::{LoadProgress, Loaded, load_bytes};
 use rustc_hash::FxHashSet;
 
+use crate::event_list::EventListState;
 use crate::lifecycle_view::LifecycleState;
 use crate::pool_view::PoolViewState;
 use crate::selection::{Command, Selection};
@@ -137,6 +138,7 @@ pub struct Document {
     pub lifecycle: LifecycleState,
     pub pool: PoolViewState,
     pub range: RangeView,
+    pub events: EventListState,
 }
 
 struct AnalysedRange {
@@ -171,6 +173,7 @@ impl Document {
             lifecycle: LifecycleState::default(),
             pool: PoolViewState::default(),
             range: RangeView::default(),
+            events: EventListState::default(),
         }
     }
 

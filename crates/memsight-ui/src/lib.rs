@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod document;
+pub mod event_list;
 pub mod headless;
 pub mod lifecycle_view;
 pub mod palette;

@@ -188,21 +188,6 @@ fn header_ui(
         ));
         ui.label(format!("{} segments", pool.segments.len()));
     });
-    if ui.ui_contains_pointer() || ui.memory(|m| m.focused().is_none()) {
-        let (left, right) = ui.input(|i| {
-            (
-                i.key_pressed(egui::Key::ArrowLeft),
-                i.key_pressed(egui::Key::ArrowRight),
-            )
-        });
-        let shift = ui.input(|i| i.modifiers.shift);
-        if left {
-            commands.push(Command::Step(if shift { -100 } else { -1 }));
-        }
-        if right {
-            commands.push(Command::Step(if shift { 100 } else { 1 }));
-        }
-    }
 }
 
 #[expect(

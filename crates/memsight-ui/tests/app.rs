@@ -60,6 +60,7 @@ fn settle(harness: &mut Harness<'static, MemsightApp>) {
     for _ in 0..3 {
         harness.step();
     }
+
     let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     while harness.state().is_busy() {
         assert!(
@@ -411,4 +412,37 @@ fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
     harness.get_by_label("dim every other band").click();
     harness.run_steps(2);
     assert!(harness.state().documents()[0].range.dim_others);
+}
+
+#[test]
+fn clicking_a_segment_alloc_row_shows_that_segment() {
+    let Some(source) = fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    let options = ScreenshotOptions {
+        width: 1300.0,
+        height: 900.0,
+        ..ScreenshotOptions::default()
+    };
+    let mut harness = harness(&source, &options);
+    harness.state_mut().documents_mut()[0].events.filter =
+        Some(memsight_core::model::Action::SegmentAlloc);
+    harness.run_steps(2);
+    // The second segment_alloc of the trace is event 8, at 20617099214848 = 0x12c04ae00000
+    // (read with Python's pickle).
+    harness.get_by_label("0x12c04ae00000").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(8));
+    let pool = doc.pool.pool().expect("a pool is shown");
+    assert!(
+        pool.segments
+            .iter()
+            .any(|s| s.address == 20_617_099_214_848)
+    );
+    // ↓ steps to the next event and the pool follows.
+    harness.key_press(egui::Key::ArrowDown);
+    harness.run_steps(2);
+    assert_eq!(harness.state().documents()[0].selection.event, Some(9));
+    harness.get_by_label_contains("Pool after event 9");
 }
