@@ -198,3 +198,63 @@ fn screenshot_renders_without_a_display() {
     );
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// The pool chart of the app and `memsight state` agree at the same event, segment for segment.
+#[test]
+fn the_pool_chart_agrees_with_memsight_state() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/snapshots/cuda_ctx512_forward_mixed.pickle");
+    let fixture = std::env::var_os("MEMSIGHT_FIXTURES").map_or(fixture, |d| {
+        PathBuf::from(d).join("snapshots/cuda_ctx512_forward_mixed.pickle")
+    });
+    if !fixture.is_file() {
+        eprintln!("skipped: corpus not found at {}", fixture.display());
+        return;
+    }
+    let path = fixture.to_str().expect("utf-8 path");
+    let json = stdout_json(&memsight(&["state", path, "--event", "701", "--json"]));
+
+    let options = memsight_ui::headless::ScreenshotOptions {
+        view: memsight_ui::View::Pool,
+        event: Some(701),
+        ..memsight_ui::headless::ScreenshotOptions::default()
+    };
+    let app =
+        memsight_ui::headless::prepared_app(&memsight_ui::Source::Path(fixture.clone()), &options)
+            .expect("loads");
+    let mut harness = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(900.0, 600.0))
+        .build_ui_state(
+            |ui, app: &mut memsight_ui::MemsightApp| app.ui_root(ui),
+            app,
+        );
+    harness.run_steps(3);
+    let pool = harness.state().documents()[0]
+        .pool
+        .pool()
+        .expect("the pool chart shows a pool")
+        .clone();
+
+    let from_cli: Vec<(u64, u64, usize)> = json["segments"]
+        .as_array()
+        .expect("segments")
+        .iter()
+        .map(|s| {
+            (
+                s["address"].as_u64().expect("address"),
+                s["total_size"].as_u64().expect("size"),
+                s["blocks"].as_array().expect("blocks").len(),
+            )
+        })
+        .collect();
+    let from_chart: Vec<(u64, u64, usize)> = pool
+        .segments
+        .iter()
+        .map(|s| (s.address, s.total_size_bytes, s.blocks.len()))
+        .collect();
+    assert_eq!(from_chart, from_cli);
+    assert_eq!(
+        json["allocated_bytes"].as_i64(),
+        Some(pool.totals.allocated_bytes)
+    );
+}

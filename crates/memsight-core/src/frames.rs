@@ -20,6 +20,7 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         .iter()
         .any(|ext| file.ends_with(ext));
     file == "??"
+        || file.is_empty()
         || native
         || file.starts_with('<')
         || file.contains("/torch/")

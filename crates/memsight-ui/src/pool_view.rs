@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use egui::{Align2, FontId, Rect, Sense, Stroke, Ui, pos2, vec2};
 use memsight_core::frames::display_frames;
-use memsight_core::model::BlockState;
+use memsight_core::model::{Action, BlockState};
 use memsight_core::replay::{LifetimeId, PoolSegment, PoolState};
 use memsight_core::units::format_bytes;
 
@@ -140,9 +140,12 @@ pub fn pool_ui(
                     commands.push(Command::PickInPool(id));
                 }
                 if let Some(id) = hovered_block {
-                    response.on_hover_ui_at_pointer(|ui| block_tooltip_ui(ui, data, device, id));
+                    response
+                        .on_hover_ui_at_pointer(|ui| block_tooltip_ui(ui, data, device, id, event));
                 } else {
-                    response.on_hover_ui_at_pointer(|ui| segment_tooltip_ui(ui, data, seg));
+                    response.on_hover_ui_at_pointer(|ui| {
+                        segment_tooltip_ui(ui, data, device, seg, event);
+                    });
                 }
             }
         });
@@ -167,6 +170,7 @@ fn header_ui(
     let trace = &data.loaded.snapshot.devices[device].trace;
     ui.horizontal_wrapped(|ui| {
         let when = match event {
+            None if trace.is_empty() => "at dump time (no trace)".to_string(),
             None => "before the first event".to_string(),
             Some(e) => format!("after event {e} ({})", trace.action[e as usize].name(&data.loaded.snapshot.strings)),
         };
@@ -278,8 +282,20 @@ fn segment_row(
     );
 }
 
-fn block_tooltip_ui(ui: &mut Ui, data: &Prepared, device: usize, id: LifetimeId) {
+fn block_tooltip_ui(
+    ui: &mut Ui,
+    data: &Prepared,
+    device: usize,
+    id: LifetimeId,
+    event: Option<u32>,
+) {
     let l = &data.loaded.replays[device].lifetimes[id as usize];
+    let state = match l.state_after(event) {
+        BlockState::ActiveAllocated => "allocated",
+        BlockState::ActivePendingFree => "pending free (freed, still used by another stream)",
+        BlockState::Inactive => "free",
+    };
+    ui.label(format!("state: {state}"));
     crate::lifecycle_view::lifetime_facts_ui(ui, data, device, l);
     for line in display_frames(&data.loaded.snapshot, l.stack, false)
         .iter()
@@ -290,7 +306,13 @@ fn block_tooltip_ui(ui: &mut Ui, data: &Prepared, device: usize, id: LifetimeId)
     ui.weak("click: show it on the lifecycle chart");
 }
 
-fn segment_tooltip_ui(ui: &mut Ui, data: &Prepared, seg: &PoolSegment) {
+fn segment_tooltip_ui(
+    ui: &mut Ui,
+    data: &Prepared,
+    device: usize,
+    seg: &PoolSegment,
+    event: Option<u32>,
+) {
     let s = &data.loaded.snapshot;
     let allocated: u64 = seg
         .blocks
@@ -322,6 +344,12 @@ fn segment_tooltip_ui(ui: &mut Ui, data: &Prepared, seg: &PoolSegment) {
                         s.streams.get(seg.stream as usize).copied().unwrap_or(0)
                     ),
                 ),
+                (
+                    "pool",
+                    s.pools
+                        .get(seg.pool as usize)
+                        .map_or_else(|| "default".to_string(), |(a, b)| format!("({a}, {b})")),
+                ),
                 ("expandable", seg.is_expandable.to_string()),
             ] {
                 ui.label(k);
@@ -329,14 +357,26 @@ fn segment_tooltip_ui(ui: &mut Ui, data: &Prepared, seg: &PoolSegment) {
                 ui.end_row();
             }
         });
-    // The stack that created it, when the final pool still has this segment.
-    let final_stack = s
-        .devices
-        .iter()
-        .flat_map(|d| &d.segments)
-        .find(|f| f.address == seg.address)
-        .map(|f| f.stack);
-    if let Some(stack) = final_stack {
+    // The stack that created it: the last segment_alloc / segment_map at its address up to the
+    // shown event, else the final pool's record of it.
+    let trace = &s.devices[device].trace;
+    let upto = event.map_or(0, |e| e as usize + 1).min(trace.len());
+    let created = (0..upto)
+        .rev()
+        .find(|&i| {
+            matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap)
+                && trace.addr[i] == seg.address
+        })
+        .map(|i| trace.stack[i]);
+    let stack = created.or_else(|| {
+        s.devices[device]
+            .segments
+            .iter()
+            .find(|f| f.address == seg.address)
+            .map(|f| f.stack)
+    });
+    if let Some(stack) = stack {
+        ui.label("created by:");
         for line in display_frames(s, stack, false).iter().take(6) {
             ui.monospace(&line.text);
         }
