@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 export WGPU_BACKEND=gl
 
 echo "== tests"
-cargo test --workspace
+test_log="$(mktemp)"
+trap 'rm -f "$test_log"' EXIT
+cargo test --workspace 2>&1 | tee "$test_log"
 
 echo "== fmt"
 cargo fmt --all -- --check
@@ -26,3 +28,6 @@ if cargo tree -p memsight-core -e normal,build --prefix none | grep -E "$ui_crat
     exit 1
 fi
 echo "all checks passed"
+# One closing line for the whole run: every test binary's counts added up.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$test_log"
