@@ -50,7 +50,11 @@ pub enum Band {
     /// One allocation.
     Lifetime(LifetimeId),
     /// Consecutive allocations each thinner than a pixel, merged.
-    Merged { count: u32 },
+    Merged {
+        count: u32,
+        /// The largest of them: its call stack colours the run.
+        largest: LifetimeId,
+    },
 }
 
 /// A vertical stretch of one column, in bytes from the bottom of the stack.
@@ -259,11 +263,17 @@ impl<'a> ChunkSweep<'a> {
                 let run = pending.get_or_insert(Run {
                     y0_bytes: y0,
                     y1_bytes: y0,
-                    band: Band::Merged { count: 0 },
+                    band: Band::Merged {
+                        count: 0,
+                        largest: id,
+                    },
                 });
                 run.y1_bytes = y1;
-                if let Band::Merged { count } = &mut run.band {
+                if let Band::Merged { count, largest } = &mut run.band {
                     *count += 1;
+                    if size > self.replay.lifetimes[*largest as usize].requested_size_bytes {
+                        *largest = id;
+                    }
                 }
                 if ((run.y1_bytes - run.y0_bytes) as f64) >= self.bytes_per_px {
                     runs.extend(pending.take());

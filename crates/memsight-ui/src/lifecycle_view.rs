@@ -454,7 +454,7 @@ pub fn lifecycle_ui(
     if let Some((band, column)) = hovered {
         response.on_hover_ui_at_pointer(|ui| match band {
             Band::Lifetime(id) => lifetime_tooltip_ui(ui, data, device, id),
-            Band::Merged { count } => {
+            Band::Merged { count, .. } => {
                 ui.label(format!(
                     "{count} allocations, each thinner than a pixel here: zoom in to see them"
                 ));
@@ -654,15 +654,14 @@ fn build_mesh(
         let x0 = rect.left() + c as f32 * col_w;
         let mut next_open = FxHashMap::default();
         for run in &column.runs {
-            let (top, bottom) = (
-                y_of(run.y1_bytes).max(rect.top()),
-                y_of(run.y0_bytes).min(rect.bottom()),
+            // Edges snapped to quarter pixels: neighbours in a column share an edge exactly, and a
+            // quad extended into the next column matches that column's run exactly (no seams).
+            let (top_q, bottom_q) = (
+                (y_of(run.y1_bytes).max(rect.top()) * 4.0).round() as i32,
+                (y_of(run.y0_bytes).min(rect.bottom()) * 4.0).round() as i32,
             );
-            let id = (
-                run.band,
-                (top * 4.0).round() as i32,
-                (bottom * 4.0).round() as i32,
-            );
+            let (top, bottom) = (top_q as f32 / 4.0, bottom_q as f32 / 4.0);
+            let id = (run.band, top_q, bottom_q);
             if let Some(&q) = open.get(&id) {
                 let quad: &mut (Rect, Color32) = &mut quads[q];
                 quad.0.max.x = x0 + col_w;
@@ -671,10 +670,12 @@ fn build_mesh(
             }
             let color = match run.band {
                 Band::Lifetime(lt) => palette::band_color(replay.lifetimes[lt as usize].stack, lt),
-                Band::Merged { .. } => palette::MERGED_BAND,
+                Band::Merged { largest, .. } => {
+                    palette::merged_band_color(replay.lifetimes[largest as usize].stack)
+                }
             };
             quads.push((
-                Rect::from_min_max(pos2(x0, top), pos2(x0 + col_w, bottom.max(top + 0.5))),
+                Rect::from_min_max(pos2(x0, top), pos2(x0 + col_w, bottom.max(top + 0.25))),
                 color,
             ));
             next_open.insert(id, quads.len() - 1);

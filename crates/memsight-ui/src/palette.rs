@@ -35,6 +35,14 @@ pub fn band_color(stack: u32, allocation: u32) -> Color32 {
     hsv(hue as f32, 0.55, value)
 }
 
+/// Allocations merged below a pixel: their largest one's hue, washed out towards grey so a merged
+/// run never passes for a single allocation.
+pub fn merged_band_color(stack: u32) -> Color32 {
+    let c = band_color(stack, 0);
+    let mix = |x: u8| ((u16::from(x) * 2 + u16::from(MERGED_BAND.r()) * 3) / 5) as u8;
+    Color32::from_rgb(mix(c.r()), mix(c.g()), mix(c.b()))
+}
+
 #[expect(
     clippy::many_single_char_names,
     reason = "the textbook HSV-to-RGB names"
