@@ -588,9 +588,11 @@ impl MemsightApp {
         let Some(i) = doc.device_index() else { return };
         let data = Arc::clone(&doc.data);
         if self.view == View::App && !data.loaded.snapshot.devices[i].trace.is_empty() {
+            let width = ui.available_width();
             egui::Panel::left("events")
                 .resizable(true)
-                .default_size(560.0)
+                .default_size((width * 0.5).min(700.0))
+                .max_size(width * 0.75)
                 .show(ui, |ui| {
                     crate::event_list::event_list_ui(
                         ui,

@@ -102,11 +102,15 @@ pub fn event_list_ui(
     let trace = &s.devices[device].trace;
     let replay = &data.loaded.replays[device];
     toolbar_ui(ui, data, device, state, commands);
+    // Columns shrink with the panel (cells truncate), so the table never pushes the pool aside.
+    let spacing = ui.spacing().item_spacing.x * (WIDTHS.len() as f32 - 1.0) + 16.0;
+    let scale = ((ui.available_width() - spacing) / WIDTHS.iter().sum::<f32>()).clamp(0.3, 1.0);
+    let widths = WIDTHS.map(|w| w * scale);
     let rows = state.rows(data, device);
     let count = rows.as_ref().map_or(trace.len(), |r| r.len());
     let event_of = |row: usize| rows.as_ref().map_or(row as u32, |r| r[row]);
     ui.horizontal(|ui| {
-        for (w, title) in WIDTHS.iter().zip([
+        for (w, title) in widths.iter().zip([
             "event",
             "time (s)",
             "action",
@@ -168,7 +172,7 @@ pub fn event_list_ui(
             let clicked = ui
                 .horizontal(|ui| {
                     let mut clicked = false;
-                    for (w, text) in WIDTHS.iter().zip(cells) {
+                    for (w, text) in widths.iter().zip(cells) {
                         let text = if selected {
                             RichText::new(text)
                                 .strong()

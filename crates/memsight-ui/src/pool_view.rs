@@ -17,7 +17,7 @@ use crate::palette;
 use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;
-const LABEL_WIDTH: f32 = 150.0;
+const LABEL_WIDTH: f32 = 96.0;
 
 /// The pool of one (device, event), with its rows in display order.
 struct ShownPool {

@@ -228,8 +228,8 @@ fn image_snapshot_of_the_timeline() {
 #[test]
 fn image_snapshot_of_the_app_with_a_pinned_allocation() {
     let app_view = ScreenshotOptions {
-        width: 800.0,
-        height: 480.0,
+        width: 1100.0,
+        height: 680.0,
         select_event: Some(1500),
         ..ScreenshotOptions::default()
     };
