@@ -103,9 +103,13 @@ pub fn event_list_ui(
     let replay = &data.loaded.replays[device];
     toolbar_ui(ui, data, device, state, commands);
     // Columns shrink with the panel (cells truncate), so the table never pushes the pool aside.
-    let spacing = ui.spacing().item_spacing.x * (WIDTHS.len() as f32 - 1.0) + 16.0;
+    // Spacing between cells plus room for the scroll bar, so the rows never ask for more width
+    // than the panel has (a panel grows to fit its content).
+    let spacing = ui.spacing().item_spacing.x * (WIDTHS.len() as f32 - 1.0)
+        + ui.spacing().scroll.bar_width
+        + 24.0;
     let scale = ((ui.available_width() - spacing) / WIDTHS.iter().sum::<f32>()).clamp(0.3, 1.0);
-    let widths = WIDTHS.map(|w| w * scale);
+    let widths = WIDTHS.map(|w| (w * scale).floor());
     let rows = state.rows(data, device);
     let count = rows.as_ref().map_or(trace.len(), |r| r.len());
     let event_of = |row: usize| rows.as_ref().map_or(row as u32, |r| r[row]);

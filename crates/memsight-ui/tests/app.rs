@@ -234,6 +234,8 @@ fn image_snapshot_of_the_app_with_a_pinned_allocation() {
         ..ScreenshotOptions::default()
     };
     let mut app = harness(&generated(Scenario::Stall, 6000), &app_view);
+    // Panels settle their widths over a few frames; the picture is taken after they have.
+    app.run_steps(20);
     app.snapshot_options("stall_app_with_pinned_allocation", &snapshot_options());
 }
 
