@@ -1,0 +1,95 @@
+//! Detectors: each module looks for one kind of memory problem and returns plain-data
+//! [`Finding`]s with the evidence behind the verdict, for every front end to render.
+//!
+//! So far: `oom` and `stall` (issue 5 lists the rest: leak, fragmentation, outlier allocation,
+//! settings advice).
+
+mod oom;
+mod stall;
+
+use serde::Serialize;
+
+use crate::Loaded;
+use crate::model::{NO_STACK, StackId};
+
+/// What a finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    Leak,
+    Fragmentation,
+    AllocatorStall,
+    Oom,
+    OutlierAllocation,
+    Settings,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One diagnosis with its evidence.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub device: u32,
+    pub title: String,
+    /// One sentence: what happened and why it matters.
+    pub summary: String,
+    /// The bytes the verdict is about (requested, freed, leaked …).
+    pub bytes: u64,
+    /// First and last event of the evidence (device trace indices).
+    pub events: (u32, u32),
+    /// The call stack behind it, when there is one.
+    #[serde(skip)]
+    pub stack: StackId,
+    pub suggestion: String,
+}
+
+impl Finding {
+    pub fn has_stack(&self) -> bool {
+        self.stack != NO_STACK
+    }
+}
+
+/// Runs every detector on every device; most severe first, then by device and first event.
+pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (device, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
+        findings.extend(oom::detect(&loaded.snapshot, device, replay));
+        findings.extend(stall::detect(&loaded.snapshot, device, replay));
+    }
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.device.cmp(&b.device))
+            .then(a.events.cmp(&b.events))
+    });
+    findings
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::Loaded;
+    use crate::r#gen::{self, GenOptions, Generated, Scenario};
+
+    /// A generated snapshot of `scenario`, loaded, with the generator's ground truth.
+    pub fn generated(scenario: Scenario, events: usize, seed: u64) -> (Generated, Loaded) {
+        let g = r#gen::generate(&GenOptions {
+            scenario,
+            events,
+            seed,
+            protocol: 4,
+        });
+        let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
+        let loaded = Loaded::new(
+            crate::load_bytes(&bytes, std::path::Path::new(scenario.name())).expect("loads"),
+        );
+        (g, loaded)
+    }
+}

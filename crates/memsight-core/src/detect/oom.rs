@@ -1,0 +1,109 @@
+//! Flags every `oom` trace entry: an allocation the device could not serve. Classifies it as a
+//! single enormous request (more than the whole reserved pool), fragmentation (the cached free
+//! bytes would have covered it, just not in one piece) or a full device, so the reader knows
+//! whether to look at one call site, at the allocator settings, or at what holds the memory.
+
+use crate::model::{Action, Device, Snapshot};
+use crate::replay::DeviceReplay;
+use crate::units::format_bytes;
+
+use super::{Finding, FindingKind, Severity};
+
+pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
+    let trace = &device.trace;
+    let mut findings = Vec::new();
+    for (i, &action) in trace.action.iter().enumerate() {
+        if action != Action::Oom {
+            continue;
+        }
+        let requested = trace.size_bytes[i];
+        let device_free = trace
+            .oom_device_free_bytes
+            .iter()
+            .find(|(e, _)| *e as usize == i)
+            .map_or(0, |&(_, f)| f);
+        let at = replay.totals_after(Some(i as u32));
+        let (reserved, allocated) = (
+            at.reserved_bytes.max(0) as u64,
+            at.allocated_bytes.max(0) as u64,
+        );
+        let cached_free = reserved.saturating_sub(allocated);
+        let (cause, suggestion) = if requested > reserved + device_free {
+            (
+                "a single request larger than everything the device could offer",
+                "Look at this call site: a tensor this large usually comes from an unexpected shape (an expand or \
+                 broadcast before a cast, a batch or sequence far above the usual).",
+            )
+        } else if cached_free >= requested {
+            (
+                "fragmentation: the cached free bytes would cover it, but not in one piece",
+                "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks whole.",
+            )
+        } else {
+            (
+                "a full device: live tensors hold the memory",
+                "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.",
+            )
+        };
+        findings.push(Finding {
+            kind: FindingKind::Oom,
+            severity: Severity::Error,
+            device: device.ordinal,
+            title: format!("Out of memory: {} requested", format_bytes(requested as i64)),
+            summary: format!(
+                "At event {i} a request of {} failed with {} free on the device, {} reserved and {} allocated: {cause}.",
+                format_bytes(requested as i64),
+                format_bytes(device_free as i64),
+                format_bytes(reserved as i64),
+                format_bytes(allocated as i64)
+            ),
+            bytes: requested,
+            events: (i as u32, i as u32),
+            stack: trace.stack[i],
+            suggestion: suggestion.to_string(),
+        });
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::detect::test_support::generated;
+    use crate::detect::{FindingKind, analyze};
+    use crate::r#gen::Scenario;
+
+    #[test]
+    fn every_injected_oom_is_found_at_its_event_with_its_call_site() {
+        for seed in 1..=4 {
+            let (g, loaded) = generated(Scenario::Oom, 20_000, seed);
+            let truth = g.truth.oom.as_ref().expect("the oom scenario injects one");
+            let ooms: Vec<_> = analyze(&loaded)
+                .into_iter()
+                .filter(|f| f.kind == FindingKind::Oom)
+                .collect();
+            assert_eq!(ooms.len(), 1, "seed {seed}");
+            assert_eq!(u64::from(ooms[0].events.0), truth.event, "seed {seed}");
+            assert_eq!(ooms[0].bytes, truth.requested_bytes, "seed {seed}");
+            assert_eq!(
+                ooms[0].stack,
+                loaded.snapshot.devices[0].trace.stack[truth.event as usize]
+            );
+            assert!(
+                ooms[0].summary.contains("single request larger"),
+                "{}",
+                ooms[0].summary
+            );
+        }
+    }
+
+    #[test]
+    fn clean_runs_have_no_oom() {
+        for seed in 1..=3 {
+            let (_, loaded) = generated(Scenario::Steady, 20_000, seed);
+            assert!(
+                analyze(&loaded).iter().all(|f| f.kind != FindingKind::Oom),
+                "seed {seed}"
+            );
+        }
+    }
+}
