@@ -513,5 +513,14 @@ fn detectors_on_real_files() {
             _ => 0,
         };
         assert_eq!(stalls, expected_stalls, "{}", expected.file);
+        // No leak finding anywhere: only `cuda_cppframes_snapshotevents` has step boundaries (its
+        // nine `snapshot` events), and its ten steps return to the same baseline. The two NPU files
+        // come from a leak demo (a band grows step after step in their charts) but carry neither
+        // times nor `snapshot` events, and inferring steps from the curve's shape is not built yet.
+        let leaks = findings
+            .iter()
+            .filter(|f| f.kind == memsight_core::detect::FindingKind::Leak)
+            .count();
+        assert_eq!(leaks, 0, "{}", expected.file);
     }
 }

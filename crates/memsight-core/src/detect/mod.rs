@@ -1,9 +1,10 @@
 //! Detectors: each module looks for one kind of memory problem and returns plain-data
 //! [`Finding`]s with the evidence behind the verdict, for every front end to render.
 //!
-//! So far: `oom` and `stall` (issue 5 lists the rest: leak, fragmentation, outlier allocation,
+//! So far: `leak`, `oom` and `stall` (issue 5 lists the rest: fragmentation, outlier allocation,
 //! settings advice).
 
+mod leak;
 mod oom;
 mod stall;
 
@@ -61,6 +62,7 @@ impl Finding {
 pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (device, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
+        findings.extend(leak::detect(&loaded.snapshot, device, replay));
         findings.extend(oom::detect(&loaded.snapshot, device, replay));
         findings.extend(stall::detect(&loaded.snapshot, device, replay));
     }
