@@ -98,7 +98,8 @@ fn open(file: Option<&Path>) -> Result<Loaded> {
 
 fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    // As an io::Error, so a closed pipe is recognised as one.
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
 }
@@ -218,6 +219,96 @@ pub fn state(
             s.free_gaps,
             format_bytes(s.largest_gap_bytes as i64)
         )?;
+    }
+    Ok(())
+}
+
+pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&str>) -> Result<()> {
+    use memsight_core::detect::{Severity, analyze as detect_all};
+    use memsight_core::report::{AnalysisReport, FileFindings};
+
+    let threshold = match fail_on {
+        None => None,
+        Some("warning") => Some(Severity::Warning),
+        Some("error") => Some(Severity::Error),
+        Some(other) => bail!("--fail-on must be `warning` or `error`, not `{other}`"),
+    };
+    let targets: Vec<Option<&Path>> = if files.is_empty() {
+        vec![None]
+    } else {
+        files.iter().map(|f| Some(f.as_path())).collect()
+    };
+    let mut report = AnalysisReport { files: Vec::new() };
+    for file in targets {
+        let loaded = open(file)?;
+        let name = file.map_or_else(
+            || format!("<bundled {DEMO_NAME}>"),
+            |f| f.display().to_string(),
+        );
+        report
+            .files
+            .push(FileFindings::new(name, &loaded, &detect_all(&loaded)));
+    }
+    if json {
+        print_json(&report)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for file in &report.files {
+            if markdown {
+                writeln!(out, "## {}\n", file.file)?;
+            } else {
+                writeln!(out, "{}", file.file)?;
+            }
+            if file.findings.is_empty() {
+                writeln!(out, "{}no findings", if markdown { "" } else { "  " })?;
+            }
+            for f in &file.findings {
+                let site = f
+                    .top_frame
+                    .as_ref()
+                    .map_or_else(String::new, |t| format!(" at {t}"));
+                if markdown {
+                    writeln!(
+                        out,
+                        "- **{:?}** {} (device {}, events {}–{}){site}\n  {}\n  *{}*",
+                        f.severity,
+                        f.title,
+                        f.device,
+                        f.events[0],
+                        f.events[1],
+                        f.summary,
+                        f.suggestion
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "  [{:?}] {} — device {}, events {}–{}{site}\n    {}\n    → {}",
+                        f.severity,
+                        f.title,
+                        f.device,
+                        f.events[0],
+                        f.events[1],
+                        f.summary,
+                        f.suggestion
+                    )?;
+                }
+            }
+            writeln!(out)?;
+        }
+    }
+    if let Some(threshold) = threshold {
+        let failing = report
+            .files
+            .iter()
+            .flat_map(|f| &f.findings)
+            .filter(|f| f.severity >= threshold)
+            .count();
+        if failing > 0 {
+            bail!(
+                "{failing} finding(s) at or above {}",
+                fail_on.unwrap_or_default()
+            );
+        }
     }
     Ok(())
 }

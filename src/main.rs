@@ -64,6 +64,20 @@ enum Command {
         #[arg(long)]
         event: Option<u32>,
     },
+    /// Run the detectors (leak, OOM, allocator stall so far) and report what they find.
+    Analyze {
+        /// Snapshot pickles (optionally .gz); the bundled demo when none is given.
+        files: Vec<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print Markdown instead of text.
+        #[arg(long)]
+        markdown: bool,
+        /// Exit non-zero when a finding is at least this severe (`warning` or `error`).
+        #[arg(long)]
+        fail_on: Option<String>,
+    },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
         /// Workload: steady, leak, fragmentation, stall, oom, npu.
@@ -111,6 +125,12 @@ fn main() -> ExitCode {
             (width, height),
             (select_event, event),
         ),
+        Some(Command::Analyze {
+            files,
+            json,
+            markdown,
+            fail_on,
+        }) => commands::analyze(&files, json, markdown, fail_on.as_deref()),
         Some(Command::Gen {
             scenario,
             events,

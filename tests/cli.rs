@@ -258,3 +258,48 @@ fn the_pool_chart_agrees_with_memsight_state() {
         Some(pool.totals.allocated_bytes)
     );
 }
+
+#[test]
+fn analyze_finds_the_demo_leak_and_can_gate_ci() {
+    let json = stdout_json(&memsight(&["analyze", "--json"]));
+    let findings = json["files"][0]["findings"].as_array().expect("findings");
+    let leak = findings
+        .iter()
+        .find(|f| f["kind"] == "leak")
+        .expect("the demo leaks one tensor per step");
+    for key in [
+        "severity",
+        "device",
+        "title",
+        "summary",
+        "bytes",
+        "events",
+        "time_us",
+        "stack",
+        "suggestion",
+    ] {
+        assert!(!leak[key].is_null(), "missing {key}");
+    }
+    let frames = leak["stack"].as_array().expect("stack");
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["filename"] == "metrics.py" && f["line"] == 42 && f["name"] == "accumulate")
+    );
+    assert!(
+        !findings.iter().any(|f| f["kind"] == "oom"),
+        "the demo never runs out of memory"
+    );
+
+    let gate = memsight(&["analyze", "--fail-on", "warning"]);
+    assert!(!gate.status.success());
+    assert!(String::from_utf8_lossy(&gate.stderr).contains("finding(s) at or above warning"));
+    assert!(
+        memsight(&["analyze", "--fail-on", "error"])
+            .status
+            .success(),
+        "a leak is a warning, not an error"
+    );
+    let markdown = memsight(&["analyze", "--markdown"]);
+    assert!(String::from_utf8_lossy(&markdown.stdout).contains("- **Warning** Leak"));
+}

@@ -204,3 +204,82 @@ impl StateReport {
             .count()
     }
 }
+
+/// `memsight analyze --json`: the findings of each file.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnalysisReport {
+    pub files: Vec<FileFindings>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FileFindings {
+    pub file: String,
+    pub findings: Vec<FindingReport>,
+}
+
+/// A [`Finding`](crate::detect::Finding) with its stack and times resolved.
+#[derive(Clone, Debug, Serialize)]
+pub struct FindingReport {
+    pub kind: crate::detect::FindingKind,
+    pub severity: crate::detect::Severity,
+    pub device: u32,
+    pub title: String,
+    pub summary: String,
+    pub bytes: u64,
+    /// First and last event of the evidence.
+    pub events: [u32; 2],
+    /// Times of those events, when the trace has times.
+    pub time_us: Option<[i64; 2]>,
+    /// Innermost first.
+    pub stack: Vec<FrameReport>,
+    /// The innermost frame of the user's code (`name (file:line)`), internal frames skipped.
+    pub top_frame: Option<String>,
+    pub suggestion: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameReport {
+    pub filename: String,
+    pub line: i64,
+    pub name: String,
+}
+
+impl FileFindings {
+    pub fn new(file: String, loaded: &Loaded, findings: &[crate::detect::Finding]) -> Self {
+        let s = &loaded.snapshot;
+        let findings = findings
+            .iter()
+            .map(|f| {
+                let trace = s.device(f.device).map(|d| &d.trace);
+                let time = |e: u32| {
+                    trace
+                        .and_then(|t| t.time_us.get(e as usize).copied())
+                        .filter(|&t| t != crate::model::NO_TIME)
+                };
+                FindingReport {
+                    kind: f.kind,
+                    severity: f.severity,
+                    device: f.device,
+                    title: f.title.clone(),
+                    summary: f.summary.clone(),
+                    bytes: f.bytes,
+                    events: [f.events.0, f.events.1],
+                    time_us: time(f.events.0).zip(time(f.events.1)).map(|(a, b)| [a, b]),
+                    stack: s
+                        .stack_frames(f.stack)
+                        .map(|fr| FrameReport {
+                            filename: s.str(fr.filename).to_string(),
+                            line: fr.line,
+                            name: s.str(fr.name).to_string(),
+                        })
+                        .collect(),
+                    top_frame: crate::frames::display_frames(s, f.stack, false)
+                        .first()
+                        .map(|l| l.text.clone()),
+                    suggestion: f.suggestion.clone(),
+                }
+            })
+            .collect();
+        Self { file, findings }
+    }
+}
