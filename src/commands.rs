@@ -267,31 +267,23 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
                     .top_frame
                     .as_ref()
                     .map_or_else(String::new, |t| format!(" at {t}"));
-                if markdown {
-                    writeln!(
-                        out,
-                        "- **{:?}** {} (device {}, events {}–{}){site}\n  {}\n  *{}*",
-                        f.severity,
-                        f.title,
-                        f.device,
-                        f.events[0],
-                        f.events[1],
-                        f.summary,
-                        f.suggestion
-                    )?;
+                // The same lines in both formats; Markdown only adds a bullet and bold.
+                let (open, close, indent) = if markdown {
+                    ("- **", "**", "  ")
                 } else {
-                    writeln!(
-                        out,
-                        "  [{:?}] {} — device {}, events {}–{}{site}\n    {}\n    → {}",
-                        f.severity,
-                        f.title,
-                        f.device,
-                        f.events[0],
-                        f.events[1],
-                        f.summary,
-                        f.suggestion
-                    )?;
-                }
+                    ("  [", "]", "    ")
+                };
+                writeln!(
+                    out,
+                    "{open}{:?}{close} {} — device {}, events {}–{}{site}\n{indent}{}\n{indent}→ {}",
+                    f.severity,
+                    f.title,
+                    f.device,
+                    f.events[0],
+                    f.events[1],
+                    f.summary,
+                    f.suggestion
+                )?;
             }
             writeln!(out)?;
         }

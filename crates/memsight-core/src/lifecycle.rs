@@ -305,17 +305,10 @@ pub fn even_columns(first: f64, last: f64, width_px: usize) -> Vec<Range<u32>> {
 mod tests {
     use super::*;
     use crate::Loaded;
-    use crate::r#gen::{self, GenOptions, Scenario};
+    use crate::r#gen::{self, Scenario};
 
     fn loaded(scenario: Scenario, events: usize) -> Loaded {
-        let g = r#gen::generate(&GenOptions {
-            scenario,
-            events,
-            seed: 5,
-            protocol: 4,
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in memory");
-        Loaded::new(crate::load_bytes(&bytes, std::path::Path::new("t")).expect("loads"))
+        r#gen::generate_loaded(scenario, events, 5).1
     }
 
     /// The stack at an event, computed the slow way: every lifetime live then, in rank order.

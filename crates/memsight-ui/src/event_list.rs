@@ -248,20 +248,10 @@ fn toolbar_ui(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memsight_core::Loaded;
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::r#gen::{self, Scenario};
 
     fn prepared() -> Prepared {
-        let g = r#gen::generate(&GenOptions {
-            scenario: Scenario::Leak,
-            events: 5000,
-            seed: 4,
-            protocol: 4,
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in memory");
-        Prepared::new(Loaded::new(
-            memsight_core::load_bytes(&bytes, std::path::Path::new("t")).expect("loads"),
-        ))
+        Prepared::new(r#gen::generate_loaded(Scenario::Leak, 5000, 4).1)
     }
 
     #[test]

@@ -25,7 +25,7 @@ struct ShownPool {
     event: Option<u32>,
     pool: Arc<PoolState>,
     /// Segment indices, largest first, then by address.
-    order: Vec<usize>,
+    order: Arc<[usize]>,
 }
 
 #[derive(Default)]
@@ -98,7 +98,7 @@ pub fn pool_ui(
             device,
             event,
             pool: Arc::new(pool),
-            order,
+            order: order.into(),
         });
     }
     if state.zoom < 1.0 {
@@ -107,7 +107,7 @@ pub fn pool_ui(
     let Some(shown) = &state.pool else {
         return;
     };
-    let (pool, order) = (Arc::clone(&shown.pool), shown.order.clone());
+    let (pool, order) = (Arc::clone(&shown.pool), Arc::clone(&shown.order));
 
     header_ui(ui, data, device, &pool, event, commands);
     let largest = pool

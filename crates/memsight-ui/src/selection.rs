@@ -102,17 +102,10 @@ impl Selection {
 mod tests {
     use super::*;
     use memsight_core::Loaded;
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::r#gen::{self, Scenario};
 
     fn loaded() -> Loaded {
-        let g = r#gen::generate(&GenOptions {
-            scenario: Scenario::Fragmentation,
-            events: 4000,
-            seed: 2,
-            protocol: 4,
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in memory");
-        Loaded::new(memsight_core::load_bytes(&bytes, std::path::Path::new("t")).expect("loads"))
+        r#gen::generate_loaded(Scenario::Fragmentation, 4000, 2).1
     }
 
     fn check(commands: &[Command], expected: &Selection) {

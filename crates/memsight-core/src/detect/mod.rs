@@ -77,21 +77,5 @@ pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use crate::Loaded;
-    use crate::r#gen::{self, GenOptions, Generated, Scenario};
-
-    /// A generated snapshot of `scenario`, loaded, with the generator's ground truth.
-    pub fn generated(scenario: Scenario, events: usize, seed: u64) -> (Generated, Loaded) {
-        let g = r#gen::generate(&GenOptions {
-            scenario,
-            events,
-            seed,
-            protocol: 4,
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
-        let loaded = Loaded::new(
-            crate::load_bytes(&bytes, std::path::Path::new(scenario.name())).expect("loads"),
-        );
-        (g, loaded)
-    }
+    pub use crate::r#gen::generate_loaded as generated;
 }

@@ -557,6 +557,24 @@ fn add_npu_workspace(a: &mut Allocator, stream: i128) {
     }
 }
 
+/// Generates a protocol-4 snapshot of `scenario` and loads it back through the real loader, in
+/// memory: the generator's model and ground truth beside what the loader made of its pickle.
+pub fn generate_loaded(scenario: Scenario, events: usize, seed: u64) -> (Generated, crate::Loaded) {
+    let g = generate(&GenOptions {
+        scenario,
+        events,
+        seed,
+        protocol: 4,
+    });
+    let bytes = match g.write_pickle(Vec::new()) {
+        Ok(bytes) => bytes,
+        Err(err) => unreachable!("writing to memory cannot fail: {err}"),
+    };
+    let snapshot = crate::load_bytes(&bytes, Path::new(scenario.name()))
+        .unwrap_or_else(|err| unreachable!("the generator writes valid snapshots: {err}"));
+    (g, crate::Loaded::new(snapshot))
+}
+
 impl Generated {
     /// Writes the snapshot pickle to `out`.
     pub fn write_pickle<W: Write>(&self, out: W) -> io::Result<W> {
