@@ -230,6 +230,8 @@ pub struct FindingReport {
     pub events: [u32; 2],
     /// Times of those events, when the trace has times.
     pub time_us: Option<[i64; 2]>,
+    /// The one event whose pool state shows the evidence, when there is one.
+    pub focus_event: Option<u32>,
     /// Innermost first.
     pub stack: Vec<FrameReport>,
     /// The innermost frame of the user's code (`name (file:line)`), internal frames skipped.
@@ -265,6 +267,7 @@ impl FileFindings {
                     bytes: f.bytes,
                     events: [f.events.0, f.events.1],
                     time_us: time(f.events.0).zip(time(f.events.1)).map(|(a, b)| [a, b]),
+                    focus_event: f.focus_event,
                     stack: s
                         .stack_frames(f.stack)
                         .map(|fr| FrameReport {

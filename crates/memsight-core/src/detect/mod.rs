@@ -4,8 +4,10 @@
 //! So far: `leak`, `oom` and `stall` (issue 5 lists the rest: fragmentation, outlier allocation,
 //! settings advice).
 
+mod fragmentation;
 mod leak;
 mod oom;
+mod outlier;
 mod stall;
 
 use serde::Serialize;
@@ -46,6 +48,8 @@ pub struct Finding {
     pub bytes: u64,
     /// First and last event of the evidence (device trace indices).
     pub events: (u32, u32),
+    /// The one event to show first (its pool state is the evidence), when there is one.
+    pub focus_event: Option<u32>,
     /// The call stack behind it, when there is one.
     #[serde(skip)]
     pub stack: StackId,
@@ -63,7 +67,9 @@ pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (device, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
         findings.extend(leak::detect(&loaded.snapshot, device, replay));
+        findings.extend(fragmentation::detect(&loaded.snapshot, device, replay));
         findings.extend(oom::detect(&loaded.snapshot, device, replay));
+        findings.extend(outlier::detect(&loaded.snapshot, device, replay));
         findings.extend(stall::detect(&loaded.snapshot, device, replay));
     }
     findings.sort_by(|a, b| {

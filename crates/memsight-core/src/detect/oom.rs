@@ -59,6 +59,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             ),
             bytes: requested,
             events: (i as u32, i as u32),
+            focus_event: Some(i as u32),
             stack: trace.stack[i],
             suggestion: suggestion.to_string(),
         });

@@ -59,6 +59,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             ),
             bytes: freed,
             events: (first as u32, last as u32),
+            focus_event: Some(last as u32),
             stack: trace.stack[first],
             suggestion: "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) avoid the \
                          free-everything-and-retry path; otherwise reduce fragmentation (bucket inputs by size)."

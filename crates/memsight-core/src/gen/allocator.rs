@@ -79,6 +79,19 @@ pub struct Allocator {
     pub recorded: u64,
     /// Events of the last free-and-retry: (first recorded index, last recorded index, reserved before, after).
     pub stalls: Vec<(u64, u64, u64, u64)>,
+    /// Segments allocated although the free bytes cached in the same pool and stream covered the
+    /// request, just not in one piece.
+    pub fragmented_growth: Vec<FragmentedGrowth>,
+}
+
+/// One `segment_alloc` that fragmentation caused.
+#[derive(Clone, Copy, Debug)]
+pub struct FragmentedGrowth {
+    /// Recorded index of the `segment_alloc`.
+    pub event: u64,
+    pub requested_bytes: u64,
+    pub cached_free_bytes: u64,
+    pub stack: Option<u32>,
 }
 
 impl Allocator {
@@ -102,6 +115,7 @@ impl Allocator {
             max_entries,
             recorded: 0,
             stalls: Vec::new(),
+            fragmented_growth: Vec::new(),
         }
     }
 
@@ -145,7 +159,7 @@ impl Allocator {
             addr
         } else {
             {
-                if !self.grow(pool, stream, size, stack) {
+                if !self.grow_for(pool, stream, requested, stack) {
                     // Free every cached segment and retry: the allocator stall.
                     let before = self.reserved_bytes;
                     let first = self.recorded;
@@ -158,7 +172,7 @@ impl Allocator {
                             self.reserved_bytes,
                         ));
                     }
-                    if !self.grow(pool, stream, size, stack) {
+                    if !self.grow_for(pool, stream, requested, stack) {
                         let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
                         self.record(Action::Oom, 0, requested, stream, stack, Some(device_free));
                         return None;
@@ -171,6 +185,27 @@ impl Allocator {
         self.allocated_bytes += requested;
         self.record(Action::Alloc, addr, requested, stream, stack, None);
         Some(addr)
+    }
+
+    /// Grows the pool for a request, noting when the cached free bytes would have covered it.
+    fn grow_for(&mut self, pool: PoolKind, stream: i128, requested: u64, stack: Option<u32>) -> bool {
+        let size = round_size(requested);
+        let cached_free_bytes: u64 = self
+            .free
+            .range((pool, stream, 0, 0)..=(pool, stream, u64::MAX, u64::MAX))
+            .map(|&(_, _, size, _)| size)
+            .sum();
+        let event = self.recorded;
+        let grew = self.grow(pool, stream, size, stack);
+        if grew && !self.expandable && cached_free_bytes >= size {
+            self.fragmented_growth.push(FragmentedGrowth {
+                event,
+                requested_bytes: requested,
+                cached_free_bytes,
+                stack,
+            });
+        }
+        grew
     }
 
     fn best_fit(&self, pool: PoolKind, stream: i128, size: u64) -> Option<u64> {

@@ -98,6 +98,13 @@ pub struct Truth {
     pub leak: Option<LeakTruth>,
     pub stalls: Vec<StallTruth>,
     pub oom: Option<OomTruth>,
+    /// Every `segment_alloc` made although the free bytes cached in the same pool and stream
+    /// covered the request (trace indices).
+    pub fragmented_segment_allocs: Vec<FragmentationTruth>,
+    /// The call site whose requests caused the most of that growth, innermost frame first.
+    pub fragmentation_stack: Vec<TruthFrame>,
+    /// `alloc` events of activations and gradients in steps with an extreme input length (trace indices).
+    pub extreme_requests: Vec<u64>,
     /// The largest reserved-minus-allocated gap over the trace, and where.
     pub max_unused_reserved_bytes: u64,
     pub max_unused_reserved_event: Option<u64>,
@@ -127,6 +134,13 @@ pub struct StallTruth {
     pub last_event: u64,
     pub reserved_before_bytes: u64,
     pub reserved_after_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FragmentationTruth {
+    pub segment_alloc_event: u64,
+    pub requested_bytes: u64,
+    pub cached_free_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -330,6 +344,7 @@ pub fn generate(options: &GenOptions) -> Generated {
         ..Truth::default()
     };
     let mut max_unused = (0u64, None);
+    let mut extreme: Vec<u64> = Vec::new(); // recorded indices
 
     // Parameters and optimizer state live for the whole run.
     let hidden_bytes: u64 = 4096 * 2;
@@ -354,9 +369,11 @@ pub fn generate(options: &GenOptions) -> Generated {
     while a.recorded < target && !oom_done {
         step += 1;
         annotations.push((format!("ProfilerStep#{step}"), true, a.clock_us));
+        let mut extreme_step = false;
         let seq: u64 = match sc {
             Scenario::Fragmentation => {
                 if rng.below(10) == 0 {
+                    extreme_step = true;
                     rng.range(2048, 8192)
                 } else {
                     rng.range(64, 1024)
@@ -364,6 +381,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             }
             Scenario::Stall => {
                 if rng.below(10) == 0 {
+                    extreme_step = true;
                     rng.range(1024, 3072)
                 } else {
                     rng.range(64, 1024)
@@ -380,7 +398,12 @@ pub fn generate(options: &GenOptions) -> Generated {
                 let size = elems * 2 + rng.below(3) * 64;
                 a.tick(rng.range(3, 30) as i64);
                 match a.malloc(size, stream_raw, Some(stack)) {
-                    Some(addr) => saved.push(addr),
+                    Some(addr) => {
+                        if extreme_step {
+                            extreme.push(a.recorded - 1);
+                        }
+                        saved.push(addr);
+                    }
                     None => break,
                 }
                 if rng.below(3) == 0 {
@@ -405,6 +428,9 @@ pub fn generate(options: &GenOptions) -> Generated {
             let size = batch * seq * 1024 * 2;
             a.tick(rng.range(3, 40) as i64);
             if let Some(g) = a.malloc(size, stream_raw, Some(stack)) {
+                if extreme_step {
+                    extreme.push(a.recorded - 1);
+                }
                 a.tick(rng.range(2, 20) as i64);
                 a.free(g);
             }
@@ -452,14 +478,7 @@ pub fn generate(options: &GenOptions) -> Generated {
     truth.max_unused_reserved_event = max_unused.1.and_then(in_trace);
     if sc == Scenario::Leak {
         truth.leak = Some(LeakTruth {
-            stack: lib.stacks[leak_stack as usize]
-                .iter()
-                .map(|&(f, l, n)| TruthFrame {
-                    filename: f.into(),
-                    line: l,
-                    name: n.into(),
-                })
-                .collect(),
+            stack: truth_frames(&lib.stacks[leak_stack as usize]),
             bytes_per_step: 2 << 20,
             alloc_events: leaked.iter().filter_map(|&(r, _)| in_trace(r)).collect(),
             live_at_end: leaked.len() as u64,
@@ -477,6 +496,27 @@ pub fn generate(options: &GenOptions) -> Generated {
             })
         })
         .collect();
+    truth.extreme_requests = extreme.iter().filter_map(|&r| in_trace(r)).collect();
+    truth.fragmented_segment_allocs = a
+        .fragmented_growth
+        .iter()
+        .filter_map(|g| {
+            Some(FragmentationTruth {
+                segment_alloc_event: in_trace(g.event)?,
+                requested_bytes: g.requested_bytes,
+                cached_free_bytes: g.cached_free_bytes,
+            })
+        })
+        .collect();
+    let mut growth_by_stack: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for g in a.fragmented_growth.iter().filter(|g| in_trace(g.event).is_some()) {
+        if let Some(stack) = g.stack {
+            *growth_by_stack.entry(stack).or_default() += g.requested_bytes;
+        }
+    }
+    if let Some((&stack, _)) = growth_by_stack.iter().max_by_key(|&(&stack, &bytes)| (bytes, std::cmp::Reverse(stack))) {
+        truth.fragmentation_stack = truth_frames(&lib.stacks[stack as usize]);
+    }
     if sc == Scenario::Oom
         && let Some((i, e)) = a
             .trace
@@ -505,6 +545,17 @@ pub fn generate(options: &GenOptions) -> Generated {
         stream_raw,
         device_count: if npu { 8 } else { 1 },
     }
+}
+
+fn truth_frames(frames: &[LibFrame]) -> Vec<TruthFrame> {
+    frames
+        .iter()
+        .map(|&(f, l, n)| TruthFrame {
+            filename: f.into(),
+            line: l,
+            name: n.into(),
+        })
+        .collect()
 }
 
 /// `torch_npu` prepends, per stream, `[workspace_snapshot, segment_alloc, alloc]` for the live
