@@ -62,6 +62,27 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
     lines
 }
 
+/// The one frame that names a stack in a summary line: the innermost frame of the user's code;
+/// for a stack that is all native (autograd's engine thread has no Python frames), the operator
+/// it runs — an autograd backward function or an `at::_ops::` call — without its argument list.
+pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
+    let lines = display_frames(snapshot, stack, false);
+    let first = lines.first()?;
+    if !first.internal {
+        return Some(first.text.clone());
+    }
+    let names: Vec<&str> = snapshot
+        .stack_frames(stack)
+        .map(|f| snapshot.str(f.name))
+        .collect();
+    let operator = names
+        .iter()
+        .find(|n| n.contains("_backward") || n.contains("Backward"))
+        .or_else(|| names.iter().find(|n| n.contains("at::_ops::")))
+        .unwrap_or(&names[0]);
+    Some(operator.split('(').next().unwrap_or(operator).to_string())
+}
+
 /// A stack as plain text, one frame a line (for the clipboard).
 pub fn stack_text(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> String {
     display_frames(snapshot, stack, with_internal)

@@ -276,9 +276,7 @@ impl FileFindings {
                             name: s.str(fr.name).to_string(),
                         })
                         .collect(),
-                    top_frame: crate::frames::display_frames(s, f.stack, false)
-                        .first()
-                        .map(|l| l.text.clone()),
+                    top_frame: crate::frames::headline_frame(s, f.stack),
                     suggestion: f.suggestion.clone(),
                 }
             })

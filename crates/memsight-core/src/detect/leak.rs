@@ -3,16 +3,18 @@
 //! optimizer state) is not a leak: it does not grow per step, so a call site must leave blocks
 //! behind in at least [`MIN_LEAKING_STEPS`] different steps.
 //!
-//! Steps come from `ProfilerStep#N` annotations (files with times) or, failing that, from
-//! `snapshot` events; a file with neither gives no leak finding (inferring steps from the shape
-//! of the allocated curve is still to do).
+//! Steps come from [`steps::find`]. A block left behind is one still alive [`STEPS_ALIVE`] steps
+//! after its own; near the end of the trace, where fewer steps follow, one never freed. At least
+//! one of a site's steps must have the full [`STEPS_ALIVE`] steps after it, so the blocks of the
+//! last, unfinished step alone never make a leak.
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{Action, AnnotationStage, Device, NO_TIME, Snapshot, StackId};
+use crate::model::{Device, Snapshot, StackId};
 use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
+use super::steps::{self, StepSource};
 use super::{Finding, FindingKind, Severity};
 
 /// A block counts as left behind when it outlives its step by this many steps.
@@ -23,76 +25,51 @@ const MIN_LEAKING_STEPS: usize = 3;
 /// What one call stack left behind: the steps it leaked in, and the blocks' bytes, events and count.
 struct Site {
     steps: Vec<usize>,
+    /// Whether one of those steps was followed by STEPS_ALIVE whole steps in the trace.
+    fully_seen: bool,
     bytes: u64,
     first: u32,
     last: u32,
     count: u64,
 }
 
-/// Step boundaries as event indices: step k is `bounds[k]..bounds[k + 1]`.
-fn step_bounds(snapshot: &Snapshot, device: &Device) -> Vec<u32> {
-    let trace = &device.trace;
-    let mut bounds: Vec<u32> = Vec::new();
-    if trace.has_time() {
-        // Running maximum, so the search stays valid if the clock ever steps back.
-        let mut latest = i64::MIN;
-        let times: Vec<i64> = trace
-            .time_us
-            .iter()
-            .map(|&t| {
-                latest = latest.max(t);
-                latest
-            })
-            .collect();
-        bounds = snapshot
-            .annotations
-            .iter()
-            .filter(|a| {
-                a.stage == AnnotationStage::Start
-                    && a.name.starts_with("ProfilerStep")
-                    && a.time_us != NO_TIME
-            })
-            .map(|a| times.partition_point(|&t| t < a.time_us) as u32)
-            .collect();
-    }
-    if bounds.len() < 2 {
-        bounds = (0..trace.len())
-            .filter(|&i| trace.action[i] == Action::Snapshot)
-            .map(|i| i as u32)
-            .collect();
-    }
-    bounds.sort_unstable();
-    bounds.dedup();
-    bounds.push(trace.len() as u32);
-    bounds
-}
-
 pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
-    let bounds = step_bounds(snapshot, device);
-    if bounds.len() < MIN_LEAKING_STEPS + STEPS_ALIVE + 1 {
+    let Some(steps_found) = steps::find(snapshot, device, replay) else {
+        return Vec::new();
+    };
+    let bounds = &steps_found.bounds;
+    let steps = steps_found.count();
+    if steps < MIN_LEAKING_STEPS {
         return Vec::new();
     }
-    let step_of = |e: u32| bounds.partition_point(|&b| b <= e).checked_sub(1);
-    let steps = bounds.len() - 1;
+    let peak_allocated = replay.peak_allocated.bytes.max(0) as u64;
     let mut sites: FxHashMap<StackId, Site> = FxHashMap::default();
     for l in &replay.lifetimes {
         let Some(alloc) = l.alloc_event else { continue };
-        let Some(step) = step_of(alloc) else { continue };
-        if step + STEPS_ALIVE >= steps {
-            continue; // Too close to the end to tell.
-        }
-        let outlives = bounds[step + STEPS_ALIVE + 1];
-        if l.free_completed_event.is_some_and(|f| f < outlives) {
+        let Some(step) = steps_found.step_of(alloc) else {
+            continue;
+        };
+        // Alive through STEPS_ALIVE later steps, or, where the trace ends sooner, never freed.
+        let fully_seen = step + STEPS_ALIVE < steps;
+        let left_behind = if fully_seen {
+            l.free_completed_event
+                .is_none_or(|f| f >= bounds[step + STEPS_ALIVE + 1])
+        } else {
+            l.free_requested_event.is_none()
+        };
+        if !left_behind {
             continue;
         }
         let site = sites.entry(l.stack).or_insert(Site {
             steps: Vec::new(),
+            fully_seen: false,
             bytes: 0,
             first: alloc,
             last: alloc,
             count: 0,
         });
         // Lifetimes with an alloc event come in allocation order, so a site's steps arrive sorted.
+        site.fully_seen |= fully_seen;
         if site.steps.last() != Some(&step) {
             site.steps.push(step);
         }
@@ -103,19 +80,29 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
     }
     let mut findings: Vec<Finding> = sites
         .into_iter()
-        .filter(|(_, site)| site.steps.len() >= MIN_LEAKING_STEPS)
-        .map(|(stack, Site { steps: leaking_steps, bytes, first, last, count })| {
+        .filter(|(_, site)| site.fully_seen && site.steps.len() >= MIN_LEAKING_STEPS)
+        .map(|(stack, Site { steps: leaking_steps, bytes, first, last, count, .. })| {
             let per_step = bytes / leaking_steps.len() as u64;
             Finding {
                 kind: FindingKind::Leak,
-                severity: Severity::Warning,
+                // A leak too small to matter yet is still worth knowing, but not a warning.
+                severity: if bytes * 100 >= peak_allocated {
+                    Severity::Warning
+                } else {
+                    Severity::Info
+                },
                 device: device.ordinal,
                 title: format!("Leak: {} per step from one call site", format_bytes(per_step as i64)),
                 summary: format!(
-                    "{count} blocks ({}) allocated in {} of {steps} steps were still alive {STEPS_ALIVE}+ steps later, \
-                     all from the same call stack: memory that grows by about {} every step.",
+                    "{count} blocks ({}) allocated in {} of {steps} steps ({}) were still alive {STEPS_ALIVE} steps later \
+                     or never freed, all from the same call stack: memory that grows by about {} every step.",
                     format_bytes(bytes as i64),
                     leaking_steps.len(),
+                    match steps_found.source {
+                        StepSource::Annotations => "from ProfilerStep annotations",
+                        StepSource::SnapshotEvents => "from snapshot events",
+                        StepSource::Rhythm => "inferred from call sites that recur once per step",
+                    },
                     format_bytes(per_step as i64)
                 ),
                 bytes,

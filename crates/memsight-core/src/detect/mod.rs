@@ -1,14 +1,17 @@
 //! Detectors: each module looks for one kind of memory problem and returns plain-data
 //! [`Finding`]s with the evidence behind the verdict, for every front end to render.
 //!
-//! So far: `leak`, `oom` and `stall` (issue 5 lists the rest: fragmentation, outlier allocation,
-//! settings advice).
+//! One module per kind: `leak`, `fragmentation`, `stall`, `oom`, `outlier` and `settings` (which
+//! reads the others' findings); `steps` finds the training steps the leak and outlier detectors
+//! reason in.
 
-mod fragmentation;
+pub mod fragmentation;
 mod leak;
 mod oom;
 mod outlier;
+mod settings;
 mod stall;
+pub mod steps;
 
 use serde::Serialize;
 
@@ -72,6 +75,8 @@ pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
         findings.extend(outlier::detect(&loaded.snapshot, device, replay));
         findings.extend(stall::detect(&loaded.snapshot, device, replay));
     }
+    let advice = settings::detect(&loaded.snapshot, &findings);
+    findings.extend(advice);
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)

@@ -4,8 +4,9 @@
 //!
 //! A call site often asks several sizes on purpose (an optimizer loop over parameters of every
 //! size, a weight gradient and a workspace from one line), and repeats them every step. So an
-//! outlier must be far above the site's median, rare among its requests, and of a size the site
-//! (almost) never asks again.
+//! outlier must be far above the site's median, rare among its requests, of a size the site asks
+//! in one step only (see [`steps`]), and freed again: state kept for the whole run is sized by
+//! the model, not by the input.
 
 use rustc_hash::FxHashMap;
 
@@ -13,6 +14,7 @@ use crate::model::{Action, Device, NO_STACK, Snapshot, StackId};
 use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
+use super::steps;
 use super::{Finding, FindingKind, Severity};
 
 /// A call site needs this many requests before its usual size means anything.
@@ -26,9 +28,6 @@ const MIN_PEAK_PERCENT: u64 = 1;
 /// … and rare: a site where more than this share (percent) of requests are that big simply
 /// allocates tensors of several sizes (a weight gradient and a workspace from one line).
 const MAX_OUTLIER_PERCENT: usize = 10;
-/// A size a call site asks this often is part of its normal pattern (a loop over parameters
-/// repeats every size once per step), not an outlier.
-const MAX_REPEATS: usize = 2;
 /// Call sites reported, largest outlier first.
 const MAX_SITES: usize = 3;
 /// One block holding this share (percent) of the allocated peak is reported on its own.
@@ -36,7 +35,7 @@ const PEAK_SHARE_PERCENT: u64 = 25;
 /// Peaks below this are too small for the share to matter.
 const MIN_PEAK_BYTES: u64 = 256 << 20;
 
-pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
+pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
     let trace = &device.trace;
     let mut sites: FxHashMap<StackId, Vec<(u64, u32)>> = FxHashMap::default();
     for i in 0..trace.len() {
@@ -60,6 +59,16 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
         .unwrap_or_default();
     live_at_peak.sort_unstable();
     let sets_peak = |event: u32| live_at_peak.binary_search(&event).is_ok();
+    let steps = steps::find(snapshot, device, replay);
+    // State kept for the whole run (weights, optimizer state) is sized by the model, not by the
+    // input: only blocks freed again can be outliers.
+    let freed = |event: u32| {
+        let id = replay.event_lifetime[event as usize];
+        replay
+            .lifetimes
+            .get(id as usize)
+            .is_some_and(|l| l.free_requested_event.is_some())
+    };
 
     let mut findings: Vec<Finding> = Vec::new();
     let mut reported: Vec<u32> = Vec::new();
@@ -70,15 +79,21 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
         let mut sizes: Vec<u64> = requests.iter().map(|&(size, _)| size).collect();
         let mid = sizes.len() / 2;
         let median = *sizes.select_nth_unstable(mid).1;
-        let mut repeats: FxHashMap<u64, usize> = FxHashMap::default();
-        for &(size, _) in requests.iter() {
-            *repeats.entry(size).or_default() += 1;
+        // The steps each size was asked in: a size asked in several steps is the site's pattern.
+        let mut asked_in: FxHashMap<u64, (Option<usize>, bool)> = FxHashMap::default();
+        for &(size, event) in requests.iter() {
+            let step = steps.as_ref().and_then(|s| s.step_of(event));
+            asked_in
+                .entry(size)
+                .and_modify(|(first, several)| *several |= *first != step)
+                .or_insert((step, false));
         }
         let outliers: Vec<(u64, u32)> = requests
             .iter()
             .copied()
-            .filter(|&(size, _)| {
-                repeats[&size] <= MAX_REPEATS
+            .filter(|&(size, event)| {
+                !asked_in[&size].1
+                    && freed(event)
                     && size >= MIN_OUTLIER_BYTES
                     && size >= median.max(1) * SITE_RATIO
                     && size * 100 >= peak.bytes.max(0) as u64 * MIN_PEAK_PERCENT

@@ -1,9 +1,9 @@
 //! Flags allocator stalls: bursts of `segment_free` / `segment_unmap` while allocated bytes stay
 //! flat — the allocator emptying its cache (free-everything-and-retry on a failed request, or an
-//! explicit `empty_cache()`). Each cudaFree synchronizes the device, so a burst makes this rank
+//! explicit `empty_cache()`, told apart by its call stack). Each cudaFree synchronizes the device, so a burst makes this rank
 //! the slow one that holds every collective back.
 
-use crate::model::{Action, Device, NO_TIME, Snapshot};
+use crate::model::{Action, Device, NO_TIME, Snapshot, StackId};
 use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
@@ -12,7 +12,14 @@ use super::{Finding, FindingKind, Severity};
 /// Fewest consecutive segment releases that make a burst.
 const MIN_BURST_SEGMENTS: usize = 3;
 
-pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
+/// Whether `stack` runs through an `empty_cache` call: the program emptied the cache itself.
+pub(super) fn is_explicit_empty_cache(snapshot: &Snapshot, stack: StackId) -> bool {
+    snapshot
+        .stack_frames(stack)
+        .any(|f| snapshot.str(f.name) == "empty_cache")
+}
+
+pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
     let trace = &device.trace;
     let releases = |i: usize| matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
     let mut findings = Vec::new();
@@ -43,6 +50,27 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             _ => String::new(),
         };
         let followed_by_alloc = trace.action.get(last + 1) == Some(&Action::SegmentAlloc);
+        let explicit = is_explicit_empty_cache(snapshot, trace.stack[first]);
+        let (cause, suggestion) = if explicit {
+            (
+                ": an explicit empty_cache() call emptied the cache, and every segment the program needs again \
+                 must be allocated anew",
+                "Remove the empty_cache() call from the loop (or call it only when memory must be handed to another \
+                 process): the allocator reuses cached segments far faster than cudaFree / cudaMalloc.",
+            )
+        } else if followed_by_alloc {
+            (
+                ", then a new segment was allocated: the cache was emptied to serve a request",
+                "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) avoid the \
+                 free-everything-and-retry path; otherwise reduce fragmentation (bucket inputs by size).",
+            )
+        } else {
+            (
+                "",
+                "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) avoid the \
+                 free-everything-and-retry path; otherwise reduce fragmentation (bucket inputs by size).",
+            )
+        };
         findings.push(Finding {
             kind: FindingKind::AllocatorStall,
             severity: Severity::Warning,
@@ -55,15 +83,13 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
                 format_bytes(before.reserved_bytes),
                 format_bytes(after.reserved_bytes),
                 format_bytes(after.allocated_bytes),
-                if followed_by_alloc { ", then a new segment was allocated: the cache was emptied to serve a request" } else { "" }
+                cause
             ),
             bytes: freed,
             events: (first as u32, last as u32),
             focus_event: Some(last as u32),
             stack: trace.stack[first],
-            suggestion: "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) avoid the \
-                         free-everything-and-retry path; otherwise reduce fragmentation (bucket inputs by size)."
-                .to_string(),
+            suggestion: suggestion.to_string(),
         });
     }
     findings

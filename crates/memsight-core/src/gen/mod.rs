@@ -308,6 +308,11 @@ pub fn generate(options: &GenOptions) -> Generated {
         &[("model.py", 140, "loss")],
         false,
     );
+    let loss_stack = lib.add(
+        &[("torch/nn/modules/loss.py", 1295, "forward")],
+        &[("model.py", 150, "compute_loss")],
+        false,
+    );
     let grad_stacks: Vec<u32> = (0..3)
         .map(|k| {
             lib.add(
@@ -415,6 +420,9 @@ pub fn generate(options: &GenOptions) -> Generated {
                 }
             }
         }
+        // The loss: once per step, alive until backward is done.
+        a.tick(5);
+        let loss = a.malloc(4096, stream_raw, Some(loss_stack));
         if sc == Scenario::Leak {
             let size = 2 << 20;
             a.tick(4);
@@ -435,6 +443,9 @@ pub fn generate(options: &GenOptions) -> Generated {
                 a.free(g);
             }
             a.free(addr);
+        }
+        if let Some(loss) = loss {
+            a.free(loss);
         }
         // Optimizer: state allocated at the first step, temporaries every step.
         if !optimizer_ready {
