@@ -583,7 +583,11 @@ fn detectors_on_real_files() {
         let of_kind = |kind| findings.iter().filter(move |f| f.kind == kind);
         // No fixture recorded an `oom` entry.
         assert_eq!(of_kind(FindingKind::Oom).count(), 0, "{file}");
-        assert_eq!(of_kind(FindingKind::AllocatorStall).count(), expected.stalls, "{file}");
+        assert_eq!(
+            of_kind(FindingKind::AllocatorStall).count(),
+            expected.stalls,
+            "{file}"
+        );
 
         let busiest = loaded.snapshot.busiest_device().map(|d| d.ordinal);
         let growth = loaded

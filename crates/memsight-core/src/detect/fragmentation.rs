@@ -78,10 +78,11 @@ pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<Fragment
         match trace.action[i] {
             Action::SegmentAlloc => {
                 let group = (trace.stream[i], size == SMALL_SEGMENT_BYTES);
-                let request = (i + 1..trace.len().min(i + 1 + REQUEST_LOOKAHEAD_EVENTS)).find(|&j| {
-                    trace.action[j] == Action::Alloc
-                        && (addr..addr.saturating_add(size)).contains(&trace.addr[j])
-                });
+                let request =
+                    (i + 1..trace.len().min(i + 1 + REQUEST_LOOKAHEAD_EVENTS)).find(|&j| {
+                        trace.action[j] == Action::Alloc
+                            && (addr..addr.saturating_add(size)).contains(&trace.addr[j])
+                    });
                 if let Some(j) = request {
                     let needed = rounded_size_bytes(trace.size_bytes[j]);
                     let cached = free_bytes.get(&group).copied().unwrap_or(0).max(0) as u64;
@@ -133,11 +134,22 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
     // A call site with frames explains more than a larger share without any.
     let (stack, _) = by_stack
         .into_iter()
-        .max_by_key(|&(stack, bytes)| (stack != crate::model::NO_STACK, bytes, std::cmp::Reverse(stack)))
+        .max_by_key(|&(stack, bytes)| {
+            (
+                stack != crate::model::NO_STACK,
+                bytes,
+                std::cmp::Reverse(stack),
+            )
+        })
         .unwrap_or((crate::model::NO_STACK, 0));
     let blatant = growth
         .iter()
-        .max_by_key(|g| (g.cached_free_bytes, std::cmp::Reverse(g.segment_alloc_event)))
+        .max_by_key(|g| {
+            (
+                g.cached_free_bytes,
+                std::cmp::Reverse(g.segment_alloc_event),
+            )
+        })
         .copied()
         .unwrap_or(growth[0]);
     let (gap_bytes, gap_event) = worst_gap(replay);
@@ -279,7 +291,11 @@ mod tests {
                     .into_iter()
                     .filter(|f| f.kind == FindingKind::Fragmentation)
                     .collect();
-                assert!(found.is_empty(), "{} seed {seed}: {found:?}", scenario.name());
+                assert!(
+                    found.is_empty(),
+                    "{} seed {seed}: {found:?}",
+                    scenario.name()
+                );
             }
         }
     }

@@ -102,7 +102,9 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         if outliers.len() * 100 > requests.len() * MAX_OUTLIER_PERCENT {
             continue;
         }
-        let Some(&(largest, largest_event)) = outliers.iter().max_by_key(|&&(s, e)| (s, std::cmp::Reverse(e)))
+        let Some(&(largest, largest_event)) = outliers
+            .iter()
+            .max_by_key(|&&(s, e)| (s, std::cmp::Reverse(e)))
         else {
             continue;
         };
@@ -187,7 +189,13 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
                 .to_string(),
         });
     }
-    findings.sort_by_key(|f| (std::cmp::Reverse(f.severity), std::cmp::Reverse(f.bytes), f.events));
+    findings.sort_by_key(|f| {
+        (
+            std::cmp::Reverse(f.severity),
+            std::cmp::Reverse(f.bytes),
+            f.events,
+        )
+    });
     findings
 }
 
@@ -209,10 +217,16 @@ mod tests {
             let extreme = &g.truth.extreme_requests;
             for f in &outliers {
                 let e = u64::from(f.focus_event.unwrap_or(u32::MAX));
-                assert!(extreme.contains(&e), "seed {seed}: {f:?} is no extreme request");
+                assert!(
+                    extreme.contains(&e),
+                    "seed {seed}: {f:?} is no extreme request"
+                );
             }
             // The largest extreme request is always far above its site's median.
-            if let Some(&largest) = extreme.iter().max_by_key(|&&e| trace.size_bytes[e as usize]) {
+            if let Some(&largest) = extreme
+                .iter()
+                .max_by_key(|&&e| trace.size_bytes[e as usize])
+            {
                 let size = trace.size_bytes[largest as usize];
                 assert!(
                     outliers.iter().any(|f| f.bytes == size),
@@ -231,7 +245,11 @@ mod tests {
                     .into_iter()
                     .filter(|f| f.kind == FindingKind::OutlierAllocation)
                     .collect();
-                assert!(found.is_empty(), "{} seed {seed}: {found:?}", scenario.name());
+                assert!(
+                    found.is_empty(),
+                    "{} seed {seed}: {found:?}",
+                    scenario.name()
+                );
             }
         }
     }

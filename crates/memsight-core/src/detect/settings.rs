@@ -24,10 +24,11 @@ fn configured(snapshot: &Snapshot) -> Configured {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v)
     };
-    let conf = match setting("PYTORCH_CUDA_ALLOC_CONF").or_else(|| setting("PYTORCH_NPU_ALLOC_CONF")) {
-        Some(SettingValue::Text(text)) => text.to_ascii_lowercase(),
-        _ => String::new(),
-    };
+    let conf =
+        match setting("PYTORCH_CUDA_ALLOC_CONF").or_else(|| setting("PYTORCH_NPU_ALLOC_CONF")) {
+            Some(SettingValue::Text(text)) => text.to_ascii_lowercase(),
+            _ => String::new(),
+        };
     let positive = |v: Option<&SettingValue>| match v {
         Some(SettingValue::Bool(b)) => *b,
         Some(SettingValue::Int(i)) => *i > 0,
@@ -60,7 +61,11 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall)
         .filter(|f| !super::stall::is_explicit_empty_cache(snapshot, f.stack))
         .collect();
-    let Some(first) = fragmentation.iter().chain(&stalls).min_by_key(|f| (f.device, f.events)) else {
+    let Some(first) = fragmentation
+        .iter()
+        .chain(&stalls)
+        .min_by_key(|f| (f.device, f.events))
+    else {
         return Vec::new();
     };
     let variable = if is_npu(snapshot) {
@@ -147,20 +152,29 @@ mod tests {
             .collect();
         assert_eq!(settings.len(), 1, "{findings:?}");
         assert!(settings[0].suggestion.contains("expandable_segments:True"));
-        assert!(settings[0].suggestion.contains("garbage_collection_threshold"));
+        assert!(
+            settings[0]
+                .suggestion
+                .contains("garbage_collection_threshold")
+        );
 
         // The expandable scenario records expandable_segments on: nothing to advise.
         let (_, loaded) = generated(Scenario::Expandable, 30_000, 1);
         assert!(
             analyze(&loaded)
                 .iter()
-                .all(|f| f.kind != FindingKind::Settings || !f.suggestion.contains("expandable_segments"))
+                .all(|f| f.kind != FindingKind::Settings
+                    || !f.suggestion.contains("expandable_segments"))
         );
     }
 
     #[test]
     fn no_finding_no_advice() {
         let (_, loaded) = generated(Scenario::Steady, 20_000, 1);
-        assert!(analyze(&loaded).iter().all(|f| f.kind != FindingKind::Settings));
+        assert!(
+            analyze(&loaded)
+                .iter()
+                .all(|f| f.kind != FindingKind::Settings)
+        );
     }
 }

@@ -181,8 +181,7 @@ fn freed_in_step_per_mille(steps: &Steps, replay: &DeviceReplay) -> u64 {
             continue;
         }
         allocated += l.requested_size_bytes;
-        if l
-            .free_requested_event
+        if l.free_requested_event
             .is_some_and(|f| f < steps.bounds[step + 1])
         {
             freed += l.requested_size_bytes;
@@ -227,8 +226,8 @@ fn returns_to_baseline(steps: &Steps, replay: &DeviceReplay) -> bool {
 mod tests {
     use super::{StepSource, find};
     use crate::detect::test_support::generated;
-    use crate::model::AnnotationStage;
     use crate::r#gen::Scenario;
+    use crate::model::AnnotationStage;
 
     #[test]
     fn steps_come_from_annotations_when_there_are_some() {
@@ -260,7 +259,10 @@ mod tests {
             assert_eq!(inferred.source, StepSource::Rhythm);
             // Same number of steps, give or take the partial ones at the ends.
             let (a, b) = (annotated.count() as i64, inferred.count() as i64);
-            assert!((a - b).abs() <= 2, "seed {seed}: annotated {a}, inferred {b}");
+            assert!(
+                (a - b).abs() <= 2,
+                "seed {seed}: annotated {a}, inferred {b}"
+            );
             // Each inferred boundary lies inside a different annotated step.
             let steps_hit: std::collections::BTreeSet<_> = inferred.bounds[..inferred.count()]
                 .iter()
@@ -277,7 +279,10 @@ mod tests {
         let mut unannotated = loaded.snapshot.clone();
         unannotated.annotations.clear();
         let device = &unannotated.devices[0];
-        assert!(find(&unannotated, device, &loaded.replays[0]).is_some(), "the loop itself has a rhythm");
+        assert!(
+            find(&unannotated, device, &loaded.replays[0]).is_some(),
+            "the loop itself has a rhythm"
+        );
         let mut snapshot = loaded.snapshot.clone();
         snapshot.annotations.clear();
         let trace = &mut snapshot.devices[0].trace;

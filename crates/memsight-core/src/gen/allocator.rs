@@ -188,7 +188,13 @@ impl Allocator {
     }
 
     /// Grows the pool for a request, noting when the cached free bytes would have covered it.
-    fn grow_for(&mut self, pool: PoolKind, stream: i128, requested: u64, stack: Option<u32>) -> bool {
+    fn grow_for(
+        &mut self,
+        pool: PoolKind,
+        stream: i128,
+        requested: u64,
+        stack: Option<u32>,
+    ) -> bool {
         let size = round_size(requested);
         let cached_free_bytes: u64 = self
             .free

@@ -5,6 +5,7 @@
 //! demo. Deterministic for a given seed.
 
 mod allocator;
+pub mod score;
 mod writer;
 
 use std::fs::File;
@@ -519,13 +520,21 @@ pub fn generate(options: &GenOptions) -> Generated {
             })
         })
         .collect();
-    let mut growth_by_stack: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
-    for g in a.fragmented_growth.iter().filter(|g| in_trace(g.event).is_some()) {
+    let mut growth_by_stack: std::collections::BTreeMap<u32, u64> =
+        std::collections::BTreeMap::new();
+    for g in a
+        .fragmented_growth
+        .iter()
+        .filter(|g| in_trace(g.event).is_some())
+    {
         if let Some(stack) = g.stack {
             *growth_by_stack.entry(stack).or_default() += g.requested_bytes;
         }
     }
-    if let Some((&stack, _)) = growth_by_stack.iter().max_by_key(|&(&stack, &bytes)| (bytes, std::cmp::Reverse(stack))) {
+    if let Some((&stack, _)) = growth_by_stack
+        .iter()
+        .max_by_key(|&(&stack, &bytes)| (bytes, std::cmp::Reverse(stack)))
+    {
         truth.fragmentation_stack = truth_frames(&lib.stacks[stack as usize]);
     }
     if sc == Scenario::Oom

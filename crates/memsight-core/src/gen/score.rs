@@ -1,0 +1,155 @@
+//! Scores the detectors against the generator's ground truth over a seeded suite: for each kind,
+//! how many injected problems were found, missed, and how many findings had nothing behind them.
+//! `examples/detector_recall.rs` prints the table for BENCHMARKS.md; a test holds it.
+
+use std::collections::BTreeSet;
+
+use crate::detect::{self, FindingKind};
+
+use super::{Scenario, generate_loaded};
+
+/// One row of the table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Score {
+    pub kind: &'static str,
+    /// What counts as one injected problem.
+    pub unit: &'static str,
+    pub injected: usize,
+    pub found: usize,
+    pub false_alarms: usize,
+}
+
+impl Score {
+    pub fn missed(&self) -> usize {
+        self.injected.saturating_sub(self.found)
+    }
+}
+
+/// Runs every scenario for every seed at `events` events and scores each kind.
+pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<Score> {
+    let mut leak = Score {
+        kind: "leak",
+        unit: "leaking call site (one per leak run)",
+        ..Score::default()
+    };
+    let mut fragmentation = Score {
+        kind: "fragmentation",
+        unit: "segment_alloc made while the cache held enough in pieces",
+        ..Score::default()
+    };
+    let mut stall = Score {
+        kind: "allocator_stall",
+        unit: "free-everything-and-retry burst of 3+ segments",
+        ..Score::default()
+    };
+    let mut oom = Score {
+        kind: "oom",
+        unit: "failed request (one per oom run)",
+        ..Score::default()
+    };
+    let mut outlier = Score {
+        kind: "outlier_allocation",
+        unit: "largest request of an extreme-length step (fragmentation runs); false alarm: a flagged request that is no extreme input",
+        ..Score::default()
+    };
+    let mut clean = Score {
+        kind: "any, on the clean (steady) runs",
+        unit: "finding of any kind",
+        ..Score::default()
+    };
+    for scenario in Scenario::ALL {
+        for seed in seeds.clone() {
+            let (g, loaded) = generate_loaded(scenario, events, seed);
+            let truth = &g.truth;
+            let findings = detect::analyze(&loaded);
+            let s = &loaded.snapshot;
+            let of_kind = |kind| findings.iter().filter(move |f| f.kind == kind);
+            if scenario == Scenario::Steady {
+                clean.false_alarms += findings.len();
+            }
+
+            let stack_of = |stack| -> Vec<(String, u32)> {
+                s.stack_frames(stack)
+                    .map(|f| (s.str(f.filename).to_string(), f.line as u32))
+                    .collect()
+            };
+            let leak_stack: Option<Vec<(String, u32)>> = truth.leak.as_ref().map(|l| {
+                l.stack
+                    .iter()
+                    .map(|f| (f.filename.clone(), f.line))
+                    .collect()
+            });
+            leak.injected += usize::from(leak_stack.is_some());
+            for f in of_kind(FindingKind::Leak) {
+                if leak_stack.as_ref() == Some(&stack_of(f.stack)) {
+                    leak.found += 1;
+                } else {
+                    leak.false_alarms += 1;
+                }
+            }
+
+            let device = &s.devices[0];
+            let flagged: BTreeSet<u64> =
+                detect::fragmentation::fragmented_growth(device, &loaded.replays[0])
+                    .iter()
+                    .map(|f| u64::from(f.segment_alloc_event))
+                    .collect();
+            let injected: BTreeSet<u64> = truth
+                .fragmented_segment_allocs
+                .iter()
+                .map(|f| f.segment_alloc_event)
+                .collect();
+            fragmentation.injected += injected.len();
+            fragmentation.found += injected.intersection(&flagged).count();
+            fragmentation.false_alarms += flagged.difference(&injected).count();
+
+            let stalls: Vec<(u64, u64)> = truth
+                .stalls
+                .iter()
+                .filter(|t| t.last_event - t.first_event + 1 >= 3)
+                .map(|t| (t.first_event, t.last_event))
+                .collect();
+            stall.injected += stalls.len();
+            for f in of_kind(FindingKind::AllocatorStall) {
+                if stalls.contains(&(u64::from(f.events.0), u64::from(f.events.1))) {
+                    stall.found += 1;
+                } else {
+                    stall.false_alarms += 1;
+                }
+            }
+
+            oom.injected += usize::from(truth.oom.is_some());
+            for f in of_kind(FindingKind::Oom) {
+                if truth
+                    .oom
+                    .as_ref()
+                    .is_some_and(|t| t.event == u64::from(f.events.0))
+                {
+                    oom.found += 1;
+                } else {
+                    oom.false_alarms += 1;
+                }
+            }
+
+            let trace = &device.trace;
+            let flagged: Vec<&detect::Finding> = of_kind(FindingKind::OutlierAllocation).collect();
+            if scenario == Scenario::Fragmentation
+                && let Some(&largest) = truth
+                    .extreme_requests
+                    .iter()
+                    .max_by_key(|&&e| trace.size_bytes[e as usize])
+            {
+                outlier.injected += 1;
+                let size = trace.size_bytes[largest as usize];
+                outlier.found += usize::from(flagged.iter().any(|f| f.bytes == size));
+            }
+            for f in flagged {
+                let extreme = f
+                    .focus_event
+                    .is_some_and(|e| truth.extreme_requests.contains(&u64::from(e)));
+                outlier.false_alarms += usize::from(!extreme);
+            }
+        }
+    }
+    vec![leak, fragmentation, stall, oom, outlier, clean]
+}
