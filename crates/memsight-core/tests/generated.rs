@@ -289,7 +289,7 @@ fn range_analysis_finds_the_injected_leak() {
 }
 
 /// The recall / false-alarm table in BENCHMARKS.md (`examples/detector_recall.rs`, same suite):
-/// every injected leak, stall, OOM, fragmented segment_alloc and extreme request found; the
+/// every injected leak, stall, OOM, fragmented `segment_alloc` and extreme request found; the
 /// clean runs quiet; fragmentation's false alarms (its free-byte estimate can run up to 1 MiB per
 /// unsplit large block high) no more than recorded.
 #[test]

@@ -45,6 +45,8 @@ pub struct MemsightApp {
     /// Result of the last export, shown in the status line.
     export_status: Arc<Mutex<Option<String>>>,
     show_warnings: bool,
+    /// The findings panel on the left.
+    pub show_findings: bool,
     /// The pool-state chart under the lifecycle chart.
     pub show_pool: bool,
     /// Only the chart, no menus or panels (`memsight screenshot --view timeline`).
@@ -72,6 +74,7 @@ impl MemsightApp {
             save_dialog: None,
             export_status: Arc::new(Mutex::new(None)),
             show_warnings: false,
+            show_findings: true,
             show_pool: true,
             view: View::App,
             chart_rect: None,
@@ -172,13 +175,22 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
+        if self.show_findings && !self.docs.is_empty() {
+            // Side panels take a share of narrow windows, so the charts keep most of the width.
+            let width = ui.available_width();
+            egui::Panel::left("findings")
+                .resizable(true)
+                .default_size((width * 0.2).clamp(180.0, 300.0))
+                .show(ui, |ui| self.findings_panel_ui(ui));
+        }
         let side_panel = self
             .docs
             .get(self.active)
             .is_some_and(|d| d.selection.lifetime.is_some() || d.selection.range.is_some());
         if side_panel {
+            let width = ui.available_width();
             egui::Panel::right("details")
-                .default_size(360.0)
+                .default_size((width * 0.3).clamp(220.0, 360.0))
                 .show(ui, |ui| {
                     self.range_ui(ui);
                     self.details_ui(ui);
@@ -194,25 +206,7 @@ impl MemsightApp {
                 .show(ui, |ui| self.pool_ui(ui));
         }
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
-        // ↑ / ↓ step through events (Shift: 100 at a time) unless a text field has the keys.
-        if let Some(doc) = self.docs.get_mut(self.active)
-            && !ctx.memory(|m| m.focused().is_some())
-        {
-            let (up, down, shift) = ctx.input(|i| {
-                (
-                    i.key_pressed(egui::Key::ArrowUp),
-                    i.key_pressed(egui::Key::ArrowDown),
-                    i.modifiers.shift,
-                )
-            });
-            let step = if shift { 100 } else { 1 };
-            if up {
-                doc.commands.push(crate::selection::Command::Step(-step));
-            }
-            if down {
-                doc.commands.push(crate::selection::Command::Step(step));
-            }
-        }
+        self.step_keys(&ctx);
         // Every view has drawn and queued its commands: change the selection once.
         if let Some(doc) = self.docs.get_mut(self.active) {
             doc.apply_commands();
@@ -237,6 +231,28 @@ impl MemsightApp {
         }
         if self.is_busy() {
             ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// ↑ / ↓ step through events (Shift: 100 at a time) unless a text field has the keys.
+    fn step_keys(&mut self, ctx: &egui::Context) {
+        if let Some(doc) = self.docs.get_mut(self.active)
+            && !ctx.memory(|m| m.focused().is_some())
+        {
+            let (up, down, shift) = ctx.input(|i| {
+                (
+                    i.key_pressed(egui::Key::ArrowUp),
+                    i.key_pressed(egui::Key::ArrowDown),
+                    i.modifiers.shift,
+                )
+            });
+            let step = if shift { 100 } else { 1 };
+            if up {
+                doc.commands.push(crate::selection::Command::Step(-step));
+            }
+            if down {
+                doc.commands.push(crate::selection::Command::Step(step));
+            }
         }
     }
 
@@ -406,6 +422,7 @@ impl MemsightApp {
                         "this trace has no times: the x axis is the event index",
                     );
                     ui.checkbox(&mut self.show_pool, "Pool state chart");
+                    ui.checkbox(&mut self.show_findings, "Findings panel");
                     if ui
                         .button("Analyse the visible range  (or Ctrl+drag)")
                         .clicked()
@@ -532,6 +549,20 @@ impl MemsightApp {
                 ));
             }
             ui.separator();
+            let findings = data.findings.len();
+            let worst = data.findings.iter().map(|f| f.severity).max();
+            let color = match worst {
+                Some(memsight_core::detect::Severity::Error) => palette::ERROR_TEXT,
+                Some(memsight_core::detect::Severity::Warning) => palette::WARNING_TEXT,
+                _ => palette::AXIS,
+            };
+            if ui
+                .button(egui::RichText::new(format!("{findings} findings")).color(color))
+                .on_hover_text("show or hide the findings panel")
+                .clicked()
+            {
+                self.show_findings = !self.show_findings;
+            }
             let warnings = data.loaded.warnings.len();
             let text = egui::RichText::new(format!("{warnings} warnings")).color(if warnings > 0 {
                 palette::WARNING_TEXT
@@ -591,8 +622,8 @@ impl MemsightApp {
             let width = ui.available_width();
             egui::Panel::left("events")
                 .resizable(true)
-                .default_size((width * 0.5).min(700.0))
-                .max_size(width * 0.75)
+                .default_size((width * 0.45).min(700.0))
+                .max_size(width * 0.55)
                 .show(ui, |ui| {
                     crate::event_list::event_list_ui(
                         ui,
@@ -682,6 +713,16 @@ impl MemsightApp {
                     });
             });
         ui.separator();
+    }
+
+    fn findings_panel_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        if let Some(index) = crate::findings_view::findings_ui(ui, &data, &mut doc.findings) {
+            doc.show_finding(index);
+        }
     }
 
     fn details_ui(&mut self, ui: &mut Ui) {

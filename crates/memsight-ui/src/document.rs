@@ -13,6 +13,7 @@ use memsight_core::{LoadProgress, Loaded, load_bytes};
 use rustc_hash::FxHashSet;
 
 use crate::event_list::EventListState;
+use crate::findings_view::FindingsState;
 use crate::lifecycle_view::LifecycleState;
 use crate::pool_view::PoolViewState;
 use crate::selection::{Command, Selection};
@@ -29,6 +30,8 @@ pub struct Prepared {
     pub first_time_us: Vec<Option<i64>>,
     /// Per device: `ProfilerStep#N` spans, in order.
     pub steps: Vec<Vec<Step>>,
+    /// What the detectors found, most severe first.
+    pub findings: Vec<memsight_core::detect::Finding>,
 }
 
 /// A `ProfilerStep#N` range on both x axes.
@@ -115,12 +118,14 @@ impl Prepared {
                 steps(&loaded.snapshot, first, times.as_deref())
             })
             .collect();
+        let findings = memsight_core::detect::analyze(&loaded);
         Self {
             loaded,
             orders,
             times,
             first_time_us,
             steps,
+            findings,
         }
     }
 }
@@ -139,6 +144,7 @@ pub struct Document {
     pub pool: PoolViewState,
     pub range: RangeView,
     pub events: EventListState,
+    pub findings: FindingsState,
 }
 
 struct AnalysedRange {
@@ -174,6 +180,7 @@ impl Document {
             pool: PoolViewState::default(),
             range: RangeView::default(),
             events: EventListState::default(),
+            findings: FindingsState::default(),
         }
     }
 
@@ -206,6 +213,22 @@ impl Document {
             .analysed
             .as_ref()
             .map(|a| (Arc::clone(&a.report), Arc::clone(&a.unreleased)))
+    }
+
+    /// Shows `finding`'s evidence: switches to its device (a fresh view there) and queues the
+    /// commands that select it.
+    pub fn show_finding(&mut self, index: usize) {
+        let Some(finding) = self.data.findings.get(index) else {
+            return;
+        };
+        if finding.device != self.device {
+            self.device = finding.device;
+            self.selection = Selection::default();
+            self.lifecycle = LifecycleState::default();
+        }
+        let Some(i) = self.device_index() else { return };
+        let commands = crate::findings_view::commands_for(finding, &self.data.loaded.replays[i]);
+        self.commands.extend(commands);
     }
 
     /// Index of the shown device in `snapshot.devices`.

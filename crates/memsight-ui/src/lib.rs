@@ -6,6 +6,7 @@
 pub mod app;
 pub mod document;
 pub mod event_list;
+pub mod findings_view;
 pub mod headless;
 pub mod lifecycle_view;
 pub mod palette;

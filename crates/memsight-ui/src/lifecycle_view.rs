@@ -199,6 +199,19 @@ pub fn lifecycle_ui(
         state.y_range = None;
         commands.push(Command::Revealed);
     }
+    if let Some((first, last)) = selection.zoom_to {
+        // Zoom to the evidence of a finding, with a little context on both sides.
+        let count = ax.event_count;
+        let (xa, xb) = (
+            ax.x_of_event(first as usize),
+            ax.x_of_event((last as usize + 1).min(count.saturating_sub(1)))
+                .max(ax.x_of_event(first as usize) + 1.0),
+        );
+        let pad = (xb - xa) * 0.05 + 1.0;
+        state.x_range = Some(clamp_view((xa - pad, xb + pad), (full_x0, full_x1)));
+        state.y_range = None;
+        commands.push(Command::Shown);
+    }
     let (x0, x1) = state.x_range.unwrap_or((full_x0, full_x1));
 
     // Interaction first, so this frame paints the new view.

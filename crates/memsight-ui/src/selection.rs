@@ -16,6 +16,8 @@ pub struct Selection {
     pub reveal: bool,
     /// Events `first..=last` selected for range analysis.
     pub range: Option<(u32, u32)>,
+    /// The lifecycle chart should zoom to events `first..=last` (set by the findings panel).
+    pub zoom_to: Option<(u32, u32)>,
 }
 
 /// A change to the selection, from any view.
@@ -41,6 +43,10 @@ pub enum Command {
     SelectRange(Option<(u32, u32)>),
     /// The lifecycle chart has brought the pinned allocation into view.
     Revealed,
+    /// Zoom the lifecycle chart to events `first..=last`.
+    ShowEvents(u32, u32),
+    /// The lifecycle chart has zoomed as asked.
+    Shown,
 }
 
 impl Selection {
@@ -93,6 +99,10 @@ impl Selection {
                         .and_then(|(a, b)| Some((clamp(Some(a.min(b)))?, clamp(Some(a.max(b)))?)));
                 }
                 Command::Revealed => self.reveal = false,
+                Command::ShowEvents(a, b) => {
+                    self.zoom_to = clamp(Some(a.min(b))).zip(clamp(Some(a.max(b))));
+                }
+                Command::Shown => self.zoom_to = None,
             }
         }
     }

@@ -448,3 +448,59 @@ fn clicking_a_segment_alloc_row_shows_that_segment() {
     assert_eq!(harness.state().documents()[0].selection.event, Some(9));
     harness.get_by_label_contains("Pool after event 9");
 }
+
+#[test]
+fn clicking_a_finding_puts_its_evidence_on_screen() {
+    // The torch_npu leak demo: 40 MiB left behind at memory_leaks_demo.py:11 in each of its three
+    // steps (events 1, 2949, 5565), and three empty_cache() bursts.
+    let Some(source) = fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    let mut harness = harness(
+        &source,
+        &ScreenshotOptions {
+            width: 1400.0,
+            height: 860.0,
+            ..ScreenshotOptions::default()
+        },
+    );
+    harness.get_by_label("Findings (6)");
+    harness
+        .get_by_label("Leak: 40.0 MiB per step from one call site")
+        .click();
+    settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.range, Some((1, 5565)));
+    let pinned = doc
+        .selection
+        .lifetime
+        .expect("the first leaked block is pinned");
+    assert_eq!(
+        doc.data.loaded.replays[0].lifetimes[pinned as usize].alloc_event,
+        Some(1)
+    );
+    let (x0, x1) = doc
+        .lifecycle
+        .x_range
+        .expect("the chart zoomed to the evidence");
+    assert!(x0 <= 1.0 && (5565.0..8179.0).contains(&x1), "{x0}..{x1}");
+    // The finding opens with its explanation; the range panel reports on its events.
+    harness.get_by_label_contains("were still alive 2 steps later or never freed");
+    harness.get_by_label("events 1 – 5565");
+
+    // Two stalls release 20 segments; the first of them is events 5544-5563.
+    harness
+        .get_all_by_label("Allocator stall: 20 segments released")
+        .next()
+        .expect("listed")
+        .click();
+    settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(
+        doc.selection.event,
+        Some(5563),
+        "the pool after the last release"
+    );
+    harness.get_by_label_contains("Pool after event 5563");
+    harness.get_by_label_contains("an explicit empty_cache() call");
+}

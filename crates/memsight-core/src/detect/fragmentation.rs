@@ -170,7 +170,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
         ),
         summary: format!(
             "{} segment_alloc calls ({} in all) were made although the free bytes already cached in the same pool \
-             covered the request, just not in one piece — e.g. event {}: {} requested with {} cached free. \
+             covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free. \
              The worst reserved − allocated gap was {} at event {gap_event}{spread}.",
             growth.len(),
             format_bytes(grown_bytes as i64),

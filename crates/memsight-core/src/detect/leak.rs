@@ -25,7 +25,7 @@ const MIN_LEAKING_STEPS: usize = 3;
 /// What one call stack left behind: the steps it leaked in, and the blocks' bytes, events and count.
 struct Site {
     steps: Vec<usize>,
-    /// Whether one of those steps was followed by STEPS_ALIVE whole steps in the trace.
+    /// Whether one of those steps was followed by `STEPS_ALIVE` whole steps in the trace.
     fully_seen: bool,
     bytes: u64,
     first: u32,

@@ -76,29 +76,8 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         if requests.len() < MIN_SITE_ALLOCS {
             continue;
         }
-        let mut sizes: Vec<u64> = requests.iter().map(|&(size, _)| size).collect();
-        let mid = sizes.len() / 2;
-        let median = *sizes.select_nth_unstable(mid).1;
-        // The steps each size was asked in: a size asked in several steps is the site's pattern.
-        let mut asked_in: FxHashMap<u64, (Option<usize>, bool)> = FxHashMap::default();
-        for &(size, event) in requests.iter() {
-            let step = steps.as_ref().and_then(|s| s.step_of(event));
-            asked_in
-                .entry(size)
-                .and_modify(|(first, several)| *several |= *first != step)
-                .or_insert((step, false));
-        }
-        let outliers: Vec<(u64, u32)> = requests
-            .iter()
-            .copied()
-            .filter(|&(size, event)| {
-                !asked_in[&size].1
-                    && freed(event)
-                    && size >= MIN_OUTLIER_BYTES
-                    && size >= median.max(1) * SITE_RATIO
-                    && size * 100 >= peak.bytes.max(0) as u64 * MIN_PEAK_PERCENT
-            })
-            .collect();
+        let (median, outliers) =
+            site_outliers(requests, steps.as_ref(), &freed, peak.bytes.max(0) as u64);
         if outliers.len() * 100 > requests.len() * MAX_OUTLIER_PERCENT {
             continue;
         }
@@ -152,7 +131,55 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
     findings.sort_by_key(|f| (std::cmp::Reverse(f.bytes), f.events));
     findings.truncate(MAX_SITES);
 
-    // One block holding a large share of the peak, unless a call site finding covers it already.
+    findings.extend(peak_holder(device, replay, &reported));
+    findings.sort_by_key(|f| {
+        (
+            std::cmp::Reverse(f.severity),
+            std::cmp::Reverse(f.bytes),
+            f.events,
+        )
+    });
+    findings
+}
+
+/// The median request of one call site, and its requests that stand out: far above the median,
+/// big, of a size asked in one step only, and freed again.
+fn site_outliers(
+    requests: &[(u64, u32)],
+    steps: Option<&steps::Steps>,
+    freed: &dyn Fn(u32) -> bool,
+    peak_bytes: u64,
+) -> (u64, Vec<(u64, u32)>) {
+    let mut request_sizes: Vec<u64> = requests.iter().map(|&(size, _)| size).collect();
+    let mid = request_sizes.len() / 2;
+    let median = *request_sizes.select_nth_unstable(mid).1;
+    // The steps each size was asked in: a size asked in several steps is the site's pattern.
+    let mut asked_in: FxHashMap<u64, (Option<usize>, bool)> = FxHashMap::default();
+    for &(size, event) in requests {
+        let step = steps.and_then(|s| s.step_of(event));
+        asked_in
+            .entry(size)
+            .and_modify(|(first, several)| *several |= *first != step)
+            .or_insert((step, false));
+    }
+    let outliers: Vec<(u64, u32)> = requests
+        .iter()
+        .copied()
+        .filter(|&(size, event)| {
+            !asked_in[&size].1
+                && freed(event)
+                && size >= MIN_OUTLIER_BYTES
+                && size >= median.max(1) * SITE_RATIO
+                && size * 100 >= peak_bytes * MIN_PEAK_PERCENT
+        })
+        .collect();
+    (median, outliers)
+}
+
+/// The one block holding a large share of the allocated peak, unless a call-site finding
+/// covers it already (`reported`: alloc events of reported outliers).
+fn peak_holder(device: &Device, replay: &DeviceReplay, reported: &[u32]) -> Option<Finding> {
+    let peak = replay.peak_allocated;
     if let Some(peak_event) = peak.event
         && peak.bytes as u64 >= MIN_PEAK_BYTES
         && let Some(big) = replay
@@ -164,7 +191,7 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         && !big.alloc_event.is_some_and(|e| reported.contains(&e))
     {
         let event = big.alloc_event.unwrap_or(peak_event);
-        findings.push(Finding {
+        return Some(Finding {
             kind: FindingKind::OutlierAllocation,
             severity: Severity::Info,
             device: device.ordinal,
@@ -189,14 +216,7 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
                 .to_string(),
         });
     }
-    findings.sort_by_key(|f| {
-        (
-            std::cmp::Reverse(f.severity),
-            std::cmp::Reverse(f.bytes),
-            f.events,
-        )
-    });
-    findings
+    None
 }
 
 #[cfg(test)]

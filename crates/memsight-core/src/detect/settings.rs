@@ -1,7 +1,7 @@
 //! Advises allocator settings — `expandable_segments`, `max_split_size_mb`,
 //! `garbage_collection_threshold` — only where another finding supports it, and never one the
-//! file's `allocator_settings` show already on. Files without `allocator_settings` (torch_npu,
-//! PyTorch before 2.3) get the advice with "unless already set".
+//! file's `allocator_settings` show already on. Files without `allocator_settings` (`torch_npu`,
+//! `PyTorch` before 2.3) get the advice with "unless already set".
 
 use crate::model::{SettingValue, Snapshot};
 use crate::units::format_bytes;
@@ -9,6 +9,10 @@ use crate::units::format_bytes;
 use super::{Finding, FindingKind, Severity};
 
 /// What the file says about the allocator's configuration.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per setting the file may show"
+)]
 struct Configured {
     known: bool,
     expandable_segments: bool,
@@ -45,7 +49,7 @@ fn configured(snapshot: &Snapshot) -> Configured {
     }
 }
 
-/// Whether the file comes from an Ascend NPU (torch_npu frames), for the variable's name.
+/// Whether the file comes from an Ascend NPU (`torch_npu` frames), for the variable's name.
 fn is_npu(snapshot: &Snapshot) -> bool {
     snapshot.strings.iter().any(|s| s.contains("torch_npu"))
 }
@@ -76,20 +80,20 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     let mut advice: Vec<String> = Vec::new();
     if !have.expandable_segments {
         advice.push(format!(
-            "{variable}=expandable_segments:True — segments grow in place, so free memory is not split into \
+            "{variable}=expandable_segments:True: segments grow in place, so free memory is not split into \
              pieces and the allocator never has to free everything and retry"
         ));
     }
     if !fragmentation.is_empty() && !have.max_split_size && !have.expandable_segments {
         advice.push(
-            "max_split_size_mb:N (N a little above your typical large request) — large cached blocks stay whole \
+            "max_split_size_mb:N (N a little above your typical large request): large cached blocks stay whole \
              for large requests instead of being split by small ones"
                 .to_string(),
         );
     }
     if !stalls.is_empty() && !have.garbage_collection {
         advice.push(
-            "garbage_collection_threshold:0.8 — unused cached blocks are released gradually before the pool \
+            "garbage_collection_threshold:0.8: unused cached blocks are released gradually before the pool \
              fills, instead of all at once in a stall"
                 .to_string(),
         );

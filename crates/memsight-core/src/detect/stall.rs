@@ -77,7 +77,7 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
             device: device.ordinal,
             title: format!("Allocator stall: {} segments released", last + 1 - first),
             summary: format!(
-                "Events {first}–{last} released {} segments ({}, reserved {} → {}) while allocated bytes stayed at {}{took}{}.",
+                "Events {first}–{last} released {} segments ({}, reserved fell from {} to {}) while allocated bytes stayed at {}{took}{}.",
                 last + 1 - first,
                 format_bytes(freed as i64),
                 format_bytes(before.reserved_bytes),

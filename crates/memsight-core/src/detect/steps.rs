@@ -187,11 +187,7 @@ fn freed_in_step_per_mille(steps: &Steps, replay: &DeviceReplay) -> u64 {
             freed += l.requested_size_bytes;
         }
     }
-    if allocated == 0 {
-        0
-    } else {
-        freed * 1000 / allocated
-    }
+    (freed * 1000).checked_div(allocated).unwrap_or(0)
 }
 
 /// Whether the allocated curve comes back down at the end of each step: a training step frees

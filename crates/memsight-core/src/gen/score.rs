@@ -26,6 +26,10 @@ impl Score {
 }
 
 /// Runs every scenario for every seed at `events` events and scores each kind.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the suite, a block per kind"
+)]
 pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<Score> {
     let mut leak = Score {
         kind: "leak",
