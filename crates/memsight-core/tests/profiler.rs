@@ -1,0 +1,218 @@
+//! Profiler CSVs: the real rank folders of the corpus, checked against figures from
+//! `scripts/profiler_figures.py` (Python's csv module), and the variants real files come in.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use memsight_core::profiler::{self, APP_COMPONENT, OPERATOR_COMPONENT, ProfilerError};
+
+fn profiler_fixture(name: &str) -> Option<PathBuf> {
+    common::fixtures_dir().map(|d| d.join("profiler").join(name))
+}
+
+fn components(rank: &profiler::Rank) -> Vec<(String, usize)> {
+    rank.curves
+        .iter()
+        .map(|c| (c.component.clone(), c.len()))
+        .collect()
+}
+
+#[test]
+fn rank0_level0_matches_independent_figures() {
+    let Some(dir) = profiler_fixture("rank0_level0") else {
+        return;
+    };
+    let run = profiler::open(&[dir]).expect("reads");
+    assert_eq!(run.ranks.len(), 1);
+    let rank = &run.ranks[0];
+    assert_eq!(rank.name, "rank0_level0");
+    assert_eq!(rank.device.as_deref(), Some("NPU:0"));
+    let mut seen = components(rank);
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("APP".to_string(), 13),
+            ("GE".to_string(), 114),
+            ("PTA".to_string(), 381),
+            ("PTA+GE".to_string(), 495)
+        ]
+    );
+    let operators = rank.curve(OPERATOR_COMPONENT).expect("PTA+GE rows");
+    assert_eq!(operators.peak_reserved().map(|p| p.0), Some(1_600_913_408.0));
+    assert_eq!(operators.peak_allocated().map(|p| p.0), Some(1_245_819_904.0));
+    let app = rank.curve(APP_COMPONENT).expect("APP rows");
+    assert_eq!(app.peak_reserved().map(|p| p.0), Some(2_212_077_568.0));
+    // APP rows carry reserved only.
+    assert!(app.allocated_bytes.iter().all(|v| v.is_nan()));
+    // Timestamps lost their trailing tab and stay in order.
+    assert!(operators.time_us.windows(2).all(|w| w[0] <= w[1]));
+    assert!((operators.time_us[0] - 1.736_405_443_8e15).abs() < 1e9);
+
+    assert_eq!(rank.operators.len(), 184);
+    assert_eq!(rank.operator_names.len(), 58);
+    let mut largest: Vec<(i64, &str)> = rank
+        .operators
+        .iter()
+        .map(|o| (o.size_bytes, rank.operator_name(o)))
+        .collect();
+    largest.sort_by(|a, b| b.cmp(a));
+    assert_eq!(
+        &largest[..3],
+        [
+            (150_995_456, "aten::mm"),
+            (150_995_456, "aten::_foreach_add"),
+            (67_109_376, "aten::mm")
+        ]
+    );
+    assert_eq!(
+        rank.operators.iter().filter(|o| o.release_us.is_nan()).count(),
+        24
+    );
+
+    assert_eq!(rank.modules.len(), 77);
+    assert_eq!(rank.modules.iter().map(profiler::Curve::len).sum::<usize>(), 1001);
+    let hccl = rank.modules.iter().find(|c| c.component == "HCCL").expect("HCCL");
+    assert_eq!(hccl.peak_reserved().map(|p| p.0), Some(423_690_240.0));
+    assert!(rank.warnings.is_empty(), "{:?}", rank.warnings);
+}
+
+#[test]
+fn static_graph_rank1_matches_independent_figures() {
+    let Some(dir) = profiler_fixture("static_graph_rank1") else {
+        return;
+    };
+    let run = profiler::open(&[dir]).expect("reads");
+    let rank = &run.ranks[0];
+    assert_eq!(rank.device.as_deref(), Some("NPU:1"));
+    let mut seen = components(rank);
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("APP".to_string(), 27),
+            ("PTA".to_string(), 2),
+            ("PTA+GE".to_string(), 1)
+        ]
+    );
+    // Timestamps written as "1.69512E+15" (a spreadsheet's rounding) still parse.
+    let app = rank.curve(APP_COMPONENT).expect("APP");
+    assert_eq!(app.time_us[0], 1.69512e15);
+    assert_eq!(app.peak_reserved().map(|p| p.0), Some(11_272_585_216.0));
+    assert_eq!(rank.operators.len(), 21);
+    let largest = rank.operators.iter().max_by_key(|o| o.size_bytes).expect("rows");
+    assert_eq!(
+        (rank.operator_name(largest), largest.size_bytes),
+        ("aten::native_batch_norm", 822_085_632)
+    );
+    assert_eq!(rank.static_ops.len(), 54);
+    assert_eq!(rank.static_ops.iter().filter(|o| o.node_end.is_none()).count(), 10);
+    // Two nodes tie at the largest size; the figures script breaks the tie by name.
+    let biggest = rank
+        .static_ops
+        .iter()
+        .max_by_key(|o| (o.size_bytes, o.op_name.clone()))
+        .expect("ops");
+    assert_eq!((biggest.op_name.as_str(), biggest.size_bytes), ("sqrt_01", 2_400_032));
+}
+
+#[test]
+fn a_parent_folder_opens_every_rank_inside() {
+    let Some(dir) = common::fixtures_dir().map(|d| d.join("profiler")) else {
+        return;
+    };
+    let run = profiler::open(&[dir]).expect("reads");
+    let names: Vec<&str> = run.ranks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["rank0_level0", "static_graph_rank1"]);
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memsight-profiler-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn kb_headers_lf_slices_and_ascend_output_folders_read_alike() {
+    let root = temp_dir("variants");
+    let out = root.join("rank3_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+    // CANN's KB variant, LF line ends, two slices written out of order.
+    write(
+        &out,
+        "memory_record_slice_1_20250101.csv",
+        "Component,Timestamp(us),Total Allocated(KB),Total Reserved(KB),Total Active(KB),Stream Ptr,Device Type\n\
+         PTA+GE,3000.5\t,2048,4096,2048,1,NPU:3\n",
+    );
+    write(
+        &out,
+        "memory_record_slice_0_20250101.csv",
+        "Component,Timestamp(us),Total Allocated(KB),Total Reserved(KB),Total Active(KB),Stream Ptr,Device Type\r\n\
+         PTA+GE,1000.5\t,1024,4096,1024,1,NPU:3\r\n\
+         APP,1500.0\t,,8192,,,NPU:3\r\n",
+    );
+    let run = profiler::open(std::slice::from_ref(&root)).expect("reads");
+    assert_eq!(run.ranks.len(), 1);
+    let rank = &run.ranks[0];
+    assert_eq!(rank.name, "rank3_ascend_pt");
+    let ops = rank.curve(OPERATOR_COMPONENT).expect("merged");
+    assert_eq!(ops.time_us, [1000.5, 3000.5]);
+    assert_eq!(ops.allocated_bytes, [1024.0 * 1024.0, 2048.0 * 1024.0]);
+    assert_eq!(rank.curve(APP_COMPONENT).map(|c| c.reserved_bytes.clone()), Some(vec![8192.0 * 1024.0]));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn bad_rows_are_warnings_with_file_and_line_and_the_rest_reads() {
+    let dir = temp_dir("bad-rows");
+    let file = write(
+        &dir,
+        "operator_memory.csv",
+        "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),Duration(us),Active Duration(us),\
+         Allocation Total Allocated(MB),Allocation Total Reserved(MB),Allocation Total Active(MB),Release Total Allocated(MB),\
+         Release Total Reserved(MB),Release Total Active(MB),Stream Ptr,Device Type\n\
+         aten::add,4.0,10.0\t,20.0\t,20.0\t,10,10,1,2,1,0,2,0,7,NPU:0\n\
+         aten::mul,lots,11.0\t,,,,,,,,,,,7,NPU:0\n\
+         ,-8.0,,30.0\t,30.0\t,,,,,,0,2,0,7,NPU:0\n\
+         cann::Cast,2.0,12.0\t,13.0\t,,1,,1,2,,1,2,,,NPU:0\n",
+    );
+    let run = profiler::open(std::slice::from_ref(&file)).expect("reads");
+    let rank = &run.ranks[0];
+    assert_eq!(rank.operators.len(), 3);
+    assert_eq!(rank.warnings.len(), 1);
+    let w = &rank.warnings[0];
+    assert_eq!((w.file.as_path(), w.line), (file.as_path(), Some(3)));
+    assert!(w.message.contains("\"lots\" is not a number"), "{}", w.message);
+    // Allocated before the capture: a negative size, no allocation time.
+    let before = rank.operators.iter().find(|o| o.size_bytes < 0).expect("kept");
+    assert_eq!(before.size_bytes, -8 * 1024);
+    assert!(before.alloc_us.is_nan());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn wrong_files_give_clear_errors() {
+    let dir = temp_dir("wrong");
+    let not_csv = write(&dir, "memory_record.csv", "this is not,a profiler\nfile,at all\n");
+    let err = profiler::open(std::slice::from_ref(&not_csv)).expect_err("refused");
+    assert!(matches!(err, ProfilerError::BadHeader { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("memory_record.csv") && text.contains("Timestamp"), "{text}");
+
+    let empty = temp_dir("empty-folder");
+    std::fs::create_dir_all(&empty).expect("dir");
+    let err = profiler::open(std::slice::from_ref(&empty)).expect_err("nothing there");
+    assert!(err.to_string().contains("no torch_npu profiler memory data"), "{err}");
+
+    let err = profiler::open(&[dir.join("missing.csv")]).expect_err("missing");
+    assert!(err.to_string().contains("missing.csv"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&empty);
+}

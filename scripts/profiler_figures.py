@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Figures of torch_npu profiler CSVs read with Python's csv module, independently of memsight.
+
+The expected values in crates/memsight-core/tests/profiler.rs come from:
+    python3 scripts/profiler_figures.py ../shared/fixtures/profiler/*
+
+Sizes in bytes (MB x 1048576, KB x 1024), cells stripped of the trailing tab.
+"""
+import collections
+import csv
+import glob
+import os
+import sys
+
+UNIT = {"KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader)]
+        for r in reader:
+            if not r or all(not c.strip() for c in r):
+                continue
+            yield {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header)}
+
+
+def col(row, base):
+    for k, v in row.items():
+        name, _, unit = k.partition("(")
+        if name.strip() == base:
+            return v, UNIT.get(unit.rstrip(")"), 1)
+    return "", 1
+
+
+def num(row, base):
+    v, f = col(row, base)
+    return float(v) * f if v else None
+
+
+def main(folder):
+    print(folder)
+    for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):
+        name = os.path.basename(path)
+        if name.startswith("memory_record"):
+            per = collections.Counter()
+            peak_reserved = collections.defaultdict(float)
+            peak_allocated = collections.defaultdict(float)
+            for r in rows(path):
+                c = r["Component"]
+                per[c] += 1
+                res = num(r, "Total Reserved")
+                alloc = num(r, "Total Allocated")
+                if res is not None:
+                    peak_reserved[c] = max(peak_reserved[c], res)
+                if alloc is not None:
+                    peak_allocated[c] = max(peak_allocated[c], alloc)
+            print(f"  {name}: rows per component {dict(per)}")
+            print(f"    peak reserved bytes {dict(peak_reserved)}")
+            print(f"    peak allocated bytes {dict(peak_allocated)}")
+        elif name.startswith("operator_memory"):
+            all_rows = list(rows(path))
+            sizes = sorted(((num(r, "Size"), r["Name"]) for r in all_rows), reverse=True)
+            negative = sum(1 for s, _ in sizes if s < 0)
+            print(f"  {name}: {len(all_rows)} rows, {negative} negative, "
+                  f"{len(set(r['Name'] for r in all_rows))} names")
+            print(f"    largest: {[(n, int(s)) for s, n in sizes[:3]]}")
+            unreleased = sum(1 for r in all_rows if not r.get("Release Time(us)", "").strip())
+            print(f"    without release time: {unreleased}")
+        elif name.startswith("npu_module_mem"):
+            per = collections.Counter()
+            peak = collections.defaultdict(float)
+            for r in rows(path):
+                per[r["Component"]] += 1
+                peak[r["Component"]] = max(peak[r["Component"]], num(r, "Total Reserved") or 0)
+            nonzero = {k: int(v) for k, v in peak.items() if v > 0}
+            print(f"  {name}: {len(per)} components, {sum(per.values())} rows, nonzero peaks {nonzero}")
+        elif name.startswith("static_op_mem"):
+            all_rows = list(rows(path))
+            ops = [r for r in all_rows if r["Op Name"] != "TOTAL"]
+            total = [num(r, "Size") for r in all_rows if r["Op Name"] == "TOTAL"]
+            forever = sum(1 for r in ops if r["Node Index End"] == "4294967295")
+            print(f"  {name}: {len(ops)} ops, TOTAL {total}, to the end {forever}, "
+                  f"largest {max((num(r, 'Size'), r['Op Name']) for r in ops)}")
+
+
+if __name__ == "__main__":
+    for folder in sys.argv[1:]:
+        main(folder)
