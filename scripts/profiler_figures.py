@@ -58,6 +58,19 @@ def main(folder):
             print(f"  {name}: rows per component {dict(per)}")
             print(f"    peak reserved bytes {dict(peak_reserved)}")
             print(f"    peak allocated bytes {dict(peak_allocated)}")
+            # APP reserved minus the latest PTA+GE reserved at or before each APP sample.
+            recs = list(rows(path))
+            ops = sorted((float(r["Timestamp(us)"]), num(r, "Total Reserved")) for r in recs if r["Component"] == "PTA+GE")
+            gaps = []
+            for r in recs:
+                if r["Component"] != "APP":
+                    continue
+                t = float(r["Timestamp(us)"])
+                before = [v for (ts, v) in ops if ts <= t]
+                if before:
+                    gaps.append(num(r, "Total Reserved") - before[-1])
+            if gaps:
+                print(f"    APP - PTA+GE reserved: {len(gaps)} samples, median {sorted(gaps)[len(gaps) // 2]:.0f}, max {max(gaps):.0f}")
         elif name.startswith("operator_memory"):
             all_rows = list(rows(path))
             sizes = sorted(((num(r, "Size"), r["Name"]) for r in all_rows), reverse=True)

@@ -239,6 +239,27 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
         files.iter().map(|f| Some(f.as_path())).collect()
     };
     let mut report = AnalysisReport { files: Vec::new() };
+    // Profiler folders and CSVs are one run, so ranks are compared with each other.
+    let (profiler_paths, targets): (Vec<Option<&Path>>, Vec<Option<&Path>>) = targets
+        .into_iter()
+        .partition(|f| f.is_some_and(memsight_core::profiler::is_profiler_path));
+    if !profiler_paths.is_empty() {
+        let paths: Vec<PathBuf> = profiler_paths
+            .iter()
+            .flatten()
+            .map(|p| p.to_path_buf())
+            .collect();
+        let run = memsight_core::profiler::open(&paths)?;
+        let name = paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.files.push(FileFindings::from_profiler(
+            name,
+            &memsight_core::profiler::detect::analyze(&run),
+        ));
+    }
     for file in targets {
         let loaded = open(file)?;
         let name = file.map_or_else(
@@ -273,16 +294,20 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
                 } else {
                     ("  [", "]", "    ")
                 };
+                let place = match &f.rank {
+                    Some(rank) => format!(
+                        "{rank} (device {}), samples {}–{}",
+                        f.device, f.events[0], f.events[1]
+                    ),
+                    None => format!(
+                        "device {}, events {}–{}",
+                        f.device, f.events[0], f.events[1]
+                    ),
+                };
                 writeln!(
                     out,
-                    "{open}{:?}{close} {} — device {}, events {}–{}{site}\n{indent}{}\n{indent}→ {}",
-                    f.severity,
-                    f.title,
-                    f.device,
-                    f.events[0],
-                    f.events[1],
-                    f.summary,
-                    f.suggestion
+                    "{open}{:?}{close} {} — {place}{site}\n{indent}{}\n{indent}→ {}",
+                    f.severity, f.title, f.summary, f.suggestion
                 )?;
             }
             writeln!(out)?;

@@ -8,8 +8,8 @@ pub mod r#gen;
 pub mod lifecycle;
 pub mod load;
 pub mod model;
-pub mod profiler;
 pub mod pickle;
+pub mod profiler;
 pub mod range;
 pub mod replay;
 

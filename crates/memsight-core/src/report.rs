@@ -223,10 +223,13 @@ pub struct FindingReport {
     pub kind: crate::detect::FindingKind,
     pub severity: crate::detect::Severity,
     pub device: u32,
+    /// The profiler rank (folder) of a profiler finding; `null` for snapshots.
+    pub rank: Option<String>,
     pub title: String,
     pub summary: String,
     pub bytes: u64,
-    /// First and last event of the evidence.
+    /// First and last event of the evidence (for profiler data: samples of the rank's
+    /// `PTA+GE` curve, or operator rows).
     pub events: [u32; 2],
     /// Times of those events, when the trace has times.
     pub time_us: Option<[i64; 2]>,
@@ -247,6 +250,31 @@ pub struct FrameReport {
 }
 
 impl FileFindings {
+    /// Findings on profiler data: times from the finding itself, no stacks.
+    pub fn from_profiler(file: String, findings: &[crate::detect::Finding]) -> Self {
+        let findings = findings
+            .iter()
+            .map(|f| FindingReport {
+                kind: f.kind,
+                severity: f.severity,
+                device: f.device,
+                rank: f.rank.clone(),
+                title: f.title.clone(),
+                summary: f.summary.clone(),
+                bytes: f.bytes,
+                events: [f.events.0, f.events.1],
+                time_us: f
+                    .time_range_us
+                    .map(|(a, b)| [a.round() as i64, b.round() as i64]),
+                focus_event: f.focus_event,
+                stack: Vec::new(),
+                top_frame: None,
+                suggestion: f.suggestion.clone(),
+            })
+            .collect();
+        Self { file, findings }
+    }
+
     pub fn new(file: String, loaded: &Loaded, findings: &[crate::detect::Finding]) -> Self {
         let s = &loaded.snapshot;
         let findings = findings
@@ -262,6 +290,7 @@ impl FileFindings {
                     kind: f.kind,
                     severity: f.severity,
                     device: f.device,
+                    rank: f.rank.clone(),
                     title: f.title.clone(),
                     summary: f.summary.clone(),
                     bytes: f.bytes,

@@ -40,8 +40,14 @@ fn rank0_level0_matches_independent_figures() {
         ]
     );
     let operators = rank.curve(OPERATOR_COMPONENT).expect("PTA+GE rows");
-    assert_eq!(operators.peak_reserved().map(|p| p.0), Some(1_600_913_408.0));
-    assert_eq!(operators.peak_allocated().map(|p| p.0), Some(1_245_819_904.0));
+    assert_eq!(
+        operators.peak_reserved().map(|p| p.0),
+        Some(1_600_913_408.0)
+    );
+    assert_eq!(
+        operators.peak_allocated().map(|p| p.0),
+        Some(1_245_819_904.0)
+    );
     let app = rank.curve(APP_COMPONENT).expect("APP rows");
     assert_eq!(app.peak_reserved().map(|p| p.0), Some(2_212_077_568.0));
     // APP rows carry reserved only.
@@ -67,13 +73,23 @@ fn rank0_level0_matches_independent_figures() {
         ]
     );
     assert_eq!(
-        rank.operators.iter().filter(|o| o.release_us.is_nan()).count(),
+        rank.operators
+            .iter()
+            .filter(|o| o.release_us.is_nan())
+            .count(),
         24
     );
 
     assert_eq!(rank.modules.len(), 77);
-    assert_eq!(rank.modules.iter().map(profiler::Curve::len).sum::<usize>(), 1001);
-    let hccl = rank.modules.iter().find(|c| c.component == "HCCL").expect("HCCL");
+    assert_eq!(
+        rank.modules.iter().map(profiler::Curve::len).sum::<usize>(),
+        1001
+    );
+    let hccl = rank
+        .modules
+        .iter()
+        .find(|c| c.component == "HCCL")
+        .expect("HCCL");
     assert_eq!(hccl.peak_reserved().map(|p| p.0), Some(423_690_240.0));
     assert!(rank.warnings.is_empty(), "{:?}", rank.warnings);
 }
@@ -101,20 +117,33 @@ fn static_graph_rank1_matches_independent_figures() {
     assert_eq!(app.time_us[0], 1.69512e15);
     assert_eq!(app.peak_reserved().map(|p| p.0), Some(11_272_585_216.0));
     assert_eq!(rank.operators.len(), 21);
-    let largest = rank.operators.iter().max_by_key(|o| o.size_bytes).expect("rows");
+    let largest = rank
+        .operators
+        .iter()
+        .max_by_key(|o| o.size_bytes)
+        .expect("rows");
     assert_eq!(
         (rank.operator_name(largest), largest.size_bytes),
         ("aten::native_batch_norm", 822_085_632)
     );
     assert_eq!(rank.static_ops.len(), 54);
-    assert_eq!(rank.static_ops.iter().filter(|o| o.node_end.is_none()).count(), 10);
+    assert_eq!(
+        rank.static_ops
+            .iter()
+            .filter(|o| o.node_end.is_none())
+            .count(),
+        10
+    );
     // Two nodes tie at the largest size; the figures script breaks the tie by name.
     let biggest = rank
         .static_ops
         .iter()
         .max_by_key(|o| (o.size_bytes, o.op_name.clone()))
         .expect("ops");
-    assert_eq!((biggest.op_name.as_str(), biggest.size_bytes), ("sqrt_01", 2_400_032));
+    assert_eq!(
+        (biggest.op_name.as_str(), biggest.size_bytes),
+        ("sqrt_01", 2_400_032)
+    );
 }
 
 #[test]
@@ -165,7 +194,10 @@ fn kb_headers_lf_slices_and_ascend_output_folders_read_alike() {
     let ops = rank.curve(OPERATOR_COMPONENT).expect("merged");
     assert_eq!(ops.time_us, [1000.5, 3000.5]);
     assert_eq!(ops.allocated_bytes, [1024.0 * 1024.0, 2048.0 * 1024.0]);
-    assert_eq!(rank.curve(APP_COMPONENT).map(|c| c.reserved_bytes.clone()), Some(vec![8192.0 * 1024.0]));
+    assert_eq!(
+        rank.curve(APP_COMPONENT).map(|c| c.reserved_bytes.clone()),
+        Some(vec![8192.0 * 1024.0])
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -189,9 +221,17 @@ fn bad_rows_are_warnings_with_file_and_line_and_the_rest_reads() {
     assert_eq!(rank.warnings.len(), 1);
     let w = &rank.warnings[0];
     assert_eq!((w.file.as_path(), w.line), (file.as_path(), Some(3)));
-    assert!(w.message.contains("\"lots\" is not a number"), "{}", w.message);
+    assert!(
+        w.message.contains("\"lots\" is not a number"),
+        "{}",
+        w.message
+    );
     // Allocated before the capture: a negative size, no allocation time.
-    let before = rank.operators.iter().find(|o| o.size_bytes < 0).expect("kept");
+    let before = rank
+        .operators
+        .iter()
+        .find(|o| o.size_bytes < 0)
+        .expect("kept");
     assert_eq!(before.size_bytes, -8 * 1024);
     assert!(before.alloc_us.is_nan());
     let _ = std::fs::remove_dir_all(&dir);
@@ -200,19 +240,72 @@ fn bad_rows_are_warnings_with_file_and_line_and_the_rest_reads() {
 #[test]
 fn wrong_files_give_clear_errors() {
     let dir = temp_dir("wrong");
-    let not_csv = write(&dir, "memory_record.csv", "this is not,a profiler\nfile,at all\n");
+    let not_csv = write(
+        &dir,
+        "memory_record.csv",
+        "this is not,a profiler\nfile,at all\n",
+    );
     let err = profiler::open(std::slice::from_ref(&not_csv)).expect_err("refused");
     assert!(matches!(err, ProfilerError::BadHeader { .. }), "{err}");
     let text = err.to_string();
-    assert!(text.contains("memory_record.csv") && text.contains("Timestamp"), "{text}");
+    assert!(
+        text.contains("memory_record.csv") && text.contains("Timestamp"),
+        "{text}"
+    );
 
     let empty = temp_dir("empty-folder");
     std::fs::create_dir_all(&empty).expect("dir");
     let err = profiler::open(std::slice::from_ref(&empty)).expect_err("nothing there");
-    assert!(err.to_string().contains("no torch_npu profiler memory data"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("no torch_npu profiler memory data"),
+        "{err}"
+    );
 
     let err = profiler::open(&[dir.join("missing.csv")]).expect_err("missing");
     assert!(err.to_string().contains("missing.csv"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&empty);
+}
+
+/// What a reader sees in the corpus: no stall (operator reserved never falls at flat allocated),
+/// no operator allocation near a quarter of the peak (the largest are 9 % of it), and memory
+/// outside the allocator on both ranks — on rank0, APP exceeds PTA+GE reserved by a median of
+/// 611,164,160 bytes over 7 APP samples, mostly HCCL (404 MiB), RUNTIME and GE in
+/// npu_module_mem.csv; on the static-graph rank by 2,273,705,984 bytes over 27 samples
+/// (figures from `scripts/profiler_figures.py`).
+#[test]
+fn detectors_on_the_real_ranks() {
+    use memsight_core::detect::FindingKind;
+    let Some(dir) = common::fixtures_dir().map(|d| d.join("profiler")) else {
+        return;
+    };
+    let run = profiler::open(&[dir]).expect("reads");
+    let findings = profiler::detect::analyze(&run);
+    let kinds: Vec<(FindingKind, Option<&str>, u64)> = findings
+        .iter()
+        .map(|f| (f.kind, f.rank.as_deref(), f.bytes))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (
+                FindingKind::UnaccountedMemory,
+                Some("rank0_level0"),
+                611_164_160
+            ),
+            (
+                FindingKind::UnaccountedMemory,
+                Some("static_graph_rank1"),
+                2_273_705_984
+            )
+        ]
+    );
+    assert!(
+        findings[0]
+            .summary
+            .contains("HCCL 404 MiB, RUNTIME 92.2 MiB, GE 76.0 MiB"),
+        "{}",
+        findings[0].summary
+    );
 }

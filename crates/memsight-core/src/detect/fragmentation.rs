@@ -185,6 +185,8 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             growth[growth.len() - 1].segment_alloc_event,
         ),
         focus_event: Some(blatant.segment_alloc_event),
+        rank: None,
+        time_range_us: None,
         stack,
         suggestion: "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_NPU_ALLOC_CONF on Ascend); \
                      otherwise max_split_size_mb to keep large cached blocks whole, or bucket inputs by length \

@@ -108,6 +108,8 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
                 bytes,
                 events: (first, last),
                 focus_event: None,
+                rank: None,
+                time_range_us: None,
                 stack,
                 suggestion: "Something keeps a reference to these tensors (a list, a cache, a metrics accumulator): drop \
                              it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."

@@ -28,6 +28,8 @@ pub enum FindingKind {
     Oom,
     OutlierAllocation,
     Settings,
+    /// Profiler data: process memory the framework's allocator does not account for.
+    UnaccountedMemory,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -53,6 +55,11 @@ pub struct Finding {
     pub events: (u32, u32),
     /// The one event to show first (its pool state is the evidence), when there is one.
     pub focus_event: Option<u32>,
+    /// The profiler rank the finding is about (profiler data only).
+    pub rank: Option<String>,
+    /// Epoch microseconds of the evidence, for data whose evidence is a time span rather than
+    /// events (profiler data).
+    pub time_range_us: Option<(f64, f64)>,
     /// The call stack behind it, when there is one.
     #[serde(skip)]
     pub stack: StackId,

@@ -60,6 +60,8 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             bytes: requested,
             events: (i as u32, i as u32),
             focus_event: Some(i as u32),
+            rank: None,
+            time_range_us: None,
             stack: trace.stack[i],
             suggestion: suggestion.to_string(),
         });

@@ -121,6 +121,8 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
                 outliers.iter().map(|&(_, e)| e).max().unwrap_or(largest_event),
             ),
             focus_event: Some(largest_event),
+            rank: None,
+            time_range_us: None,
             stack,
             suggestion: "Check the input behind these requests (a sequence or batch far above the usual, an expand or \
                          broadcast before a cast): cap or bucket input sizes, or split the operation into chunks."
@@ -210,6 +212,8 @@ fn peak_holder(device: &Device, replay: &DeviceReplay, reported: &[u32]) -> Opti
             bytes: big.requested_size_bytes,
             events: (event, peak_event),
             focus_event: Some(peak_event),
+            rank: None,
+            time_range_us: None,
             stack: big.stack,
             suggestion: "If this is a weight or buffer it is expected; if it is an activation or a temporary, chunk the \
                          operation or free it before the next large allocation."

@@ -135,6 +135,8 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
         bytes: grown + freed,
         events: first.events,
         focus_event: first.focus_event,
+        rank: None,
+        time_range_us: None,
         stack: crate::model::NO_STACK,
         suggestion: advice.join("; "),
     }]

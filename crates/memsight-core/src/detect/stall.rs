@@ -88,6 +88,8 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
             bytes: freed,
             events: (first as u32, last as u32),
             focus_event: Some(last as u32),
+            rank: None,
+            time_range_us: None,
             stack: trace.stack[first],
             suggestion: suggestion.to_string(),
         });

@@ -5,6 +5,7 @@
 //! demo. Deterministic for a given seed.
 
 mod allocator;
+pub mod profiler;
 pub mod score;
 mod writer;
 

@@ -7,6 +7,7 @@
 //! it finds. Sizes are bytes (`*_bytes`, converted from the files' MB or KB), times are epoch
 //! microseconds (`*_us`); a value the file leaves empty is `NaN`.
 
+pub mod detect;
 mod read;
 
 use std::path::{Path, PathBuf};
@@ -293,7 +294,9 @@ fn rank_name(dir: &Path) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| p.display().to_string())
     };
-    if dir.file_name().is_some_and(|n| n == "ASCEND_PROFILER_OUTPUT")
+    if dir
+        .file_name()
+        .is_some_and(|n| n == "ASCEND_PROFILER_OUTPUT")
         && let Some(parent) = dir.parent()
     {
         return name(parent);

@@ -53,7 +53,10 @@ impl Warnings {
 fn trim(cell: &[u8]) -> &[u8] {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
     let start = cell.iter().position(|b| !is_space(b)).unwrap_or(cell.len());
-    let end = cell.iter().rposition(|b| !is_space(b)).map_or(start, |e| e + 1);
+    let end = cell
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |e| e + 1);
     &cell[start..end]
 }
 
@@ -135,7 +138,9 @@ impl Columns {
 }
 
 /// Opens `path` and reads its header.
-fn open_table(path: &Path) -> Result<(csv::Reader<BufReader<File>>, csv::ByteRecord), ProfilerError> {
+fn open_table(
+    path: &Path,
+) -> Result<(csv::Reader<BufReader<File>>, csv::ByteRecord), ProfilerError> {
     let file = File::open(path).map_err(|source| ProfilerError::Io {
         path: path.to_path_buf(),
         source,
@@ -289,7 +294,10 @@ pub fn read_memory_record(
 }
 
 /// `npu_module_mem.csv`: one reserved-only curve per CANN component.
-pub fn read_npu_module_mem(path: &Path, warnings: &mut Warnings) -> Result<Vec<Curve>, ProfilerError> {
+pub fn read_npu_module_mem(
+    path: &Path,
+    warnings: &mut Warnings,
+) -> Result<Vec<Curve>, ProfilerError> {
     let (reader, header) = open_table(path)?;
     let columns = Columns::find(
         path,
@@ -395,7 +403,10 @@ pub fn read_operator_memory(
 }
 
 /// `static_op_mem.csv`: one lifetime per node; the closing `TOTAL` row is left out.
-pub fn read_static_op_mem(path: &Path, warnings: &mut Warnings) -> Result<Vec<StaticOp>, ProfilerError> {
+pub fn read_static_op_mem(
+    path: &Path,
+    warnings: &mut Warnings,
+) -> Result<Vec<StaticOp>, ProfilerError> {
     const NAMES: [&str; 6] = [
         "Op Name",
         "Model Name",

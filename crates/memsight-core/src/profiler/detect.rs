@@ -1,0 +1,381 @@
+//! Detectors on profiler data, returning the same [`Finding`]s as the snapshot detectors:
+//! - **allocator stall**: the operator Reserved curve falls sharply while Allocated and Active
+//!   stay flat — the allocator freeing its cached segments to serve a request; by how much, over
+//!   how long, on which rank, and how the ranks compare;
+//! - **unaccounted memory**: a lasting gap between APP Reserved and Operator Reserved, with the
+//!   CANN components of `npu_module_mem.csv` that explain it;
+//! - **outlier operator allocation**: single operator allocations far above the rest.
+//!
+//! A finding's `events` are sample indices of the rank's `PTA+GE` curve (operator rows for
+//! outliers); `time_range_us` holds the times.
+
+use crate::detect::{Finding, FindingKind, Severity};
+use crate::model::NO_STACK;
+use crate::units::format_bytes;
+
+use super::{APP_COMPONENT, Curve, OPERATOR_COMPONENT, ProfilerRun, Rank};
+
+/// A stall frees at least this much …
+const STALL_MIN_BYTES: f64 = 512.0 * 1024.0 * 1024.0;
+/// … and at least this share of the rank's peak reserved …
+const STALL_MIN_PEAK_SHARE: f64 = 0.1;
+/// … within this long …
+const STALL_MAX_US: f64 = 30e6;
+/// … while allocated and active move by at most this share of the drop.
+const STALL_FLAT_SHARE: f64 = 0.05;
+/// A gap between APP and operator reserved counts when its median is at least this …
+const GAP_MIN_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+/// … and this share of APP's peak.
+const GAP_MIN_SHARE: f64 = 0.1;
+/// An operator allocation is an outlier at this share of the rank's peak operator reserved.
+const OUTLIER_PEAK_SHARE: f64 = 0.25;
+/// Components named in an unaccounted-memory finding.
+const MAX_COMPONENTS: usize = 5;
+
+/// Every profiler finding of `run`, most severe first, then by rank.
+pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let stalls: Vec<Vec<Finding>> = run.ranks.iter().map(stalls).collect();
+    let with_stalls = stalls.iter().filter(|s| !s.is_empty()).count();
+    for (rank_stalls, rank) in stalls.into_iter().zip(&run.ranks) {
+        for mut f in rank_stalls {
+            if run.ranks.len() > 1 {
+                f.summary.push_str(&format!(
+                    " {with_stalls} of {} ranks stalled{}.",
+                    run.ranks.len(),
+                    if with_stalls < run.ranks.len() {
+                        format!(
+                            ": {} is the slow card that holds every collective back",
+                            rank.name
+                        )
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            findings.push(f);
+        }
+        findings.extend(unaccounted(rank));
+        findings.extend(outliers(rank));
+    }
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.rank.cmp(&b.rank))
+            .then(a.events.cmp(&b.events))
+    });
+    findings
+}
+
+fn device_number(rank: &Rank) -> u32 {
+    rank.device
+        .as_deref()
+        .and_then(|d| d.rsplit(':').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
+    Finding {
+        kind,
+        severity,
+        device: device_number(rank),
+        title: String::new(),
+        summary: String::new(),
+        bytes: 0,
+        events: (0, 0),
+        focus_event: None,
+        rank: Some(rank.name.clone()),
+        time_range_us: None,
+        stack: NO_STACK,
+        suggestion: String::new(),
+    }
+}
+
+/// Runs where operator reserved falls sharply at flat allocated and active.
+fn stalls(rank: &Rank) -> Vec<Finding> {
+    let Some(curve) = rank.curve(OPERATOR_COMPONENT) else {
+        return Vec::new();
+    };
+    let peak = curve.peak_reserved().map_or(0.0, |p| p.0);
+    let min_drop = STALL_MIN_BYTES.max(peak * STALL_MIN_PEAK_SHARE);
+    let r = &curve.reserved_bytes;
+    let mut findings = Vec::new();
+    let mut i = 0;
+    while i + 1 < curve.len() {
+        if r[i].is_nan() || !(r[i + 1] < r[i]) {
+            i += 1;
+            continue;
+        }
+        // Extend while reserved keeps falling (or holds) within the time limit.
+        // It ends at the last sample that fell: flat stretches after it are not the stall.
+        let (mut j, mut k) = (i + 1, i + 1);
+        while k + 1 < curve.len()
+            && !r[k + 1].is_nan()
+            && r[k + 1] <= r[k]
+            && curve.time_us[k + 1] - curve.time_us[i] <= STALL_MAX_US
+        {
+            k += 1;
+            if r[k] < r[k - 1] {
+                j = k;
+            }
+        }
+        let drop = r[i] - r[j];
+        let moved = |values: &[f64]| {
+            values[i..=j]
+                .iter()
+                .filter(|v| !v.is_nan())
+                .map(|v| (v - values[i]).abs())
+                .fold(0.0, f64::max)
+        };
+        let flat_limit = drop * STALL_FLAT_SHARE;
+        if drop >= min_drop
+            && moved(&curve.allocated_bytes) <= flat_limit
+            && moved(&curve.active_bytes) <= flat_limit
+        {
+            findings.push(stall_finding(rank, curve, i, j));
+        }
+        i = k + 1;
+    }
+    findings
+}
+
+fn stall_finding(rank: &Rank, curve: &Curve, i: usize, j: usize) -> Finding {
+    let r = &curve.reserved_bytes;
+    let drop = r[i] - r[j];
+    let seconds = (curve.time_us[j] - curve.time_us[i]) / 1e6;
+    Finding {
+        title: format!(
+            "Allocator stall on {}: reserved fell {} in {seconds:.2} s",
+            rank.name,
+            format_bytes(drop as i64)
+        ),
+        summary: format!(
+            "Operator reserved fell from {} to {} over {seconds:.2} s while allocated stayed at {} and active at {}: \
+             the allocator freed its cached segments to serve a request, and the card waited.",
+            format_bytes(r[i] as i64),
+            format_bytes(r[j] as i64),
+            format_bytes(curve.allocated_bytes[j] as i64),
+            format_bytes(curve.active_bytes[j] as i64),
+        ),
+        bytes: drop as u64,
+        events: (i as u32, j as u32),
+        focus_event: Some(j as u32),
+        time_range_us: Some((curve.time_us[i], curve.time_us[j])),
+        suggestion: "Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (segments grow in place, so the allocator \
+                     never frees everything and retries); ranks with different input shapes fragment differently, \
+                     so bucketing shapes evens them out."
+            .to_string(),
+        ..finding(rank, FindingKind::AllocatorStall, Severity::Warning)
+    }
+}
+
+/// The latest sample of `curve` at or before `t` (curves are in time order).
+fn at_time(curve: &Curve, values: &[f64], t: f64) -> Option<f64> {
+    let i = curve.time_us.partition_point(|&x| x <= t).checked_sub(1)?;
+    Some(values[i]).filter(|v| !v.is_nan())
+}
+
+/// A lasting gap between APP reserved and operator reserved.
+fn unaccounted(rank: &Rank) -> Option<Finding> {
+    let app = rank.curve(APP_COMPONENT)?;
+    let ops = rank.curve(OPERATOR_COMPONENT)?;
+    let gaps: Vec<(f64, usize)> = (0..app.len())
+        .filter_map(|k| {
+            let total = app.reserved_bytes[k];
+            let framework = at_time(ops, &ops.reserved_bytes, app.time_us[k])?;
+            (!total.is_nan()).then_some((total - framework, k))
+        })
+        .collect();
+    if gaps.len() < 3 {
+        return None;
+    }
+    let mut sorted: Vec<f64> = gaps.iter().map(|g| g.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let app_peak = app.peak_reserved().map_or(0.0, |p| p.0);
+    if median < GAP_MIN_BYTES || median < app_peak * GAP_MIN_SHARE {
+        return None;
+    }
+    let &(largest, k) = gaps.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let t = app.time_us[k];
+    // The CANN components holding memory at that moment ("APP" there is the allocator itself).
+    let mut components: Vec<(&str, f64)> = rank
+        .modules
+        .iter()
+        .filter(|c| c.component != APP_COMPONENT)
+        .filter_map(|c| Some((c.component.as_str(), at_time(c, &c.reserved_bytes, t)?)))
+        .filter(|&(_, v)| v > 0.0)
+        .collect();
+    components.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let explained: f64 = components.iter().map(|c| c.1).sum();
+    let named = components
+        .iter()
+        .take(MAX_COMPONENTS)
+        .map(|(name, v)| format!("{name} {}", format_bytes(*v as i64)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = if components.is_empty() {
+        " (npu_module_mem.csv is not there to say which CANN components hold it)".to_string()
+    } else {
+        format!(
+            "; at that moment CANN components held {} of it: {named}",
+            format_bytes(explained as i64)
+        )
+    };
+    let first = gaps[0].1;
+    let last = gaps[gaps.len() - 1].1;
+    Some(Finding {
+        title: format!(
+            "Unaccounted memory on {}: {} outside the allocator",
+            rank.name,
+            format_bytes(median as i64)
+        ),
+        summary: format!(
+            "APP reserved stayed above operator reserved by {} (median over {} samples, at most {}){why}.",
+            format_bytes(median as i64),
+            gaps.len(),
+            format_bytes(largest as i64),
+        ),
+        bytes: median as u64,
+        events: (first as u32, last as u32),
+        focus_event: Some(k as u32),
+        time_range_us: Some((app.time_us[first], app.time_us[last])),
+        suggestion: "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), workspaces, \
+                     runtime. Budget for it, or shrink it (HCCL_BUFFSIZE, fewer communicators, smaller workspaces)."
+            .to_string(),
+        ..finding(rank, FindingKind::UnaccountedMemory, Severity::Info)
+    })
+}
+
+/// Operator allocations of a large share of the rank's peak reserved.
+fn outliers(rank: &Rank) -> Vec<Finding> {
+    let peak = rank
+        .curve(OPERATOR_COMPONENT)
+        .and_then(Curve::peak_reserved)
+        .map_or(0.0, |p| p.0);
+    if peak <= 0.0 {
+        return Vec::new();
+    }
+    let mut big: Vec<(usize, &super::OperatorRow)> = rank
+        .operators
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.size_bytes as f64 >= peak * OUTLIER_PEAK_SHARE)
+        .collect();
+    big.sort_by_key(|(_, o)| std::cmp::Reverse(o.size_bytes));
+    big.into_iter()
+        .take(MAX_COMPONENTS)
+        .map(|(i, o)| {
+            let name = rank.operator_name(o);
+            Finding {
+                title: format!(
+                    "Outlier operator allocation on {}: {name} took {}",
+                    rank.name,
+                    format_bytes(o.size_bytes)
+                ),
+                summary: format!(
+                    "One allocation by {name} took {}, {:.0}% of the rank's peak operator reserved ({}), at line {} \
+                     of operator_memory.csv.",
+                    format_bytes(o.size_bytes),
+                    o.size_bytes as f64 * 100.0 / peak,
+                    format_bytes(peak as i64),
+                    o.line
+                ),
+                bytes: o.size_bytes.max(0) as u64,
+                events: (i as u32, i as u32),
+                focus_event: Some(i as u32),
+                time_range_us: Some((o.alloc_us, if o.release_us.is_nan() { o.alloc_us } else { o.release_us })),
+                suggestion: "Factor the size into the tensor's shape: a size like 2·24·9536·9536·8 bytes points at an \
+                             expand or broadcast done before a dtype cast; cast first, or chunk the operation."
+                    .to_string(),
+                ..finding(rank, FindingKind::OutlierAllocation, Severity::Warning)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::analyze;
+    use crate::detect::FindingKind;
+    use crate::r#gen::profiler::{ProfilerGenOptions, write_rank};
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("memsight-pdetect-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_stall_on_one_of_two_ranks_is_found_there_with_its_size_and_duration() {
+        let root = temp("stall");
+        let stall = (4_000, 3u64 << 30, 6_000); // 3 GiB over 6,000 samples of 0.5 ms: 3 s
+        let truth = write_rank(
+            &root.join("rank1_ascend_pt").join("ASCEND_PROFILER_OUTPUT"),
+            &ProfilerGenOptions {
+                stall: Some(stall),
+                device: 1,
+                ..ProfilerGenOptions::default()
+            },
+        )
+        .expect("written");
+        write_rank(
+            &root.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT"),
+            &ProfilerGenOptions::default(),
+        )
+        .expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        assert_eq!(run.ranks.len(), 2);
+        let stalls: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::AllocatorStall)
+            .collect();
+        assert_eq!(stalls.len(), 1, "{stalls:?}");
+        let f = &stalls[0];
+        assert_eq!(f.rank.as_deref(), Some("rank1_ascend_pt"));
+        assert_eq!(f.device, 1);
+        // Within one 1 MiB step of the injected drop, and the same span of time.
+        assert!(
+            f.bytes.abs_diff(truth.stall_bytes) <= 1 << 20,
+            "{} vs {}",
+            f.bytes,
+            truth.stall_bytes
+        );
+        let (start, end) = f.time_range_us.expect("timed");
+        let (t0, t1) = (
+            truth.stall_start_us.expect("injected"),
+            truth.stall_end_us.expect("injected"),
+        );
+        assert!(
+            (start - t0).abs() <= 1_000.0 && (end - t1).abs() <= 1_000.0,
+            "{start}..{end} vs {t0}..{t1}"
+        );
+        assert!(f.summary.contains("1 of 2 ranks stalled"), "{}", f.summary);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn clean_ranks_have_no_stall() {
+        let root = temp("clean");
+        for seed in 1..=3 {
+            write_rank(
+                &root.join(format!("rank{seed}")),
+                &ProfilerGenOptions {
+                    seed,
+                    ..ProfilerGenOptions::default()
+                },
+            )
+            .expect("written");
+        }
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        assert_eq!(run.ranks.len(), 3);
+        assert!(
+            analyze(&run)
+                .iter()
+                .all(|f| f.kind != FindingKind::AllocatorStall)
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
