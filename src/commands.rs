@@ -42,7 +42,15 @@ pub fn app(files: Vec<PathBuf>) -> Result<()> {
     let sources = if files.is_empty() {
         vec![source(None)?]
     } else {
-        files.into_iter().map(Source::Path).collect()
+        // Profiler folders and CSVs open together as one run, so their ranks share a time axis.
+        let (profiler, snapshots): (Vec<PathBuf>, Vec<PathBuf>) = files
+            .into_iter()
+            .partition(|f| memsight_core::profiler::is_profiler_path(f));
+        let mut sources: Vec<Source> = snapshots.into_iter().map(Source::Path).collect();
+        if !profiler.is_empty() {
+            sources.push(Source::Profiler(profiler));
+        }
+        sources
     };
     memsight_ui::run_app(sources).map_err(anyhow::Error::msg)
 }
@@ -223,6 +231,50 @@ pub fn state(
     Ok(())
 }
 
+/// The readable report: text, or Markdown (the same lines with bullets and bold).
+fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for file in &report.files {
+        if markdown {
+            writeln!(out, "## {}\n", file.file)?;
+        } else {
+            writeln!(out, "{}", file.file)?;
+        }
+        if file.findings.is_empty() {
+            writeln!(out, "{}no findings", if markdown { "" } else { "  " })?;
+        }
+        for f in &file.findings {
+            let site = f
+                .top_frame
+                .as_ref()
+                .map_or_else(String::new, |t| format!(" at {t}"));
+            // The same lines in both formats; Markdown only adds a bullet and bold.
+            let (open, close, indent) = if markdown {
+                ("- **", "**", "  ")
+            } else {
+                ("  [", "]", "    ")
+            };
+            let place = match &f.rank {
+                Some(rank) => format!(
+                    "{rank} (device {}), samples {}–{}",
+                    f.device, f.events[0], f.events[1]
+                ),
+                None => format!(
+                    "device {}, events {}–{}",
+                    f.device, f.events[0], f.events[1]
+                ),
+            };
+            writeln!(
+                out,
+                "{open}{:?}{close} {} — {place}{site}\n{indent}{}\n{indent}→ {}",
+                f.severity, f.title, f.summary, f.suggestion
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&str>) -> Result<()> {
     use memsight_core::detect::{Severity, analyze as detect_all};
     use memsight_core::report::{AnalysisReport, FileFindings};
@@ -273,45 +325,7 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
     if json {
         print_json(&report)?;
     } else {
-        let mut out = std::io::stdout().lock();
-        for file in &report.files {
-            if markdown {
-                writeln!(out, "## {}\n", file.file)?;
-            } else {
-                writeln!(out, "{}", file.file)?;
-            }
-            if file.findings.is_empty() {
-                writeln!(out, "{}no findings", if markdown { "" } else { "  " })?;
-            }
-            for f in &file.findings {
-                let site = f
-                    .top_frame
-                    .as_ref()
-                    .map_or_else(String::new, |t| format!(" at {t}"));
-                // The same lines in both formats; Markdown only adds a bullet and bold.
-                let (open, close, indent) = if markdown {
-                    ("- **", "**", "  ")
-                } else {
-                    ("  [", "]", "    ")
-                };
-                let place = match &f.rank {
-                    Some(rank) => format!(
-                        "{rank} (device {}), samples {}–{}",
-                        f.device, f.events[0], f.events[1]
-                    ),
-                    None => format!(
-                        "device {}, events {}–{}",
-                        f.device, f.events[0], f.events[1]
-                    ),
-                };
-                writeln!(
-                    out,
-                    "{open}{:?}{close} {} — {place}{site}\n{indent}{}\n{indent}→ {}",
-                    f.severity, f.title, f.summary, f.suggestion
-                )?;
-            }
-            writeln!(out)?;
-        }
+        print_findings(&report, markdown)?;
     }
     if let Some(threshold) = threshold {
         let failing = report

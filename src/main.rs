@@ -44,11 +44,13 @@ enum Command {
     },
     /// Render the app (or the lifecycle chart alone) to a PNG without a display, then exit.
     Screenshot {
-        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        /// Snapshot pickle (optionally .gz) or profiler data (a rank folder, a parent of rank
+        /// folders, a profiler CSV); the bundled demo when omitted.
         file: Option<PathBuf>,
         #[arg(short, long)]
         output: PathBuf,
-        /// `app`: the whole window; `timeline` or `pool`: that chart alone.
+        /// `app`: the whole window; `timeline` or `pool`: that chart alone (profiler data:
+        /// `timeline` is the memory curves).
         #[arg(long, default_value = "app")]
         view: String,
         #[arg(long)]
@@ -64,9 +66,10 @@ enum Command {
         #[arg(long)]
         event: Option<u32>,
     },
-    /// Run the detectors (leak, OOM, allocator stall so far) and report what they find.
+    /// Run the detectors and report what they find.
     Analyze {
-        /// Snapshot pickles (optionally .gz); the bundled demo when none is given.
+        /// Snapshot pickles (optionally .gz) and profiler data (rank folders or CSVs, analysed
+        /// together as one run); the bundled demo when none is given.
         files: Vec<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long, conflicts_with = "markdown")]

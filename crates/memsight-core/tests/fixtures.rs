@@ -137,7 +137,7 @@ const EXPECTED: &[Expected] = &[
 ];
 
 fn load(file: &str) -> Option<Loaded> {
-    let path = common::snapshot_fixture(file)?;
+    let path = common::fixture("snapshots", file)?;
     Some(Loaded::open(&path, None).unwrap_or_else(|e| panic!("{e}")))
 }
 

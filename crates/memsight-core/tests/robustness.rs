@@ -54,7 +54,7 @@ fn truncating_a_generated_snapshot_at_every_offset_of_its_first_64_kib_is_an_err
 
 #[test]
 fn truncating_a_real_snapshot_at_every_offset_of_its_first_64_kib_is_an_error() {
-    let Some(path) = common::snapshot_fixture("cuda_modern_compilectx.pickle") else {
+    let Some(path) = common::fixture("snapshots", "cuda_modern_compilectx.pickle") else {
         return;
     };
     let bytes = std::fs::read(&path).expect("fixture readable");
@@ -94,7 +94,7 @@ fn random_byte_flips_give_errors_or_warnings_never_a_panic() {
         300,
         1,
     );
-    let Some(path) = common::snapshot_fixture("npu_snapshot_with_empty_cache.pkl") else {
+    let Some(path) = common::fixture("snapshots", "npu_snapshot_with_empty_cache.pkl") else {
         return;
     };
     flip_bytes(

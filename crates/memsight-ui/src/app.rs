@@ -10,9 +10,10 @@ use egui::{Rect, Ui};
 use memsight_core::frames::stack_text;
 use memsight_core::units::format_bytes;
 
-use crate::document::{Document, LoadJob, Source};
+use crate::document::{Document, LoadJob, Opened, Source};
 use crate::lifecycle_view::{lifecycle_ui, lifetime_facts_ui};
 use crate::palette;
+use crate::profiler_view::ProfilerDoc;
 
 const MAX_RECENT: usize = 10;
 
@@ -34,6 +35,9 @@ pub enum ExportTarget {
 pub struct MemsightApp {
     docs: Vec<Document>,
     active: usize,
+    /// Open profiler runs; while `active_profiler` is set, the window shows that one.
+    profilers: Vec<ProfilerDoc>,
+    active_profiler: Option<usize>,
     jobs: Vec<LoadJob>,
     /// Errors to show until dismissed (what, which file, where).
     errors: Vec<String>,
@@ -66,6 +70,8 @@ impl MemsightApp {
         Self {
             docs: Vec::new(),
             active: 0,
+            profilers: Vec::new(),
+            active_profiler: None,
             jobs,
             errors: Vec::new(),
             recent_store,
@@ -86,6 +92,22 @@ impl MemsightApp {
         let mut app = Self::new(&egui::Context::default(), Vec::new(), None);
         app.docs = docs;
         app
+    }
+
+    /// An app holding a profiler run that is already loaded (headless rendering, tests).
+    pub fn with_profiler(doc: ProfilerDoc) -> Self {
+        let mut app = Self::new(&egui::Context::default(), Vec::new(), None);
+        app.profilers.push(doc);
+        app.active_profiler = Some(0);
+        app
+    }
+
+    pub fn profilers(&self) -> &[ProfilerDoc] {
+        &self.profilers
+    }
+
+    pub fn profilers_mut(&mut self) -> &mut [ProfilerDoc] {
+        &mut self.profilers
     }
 
     pub fn documents(&self) -> &[Document] {
@@ -109,10 +131,11 @@ impl MemsightApp {
                     .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         };
         !self.jobs.is_empty()
-            || self
-                .docs
-                .get(self.active)
-                .is_some_and(|d| charting(d) && d.lifecycle.is_laying_out())
+            || (self.active_profiler.is_none()
+                && self
+                    .docs
+                    .get(self.active)
+                    .is_some_and(|d| charting(d) && d.lifecycle.is_laying_out()))
     }
 
     pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
@@ -153,6 +176,10 @@ impl MemsightApp {
         self.take_dropped_files(&ctx);
         if ctx.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
             self.start_open_dialog();
+        }
+        if let Some(p) = self.active_profiler.filter(|&p| p < self.profilers.len()) {
+            self.profiler_root(ui, p);
+            return;
         }
         match self.view {
             View::App => {}
@@ -256,15 +283,88 @@ impl MemsightApp {
         }
     }
 
+    /// A profiler run fills the window: menu, findings on the left, curves, tables below.
+    fn profiler_root(&mut self, ui: &mut Ui, p: usize) {
+        if self.view == View::Timeline {
+            egui::CentralPanel::default().show(ui, |ui| {
+                crate::profiler_view::curves_ui(ui, &mut self.profilers[p]);
+            });
+            self.chart_rect = self.profilers[p].chart_rect;
+            return;
+        }
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        if !self.jobs.is_empty() || !self.errors.is_empty() {
+            egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
+        }
+        let Some(doc) = self.profilers.get_mut(p) else {
+            return;
+        };
+        egui::Panel::top("profiler-toolbar")
+            .show(ui, |ui| crate::profiler_view::toolbar_ui(ui, doc));
+        if self.show_findings {
+            let width = ui.available_width();
+            egui::Panel::left("profiler-findings")
+                .resizable(true)
+                .default_size((width * 0.2).clamp(180.0, 300.0))
+                .show(ui, |ui| {
+                    let data = Arc::clone(&doc.data);
+                    if let Some(i) = crate::findings_view::findings_ui(
+                        ui,
+                        &data.findings,
+                        None,
+                        &mut doc.findings,
+                    ) {
+                        doc.show_finding(i);
+                    }
+                });
+        }
+        let max_height = (ui.available_height() * 0.5).max(120.0);
+        egui::Panel::bottom("profiler-tables")
+            .resizable(true)
+            .default_size(240.0_f32.min(max_height))
+            .max_size(max_height)
+            .show(ui, |ui| crate::profiler_view::tables_ui(ui, doc));
+        egui::CentralPanel::default().show(ui, |ui| crate::profiler_view::curves_ui(ui, doc));
+        self.chart_rect = doc.chart_rect;
+    }
+
+    /// Closes the file shown (snapshot or profiler run); the next one left takes its place.
+    fn close_active(&mut self) {
+        if let Some(p) = self.active_profiler.take() {
+            if p < self.profilers.len() {
+                self.profilers.remove(p);
+            }
+            if self.docs.is_empty() && !self.profilers.is_empty() {
+                self.active_profiler = Some(p.saturating_sub(1).min(self.profilers.len() - 1));
+            }
+        } else if self.active < self.docs.len() {
+            self.docs.remove(self.active);
+            self.active = self.active.saturating_sub(1);
+            if self.docs.is_empty() && !self.profilers.is_empty() {
+                self.active_profiler = Some(0);
+            }
+        }
+    }
+
     fn poll_jobs(&mut self) {
         let mut still_running = Vec::new();
         for job in std::mem::take(&mut self.jobs) {
             match job.poll() {
                 None => still_running.push(job),
-                Some(Ok(prepared)) => {
+                Some(Ok(Opened::Profiler(prepared))) => {
+                    let prepared = *prepared;
+                    if let Some(p) = job.source.path() {
+                        self.remember(p);
+                    }
+                    self.profilers
+                        .push(ProfilerDoc::new(job.source.name(), prepared));
+                    self.active_profiler = Some(self.profilers.len() - 1);
+                }
+                Some(Ok(Opened::Snapshot(prepared))) => {
+                    let prepared = *prepared;
                     let path = match &job.source {
                         Source::Path(p) => Some(p.clone()),
-                        Source::Bytes { .. } => None,
+                        Source::Bytes { .. } | Source::Profiler(_) => None,
                     };
                     if let Some(p) = &path {
                         self.remember(p);
@@ -278,6 +378,7 @@ impl MemsightApp {
                     self.docs
                         .push(Document::new(job.source.name(), path, prepared));
                     self.active = self.docs.len() - 1;
+                    self.active_profiler = None;
                 }
                 Some(Err(message)) => self.errors.push(message),
             }
@@ -397,13 +498,12 @@ impl MemsightApp {
                     self.start_save_dialog(ExportTarget::Chart);
                 }
                 ui.separator();
+                let open = !self.docs.is_empty() || !self.profilers.is_empty();
                 if ui
-                    .add_enabled(!self.docs.is_empty(), egui::Button::new("Close file"))
+                    .add_enabled(open, egui::Button::new("Close file"))
                     .clicked()
-                    && self.active < self.docs.len()
                 {
-                    self.docs.remove(self.active);
-                    self.active = self.active.saturating_sub(1);
+                    self.close_active();
                 }
                 if ui.button("Quit").clicked() {
                     ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
@@ -437,9 +537,21 @@ impl MemsightApp {
                 }
             });
             ui.separator();
+            for (i, doc) in self.profilers.iter().enumerate() {
+                if ui
+                    .selectable_label(self.active_profiler == Some(i), &doc.name)
+                    .on_hover_text("profiler data")
+                    .clicked()
+                {
+                    self.active_profiler = Some(i);
+                }
+            }
             for (i, doc) in self.docs.iter().enumerate() {
                 if ui
-                    .selectable_label(i == self.active, &doc.name)
+                    .selectable_label(
+                        self.active_profiler.is_none() && i == self.active,
+                        &doc.name,
+                    )
                     .on_hover_text(
                         doc.path.as_ref().map_or_else(
                             || "bundled demo".to_string(),
@@ -449,6 +561,7 @@ impl MemsightApp {
                     .clicked()
                 {
                     self.active = i;
+                    self.active_profiler = None;
                 }
             }
         });
@@ -720,7 +833,12 @@ impl MemsightApp {
             return;
         };
         let data = Arc::clone(&doc.data);
-        if let Some(index) = crate::findings_view::findings_ui(ui, &data, &mut doc.findings) {
+        if let Some(index) = crate::findings_view::findings_ui(
+            ui,
+            &data.findings,
+            Some(&data.loaded.snapshot),
+            &mut doc.findings,
+        ) {
             doc.show_finding(index);
         }
     }

@@ -245,8 +245,20 @@ impl Document {
 /// Where a document comes from.
 #[derive(Clone)]
 pub enum Source {
+    /// A snapshot file, or profiler data (a rank folder, a parent of ranks, a profiler CSV).
     Path(PathBuf),
-    Bytes { name: String, bytes: &'static [u8] },
+    Bytes {
+        name: String,
+        bytes: &'static [u8],
+    },
+    /// Profiler folders or CSVs opened together as one run (ranks compared).
+    Profiler(Vec<PathBuf>),
+}
+
+/// What a load produced.
+pub enum Opened {
+    Snapshot(Box<Prepared>),
+    Profiler(Box<crate::profiler_view::PreparedProfiler>),
 }
 
 impl Source {
@@ -257,18 +269,53 @@ impl Source {
                 |n| n.to_string_lossy().into_owned(),
             ),
             Self::Bytes { name, .. } => name.clone(),
+            Self::Profiler(paths) => paths
+                .iter()
+                .map(|p| Self::Path(p.clone()).name())
+                .collect::<Vec<_>>()
+                .join(" + "),
+        }
+    }
+
+    /// The file or folder, for the recent list.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::Path(p) => Some(p),
+            Self::Profiler(paths) if paths.len() == 1 => Some(&paths[0]),
+            _ => None,
         }
     }
 
     /// Loads and prepares, on the calling thread.
-    pub fn load(&self, progress: Option<&LoadProgress>) -> Result<Prepared, String> {
+    pub fn load(&self, progress: Option<&LoadProgress>) -> Result<Opened, String> {
+        let profiler = |paths: &[PathBuf]| {
+            memsight_core::profiler::open(paths)
+                .map(|run| {
+                    Opened::Profiler(Box::new(crate::profiler_view::PreparedProfiler::new(run)))
+                })
+                .map_err(|e| e.to_string())
+        };
         let loaded = match self {
+            Self::Path(path) if memsight_core::profiler::is_profiler_path(path) => {
+                return profiler(std::slice::from_ref(path));
+            }
+            Self::Profiler(paths) => return profiler(paths),
             Self::Path(path) => Loaded::open(path, progress),
             Self::Bytes { name, bytes } => {
                 load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new)
             }
         };
-        loaded.map(Prepared::new).map_err(|e| e.to_string())
+        loaded
+            .map(|l| Opened::Snapshot(Box::new(Prepared::new(l))))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Loads a snapshot; an error for profiler data.
+    pub fn load_snapshot(&self, progress: Option<&LoadProgress>) -> Result<Prepared, String> {
+        match self.load(progress)? {
+            Opened::Snapshot(p) => Ok(*p),
+            Opened::Profiler(_) => Err(format!("{} is profiler data, not a snapshot", self.name())),
+        }
     }
 }
 
@@ -278,7 +325,7 @@ pub struct LoadJob {
     pub progress: Arc<LoadProgress>,
     /// Size of the file, for the progress bar (0 when unknown).
     pub total_bytes: u64,
-    result: Receiver<Result<Prepared, String>>,
+    result: Receiver<Result<Opened, String>>,
 }
 
 impl LoadJob {
@@ -287,6 +334,7 @@ impl LoadJob {
         let total_bytes = match &source {
             Source::Path(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
             Source::Bytes { bytes, .. } => bytes.len() as u64,
+            Source::Profiler(_) => 0,
         };
         let (send, result) = channel();
         let (job_source, job_progress, ctx) = (source.clone(), Arc::clone(&progress), ctx.clone());
@@ -309,7 +357,7 @@ impl LoadJob {
     }
 
     /// `None` while running.
-    pub fn poll(&self) -> Option<Result<Prepared, String>> {
+    pub fn poll(&self) -> Option<Result<Opened, String>> {
         match self.result.try_recv() {
             Ok(outcome) => Some(outcome),
             Err(TryRecvError::Empty) => None,

@@ -6,7 +6,6 @@ use egui::{RichText, Ui};
 use memsight_core::detect::{Finding, FindingKind, Severity};
 use memsight_core::replay::DeviceReplay;
 
-use crate::document::Prepared;
 use crate::palette;
 use crate::selection::Command;
 
@@ -60,9 +59,14 @@ fn severity_text(severity: Severity) -> RichText {
     }
 }
 
-/// Draws the list; returns the index of the finding clicked this frame.
-pub fn findings_ui(ui: &mut Ui, data: &Prepared, state: &mut FindingsState) -> Option<usize> {
-    let findings = &data.findings;
+/// Draws the list (`snapshot`: where stacks are resolved; `None` for profiler data); returns the
+/// index of the finding clicked this frame.
+pub fn findings_ui(
+    ui: &mut Ui,
+    findings: &[Finding],
+    snapshot: Option<&memsight_core::Snapshot>,
+    state: &mut FindingsState,
+) -> Option<usize> {
     ui.heading(format!("Findings ({})", findings.len()));
     if findings.is_empty() {
         ui.weak("The detectors found no leak, fragmentation, allocator stall, OOM or outlier allocation.");
@@ -71,7 +75,6 @@ pub fn findings_ui(ui: &mut Ui, data: &Prepared, state: &mut FindingsState) -> O
     ui.weak("Click one to show its evidence.");
     ui.separator();
     let mut clicked = None;
-    let snapshot = &data.loaded.snapshot;
     egui::ScrollArea::vertical()
         .id_salt("findings-list")
         .auto_shrink([false, false])
@@ -85,14 +88,26 @@ pub fn findings_ui(ui: &mut Ui, data: &Prepared, state: &mut FindingsState) -> O
                         clicked = Some(i);
                     }
                 });
-                let place = memsight_core::frames::headline_frame(snapshot, f.stack)
+                let place = snapshot
+                    .and_then(|s| memsight_core::frames::headline_frame(s, f.stack))
                     .map_or_else(String::new, |frame| {
                         format!(" · {}", without_directories(&frame))
                     });
-                ui.weak(format!(
-                    "device {} · events {}–{}{place}",
-                    f.device, f.events.0, f.events.1
-                ));
+                match (&f.rank, f.time_range_us) {
+                    (Some(rank), Some((a, b))) => {
+                        ui.weak(format!(
+                            "{rank} · device {} · over {:.3} s",
+                            f.device,
+                            (b - a) / 1e6
+                        ));
+                    }
+                    _ => {
+                        ui.weak(format!(
+                            "device {} · events {}–{}{place}",
+                            f.device, f.events.0, f.events.1
+                        ));
+                    }
+                }
                 if open {
                     ui.label(&f.summary);
                     ui.label(RichText::new(format!("Fix: {}", f.suggestion)).italics());

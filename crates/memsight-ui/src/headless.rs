@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use crate::app::{MemsightApp, View};
-use crate::document::{Document, Source};
+use crate::document::{Document, Opened, Source};
+use crate::profiler_view::ProfilerDoc;
 
 #[derive(Clone, Debug)]
 pub struct ScreenshotOptions {
@@ -36,10 +37,30 @@ impl Default for ScreenshotOptions {
 /// Loads `source` and prepares the app as `options` say (an error for a device or event that is
 /// not in the file).
 pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<MemsightApp, String> {
-    let prepared = source.load(None)?;
+    let prepared = match source.load(None)? {
+        Opened::Snapshot(prepared) => *prepared,
+        Opened::Profiler(prepared) => {
+            if options.device.is_some() || options.select_event.is_some() || options.event.is_some()
+            {
+                return Err(
+                    "--device, --select-event and --event apply to snapshots, not profiler data"
+                        .into(),
+                );
+            }
+            if options.view == View::Pool {
+                return Err(
+                    "--view pool shows a snapshot's pool; profiler data has `app` and `timeline`"
+                        .into(),
+                );
+            }
+            let mut app = MemsightApp::with_profiler(ProfilerDoc::new(source.name(), *prepared));
+            app.view = options.view;
+            return Ok(app);
+        }
+    };
     let path = match source {
         Source::Path(p) => Some(p.clone()),
-        Source::Bytes { .. } => None,
+        Source::Bytes { .. } | Source::Profiler(_) => None,
     };
     let mut doc = Document::new(source.name(), path, prepared);
     if let Some(d) = options.device {

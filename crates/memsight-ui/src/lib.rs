@@ -11,6 +11,7 @@ pub mod headless;
 pub mod lifecycle_view;
 pub mod palette;
 pub mod pool_view;
+pub mod profiler_view;
 pub mod selection;
 
 use std::path::{Path, PathBuf};

@@ -863,7 +863,7 @@ fn paint_dimmed_except(
 }
 
 /// A step of roughly `target` in 1-2-5 multiples.
-fn nice_step(target: f64) -> f64 {
+pub(crate) fn nice_step(target: f64) -> f64 {
     let magnitude = 10f64.powf(target.max(1e-9).log10().floor());
     [1.0, 2.0, 5.0, 10.0]
         .into_iter()
@@ -872,7 +872,11 @@ fn nice_step(target: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-fn paint_y_axis(painter: &egui::Painter, rect: Rect, (y_min_bytes, y_max_bytes): (f64, f64)) {
+pub(crate) fn paint_y_axis(
+    painter: &egui::Painter,
+    rect: Rect,
+    (y_min_bytes, y_max_bytes): (f64, f64),
+) {
     // Binary steps read better for bytes: 1, 2, 4, 8 … GiB.
     let target = (y_max_bytes - y_min_bytes) / 5.0;
     let step = 2f64.powf(target.max(1.0).log2().ceil());

@@ -62,3 +62,17 @@ fn hsv(h: f32, s: f32, v: f32) -> Color32 {
     let byte = |x: f32| (x * 255.0).round().clamp(0.0, 255.0) as u8;
     Color32::from_rgb(byte(r), byte(g), byte(b))
 }
+
+/// Profiler curves: operator (PTA+GE) allocated, reserved, active; the process (APP); others.
+pub const CURVE_ALLOCATED: Color32 = Color32::from_rgb(40, 100, 200);
+pub const CURVE_RESERVED: Color32 = Color32::from_rgb(30, 30, 30);
+pub const CURVE_ACTIVE: Color32 = Color32::from_rgb(40, 160, 90);
+pub const CURVE_APP: Color32 = Color32::from_rgb(210, 60, 40);
+pub const MARK: Color32 = Color32::from_rgb(200, 0, 160);
+pub const HOVER_LINE: Color32 = Color32::from_gray(140);
+
+/// A colour per rank (overlaid curves) or per extra component, far apart for small indices.
+pub fn series_color(index: usize) -> Color32 {
+    let hue = (index as f64 * 0.618_033_988_75).fract() as f32;
+    hsv(hue, 0.75, 0.75)
+}

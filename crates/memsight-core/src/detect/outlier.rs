@@ -47,17 +47,7 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         }
     }
     let peak = replay.peak_allocated;
-    let mut live_at_peak: Vec<u32> = peak
-        .event
-        .map(|e| {
-            replay
-                .live_after(device, Some(e))
-                .iter()
-                .filter_map(|&(_, id)| replay.lifetimes[id as usize].alloc_event)
-                .collect()
-        })
-        .unwrap_or_default();
-    live_at_peak.sort_unstable();
+    let live_at_peak = alloc_events_live_at(device, replay, peak.event);
     let sets_peak = |event: u32| live_at_peak.binary_search(&event).is_ok();
     let steps = steps::find(snapshot, device, replay);
     // State kept for the whole run (weights, optimizer state) is sized by the model, not by the
@@ -142,6 +132,21 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         )
     });
     findings
+}
+
+/// Alloc events of the blocks alive right after `event`, sorted.
+fn alloc_events_live_at(device: &Device, replay: &DeviceReplay, event: Option<u32>) -> Vec<u32> {
+    let mut live: Vec<u32> = event
+        .map(|e| {
+            replay
+                .live_after(device, Some(e))
+                .iter()
+                .filter_map(|&(_, id)| replay.lifetimes[id as usize].alloc_event)
+                .collect()
+        })
+        .unwrap_or_default();
+    live.sort_unstable();
+    live
 }
 
 /// The median request of one call site, and its requests that stand out: far above the median,

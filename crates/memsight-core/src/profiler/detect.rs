@@ -9,6 +9,8 @@
 //! A finding's `events` are sample indices of the rank's `PTA+GE` curve (operator rows for
 //! outliers); `time_range_us` holds the times.
 
+use std::fmt::Write as _;
+
 use crate::detect::{Finding, FindingKind, Severity};
 use crate::model::NO_STACK;
 use crate::units::format_bytes;
@@ -40,7 +42,8 @@ pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
     for (rank_stalls, rank) in stalls.into_iter().zip(&run.ranks) {
         for mut f in rank_stalls {
             if run.ranks.len() > 1 {
-                f.summary.push_str(&format!(
+                let _ = write!(
+                    f.summary,
                     " {with_stalls} of {} ranks stalled{}.",
                     run.ranks.len(),
                     if with_stalls < run.ranks.len() {
@@ -51,7 +54,7 @@ pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
                     } else {
                         String::new()
                     }
-                ));
+                );
             }
             findings.push(f);
         }
@@ -103,7 +106,7 @@ fn stalls(rank: &Rank) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut i = 0;
     while i + 1 < curve.len() {
-        if r[i].is_nan() || !(r[i + 1] < r[i]) {
+        if r[i].is_nan() || r[i + 1].is_nan() || r[i + 1] >= r[i] {
             i += 1;
             continue;
         }

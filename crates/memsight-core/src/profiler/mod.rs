@@ -8,6 +8,7 @@
 //! microseconds (`*_us`); a value the file leaves empty is `NaN`.
 
 pub mod detect;
+pub mod envelope;
 mod read;
 
 use std::path::{Path, PathBuf};
@@ -127,6 +128,9 @@ pub struct Rank {
     pub warnings: Vec<ProfilerWarning>,
     /// Warnings beyond [`MAX_WARNINGS_PER_FILE`] per file, counted only.
     pub warnings_dropped: u64,
+    /// `memory_record.csv` timestamps were rounded (scientific notation): the curves' times are
+    /// not to be trusted, the operator rows' are.
+    pub coarse_times: bool,
 }
 
 impl Rank {
@@ -140,11 +144,14 @@ impl Rank {
             .map_or("", String::as_str)
     }
 
-    /// First and last sample time over every curve and operator row.
+    /// First and last sample time over every curve and operator row (operator rows only, when
+    /// the curves' timestamps were rounded and there are operator rows).
     pub fn time_span_us(&self) -> Option<(f64, f64)> {
+        let skip_curves = self.coarse_times && !self.operators.is_empty();
         let times = self
             .curves
             .iter()
+            .filter(|_| !skip_curves)
             .flat_map(|c| c.time_us.iter().copied())
             .chain(self.operators.iter().map(|o| o.alloc_us))
             .filter(|t| !t.is_nan());
@@ -201,7 +208,10 @@ pub enum Table {
 impl Table {
     pub fn of(path: &Path) -> Option<Self> {
         let name = path.file_name()?.to_str()?;
-        if !name.ends_with(".csv") {
+        if !Path::new(name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+        {
             return None;
         }
         [
@@ -235,7 +245,7 @@ fn tables_in(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.is_file() && Table::of(p).is_some())
         .collect();
-    files.sort_by(|a, b| slice_order(a).cmp(&slice_order(b)));
+    files.sort_by_key(|f| slice_order(f));
     files
 }
 
@@ -290,9 +300,10 @@ fn rank_dirs(root: &Path) -> Vec<PathBuf> {
 /// A rank's display name: its `*_ascend_pt` folder, not the `ASCEND_PROFILER_OUTPUT` inside.
 fn rank_name(dir: &Path) -> String {
     let name = |p: &Path| {
-        p.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| p.display().to_string())
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     };
     if dir
         .file_name()
@@ -334,7 +345,7 @@ pub fn open(paths: &[PathBuf]) -> Result<ProfilerRun, ProfilerError> {
     }
     let mut ranks = Vec::with_capacity(groups.len());
     for (dir, mut files) in groups {
-        files.sort_by(|a, b| slice_order(a).cmp(&slice_order(b)));
+        files.sort_by_key(|f| slice_order(f));
         files.dedup();
         ranks.push(read_rank(&dir, &files)?);
     }
@@ -354,7 +365,8 @@ pub fn read_rank(dir: &Path, files: &[PathBuf]) -> Result<Rank, ProfilerError> {
         let mut warnings = read::Warnings::new(file);
         match Table::of(file) {
             Some(Table::MemoryRecord) => {
-                let curves = read_memory_record(file, &mut warnings, &mut device)?;
+                let curves =
+                    read_memory_record(file, &mut warnings, &mut device, &mut rank.coarse_times)?;
                 merge_curves(&mut rank.curves, curves);
             }
             Some(Table::OperatorMemory) => {

@@ -221,26 +221,28 @@ impl CurveSet {
     }
 
     fn get(&mut self, name: &[u8]) -> &mut Curve {
-        let i = match self.by_name.get(name) {
-            Some(&i) => i,
-            None => {
-                self.curves.push(Curve {
-                    component: String::from_utf8_lossy(name).into_owned(),
-                    ..Curve::default()
-                });
-                self.by_name.insert(name.to_vec(), self.curves.len() - 1);
-                self.curves.len() - 1
-            }
+        let i = if let Some(&i) = self.by_name.get(name) {
+            i
+        } else {
+            self.curves.push(Curve {
+                component: String::from_utf8_lossy(name).into_owned(),
+                ..Curve::default()
+            });
+            self.by_name.insert(name.to_vec(), self.curves.len() - 1);
+            self.curves.len() - 1
         };
         &mut self.curves[i]
     }
 }
 
-/// `memory_record.csv`: one curve per component. `device` takes the first `Device Type` seen.
+/// `memory_record.csv`: one curve per component. `device` takes the first `Device Type` seen;
+/// `coarse_times` is set when timestamps were written in scientific notation (`1.69512E+15`,
+/// as a spreadsheet saves them): rounded to a few digits, they no longer place samples in time.
 pub fn read_memory_record(
     path: &Path,
     warnings: &mut Warnings,
     device: &mut Option<String>,
+    coarse_times: &mut bool,
 ) -> Result<Vec<Curve>, ProfilerError> {
     const NAMES: [&str; 6] = [
         "Component",
@@ -259,7 +261,11 @@ pub fn read_memory_record(
         &["Component", "Timestamp", "Total Reserved"],
     )?;
     let mut set = CurveSet::new();
+    let mut scientific = false;
     for_each_row(path, reader, warnings, |record, line, warnings| {
+        scientific |= columns
+            .cell(record, "Timestamp")
+            .is_some_and(|c| c.iter().any(|&b| b == b'E' || b == b'e'));
         let parsed = (|| -> Result<(f64, f64, f64, f64), String> {
             let time = columns.value(record, "Timestamp")?;
             if time.is_nan() {
@@ -290,6 +296,15 @@ pub fn read_memory_record(
             Err(message) => warnings.push(Some(line), message),
         }
     })?;
+    if scientific {
+        *coarse_times = true;
+        warnings.push(
+            None,
+            "timestamps are written in scientific notation (like 1.69512E+15), rounded to a few digits \
+             (a spreadsheet saved the file?): the curves cannot be placed in time"
+                .to_string(),
+        );
+    }
     Ok(set.curves)
 }
 

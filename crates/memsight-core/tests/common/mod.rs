@@ -19,7 +19,8 @@ pub fn fixtures_dir() -> Option<PathBuf> {
     }
 }
 
-/// A real snapshot file of the corpus, or `None` (with the skip message) where it is absent.
-pub fn snapshot_fixture(name: &str) -> Option<PathBuf> {
-    fixtures_dir().map(|d| d.join("snapshots").join(name))
+/// A file or folder of the corpus (`kind`: `snapshots` or `profiler`), or `None` (with the skip
+/// message) where the corpus is absent.
+pub fn fixture(kind: &str, name: &str) -> Option<PathBuf> {
+    fixtures_dir().map(|d| d.join(kind).join(name))
 }

@@ -1,0 +1,172 @@
+//! Profiler data in the app, driven like a user does through `egui_kittest`: open rank folders,
+//! read the findings and click one, zoom the curves, sort and filter the operator table, mark a
+//! row, look at the components, the static graph and the rank comparison.
+//! Run with `WGPU_BACKEND=gl` (CI pins it).
+
+use std::path::PathBuf;
+
+use egui::{Event, Modifiers, MouseWheelUnit, vec2};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use memsight_core::r#gen::profiler::{ProfilerGenOptions, write_rank};
+use memsight_ui::headless::{ScreenshotOptions, prepared_app};
+use memsight_ui::profiler_view::SortBy;
+use memsight_ui::{MemsightApp, Source};
+
+fn profiler_fixtures() -> Option<PathBuf> {
+    let dir = std::env::var_os("MEMSIGHT_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+        PathBuf::from,
+    );
+    let profiler = dir.join("profiler");
+    if profiler.is_dir() {
+        Some(profiler)
+    } else {
+        eprintln!("skipped: corpus not found at {}", dir.display());
+        None
+    }
+}
+
+fn harness(source: &Source) -> Harness<'static, MemsightApp> {
+    let options = ScreenshotOptions::default();
+    let app = prepared_app(source, &options).unwrap_or_else(|e| panic!("{e}"));
+    let mut harness = Harness::builder()
+        .with_size(vec2(options.width, options.height))
+        .with_step_dt(1.0 / 60.0)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    harness.run_steps(4);
+    harness
+}
+
+#[test]
+fn real_ranks_show_curves_findings_and_tables() {
+    let Some(dir) = profiler_fixtures() else {
+        return;
+    };
+    let mut harness = harness(&Source::Path(dir));
+    harness.get_by_label("Findings (2)");
+    harness.get_by_label_contains("Unaccounted memory on rank0_level0");
+    // The two ranks were recorded a year apart: each counts from its own start.
+    assert!(harness.state().profilers()[0].align_starts);
+
+    // The operator table, largest first; a click marks the row on the curves.
+    let doc = &harness.state().profilers()[0];
+    assert_eq!(doc.table.sort, SortBy::Size);
+    harness.get_by_label("205 of 205 rows (click a row: mark it on the curves)");
+    // The largest row comes first (two rows share its name).
+    harness
+        .get_all_by_label("aten::native_batch_norm")
+        .next()
+        .expect("listed")
+        .click();
+    harness.run_steps(2);
+    let (rank, row) = harness.state().profilers()[0].marked.expect("marked");
+    let data = &harness.state().profilers()[0].data;
+    let marked = &data.run.ranks[rank].operators[row];
+    assert_eq!(
+        data.run.ranks[rank].operator_name(marked),
+        "aten::native_batch_norm"
+    );
+
+    // Filter by name.
+    harness.get_by_label("operator name").click();
+    harness.run_steps(1);
+    harness.event(Event::Text("aten::mm".into()));
+    harness.run_steps(2);
+    // aten::mm rows of rank0_level0 (`grep -c '^aten::mm,' operator_memory.csv`).
+    harness.get_by_label_contains("of 205 rows");
+    let rows_shown = harness.state().profilers()[0]
+        .data
+        .run
+        .ranks
+        .iter()
+        .flat_map(|r| r.operators.iter().map(move |o| r.operator_name(o)))
+        .filter(|n| n.contains("aten::mm"))
+        .count();
+    harness.get_by_label(&format!(
+        "{rows_shown} of 205 rows (click a row: mark it on the curves)"
+    ));
+
+    harness.get_by_label("Components").click();
+    harness.run_steps(2);
+    harness.get_by_label("HCCL");
+    harness.get_by_label("peak 404 MiB");
+    harness.get_by_label("Static graph").click();
+    harness.run_steps(2);
+    harness.get_by_label_contains("static_graph_rank1: 54 nodes");
+    harness.get_by_label("Ranks").click();
+    harness.run_steps(2);
+    harness.get_by_label("peak APP reserved");
+    harness.get_by_label("2.06 GiB");
+}
+
+#[test]
+fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
+    let root = std::env::temp_dir().join(format!("memsight-ui-profiler-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write_rank(
+        &root.join("rank0"),
+        &ProfilerGenOptions {
+            samples: 8_000,
+            ..ProfilerGenOptions::default()
+        },
+    )
+    .expect("written");
+    write_rank(
+        &root.join("rank1"),
+        &ProfilerGenOptions {
+            samples: 8_000,
+            stall: Some((4_000, 3 << 30, 2_000)),
+            device: 1,
+            ..ProfilerGenOptions::default()
+        },
+    )
+    .expect("written");
+    let mut harness = harness(&Source::Profiler(vec![
+        root.join("rank0"),
+        root.join("rank1"),
+    ]));
+    // One run on one clock: time is shared.
+    assert!(!harness.state().profilers()[0].align_starts);
+    harness
+        .get_by_label_contains("Allocator stall on rank1")
+        .click();
+    harness.run_steps(2);
+    let doc = &harness.state().profilers()[0];
+    let (x0, x1) = doc.x_range.expect("zoomed to the stall");
+    // The stall runs from sample 4,000 to 5,999 at 0.5 ms a sample: 2.0 s to 3.0 s.
+    assert!(x0 < 2.0e6 && x1 > 3.0e6 && x1 - x0 < 2.0e6, "{x0}..{x1}");
+
+    // Wheel over the chart zooms in around the pointer; double-click shows everything again.
+    // Inside the first rank's plot (the curves area holds one plot per rank).
+    let chart = doc.chart_rect.expect("drawn");
+    let at = egui::pos2(chart.center().x, chart.top() + chart.height() * 0.25);
+    harness.hover_at(at);
+    harness.event(Event::MouseWheel {
+        unit: MouseWheelUnit::Point,
+        delta: vec2(0.0, 200.0),
+        modifiers: Modifiers::NONE,
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Wheel,
+    });
+    harness.run_steps(3);
+    let (z0, z1) = harness.state().profilers()[0].x_range.expect("zoomed");
+    assert!(z1 - z0 < x1 - x0, "{z0}..{z1} within {x0}..{x1}");
+    // Half a second later (quicker, and egui counts the finding's click: a triple click).
+    harness.run_steps(30);
+    for _ in 0..2 {
+        for pressed in [true, false] {
+            harness.event(Event::PointerButton {
+                pos: at,
+                button: egui::PointerButton::Primary,
+                pressed,
+                modifiers: Modifiers::NONE,
+            });
+            harness.step();
+        }
+    }
+    harness.run_steps(2);
+    assert_eq!(harness.state().profilers()[0].x_range, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
