@@ -303,3 +303,82 @@ fn analyze_finds_the_demo_leak_and_can_gate_ci() {
     let markdown = memsight(&["analyze", "--markdown"]);
     assert!(String::from_utf8_lossy(&markdown.stdout).contains("- **Warning** Leak"));
 }
+
+/// Profiler data through the command line: a generated two-rank run with a stall on one rank is
+/// analysed as one run (JSON with the rank), and its curves render headless.
+#[test]
+fn profiler_folders_are_analysed_together_and_render() {
+    use memsight_core::r#gen::profiler::{ProfilerGenOptions, write_rank};
+    let dir = temp_dir("profiler");
+    for (rank, stall) in [(0, None), (1, Some((3_000, 2u64 << 30, 2_000)))] {
+        write_rank(
+            &dir.join(format!("rank{rank}_ascend_pt"))
+                .join("ASCEND_PROFILER_OUTPUT"),
+            &ProfilerGenOptions {
+                samples: 6_000,
+                stall,
+                device: rank,
+                // Beyond a tenth of APP's peak: worth a finding.
+                unaccounted_bytes: 2 << 30,
+                ..ProfilerGenOptions::default()
+            },
+        )
+        .expect("written");
+    }
+    let root = dir.to_str().expect("utf-8 path");
+    let json = stdout_json(&memsight(&["analyze", "--json", root]));
+    let findings = json["files"][0]["findings"].as_array().expect("findings");
+    let stalls: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["kind"] == "allocator_stall")
+        .collect();
+    assert_eq!(stalls.len(), 1, "{findings:?}");
+    assert_eq!(stalls[0]["rank"], "rank1_ascend_pt");
+    assert_eq!(stalls[0]["device"], 1);
+    assert!(
+        stalls[0]["time_us"]
+            .as_array()
+            .is_some_and(|t| t.len() == 2)
+    );
+    assert!(findings.iter().any(|f| f["kind"] == "unaccounted_memory"));
+
+    let out = dir.join("curves.png");
+    let output = Command::new(env!("CARGO_BIN_EXE_memsight"))
+        .args([
+            "screenshot",
+            root,
+            "-o",
+            out.to_str().expect("utf-8"),
+            "--view",
+            "timeline",
+        ])
+        .env("WGPU_BACKEND", "gl")
+        .output()
+        .expect("memsight runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        &std::fs::read(&out).expect("PNG written")[..8],
+        b"\x89PNG\r\n\x1a\n"
+    );
+    let pool = memsight(&[
+        "screenshot",
+        root,
+        "-o",
+        out.to_str().expect("utf-8"),
+        "--view",
+        "pool",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&pool.stderr).contains("profiler data has `app` and `timeline`")
+    );
+
+    let empty = temp_dir("profiler-empty");
+    let err = memsight(&["analyze", empty.to_str().expect("utf-8")]);
+    assert!(!err.status.success());
+    std::fs::remove_dir_all(dir).expect("clean up");
+    std::fs::remove_dir_all(empty).expect("clean up");
+}

@@ -1,7 +1,8 @@
-//! CPU time per frame of the app while the user zooms and pans continuously over a snapshot, and
-//! how long after loading the first chart frame appears. Release build:
+//! CPU time per frame of the app while the user zooms and pans continuously over a snapshot (or
+//! the curves of profiler data), and how long after loading the first chart frame appears.
+//! Release build:
 //!
-//! `cargo run --release -p memsight-ui --example frame_times -- FILE [FRAMES]`
+//! `cargo run --release -p memsight-ui --example frame_times -- FILE_OR_PROFILER_DIR [FRAMES]`
 //!
 //! Each frame runs the whole UI pass plus tessellation (what the UI thread does before the GPU),
 //! with a wheel or drag event every frame, paced at 60 frames a second; layouts run on rayon
@@ -51,14 +52,27 @@ fn main() {
         first_chart.as_secs_f64() * 1e3
     );
 
-    let rect = harness.state().documents()[0]
-        .lifecycle
-        .chart_rect()
-        .expect("laid out");
-    let center = rect.center();
+    let profiler = !harness.state().profilers().is_empty();
+    let center = if profiler {
+        // Inside the first rank's plot.
+        let rect = harness.state().profilers()[0].chart_rect.expect("drawn");
+        egui::pos2(rect.center().x, rect.top() + rect.height() * 0.25)
+    } else {
+        harness.state().documents()[0]
+            .lifecycle
+            .chart_rect()
+            .expect("laid out")
+            .center()
+    };
+    let layouts_received = |h: &Harness<'_, MemsightApp>| {
+        h.state()
+            .documents()
+            .first()
+            .map_or(0, |d| d.lifecycle.layouts_received())
+    };
     harness.hover_at(center);
     let mut ms = Vec::with_capacity(frames);
-    let layouts_before = harness.state().documents()[0].lifecycle.layouts_received();
+    let layouts_before = layouts_received(&harness);
     for f in 0..frames {
         interact(&harness, f, center);
         let t = Instant::now();
@@ -73,13 +87,14 @@ fn main() {
         // Paced at 60 frames a second, as a display would.
         std::thread::sleep(FRAME.saturating_sub(took));
     }
-    let layouts = harness.state().documents()[0].lifecycle.layouts_received() - layouts_before;
+    let layouts = layouts_received(&harness) - layouts_before;
     let vertices = harness
         .output()
         .shapes
         .iter()
         .map(|s| match &s.shape {
             egui::Shape::Mesh(m) => m.vertices.len(),
+            egui::Shape::Path(p) => p.points.len(),
             _ => 0,
         })
         .sum::<usize>();
@@ -87,7 +102,7 @@ fn main() {
     let at = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
     println!(
         "{frames} frames of continuous zoom and pan: median {:.2} ms, p99 {:.2} ms, worst {:.2} ms per frame (UI thread); \
-         {layouts} layouts landed meanwhile (off the UI thread, {:.1} a second); {vertices} mesh vertices in the last frame",
+         {layouts} layouts landed meanwhile (off the UI thread, {:.1} a second); {vertices} mesh vertices and path points in the last frame",
         at(0.5),
         at(0.99),
         ms[ms.len() - 1],
