@@ -396,6 +396,22 @@ impl MemsightApp {
         }
     }
 
+    /// Folders of profiler data (rank folders, or a parent holding them).
+    fn start_open_folder_dialog(&mut self) {
+        if self.open_dialog.is_some() {
+            return;
+        }
+        let (send, rx) = channel();
+        std::thread::spawn(move || {
+            let picked = rfd::FileDialog::new()
+                .set_title("Open torch_npu profiler folders")
+                .pick_folders()
+                .unwrap_or_default();
+            let _ = send.send(picked);
+        });
+        self.open_dialog = Some(rx);
+    }
+
     fn start_open_dialog(&mut self) {
         if self.open_dialog.is_some() {
             return;
@@ -405,6 +421,7 @@ impl MemsightApp {
             let picked = rfd::FileDialog::new()
                 .set_title("Open memory snapshots")
                 .add_filter("memory snapshot", &["pickle", "pkl", "gz", "pt"])
+                .add_filter("profiler CSV", &["csv"])
                 .add_filter("all files", &["*"])
                 .pick_files()
                 .unwrap_or_default();
@@ -436,9 +453,7 @@ impl MemsightApp {
             && let Ok(paths) = rx.try_recv()
         {
             self.open_dialog = None;
-            for p in paths {
-                self.open(ctx, p);
-            }
+            self.open_all(ctx, paths);
         }
         if let Some((target, rx)) = &self.save_dialog
             && let Ok(picked) = rx.try_recv()
@@ -463,8 +478,22 @@ impl MemsightApp {
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect()
         });
-        for p in dropped {
+        if !dropped.is_empty() {
+            self.open_all(ctx, dropped);
+        }
+    }
+
+    /// Opens snapshots each in its own tab and profiler data (folders, CSVs) together as one run.
+    pub fn open_all(&mut self, ctx: &egui::Context, paths: Vec<PathBuf>) {
+        let (profiler, snapshots): (Vec<PathBuf>, Vec<PathBuf>) = paths
+            .into_iter()
+            .partition(|p| memsight_core::profiler::is_profiler_path(p));
+        for p in snapshots {
             self.open(ctx, p);
+        }
+        if !profiler.is_empty() {
+            self.jobs
+                .push(LoadJob::start(Source::Profiler(profiler), ctx));
         }
     }
 
@@ -473,6 +502,9 @@ impl MemsightApp {
             ui.menu_button("File", |ui| {
                 if ui.button("Open…  (Ctrl+O)").clicked() {
                     self.start_open_dialog();
+                }
+                if ui.button("Open profiler folders…").clicked() {
+                    self.start_open_folder_dialog();
                 }
                 ui.menu_button("Open recent", |ui| {
                     if self.recent.is_empty() {

@@ -270,6 +270,31 @@ impl ProfilerDoc {
         self.x_range.unwrap_or_else(|| self.full_range())
     }
 
+    /// Marks operator row `row` of `rank` on the curves, panning them to its allocation when it
+    /// is out of view (the zoom stays).
+    pub fn mark(&mut self, rank: usize, row: usize) {
+        self.marked = Some((rank, row));
+        let Some(o) = self
+            .data
+            .run
+            .ranks
+            .get(rank)
+            .and_then(|r| r.operators.get(row))
+        else {
+            return;
+        };
+        let at = if o.alloc_us.is_nan() {
+            o.release_us
+        } else {
+            o.alloc_us
+        } - self.offset_us(rank);
+        let (x0, x1) = self.view();
+        if !at.is_nan() && (at < x0 || at > x1) {
+            let half = (x1 - x0) / 2.0;
+            self.x_range = Some(clamp_view((at - half, at + half), self.full_range()));
+        }
+    }
+
     /// Shows finding `index`: zooms to its time span, marks its operator row when it has one.
     pub fn show_finding(&mut self, index: usize) {
         let Some(f) = self.data.findings.get(index) else {
@@ -288,7 +313,7 @@ impl ProfilerDoc {
         if f.kind == memsight_core::detect::FindingKind::OutlierAllocation
             && let (Some(rank), Some(row)) = (rank, f.focus_event)
         {
-            self.marked = Some((rank, row as usize));
+            self.mark(rank, row as usize);
         }
     }
 }
@@ -968,7 +993,7 @@ fn operators_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
                     })
                     .inner;
                 if clicked {
-                    doc.marked = Some((r, i));
+                    doc.mark(r, i);
                 }
             }
         });
