@@ -199,7 +199,7 @@ pub struct TableState {
     pub sort: SortBy,
     pub ascending: bool,
     pub filter: String,
-    /// Only rows allocated or released inside the visible time range.
+    /// Only rows allocated or released inside the picked range (Ctrl+drag), or the visible one.
     pub only_visible: bool,
     rows: Vec<(usize, usize)>,
     key: Option<TableKey>,
@@ -228,6 +228,10 @@ pub struct ProfilerDoc {
     pub findings: FindingsState,
     /// Where the curves were drawn last frame (for "export chart").
     pub chart_rect: Option<Rect>,
+    /// A time range picked with Ctrl+drag (µs on the axis), for the operator table.
+    pub range: Option<(f64, f64)>,
+    /// Where a Ctrl+drag started.
+    range_start: Option<f64>,
 }
 
 impl ProfilerDoc {
@@ -244,6 +248,8 @@ impl ProfilerDoc {
             marked: None,
             findings: FindingsState::default(),
             chart_rect: None,
+            range: None,
+            range_start: None,
         }
     }
 
@@ -360,19 +366,20 @@ fn lines_for<'a>(
             1.5,
         ));
     }
-    if shown.allocated {
-        wanted.push((
-            op(Field::Allocated),
-            format!("{prefix}operator allocated"),
-            tint(palette::CURVE_ALLOCATED),
-            1.0,
-        ));
-    }
+    // Active under allocated: where they are equal (most of the time) allocated shows.
     if shown.active && rank_color.is_none() {
         wanted.push((
             op(Field::Active),
             format!("{prefix}operator active"),
             palette::CURVE_ACTIVE,
+            1.0,
+        ));
+    }
+    if shown.allocated {
+        wanted.push((
+            op(Field::Allocated),
+            format!("{prefix}operator allocated"),
+            tint(palette::CURVE_ALLOCATED),
             1.0,
         ));
     }
@@ -462,10 +469,26 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
             doc.x_range = Some((x0, x1));
         }
     }
+    // Ctrl+drag picks a time range (for the operator table); a plain drag pans.
+    let at_pointer = |p: Pos2| x0 + f64::from((p.x - chart.left()) / chart.width()) * (x1 - x0);
+    if response.drag_started()
+        && ui.input(|i| i.modifiers.command)
+        && let Some(p) = response.interact_pointer_pos()
+    {
+        doc.range_start = Some(at_pointer(p));
+    }
     if response.dragged() {
-        let dx = f64::from(response.drag_delta().x / chart.width()) * (x1 - x0);
-        (x0, x1) = clamp_view((x0 - dx, x1 - dx), full);
-        doc.x_range = Some((x0, x1));
+        if let (Some(start), Some(p)) = (doc.range_start, response.interact_pointer_pos()) {
+            let end = at_pointer(p);
+            doc.range = Some((start.min(end), start.max(end)));
+        } else {
+            let dx = f64::from(response.drag_delta().x / chart.width()) * (x1 - x0);
+            (x0, x1) = clamp_view((x0 - dx, x1 - dx), full);
+            doc.x_range = Some((x0, x1));
+        }
+    }
+    if response.drag_stopped() {
+        doc.range_start = None;
     }
     if response.double_clicked() {
         doc.x_range = None;
@@ -486,6 +509,7 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
     for line in lines {
         paint_line(&painter, chart, line, (x0, x1), (y0, y1));
     }
+    paint_range(&painter, chart, doc.range, (x0, x1));
     paint_marked(&painter, chart, doc, (x0, x1));
     paint_legend(&painter, chart, lines);
     if let Some(p) = response.hover_pos() {
@@ -573,6 +597,26 @@ fn paint_line(
         }
         if points.len() >= 2 {
             painter.add(egui::Shape::line(points, stroke));
+        }
+    }
+}
+
+/// The picked time range, shaded.
+fn paint_range(
+    painter: &egui::Painter,
+    chart: Rect,
+    range: Option<(f64, f64)>,
+    (x0, x1): (f64, f64),
+) {
+    if let Some((a, b)) = range {
+        let px = |t: f64| chart.left() + ((t - x0) / (x1 - x0)) as f32 * chart.width();
+        let (pa, pb) = (px(a).max(chart.left()), px(b).min(chart.right()));
+        if pb > pa {
+            painter.rect_filled(
+                Rect::from_x_y_ranges(pa..=pb, chart.y_range()),
+                0.0,
+                palette::RANGE_DRAG,
+            );
         }
     }
 }
@@ -771,9 +815,18 @@ pub fn toolbar_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         if ui.button("reset zoom").clicked() {
             doc.x_range = None;
         }
+        if let Some((a, b)) = doc.range {
+            ui.label(
+                egui::RichText::new(format!("range {:.6} – {:.6} s", a / 1e6, b / 1e6))
+                    .color(palette::RANGE),
+            );
+            if ui.small_button("clear range").clicked() {
+                doc.range = None;
+            }
+        }
         let (x0, x1) = doc.view();
         ui.weak(format!(
-            "showing {:.3} – {:.3} s (wheel: zoom, drag: pan, double-click: all)",
+            "showing {:.3} – {:.3} s (wheel: zoom, drag: pan, Ctrl+drag: pick a range, double-click: all)",
             x0 / 1e6,
             x1 / 1e6
         ));
@@ -812,7 +865,7 @@ fn relative_s(offset_us: f64, t_us: f64) -> String {
 
 /// Rebuilds the table's row order when its settings or (with `only_visible`) the view changed.
 fn table_rows(doc: &mut ProfilerDoc) {
-    let (x0, x1) = doc.view();
+    let (x0, x1) = doc.range.unwrap_or_else(|| doc.view());
     let t = &doc.table;
     let key = (
         t.sort,
@@ -937,7 +990,7 @@ fn operators_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         .labelled_by(label.id);
         ui.checkbox(
             &mut doc.table.only_visible,
-            "only rows allocated or released in the visible range",
+            "only rows allocated or released in the range (Ctrl+drag on the curves; without one, the visible range)",
         );
     });
     table_rows(doc);

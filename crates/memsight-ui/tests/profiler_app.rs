@@ -168,5 +168,54 @@ fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
     }
     harness.run_steps(2);
     assert_eq!(harness.state().profilers()[0].x_range, None);
+
+    // Ctrl+drag picks a range; the operator table can keep only the rows inside it.
+    let (from, to) = (
+        egui::pos2(chart.left() + chart.width() * 0.3, at.y),
+        egui::pos2(chart.left() + chart.width() * 0.6, at.y),
+    );
+    harness.event(Event::PointerMoved(from));
+    harness.event(Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::COMMAND,
+    });
+    harness.step();
+    for k in 1..=10 {
+        harness.event_modifiers(
+            Event::PointerMoved(from + (to - from) * (k as f32 / 10.0)),
+            Modifiers::COMMAND,
+        );
+        harness.step();
+    }
+    harness.event(Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::COMMAND,
+    });
+    harness.run_steps(2);
+    let doc = &harness.state().profilers()[0];
+    assert_eq!(doc.x_range, None, "a range pick does not pan");
+    let (a, b) = doc.range.expect("a range is picked");
+    assert!(a > 0.0 && b > a, "{a}..{b}");
+    let t0 = doc.data.t0_us;
+    let inside = |t: f64| !t.is_nan() && t >= a + t0 && t <= b + t0;
+    let expected = doc
+        .data
+        .run
+        .ranks
+        .iter()
+        .flat_map(|r| &r.operators)
+        .filter(|o| inside(o.alloc_us) || inside(o.release_us))
+        .count();
+    let total: usize = doc.data.run.ranks.iter().map(|r| r.operators.len()).sum();
+    assert!(expected > 0 && expected < total);
+    harness.state_mut().profilers_mut()[0].table.only_visible = true;
+    harness.run_steps(2);
+    harness.get_by_label(&format!(
+        "{expected} of {total} rows (click a row: mark it on the curves)"
+    ));
     let _ = std::fs::remove_dir_all(&root);
 }
