@@ -101,9 +101,12 @@ fn real_ranks_show_curves_findings_and_tables() {
     harness.get_by_label("2.06 GiB");
 }
 
-#[test]
-fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
-    let root = std::env::temp_dir().join(format!("memsight-ui-profiler-{}", std::process::id()));
+/// Two generated ranks (8,000 samples of 0.5 ms); rank1 stalls from sample 4,000 to 5,999.
+fn two_rank_run(name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!(
+        "memsight-ui-profiler-{name}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     write_rank(
         &root.join("rank0"),
@@ -123,6 +126,12 @@ fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
         },
     )
     .expect("written");
+    root
+}
+
+#[test]
+fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
+    let root = two_rank_run("stall");
     let mut harness = harness(&Source::Profiler(vec![
         root.join("rank0"),
         root.join("rank1"),
@@ -169,6 +178,18 @@ fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
     harness.run_steps(2);
     assert_eq!(harness.state().profilers()[0].x_range, None);
 
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn ctrl_drag_picks_a_range_for_the_operator_table() {
+    let root = two_rank_run("range");
+    let mut harness = harness(&Source::Profiler(vec![
+        root.join("rank0"),
+        root.join("rank1"),
+    ]));
+    let chart = harness.state().profilers()[0].chart_rect.expect("drawn");
+    let at = egui::pos2(chart.center().x, chart.top() + chart.height() * 0.25);
     // Ctrl+drag picks a range; the operator table can keep only the rows inside it.
     let (from, to) = (
         egui::pos2(chart.left() + chart.width() * 0.3, at.y),
@@ -197,7 +218,7 @@ fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
     });
     harness.run_steps(2);
     let doc = &harness.state().profilers()[0];
-    assert_eq!(doc.x_range, None, "a range pick does not pan");
+    assert_eq!(doc.x_range, None, "a range pick does not pan or zoom");
     let (a, b) = doc.range.expect("a range is picked");
     assert!(a > 0.0 && b > a, "{a}..{b}");
     let t0 = doc.data.t0_us;
