@@ -497,6 +497,41 @@ impl MemsightApp {
         }
     }
 
+    /// The View menu: options of the chart shown (a profiler run's or a snapshot's).
+    fn view_menu(&mut self, ui: &mut Ui) {
+        if let Some(doc) = self.active_profiler.and_then(|p| self.profilers.get_mut(p)) {
+            ui.checkbox(&mut self.show_findings, "Findings panel");
+            if doc.data.run.ranks.len() > 1 {
+                ui.checkbox(&mut doc.overlay, "Overlay ranks");
+            }
+            if ui.button("Reset zoom  (double-click)").clicked() {
+                doc.x_range = None;
+            }
+        } else if let Some(doc) = self.docs.get_mut(self.active) {
+            let has_time = doc
+                .device_index()
+                .is_some_and(|i| doc.data.times[i].is_some());
+            ui.add_enabled(
+                has_time,
+                egui::Checkbox::new(&mut doc.lifecycle.use_time, "Time on the x axis"),
+            )
+            .on_disabled_hover_text("this trace has no times: the x axis is the event index");
+            ui.checkbox(&mut self.show_pool, "Pool state chart");
+            ui.checkbox(&mut self.show_findings, "Findings panel");
+            if ui
+                .button("Analyse the visible range  (or Ctrl+drag)")
+                .clicked()
+                && let Some(range) = doc.lifecycle.visible_events()
+            {
+                doc.commands
+                    .push(crate::selection::Command::SelectRange(Some(range)));
+            }
+            if ui.button("Reset zoom  (double-click)").clicked() {
+                doc.lifecycle.x_range = None;
+            }
+        }
+    }
+
     fn menu_ui(&mut self, ui: &mut Ui) {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| {
@@ -541,33 +576,7 @@ impl MemsightApp {
                     ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
                 }
             });
-            ui.menu_button("View", |ui| {
-                if let Some(doc) = self.docs.get_mut(self.active) {
-                    let has_time = doc
-                        .device_index()
-                        .is_some_and(|i| doc.data.times[i].is_some());
-                    ui.add_enabled(
-                        has_time,
-                        egui::Checkbox::new(&mut doc.lifecycle.use_time, "Time on the x axis"),
-                    )
-                    .on_disabled_hover_text(
-                        "this trace has no times: the x axis is the event index",
-                    );
-                    ui.checkbox(&mut self.show_pool, "Pool state chart");
-                    ui.checkbox(&mut self.show_findings, "Findings panel");
-                    if ui
-                        .button("Analyse the visible range  (or Ctrl+drag)")
-                        .clicked()
-                        && let Some(range) = doc.lifecycle.visible_events()
-                    {
-                        doc.commands
-                            .push(crate::selection::Command::SelectRange(Some(range)));
-                    }
-                    if ui.button("Reset zoom  (double-click)").clicked() {
-                        doc.lifecycle.x_range = None;
-                    }
-                }
-            });
+            ui.menu_button("View", |ui| self.view_menu(ui));
             ui.separator();
             for (i, doc) in self.profilers.iter().enumerate() {
                 if ui

@@ -201,13 +201,13 @@ pub struct TableState {
     pub filter: String,
     /// Only rows allocated or released inside the picked range (Ctrl+drag), or the visible one.
     pub only_visible: bool,
+    /// Rows matching the name filter, sorted; and what they were built from.
+    sorted: Vec<(usize, usize)>,
+    sorted_key: Option<(SortBy, bool, String)>,
+    /// `sorted` limited to the range when `only_visible`; and the range it was built for.
     rows: Vec<(usize, usize)>,
-    key: Option<TableKey>,
+    key: Option<(bool, u64, u64, bool)>,
 }
-
-/// What the table's rows depend on: sort, direction, filter, and the view when only visible rows
-/// are listed.
-type TableKey = (SortBy, bool, String, bool, Option<(u64, u64, bool)>);
 
 /// One open profiler run.
 pub struct ProfilerDoc {
@@ -863,27 +863,52 @@ fn relative_s(offset_us: f64, t_us: f64) -> String {
     }
 }
 
-/// Rebuilds the table's row order when its settings or (with `only_visible`) the view changed.
+/// Rebuilds the table's rows when their settings changed: sorting and the name filter once per
+/// change (the expensive part), the time range on top of that every time it moves (a linear pass,
+/// so zooming with "only rows in the range" on stays smooth on millions of rows).
 fn table_rows(doc: &mut ProfilerDoc) {
+    let t = &doc.table;
+    let sort_key = (t.sort, t.ascending, t.filter.clone());
+    if t.sorted_key.as_ref() != Some(&sort_key) {
+        doc.table.sorted = sorted_rows(&doc.data, &doc.table);
+        doc.table.sorted_key = Some(sort_key);
+        doc.table.key = None;
+    }
     let (x0, x1) = doc.range.unwrap_or_else(|| doc.view());
     let t = &doc.table;
-    let key = (
-        t.sort,
-        t.ascending,
-        t.filter.clone(),
-        t.only_visible,
-        t.only_visible
-            .then_some((x0.to_bits(), x1.to_bits(), doc.align_starts)),
-    );
-    if t.key.as_ref() == Some(&key) {
+    let key = if t.only_visible {
+        (true, x0.to_bits(), x1.to_bits(), doc.align_starts)
+    } else {
+        (false, 0, 0, false)
+    };
+    if t.key == Some(key) {
         return;
     }
-    let data = &doc.data;
-    let offsets: Vec<f64> = (0..data.run.ranks.len())
-        .map(|r| doc.offset_us(r))
-        .collect();
+    let rows = if t.only_visible {
+        let data = &doc.data;
+        let offsets: Vec<f64> = (0..data.run.ranks.len())
+            .map(|r| doc.offset_us(r))
+            .collect();
+        let inside = |r: usize, v: f64| !v.is_nan() && v >= x0 + offsets[r] && v <= x1 + offsets[r];
+        t.sorted
+            .iter()
+            .copied()
+            .filter(|&(r, i)| {
+                let o = &data.run.ranks[r].operators[i];
+                inside(r, o.alloc_us) || inside(r, o.release_us)
+            })
+            .collect()
+    } else {
+        t.sorted.clone()
+    };
+    doc.table.rows = rows;
+    doc.table.key = Some(key);
+}
+
+/// Every operator row whose name matches the filter, in the table's sort order (unknown values
+/// last either way).
+fn sorted_rows(data: &PreparedProfiler, t: &TableState) -> Vec<(usize, usize)> {
     let filter = t.filter.to_lowercase();
-    let inside = |r: usize, v: f64| !v.is_nan() && v >= x0 + offsets[r] && v <= x1 + offsets[r];
     let mut rows: Vec<(usize, usize)> = data
         .run
         .ranks
@@ -893,13 +918,11 @@ fn table_rows(doc: &mut ProfilerDoc) {
             rank.operators
                 .iter()
                 .enumerate()
-                .map(move |(i, o)| (r, i, rank, o))
+                .filter(|(_, o)| {
+                    filter.is_empty() || rank.operator_name(o).to_lowercase().contains(&filter)
+                })
+                .map(move |(i, _)| (r, i))
         })
-        .filter(|(_, _, rank, o)| {
-            filter.is_empty() || rank.operator_name(o).to_lowercase().contains(&filter)
-        })
-        .filter(|&(r, _, _, o)| !t.only_visible || inside(r, o.alloc_us) || inside(r, o.release_us))
-        .map(|(r, i, _, _)| (r, i))
         .collect();
     let op = |&(r, i): &(usize, usize)| &data.run.ranks[r].operators[i];
     let value = |row: &(usize, usize)| match t.sort {
@@ -909,7 +932,6 @@ fn table_rows(doc: &mut ProfilerDoc) {
     };
     rows.sort_by(|a, b| {
         let (va, vb) = (value(a), value(b));
-        // Unknown values (NaN) last either way.
         match (va.is_nan(), vb.is_nan()) {
             (true, false) => std::cmp::Ordering::Greater,
             (false, true) => std::cmp::Ordering::Less,
@@ -917,8 +939,7 @@ fn table_rows(doc: &mut ProfilerDoc) {
             _ => vb.total_cmp(&va),
         }
     });
-    doc.table.rows = rows;
-    doc.table.key = Some(key);
+    rows
 }
 
 /// A table cell exactly `width` wide, so header and rows line up.
