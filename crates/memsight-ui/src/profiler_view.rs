@@ -655,10 +655,21 @@ fn paint_marked(painter: &egui::Painter, chart: Rect, doc: &ProfilerDoc, (x0, x1
     }
 }
 
+/// The legend in the chart's top right corner, as wide as its longest label.
 fn paint_legend(painter: &egui::Painter, chart: Rect, lines: &[Line]) {
+    let font = FontId::proportional(11.0);
+    let widest = lines
+        .iter()
+        .map(|l| {
+            painter
+                .layout_no_wrap(l.label.clone(), font.clone(), palette::AXIS)
+                .size()
+                .x
+        })
+        .fold(0.0f32, f32::max);
+    let x = chart.right() - widest - 28.0;
     let mut y = chart.top() + 4.0;
     for line in lines {
-        let x = chart.right() - 190.0;
         painter.line_segment(
             [pos2(x, y + 6.0), pos2(x + 16.0, y + 6.0)],
             Stroke::new(2.0, line.color),
@@ -667,7 +678,7 @@ fn paint_legend(painter: &egui::Painter, chart: Rect, lines: &[Line]) {
             pos2(x + 20.0, y),
             Align2::LEFT_TOP,
             &line.label,
-            FontId::proportional(11.0),
+            font.clone(),
             palette::AXIS,
         );
         y += 14.0;
