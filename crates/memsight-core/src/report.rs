@@ -249,32 +249,48 @@ pub struct FrameReport {
     pub name: String,
 }
 
+impl FindingReport {
+    /// `f` with its times, frames and headline frame resolved by the caller.
+    fn resolved(
+        f: &crate::detect::Finding,
+        time_us: Option<[i64; 2]>,
+        stack: Vec<FrameReport>,
+        top_frame: Option<String>,
+    ) -> Self {
+        Self {
+            kind: f.kind,
+            severity: f.severity,
+            device: f.device,
+            rank: f.rank.clone(),
+            title: f.title.clone(),
+            summary: f.summary.clone(),
+            bytes: f.bytes,
+            events: [f.events.0, f.events.1],
+            time_us,
+            focus_event: f.focus_event,
+            stack,
+            top_frame,
+            suggestion: f.suggestion.clone(),
+        }
+    }
+}
+
 impl FileFindings {
     /// Findings on profiler data: times from the finding itself, no stacks.
     pub fn from_profiler(file: String, findings: &[crate::detect::Finding]) -> Self {
         let findings = findings
             .iter()
-            .map(|f| FindingReport {
-                kind: f.kind,
-                severity: f.severity,
-                device: f.device,
-                rank: f.rank.clone(),
-                title: f.title.clone(),
-                summary: f.summary.clone(),
-                bytes: f.bytes,
-                events: [f.events.0, f.events.1],
-                time_us: f
+            .map(|f| {
+                let time_us = f
                     .time_range_us
-                    .map(|(a, b)| [a.round() as i64, b.round() as i64]),
-                focus_event: f.focus_event,
-                stack: Vec::new(),
-                top_frame: None,
-                suggestion: f.suggestion.clone(),
+                    .map(|(a, b)| [a.round() as i64, b.round() as i64]);
+                FindingReport::resolved(f, time_us, Vec::new(), None)
             })
             .collect();
         Self { file, findings }
     }
 
+    /// Findings on a snapshot: times from its trace, frames from its stacks.
     pub fn new(file: String, loaded: &Loaded, findings: &[crate::detect::Finding]) -> Self {
         let s = &loaded.snapshot;
         let findings = findings
@@ -286,28 +302,20 @@ impl FileFindings {
                         .and_then(|t| t.time_us.get(e as usize).copied())
                         .filter(|&t| t != crate::model::NO_TIME)
                 };
-                FindingReport {
-                    kind: f.kind,
-                    severity: f.severity,
-                    device: f.device,
-                    rank: f.rank.clone(),
-                    title: f.title.clone(),
-                    summary: f.summary.clone(),
-                    bytes: f.bytes,
-                    events: [f.events.0, f.events.1],
-                    time_us: time(f.events.0).zip(time(f.events.1)).map(|(a, b)| [a, b]),
-                    focus_event: f.focus_event,
-                    stack: s
-                        .stack_frames(f.stack)
-                        .map(|fr| FrameReport {
-                            filename: s.str(fr.filename).to_string(),
-                            line: fr.line,
-                            name: s.str(fr.name).to_string(),
-                        })
-                        .collect(),
-                    top_frame: crate::frames::headline_frame(s, f.stack),
-                    suggestion: f.suggestion.clone(),
-                }
+                let stack = s
+                    .stack_frames(f.stack)
+                    .map(|fr| FrameReport {
+                        filename: s.str(fr.filename).to_string(),
+                        line: fr.line,
+                        name: s.str(fr.name).to_string(),
+                    })
+                    .collect();
+                FindingReport::resolved(
+                    f,
+                    time(f.events.0).zip(time(f.events.1)).map(|(a, b)| [a, b]),
+                    stack,
+                    crate::frames::headline_frame(s, f.stack),
+                )
             })
             .collect();
         Self { file, findings }

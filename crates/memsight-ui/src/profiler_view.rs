@@ -79,27 +79,20 @@ impl PreparedProfiler {
             .iter()
             .map(|r| r.time_span_us().unwrap_or((0.0, 1.0)))
             .collect();
-        let t0_us = rank_spans_us
-            .iter()
-            .map(|s| s.0)
-            .fold(f64::INFINITY, f64::min);
-        let t1_us = rank_spans_us
-            .iter()
-            .map(|s| s.1)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let starts = rank_spans_us.iter().map(|s| s.0);
+        let ends = rank_spans_us.iter().map(|s| s.1);
+        let (t0_us, latest_start) = starts
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+                (lo.min(t), hi.max(t))
+            });
+        let (earliest_end, t1_us) = ends.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+            (lo.min(t), hi.max(t))
+        });
         let (t0_us, t1_us) = if t0_us <= t1_us {
             (t0_us, t1_us)
         } else {
             (0.0, 1.0)
         };
-        let latest_start = rank_spans_us
-            .iter()
-            .map(|s| s.0)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let earliest_end = rank_spans_us
-            .iter()
-            .map(|s| s.1)
-            .fold(f64::INFINITY, f64::min);
         let same_clock = latest_start <= earliest_end;
         let envelopes = run
             .ranks

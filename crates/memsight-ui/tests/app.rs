@@ -2,6 +2,8 @@
 //! tooltip, click to pin it, zoom, export a PNG; plus a few small image snapshots.
 //! Run with `WGPU_BACKEND=gl` for stable pixels (CI pins it).
 
+mod common;
+
 use std::path::PathBuf;
 
 use egui::{Event, Modifiers, PointerButton, Pos2, vec2};
@@ -157,17 +159,7 @@ fn the_wheel_zooms_the_time_range_and_double_click_resets_it() {
     );
 
     let center = rect.center();
-    for _ in 0..2 {
-        for pressed in [true, false] {
-            harness.event(Event::PointerButton {
-                pos: center,
-                button: PointerButton::Primary,
-                pressed,
-                modifiers: Modifiers::NONE,
-            });
-            harness.step();
-        }
-    }
+    common::double_click(&mut harness, center);
     settle(&mut harness);
     assert_eq!(
         harness.state().documents()[0].lifecycle.x_range,
@@ -373,27 +365,7 @@ fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
         egui::pos2(rect.left() + rect.width() * 0.2, rect.center().y),
         egui::pos2(rect.left() + rect.width() * 0.7, rect.center().y),
     );
-    harness.event(Event::PointerMoved(from));
-    harness.event(Event::PointerButton {
-        pos: from,
-        button: PointerButton::Primary,
-        pressed: true,
-        modifiers: Modifiers::COMMAND,
-    });
-    harness.step();
-    for k in 1..=10 {
-        harness.event_modifiers(
-            Event::PointerMoved(from + (to - from) * (k as f32 / 10.0)),
-            Modifiers::COMMAND,
-        );
-        harness.step();
-    }
-    harness.event(Event::PointerButton {
-        pos: to,
-        button: PointerButton::Primary,
-        pressed: false,
-        modifiers: Modifiers::COMMAND,
-    });
+    common::ctrl_drag(&mut harness, from, to);
     settle(&mut harness);
     let doc = &harness.state().documents()[0];
     let (first, last) = doc.selection.range.expect("a range is selected");

@@ -3,6 +3,8 @@
 //! row, look at the components, the static graph and the rank comparison.
 //! Run with `WGPU_BACKEND=gl` (CI pins it).
 
+mod common;
+
 use std::path::PathBuf;
 
 use egui::{Event, Modifiers, MouseWheelUnit, vec2};
@@ -164,17 +166,7 @@ fn a_stall_finding_zooms_to_it_and_the_wheel_and_double_click_work() {
     assert!(z1 - z0 < x1 - x0, "{z0}..{z1} within {x0}..{x1}");
     // Half a second later (quicker, and egui counts the finding's click: a triple click).
     harness.run_steps(30);
-    for _ in 0..2 {
-        for pressed in [true, false] {
-            harness.event(Event::PointerButton {
-                pos: at,
-                button: egui::PointerButton::Primary,
-                pressed,
-                modifiers: Modifiers::NONE,
-            });
-            harness.step();
-        }
-    }
+    common::double_click(&mut harness, at);
     harness.run_steps(2);
     assert_eq!(harness.state().profilers()[0].x_range, None);
 
@@ -195,27 +187,7 @@ fn ctrl_drag_picks_a_range_for_the_operator_table() {
         egui::pos2(chart.left() + chart.width() * 0.3, at.y),
         egui::pos2(chart.left() + chart.width() * 0.6, at.y),
     );
-    harness.event(Event::PointerMoved(from));
-    harness.event(Event::PointerButton {
-        pos: from,
-        button: egui::PointerButton::Primary,
-        pressed: true,
-        modifiers: Modifiers::COMMAND,
-    });
-    harness.step();
-    for k in 1..=10 {
-        harness.event_modifiers(
-            Event::PointerMoved(from + (to - from) * (k as f32 / 10.0)),
-            Modifiers::COMMAND,
-        );
-        harness.step();
-    }
-    harness.event(Event::PointerButton {
-        pos: to,
-        button: egui::PointerButton::Primary,
-        pressed: false,
-        modifiers: Modifiers::COMMAND,
-    });
+    common::ctrl_drag(&mut harness, from, to);
     harness.run_steps(2);
     let doc = &harness.state().profilers()[0];
     assert_eq!(doc.x_range, None, "a range pick does not pan or zoom");
