@@ -13,6 +13,7 @@ use memsight_core::detect::Finding;
 use memsight_core::profiler::envelope::Envelope;
 use memsight_core::profiler::{APP_COMPONENT, Curve, OPERATOR_COMPONENT, ProfilerRun, Rank};
 use memsight_core::units::format_bytes;
+use rayon::prelude::*;
 
 use crate::findings_view::FindingsState;
 use crate::palette;
@@ -94,29 +95,35 @@ impl PreparedProfiler {
             (0.0, 1.0)
         };
         let same_clock = latest_start <= earliest_end;
+        // Every series of every rank, its envelope built on rayon (off the UI thread already:
+        // this runs in the load job).
         let envelopes = run
             .ranks
-            .iter()
+            .par_iter()
             .map(|rank| {
-                let mut out = Vec::new();
-                for (module, curves) in [(false, &rank.curves), (true, &rank.modules)] {
-                    for curve in curves {
-                        for field in [Field::Allocated, Field::Reserved, Field::Active] {
-                            let values = field.values(curve);
-                            if values.iter().any(|v| !v.is_nan()) {
-                                out.push((
-                                    SeriesKey {
-                                        module,
-                                        component: curve.component.clone(),
-                                        field,
-                                    },
-                                    Envelope::new(values),
-                                ));
-                            }
-                        }
-                    }
-                }
-                out
+                let series: Vec<(bool, &Curve, Field)> =
+                    [(false, &rank.curves), (true, &rank.modules)]
+                        .into_iter()
+                        .flat_map(|(module, curves)| {
+                            curves.iter().flat_map(move |curve| {
+                                [Field::Allocated, Field::Reserved, Field::Active]
+                                    .into_iter()
+                                    .map(move |field| (module, curve, field))
+                            })
+                        })
+                        .filter(|(_, curve, field)| field.values(curve).iter().any(|v| !v.is_nan()))
+                        .collect();
+                series
+                    .into_par_iter()
+                    .map(|(module, curve, field)| {
+                        let key = SeriesKey {
+                            module,
+                            component: curve.component.clone(),
+                            field,
+                        };
+                        (key, Envelope::new(field.values(curve)))
+                    })
+                    .collect()
             })
             .collect();
         Self {
