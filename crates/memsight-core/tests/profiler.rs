@@ -313,3 +313,35 @@ fn detectors_on_the_real_ranks() {
         findings[0].summary
     );
 }
+
+/// A long read reports its bytes as it goes and stops when asked to.
+#[test]
+fn reading_reports_progress_and_can_be_cancelled() {
+    use std::sync::atomic::Ordering;
+
+    use memsight_core::LoadProgress;
+    use memsight_core::r#gen::profiler::{ProfilerGenOptions, write_rank};
+    let dir = temp_dir("progress");
+    // 80,000 samples write 160,000+ rows: several progress reports.
+    write_rank(
+        &dir,
+        &ProfilerGenOptions {
+            samples: 80_000,
+            ..ProfilerGenOptions::default()
+        },
+    )
+    .expect("written");
+    let size = profiler::data_size(std::slice::from_ref(&dir));
+    assert!(size > 10_000_000, "{size}");
+    let progress = LoadProgress::default();
+    profiler::open_with_progress(std::slice::from_ref(&dir), Some(&progress)).expect("reads");
+    let reported = progress.bytes_read.load(Ordering::Relaxed);
+    assert!(reported > 0 && reported <= size, "{reported} of {size}");
+
+    let cancelled = LoadProgress::default();
+    cancelled.cancel.store(true, Ordering::Relaxed);
+    let err = profiler::open_with_progress(std::slice::from_ref(&dir), Some(&cancelled))
+        .expect_err("stopped");
+    assert!(matches!(err, ProfilerError::Cancelled { .. }), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

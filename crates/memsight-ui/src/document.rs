@@ -289,7 +289,7 @@ impl Source {
     /// Loads and prepares, on the calling thread.
     pub fn load(&self, progress: Option<&LoadProgress>) -> Result<Opened, String> {
         let profiler = |paths: &[PathBuf]| {
-            memsight_core::profiler::open(paths)
+            memsight_core::profiler::open_with_progress(paths, progress)
                 .map(|run| {
                     Opened::Profiler(Box::new(crate::profiler_view::PreparedProfiler::new(run)))
                 })
@@ -332,9 +332,12 @@ impl LoadJob {
     pub fn start(source: Source, ctx: &egui::Context) -> Self {
         let progress = Arc::new(LoadProgress::default());
         let total_bytes = match &source {
+            Source::Path(p) if memsight_core::profiler::is_profiler_path(p) => {
+                memsight_core::profiler::data_size(std::slice::from_ref(p))
+            }
             Source::Path(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
             Source::Bytes { bytes, .. } => bytes.len() as u64,
-            Source::Profiler(_) => 0,
+            Source::Profiler(paths) => memsight_core::profiler::data_size(paths),
         };
         let (send, result) = channel();
         let (job_source, job_progress, ctx) = (source.clone(), Arc::clone(&progress), ctx.clone());

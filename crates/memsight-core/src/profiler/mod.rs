@@ -13,6 +13,8 @@ mod read;
 
 use std::path::{Path, PathBuf};
 
+use crate::LoadProgress;
+
 pub use read::{read_memory_record, read_npu_module_mem, read_operator_memory, read_static_op_mem};
 
 /// The component whose rows are the allocator's operator curves (PTA plus the graph engine).
@@ -188,6 +190,8 @@ pub enum ProfilerError {
         expected: &'static str,
         missing: String,
     },
+    #[error("reading was cancelled, in {path}")]
+    Cancelled { path: PathBuf },
     #[error("{path}: line {line}: {message}")]
     BadCsv {
         path: PathBuf,
@@ -317,6 +321,11 @@ fn rank_name(dir: &Path) -> String {
 
 /// Reads every rank found at `paths` (folders or CSV files; CSVs in one folder make one rank).
 pub fn open(paths: &[PathBuf]) -> Result<ProfilerRun, ProfilerError> {
+    open_with_progress(paths, None)
+}
+
+/// The files [`open`] would read at `paths`, by rank folder, slices in order.
+fn rank_files(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, ProfilerError> {
     let mut groups: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -343,17 +352,50 @@ pub fn open(paths: &[PathBuf]) -> Result<ProfilerRun, ProfilerError> {
             return Err(ProfilerError::NotProfilerData { path: path.clone() });
         }
     }
-    let mut ranks = Vec::with_capacity(groups.len());
-    for (dir, mut files) in groups {
+    for (_, files) in &mut groups {
         files.sort_by_key(|f| slice_order(f));
         files.dedup();
-        ranks.push(read_rank(&dir, &files)?);
+    }
+    Ok(groups)
+}
+
+/// Bytes of CSV that [`open`] would read at `paths` (for a progress bar; 0 when unknown).
+pub fn data_size(paths: &[PathBuf]) -> u64 {
+    rank_files(paths).map_or(0, |groups| {
+        groups
+            .iter()
+            .flat_map(|(_, files)| files)
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
+    })
+}
+
+/// [`open`], reporting bytes read to `progress` and stopping when it asks to.
+pub fn open_with_progress(
+    paths: &[PathBuf],
+    progress: Option<&LoadProgress>,
+) -> Result<ProfilerRun, ProfilerError> {
+    let mut ranks = Vec::new();
+    let mut done_bytes = 0;
+    for (dir, files) in rank_files(paths)? {
+        ranks.push(read_rank(&dir, &files, progress.map(|p| (p, done_bytes)))?);
+        done_bytes += files
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum::<u64>();
     }
     Ok(ProfilerRun { ranks })
 }
 
-/// Reads one rank's files (slices of one table merged in order).
-pub fn read_rank(dir: &Path, files: &[PathBuf]) -> Result<Rank, ProfilerError> {
+/// Reads one rank's files (slices of one table merged in order); `progress` with the bytes read
+/// before this rank.
+pub fn read_rank(
+    dir: &Path,
+    files: &[PathBuf],
+    progress: Option<(&LoadProgress, u64)>,
+) -> Result<Rank, ProfilerError> {
     let mut rank = Rank {
         name: rank_name(dir),
         dir: dir.to_path_buf(),
@@ -361,8 +403,10 @@ pub fn read_rank(dir: &Path, files: &[PathBuf]) -> Result<Rank, ProfilerError> {
         ..Rank::default()
     };
     let mut device = None;
+    let mut before = progress.map_or(0, |p| p.1);
     for file in files {
-        let mut warnings = read::Warnings::new(file);
+        let mut warnings = read::Warnings::new(file, progress.map(|(p, _)| (p, before)));
+        before += std::fs::metadata(file).map_or(0, |m| m.len());
         match Table::of(file) {
             Some(Table::MemoryRecord) => {
                 let curves =

@@ -11,25 +11,48 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
+use std::sync::atomic::Ordering;
+
 use super::{Curve, MAX_WARNINGS_PER_FILE, OperatorRow, ProfilerError, ProfilerWarning, StaticOp};
+use crate::LoadProgress;
 
 /// `Node Index End` of a static-graph node that lives to the end of the graph.
 const TO_THE_END: u64 = 4_294_967_295;
 
-/// The warnings of one file, capped.
-pub struct Warnings {
+/// Rows between two progress reports (and cancel checks).
+const PROGRESS_EVERY_ROWS: u64 = 1 << 16;
+
+/// The warnings of one file, capped, and where its reading reports progress.
+pub struct Warnings<'p> {
     file: PathBuf,
     kept: Vec<ProfilerWarning>,
     dropped: u64,
+    /// Shared progress and the bytes of the files read before this one.
+    progress: Option<(&'p LoadProgress, u64)>,
 }
 
-impl Warnings {
-    pub fn new(file: &Path) -> Self {
+impl<'p> Warnings<'p> {
+    pub fn new(file: &Path, progress: Option<(&'p LoadProgress, u64)>) -> Self {
         Self {
             file: file.to_path_buf(),
             kept: Vec::new(),
             dropped: 0,
+            progress,
         }
+    }
+
+    /// Reports `bytes` of this file read; `Err` when the reader was asked to stop.
+    fn report(&self, bytes: u64) -> Result<(), ProfilerError> {
+        let Some((progress, before)) = self.progress else {
+            return Ok(());
+        };
+        progress.bytes_read.store(before + bytes, Ordering::Relaxed);
+        if progress.cancel.load(Ordering::Relaxed) {
+            return Err(ProfilerError::Cancelled {
+                path: self.file.clone(),
+            });
+        }
+        Ok(())
     }
 
     fn push(&mut self, line: Option<u64>, message: String) {
@@ -181,13 +204,18 @@ fn csv_error(path: &Path, e: &csv::Error) -> ProfilerError {
 fn for_each_row(
     path: &Path,
     mut reader: csv::Reader<BufReader<File>>,
-    warnings: &mut Warnings,
-    mut row: impl FnMut(&csv::ByteRecord, u64, &mut Warnings),
+    warnings: &mut Warnings<'_>,
+    mut row: impl FnMut(&csv::ByteRecord, u64, &mut Warnings<'_>),
 ) -> Result<(), ProfilerError> {
     let mut record = csv::ByteRecord::new();
+    let mut rows = 0u64;
     loop {
         match reader.read_byte_record(&mut record) {
             Ok(true) => {
+                rows += 1;
+                if rows.is_multiple_of(PROGRESS_EVERY_ROWS) {
+                    warnings.report(record.position().map_or(0, csv::Position::byte))?;
+                }
                 let line = record.position().map_or(0, csv::Position::line);
                 if record.len() == 1 && trim(&record[0]).is_empty() {
                     continue; // A blank line.
@@ -240,7 +268,7 @@ impl CurveSet {
 /// as a spreadsheet saves them): rounded to a few digits, they no longer place samples in time.
 pub fn read_memory_record(
     path: &Path,
-    warnings: &mut Warnings,
+    warnings: &mut Warnings<'_>,
     device: &mut Option<String>,
     coarse_times: &mut bool,
 ) -> Result<Vec<Curve>, ProfilerError> {
@@ -311,7 +339,7 @@ pub fn read_memory_record(
 /// `npu_module_mem.csv`: one reserved-only curve per CANN component.
 pub fn read_npu_module_mem(
     path: &Path,
-    warnings: &mut Warnings,
+    warnings: &mut Warnings<'_>,
 ) -> Result<Vec<Curve>, ProfilerError> {
     let (reader, header) = open_table(path)?;
     let columns = Columns::find(
@@ -345,7 +373,7 @@ pub fn read_npu_module_mem(
 /// `operator_memory.csv`: appends its rows to `rows`, names interned into `names`.
 pub fn read_operator_memory(
     path: &Path,
-    warnings: &mut Warnings,
+    warnings: &mut Warnings<'_>,
     rows: &mut Vec<OperatorRow>,
     names: &mut Vec<String>,
 ) -> Result<(), ProfilerError> {
@@ -420,7 +448,7 @@ pub fn read_operator_memory(
 /// `static_op_mem.csv`: one lifetime per node; the closing `TOTAL` row is left out.
 pub fn read_static_op_mem(
     path: &Path,
-    warnings: &mut Warnings,
+    warnings: &mut Warnings<'_>,
 ) -> Result<Vec<StaticOp>, ProfilerError> {
     const NAMES: [&str; 6] = [
         "Op Name",
