@@ -345,3 +345,51 @@ fn reading_reports_progress_and_can_be_cancelled() {
     assert!(matches!(err, ProfilerError::Cancelled { .. }), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Bad input is normal input: the real tables cut at many offsets, with bytes flipped, or
+/// replaced by binary noise read as data or fail with an error; never a panic.
+#[test]
+fn damaged_tables_never_panic() {
+    let Some(dir) = profiler_fixture("rank0_level0") else {
+        return;
+    };
+    let work = temp_dir("damaged");
+    std::fs::create_dir_all(&work).expect("dir");
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for name in [
+        "memory_record.csv",
+        "operator_memory.csv",
+        "npu_module_mem.csv",
+    ] {
+        let bytes = std::fs::read(dir.join(name)).expect("fixture");
+        let target = work.join(name);
+        let mut variants: Vec<Vec<u8>> = (0..bytes.len())
+            .step_by(bytes.len() / 60 + 1)
+            .map(|cut| bytes[..cut].to_vec())
+            .collect();
+        for _ in 0..40 {
+            let mut flipped = bytes.clone();
+            for _ in 0..8 {
+                let i = (next() as usize) % flipped.len();
+                flipped[i] = (next() & 0xff) as u8;
+            }
+            variants.push(flipped);
+        }
+        variants.push((0..4096).map(|_| (next() & 0xff) as u8).collect());
+        for variant in variants {
+            std::fs::write(&target, &variant).expect("write");
+            // Ok with warnings or a clear error: both fine, as long as it returns.
+            if let Err(e) = profiler::open(std::slice::from_ref(&target)) {
+                assert!(e.to_string().contains(name), "{e}");
+            }
+        }
+        std::fs::remove_file(&target).expect("clean");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
