@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{Action, Device, Snapshot, StackId, StreamId};
+use crate::model::{Action, BlockState, Device, Snapshot, StackId, StreamId};
 use crate::replay::{DeviceReplay, rounded_size_bytes};
 use crate::units::format_bytes;
 
@@ -57,9 +57,11 @@ pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<Fragment
     let initial = replay.pool_after(device, None);
     for seg in &initial.segments {
         let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
+        // The pool lists free gaps as inactive blocks: only live blocks use the segment.
         let used: u64 = seg
             .blocks
             .iter()
+            .filter(|b| b.state != BlockState::Inactive)
             .map(|b| rounded_size_bytes(b.requested_size_bytes))
             .sum();
         segments.insert(seg.address, (seg.total_size_bytes, group));
