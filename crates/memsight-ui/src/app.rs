@@ -711,18 +711,19 @@ impl MemsightApp {
                 _ => palette::AXIS,
             };
             if ui
-                .button(egui::RichText::new(format!("{findings} findings")).color(color))
+                .button(egui::RichText::new(crate::count(findings, "finding")).color(color))
                 .on_hover_text("show or hide the findings panel")
                 .clicked()
             {
                 self.show_findings = !self.show_findings;
             }
             let warnings = data.loaded.warnings.len();
-            let text = egui::RichText::new(format!("{warnings} warnings")).color(if warnings > 0 {
-                palette::WARNING_TEXT
-            } else {
-                palette::AXIS
-            });
+            let text =
+                egui::RichText::new(crate::count(warnings, "warning")).color(if warnings > 0 {
+                    palette::WARNING_TEXT
+                } else {
+                    palette::AXIS
+                });
             if ui.button(text).clicked() {
                 self.show_warnings = !self.show_warnings;
             }

@@ -19,6 +19,15 @@ use std::path::{Path, PathBuf};
 pub use app::{ExportTarget, MemsightApp, View};
 pub use document::Source;
 
+/// "1 finding", "3 findings".
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Opens the window on `sources` (loaded in the background) and runs until it is closed.
 pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
     let options = eframe::NativeOptions {

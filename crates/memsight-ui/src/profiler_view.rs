@@ -771,7 +771,7 @@ pub fn toolbar_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         let dropped: u64 = data.run.ranks.iter().map(|r| r.warnings_dropped).sum();
         if !warnings.is_empty() {
             ui.label(
-                egui::RichText::new(format!("{} warnings", warnings.len() as u64 + dropped))
+                egui::RichText::new(crate::count(warnings.len() + dropped as usize, "warning"))
                     .color(palette::WARNING_TEXT),
             )
             .on_hover_ui(|ui| {
