@@ -669,6 +669,15 @@ fn paint_legend(painter: &egui::Painter, chart: Rect, lines: &[Line]) {
         .fold(0.0f32, f32::max);
     let x = chart.right() - widest - 28.0;
     let mut y = chart.top() + 4.0;
+    // A backing so the labels read over the curves.
+    painter.rect_filled(
+        Rect::from_min_size(
+            pos2(x - 4.0, y - 2.0),
+            vec2(widest + 28.0, lines.len() as f32 * 14.0 + 4.0),
+        ),
+        2.0,
+        palette::LEGEND_BACKING,
+    );
     for line in lines {
         painter.line_segment(
             [pos2(x, y + 6.0), pos2(x + 16.0, y + 6.0)],

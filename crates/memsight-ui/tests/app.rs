@@ -7,8 +7,8 @@ mod common;
 use std::path::PathBuf;
 
 use egui::{Event, Modifiers, PointerButton, Pos2, vec2};
+use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use egui_kittest::{Harness, SnapshotOptions};
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
 use memsight_ui::{ExportTarget, MemsightApp, Source};
@@ -201,9 +201,6 @@ fn a_file_without_a_trace_says_so() {
 }
 
 /// One place sets the thresholds: software rendering differs a little between Mesa versions.
-fn snapshot_options() -> SnapshotOptions {
-    SnapshotOptions::new().threshold(1.2).max_failed_pixels(400)
-}
 
 #[test]
 fn image_snapshot_of_the_timeline() {
@@ -214,7 +211,7 @@ fn image_snapshot_of_the_timeline() {
         ..ScreenshotOptions::default()
     };
     let mut timeline = harness(&generated(Scenario::Leak, 4000), &options);
-    timeline.snapshot_options("leak_timeline", &snapshot_options());
+    timeline.snapshot_options("leak_timeline", &common::snapshot_options());
 }
 
 #[test]
@@ -228,7 +225,10 @@ fn image_snapshot_of_the_app_with_a_pinned_allocation() {
     let mut app = harness(&generated(Scenario::Stall, 6000), &app_view);
     // Panels settle their widths over a few frames; the picture is taken after they have.
     app.run_steps(20);
-    app.snapshot_options("stall_app_with_pinned_allocation", &snapshot_options());
+    app.snapshot_options(
+        "stall_app_with_pinned_allocation",
+        &common::snapshot_options(),
+    );
 }
 
 #[test]

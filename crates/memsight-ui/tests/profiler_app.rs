@@ -212,3 +212,26 @@ fn ctrl_drag_picks_a_range_for_the_operator_table() {
     ));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn image_snapshot_of_two_ranks_curves() {
+    let root = two_rank_run("image");
+    let options = ScreenshotOptions {
+        width: 720.0,
+        height: 440.0,
+        view: memsight_ui::View::Timeline,
+        ..ScreenshotOptions::default()
+    };
+    let app = prepared_app(
+        &Source::Profiler(vec![root.join("rank0"), root.join("rank1")]),
+        &options,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut harness = Harness::builder()
+        .with_size(vec2(options.width, options.height))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    harness.run_steps(4);
+    harness.snapshot_options("profiler_two_ranks_curves", &common::snapshot_options());
+    let _ = std::fs::remove_dir_all(&root);
+}

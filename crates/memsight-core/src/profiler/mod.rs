@@ -13,6 +13,8 @@ mod read;
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::LoadProgress;
 
 pub use read::{read_memory_record, read_npu_module_mem, read_operator_memory, read_static_op_mem};
@@ -376,25 +378,20 @@ pub fn open_with_progress(
     paths: &[PathBuf],
     progress: Option<&LoadProgress>,
 ) -> Result<ProfilerRun, ProfilerError> {
-    let mut ranks = Vec::new();
-    let mut done_bytes = 0;
-    for (dir, files) in rank_files(paths)? {
-        ranks.push(read_rank(&dir, &files, progress.map(|p| (p, done_bytes)))?);
-        done_bytes += files
-            .iter()
-            .filter_map(|f| std::fs::metadata(f).ok())
-            .map(|m| m.len())
-            .sum::<u64>();
-    }
+    // Ranks are independent files: read them side by side.
+    let ranks = rank_files(paths)?
+        .par_iter()
+        .map(|(dir, files)| read_rank(dir, files, progress))
+        .collect::<Result<Vec<Rank>, ProfilerError>>()?;
     Ok(ProfilerRun { ranks })
 }
 
-/// Reads one rank's files (slices of one table merged in order); `progress` with the bytes read
-/// before this rank.
+/// Reads one rank's files (slices of one table merged in order), adding the bytes it reads to
+/// `progress`.
 pub fn read_rank(
     dir: &Path,
     files: &[PathBuf],
-    progress: Option<(&LoadProgress, u64)>,
+    progress: Option<&LoadProgress>,
 ) -> Result<Rank, ProfilerError> {
     let mut rank = Rank {
         name: rank_name(dir),
@@ -403,10 +400,8 @@ pub fn read_rank(
         ..Rank::default()
     };
     let mut device = None;
-    let mut before = progress.map_or(0, |p| p.1);
     for file in files {
-        let mut warnings = read::Warnings::new(file, progress.map(|(p, _)| (p, before)));
-        before += std::fs::metadata(file).map_or(0, |m| m.len());
+        let mut warnings = read::Warnings::new(file, progress);
         match Table::of(file) {
             Some(Table::MemoryRecord) => {
                 let curves =
@@ -431,6 +426,7 @@ pub fn read_rank(
             }
             None => {}
         }
+        warnings.report(std::fs::metadata(file).map_or(0, |m| m.len()))?;
         let (kept, dropped) = warnings.finish();
         rank.warnings.extend(kept);
         rank.warnings_dropped += dropped;

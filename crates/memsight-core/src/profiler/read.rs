@@ -27,26 +27,31 @@ pub struct Warnings<'p> {
     file: PathBuf,
     kept: Vec<ProfilerWarning>,
     dropped: u64,
-    /// Shared progress and the bytes of the files read before this one.
-    progress: Option<(&'p LoadProgress, u64)>,
+    /// Shared progress (ranks read in parallel add to it), and how much of this file it has.
+    progress: Option<&'p LoadProgress>,
+    reported: u64,
 }
 
 impl<'p> Warnings<'p> {
-    pub fn new(file: &Path, progress: Option<(&'p LoadProgress, u64)>) -> Self {
+    pub fn new(file: &Path, progress: Option<&'p LoadProgress>) -> Self {
         Self {
             file: file.to_path_buf(),
             kept: Vec::new(),
             dropped: 0,
             progress,
+            reported: 0,
         }
     }
 
-    /// Reports `bytes` of this file read; `Err` when the reader was asked to stop.
-    fn report(&self, bytes: u64) -> Result<(), ProfilerError> {
-        let Some((progress, before)) = self.progress else {
+    /// Reports the first `bytes` of this file read; `Err` when the reader was asked to stop.
+    pub fn report(&mut self, bytes: u64) -> Result<(), ProfilerError> {
+        let Some(progress) = self.progress else {
             return Ok(());
         };
-        progress.bytes_read.store(before + bytes, Ordering::Relaxed);
+        progress
+            .bytes_read
+            .fetch_add(bytes.saturating_sub(self.reported), Ordering::Relaxed);
+        self.reported = self.reported.max(bytes);
         if progress.cancel.load(Ordering::Relaxed) {
             return Err(ProfilerError::Cancelled {
                 path: self.file.clone(),

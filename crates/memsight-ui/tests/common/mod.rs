@@ -1,7 +1,7 @@
 //! Gestures the UI tests share.
 
 use egui::{Event, Modifiers, PointerButton, Pos2};
-use egui_kittest::Harness;
+use egui_kittest::{Harness, SnapshotOptions};
 use memsight_ui::MemsightApp;
 
 /// Ctrl+drag (Cmd on macOS) from `from` to `to` in ten moves, one frame each.
@@ -42,4 +42,9 @@ pub fn double_click(harness: &mut Harness<'static, MemsightApp>, at: Pos2) {
             harness.step();
         }
     }
+}
+
+/// Image snapshots tolerate small text rendering differences between Mesa versions.
+pub fn snapshot_options() -> SnapshotOptions {
+    SnapshotOptions::new().threshold(1.2).max_failed_pixels(400)
 }
