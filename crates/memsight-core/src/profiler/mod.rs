@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::LoadProgress;
 
-pub use read::{read_memory_record, read_npu_module_mem, read_operator_memory, read_static_op_mem};
+use read::{read_memory_record, read_npu_module_mem, read_operator_memory, read_static_op_mem};
 
 /// The component whose rows are the allocator's operator curves (PTA plus the graph engine).
 pub const OPERATOR_COMPONENT: &str = "PTA+GE";
