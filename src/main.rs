@@ -154,7 +154,17 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("memsight: {err:#}");
+            // The chain of causes, each once: errors that already quote their source (an I/O
+            // error inside "cannot read FILE: …") do not repeat it.
+            let mut text = err.to_string();
+            for cause in err.chain().skip(1) {
+                let cause = cause.to_string();
+                if !text.contains(&cause) {
+                    text.push_str(": ");
+                    text.push_str(&cause);
+                }
+            }
+            eprintln!("memsight: {text}");
             ExitCode::FAILURE
         }
     }

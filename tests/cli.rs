@@ -95,6 +95,8 @@ fn errors_name_the_file_and_exit_non_zero() {
         stderr.starts_with("memsight: cannot read /nonexistent/snap.pickle"),
         "{stderr}"
     );
+    // The cause once, not repeated by the error chain.
+    assert_eq!(stderr.matches("os error").count(), 1, "{stderr}");
 
     let dir = temp_dir("errors");
     let evil = dir.join("evil.pkl");
