@@ -70,6 +70,43 @@ pub struct PreparedProfiler {
     pub same_clock: bool,
     /// Per rank: the envelope of every series.
     envelopes: Vec<Vec<(SeriesKey, Envelope)>>,
+    /// Per rank: the figures the tables show, computed once (a peak scans every sample).
+    pub summaries: Vec<RankSummary>,
+}
+
+/// One rank's figures for the rank comparison and the components table.
+#[derive(Clone, Debug, Default)]
+pub struct RankSummary {
+    pub samples: usize,
+    pub peak_operator_allocated: Option<f64>,
+    pub peak_operator_reserved: Option<f64>,
+    pub peak_app_reserved: Option<f64>,
+    /// CANN components that held memory, with their peak reserved bytes, largest first.
+    pub module_peaks: Vec<(String, f64)>,
+    /// Components that held nothing.
+    pub idle_modules: usize,
+}
+
+impl RankSummary {
+    fn new(rank: &Rank) -> Self {
+        let peak =
+            |c: &str, f: fn(&Curve) -> Option<(f64, usize)>| rank.curve(c).and_then(f).map(|p| p.0);
+        let mut module_peaks: Vec<(String, f64)> = rank
+            .modules
+            .iter()
+            .filter_map(|c| Some((c.component.clone(), c.peak_reserved()?.0)))
+            .filter(|&(_, p)| p > 0.0)
+            .collect();
+        module_peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Self {
+            samples: rank.curves.iter().map(Curve::len).sum(),
+            peak_operator_allocated: peak(OPERATOR_COMPONENT, Curve::peak_allocated),
+            peak_operator_reserved: peak(OPERATOR_COMPONENT, Curve::peak_reserved),
+            peak_app_reserved: peak(APP_COMPONENT, Curve::peak_reserved),
+            idle_modules: rank.modules.len() - module_peaks.len(),
+            module_peaks,
+        }
+    }
 }
 
 impl PreparedProfiler {
@@ -126,6 +163,7 @@ impl PreparedProfiler {
                     .collect()
             })
             .collect();
+        let summaries = run.ranks.par_iter().map(RankSummary::new).collect();
         Self {
             run,
             findings,
@@ -134,7 +172,17 @@ impl PreparedProfiler {
             rank_spans_us,
             same_clock,
             envelopes,
+            summaries,
         }
+    }
+
+    /// Operator row `row` of rank `rank`.
+    pub fn operator(
+        &self,
+        rank: usize,
+        row: usize,
+    ) -> Option<&memsight_core::profiler::OperatorRow> {
+        self.run.ranks.get(rank)?.operators.get(row)
     }
 
     fn series(&self, rank: usize, key: &SeriesKey) -> Option<(&Curve, &[f64], &Envelope)> {
@@ -280,13 +328,7 @@ impl ProfilerDoc {
     /// is out of view (the zoom stays).
     pub fn mark(&mut self, rank: usize, row: usize) {
         self.marked = Some((rank, row));
-        let Some(o) = self
-            .data
-            .run
-            .ranks
-            .get(rank)
-            .and_then(|r| r.operators.get(row))
-        else {
+        let Some(o) = self.data.operator(rank, row) else {
             return;
         };
         let at = if o.alloc_us.is_nan() {
@@ -626,13 +668,7 @@ fn paint_marked(painter: &egui::Painter, chart: Rect, doc: &ProfilerDoc, (x0, x1
     let Some((rank, row)) = doc.marked else {
         return;
     };
-    let Some(o) = doc
-        .data
-        .run
-        .ranks
-        .get(rank)
-        .and_then(|r| r.operators.get(row))
-    else {
+    let Some(o) = doc.data.operator(rank, row) else {
         return;
     };
     let (a_us, b_us) = (x0 + doc.offset_us(rank), x1 + doc.offset_us(rank));
@@ -808,19 +844,8 @@ pub fn toolbar_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
             .filter(|c| c != OPERATOR_COMPONENT && c != APP_COMPONENT)
             .collect();
         for component in others {
-            let key = SeriesKey {
-                module: false,
-                component: component.clone(),
-                field: Field::Reserved,
-            };
-            let mut on = doc.shown.extra.contains(&key);
-            if ui.checkbox(&mut on, format!("{component} reserved")).changed() {
-                if on {
-                    doc.shown.extra.insert(key);
-                } else {
-                    doc.shown.extra.remove(&key);
-                }
-            }
+            let label = format!("{component} reserved");
+            series_checkbox(ui, &mut doc.shown, false, component, &label);
         }
         ui.separator();
         if data.run.ranks.len() > 1 {
@@ -851,6 +876,32 @@ pub fn toolbar_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
             x1 / 1e6
         ));
     });
+}
+
+/// A checkbox that adds the reserved curve of `component` (of `npu_module_mem.csv` when `module`)
+/// to the plots or takes it away.
+fn series_checkbox(
+    ui: &mut Ui,
+    shown: &mut Shown,
+    module: bool,
+    component: String,
+    label: &str,
+) -> egui::Response {
+    let key = SeriesKey {
+        module,
+        component,
+        field: Field::Reserved,
+    };
+    let mut on = shown.extra.contains(&key);
+    let response = ui.checkbox(&mut on, label);
+    if response.changed() {
+        if on {
+            shown.extra.insert(key);
+        } else {
+            shown.extra.remove(&key);
+        }
+    }
+    response
 }
 
 /// The tabs under the curves.
@@ -1100,42 +1151,22 @@ fn components_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         .id_salt("components")
         .auto_shrink([false, false])
         .show(ui, |ui| {
-            for rank in &data.run.ranks {
+            for (rank, summary) in data.run.ranks.iter().zip(&data.summaries) {
                 ui.strong(&rank.name);
                 if rank.modules.is_empty() {
                     ui.weak("no npu_module_mem.csv for this rank");
                     continue;
                 }
-                let mut peaks: Vec<(&str, f64)> = rank
-                    .modules
-                    .iter()
-                    .filter_map(|c| Some((c.component.as_str(), c.peak_reserved()?.0)))
-                    .filter(|&(_, p)| p > 0.0)
-                    .collect();
-                peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
-                let zero = rank.modules.len() - peaks.len();
+                let peaks = &summary.module_peaks;
+                let zero = summary.idle_modules;
                 let largest = peaks.first().map_or(1.0, |p| p.1);
                 egui::Grid::new(format!("components-{}", rank.name))
                     .striped(true)
                     .show(ui, |ui| {
                         for (name, peak) in peaks {
-                            let key = SeriesKey {
-                                module: true,
-                                component: name.to_string(),
-                                field: Field::Reserved,
-                            };
-                            let mut on = doc.shown.extra.contains(&key);
-                            if ui
-                                .checkbox(&mut on, name)
-                                .on_hover_text("plot it on the curves")
-                                .changed()
-                            {
-                                if on {
-                                    doc.shown.extra.insert(key);
-                                } else {
-                                    doc.shown.extra.remove(&key);
-                                }
-                            }
+                            let peak = *peak;
+                            series_checkbox(ui, &mut doc.shown, true, name.clone(), name)
+                                .on_hover_text("plot it on the curves");
                             ui.label(format!("peak {}", format_bytes(peak as i64)));
                             let (bar, _) =
                                 ui.allocate_exact_size(vec2(200.0, 10.0), Sense::hover());
@@ -1274,12 +1305,9 @@ fn ranks_ui(ui: &mut Ui, doc: &ProfilerDoc) {
             ui.strong(h);
         }
         ui.end_row();
-        for rank in &data.run.ranks {
-            let peak = |c: &str, f: fn(&Curve) -> Option<(f64, usize)>| {
-                rank.curve(c)
-                    .and_then(f)
-                    .map_or_else(|| "-".to_string(), |p| format_bytes(p.0 as i64))
-            };
+        for (rank, summary) in data.run.ranks.iter().zip(&data.summaries) {
+            let peak =
+                |p: Option<f64>| p.map_or_else(|| "-".to_string(), |p| format_bytes(p as i64));
             let of_rank = |kind| {
                 data.findings.iter().filter(move |f| {
                     f.kind == kind && f.rank.as_deref() == Some(rank.name.as_str())
@@ -1288,16 +1316,10 @@ fn ranks_ui(ui: &mut Ui, doc: &ProfilerDoc) {
             let stalls: Vec<&Finding> = of_rank(FindingKind::AllocatorStall).collect();
             ui.label(&rank.name);
             ui.label(rank.device.as_deref().unwrap_or("-"));
-            ui.label(
-                rank.curves
-                    .iter()
-                    .map(Curve::len)
-                    .sum::<usize>()
-                    .to_string(),
-            );
-            ui.label(peak(OPERATOR_COMPONENT, Curve::peak_allocated));
-            ui.label(peak(OPERATOR_COMPONENT, Curve::peak_reserved));
-            ui.label(peak(APP_COMPONENT, Curve::peak_reserved));
+            ui.label(summary.samples.to_string());
+            ui.label(peak(summary.peak_operator_allocated));
+            ui.label(peak(summary.peak_operator_reserved));
+            ui.label(peak(summary.peak_app_reserved));
             ui.label(if stalls.is_empty() {
                 "none".to_string()
             } else {
