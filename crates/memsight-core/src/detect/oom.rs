@@ -9,6 +9,11 @@ use crate::units::format_bytes;
 
 use super::{Finding, FindingKind, Severity};
 
+/// The cause an OOM summary names when the cached free bytes would have covered the request
+/// (the settings detector advises on those).
+pub(super) const FRAGMENTATION_CAUSE: &str =
+    "fragmentation: the cached free bytes would cover it, but not in one piece";
+
 pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
     let trace = &device.trace;
     let mut findings = Vec::new();
@@ -36,7 +41,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             )
         } else if cached_free >= requested {
             (
-                "fragmentation: the cached free bytes would cover it, but not in one piece",
+                FRAGMENTATION_CAUSE,
                 "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks whole.",
             )
         } else {

@@ -59,7 +59,10 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     let have = configured(snapshot);
     let of_kind = |kind: FindingKind| findings.iter().filter(move |f| f.kind == kind);
     let fragmentation: Vec<&Finding> = of_kind(FindingKind::Fragmentation)
-        .chain(of_kind(FindingKind::Oom).filter(|f| f.summary.contains("fragmentation")))
+        .chain(
+            of_kind(FindingKind::Oom)
+                .filter(|f| f.summary.contains(super::oom::FRAGMENTATION_CAUSE)),
+        )
         .collect();
     // A stall the program caused with empty_cache() is fixed in the program, not by a setting.
     let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall)
