@@ -132,6 +132,9 @@ pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::Rg
     let mut harness = egui_kittest::Harness::builder()
         .with_size(egui::vec2(options.width, options.height))
         .wgpu()
+        .with_context_setup(crate::fonts::install)
+        // User data may hold characters no installed font has: boxes, not a panic.
+        .allow_missing_glyphs()
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
     let deadline = Instant::now() + Duration::from_mins(1);
     // A few frames settle the panels; then wait for the background layout.

@@ -7,6 +7,7 @@ pub mod app;
 pub mod document;
 pub mod event_list;
 pub mod findings_view;
+pub mod fonts;
 pub mod headless;
 pub mod lifecycle_view;
 pub mod palette;
@@ -35,12 +36,15 @@ pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
             .with_title("memsight")
             .with_inner_size([1400.0, 860.0])
             .with_drag_and_drop(true),
+        // `fonts::install` adds the system fonts itself.
+        system_font_fallback: false,
         ..Default::default()
     };
     eframe::run_native(
         "memsight",
         options,
         Box::new(move |cc| {
+            fonts::install(&cc.egui_ctx);
             Ok(Box::new(MemsightApp::new(
                 &cc.egui_ctx,
                 sources,
