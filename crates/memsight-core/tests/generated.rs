@@ -297,13 +297,71 @@ fn detectors_hold_their_recall_over_the_seeded_suite() {
     let table = memsight_core::r#gen::score::score_suite(1..=10, 50_000);
     for row in &table {
         assert_eq!(row.missed(), 0, "{row:?}");
-        let allowed = if row.kind == "fragmentation" { 19 } else { 0 };
+        let allowed = if row.kind == "fragmentation" { 21 } else { 0 };
         assert!(row.false_alarms <= allowed, "{row:?}");
     }
     let injected: Vec<usize> = table.iter().map(|r| r.injected).collect();
     assert_eq!(
         injected,
-        [10, 1263, 28, 10, 10, 0],
+        [40, 1341, 20, 10, 10, 0],
         "the suite itself changed: {table:?}"
     );
+}
+
+/// The realistic transformer loop (layers sharing call sites, a varying op mix and sequence
+/// lengths, gradient accumulation, `AdamW` state made in the first step, gradients kept until
+/// `zero_grad`): clean runs give no leak, no stall, no outlier; the injected leak is found at its
+/// call site — with annotations, and without them (iterations from the optimizer steps in the
+/// stacks), with C++ frames (even seeds) and without (odd seeds: backward has no stacks).
+#[test]
+fn the_transformer_loop_is_judged_right_with_and_without_annotations() {
+    use memsight_core::detect::{FindingKind, analyze};
+    for seed in 1..=4 {
+        for scenario in [Scenario::Transformer, Scenario::TransformerLeak] {
+            let (g, loaded) = r#gen::generate_loaded(scenario, 40_000, seed);
+            let mut bare = loaded.snapshot.clone();
+            bare.annotations.clear();
+            let bare = memsight_core::Loaded::new(bare);
+            for (label, l) in [("annotated", &loaded), ("without annotations", &bare)] {
+                let findings = analyze(l);
+                let of_kind = |kind| {
+                    findings
+                        .iter()
+                        .filter(move |f| f.kind == kind)
+                        .collect::<Vec<_>>()
+                };
+                let case = format!("{} seed {seed} {label}", scenario.name());
+                for kind in [
+                    FindingKind::AllocatorStall,
+                    FindingKind::OutlierAllocation,
+                    FindingKind::Oom,
+                ] {
+                    assert!(of_kind(kind).is_empty(), "{case}: {findings:#?}");
+                }
+                let leaks = of_kind(FindingKind::Leak);
+                match &g.truth.leak {
+                    None => assert!(leaks.is_empty(), "{case}: {leaks:#?}"),
+                    Some(truth) => {
+                        assert_eq!(leaks.len(), 1, "{case}: {findings:#?}");
+                        let s = &l.snapshot;
+                        let frames: Vec<(String, u32)> = s
+                            .stack_frames(leaks[0].stack)
+                            .map(|f| (s.str(f.filename).to_string(), f.line as u32))
+                            .collect();
+                        let want: Vec<(String, u32)> = truth
+                            .stack
+                            .iter()
+                            .map(|f| (f.filename.clone(), f.line))
+                            .collect();
+                        assert_eq!(frames, want, "{case}");
+                        assert!(
+                            leaks[0].title.contains("256 KiB per iteration"),
+                            "{case}: {}",
+                            leaks[0].title
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,8 +1,11 @@
 //! Flags fragmentation: the pool calling cudaMalloc (`segment_alloc`) although the free bytes it
 //! already caches in the same pool and stream would cover the request — just not in one piece.
-//! Reports how much reserved memory that growth added, the worst reserved − allocated gap with
-//! its moment, and the likely cause: the spread of request sizes and the call site whose
-//! requests caused the most growth.
+//! Judged per flush cycle (the stretch between two releases of the cache): the cycle's peak
+//! reserved minus its peak allocated (what the cache held beyond anything the program used at
+//! once), and the fragmented `segment_alloc`s in it. One finding per device, for the cycle that
+//! reserved the most, so its bytes never exceed the peak reserved (summed over cycles they
+//! would). The likely cause: the spread of request sizes and the call site
+//! whose requests caused the most growth.
 //!
 //! Free bytes are tracked in one pass over the trace per (stream, small / large pool): segments
 //! add their size, live blocks take their 512-rounded request. Blocks the large pool hands out
@@ -14,11 +17,11 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{Action, BlockState, Device, Snapshot, StackId, StreamId};
+use crate::model::{Action, BlockState, Device, StackId, StreamId};
 use crate::replay::{DeviceReplay, rounded_size_bytes};
 use crate::units::format_bytes;
 
-use super::{Finding, FindingKind, Severity};
+use super::{DeviceContext, Finding, FindingKind, Severity};
 
 /// Segments of exactly this size belong to the small pool (requests up to 1 MiB).
 const SMALL_SEGMENT_BYTES: u64 = 2 << 20;
@@ -27,6 +30,10 @@ const SMALL_REQUEST_MAX_BYTES: u64 = 1 << 20;
 const REQUEST_LOOKAHEAD_EVENTS: usize = 8;
 /// Fewest fragmented growths that make a finding.
 const MIN_GROWTHS: usize = 3;
+/// A gap of this share (percent) of the cycle's peak reserved bytes …
+const WARNING_GAP_PERCENT: u64 = 20;
+/// … and at least this big is a warning; smaller ones are a note.
+const WARNING_GAP_BYTES: u64 = 512 << 20;
 
 /// One `segment_alloc` made although the cached free bytes covered the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,14 +130,81 @@ pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<Fragment
     growth
 }
 
-pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
-    let growth = fragmented_growth(device, replay);
-    if growth.len() < MIN_GROWTHS {
-        return Vec::new();
+/// One flush cycle: the events between two releases of cached segments (`empty_cache()`, or the
+/// allocator's free-and-retry), where fragmentation builds up.
+struct Cycle {
+    start: u32,
+    end: u32,
+    /// Peak reserved bytes within the cycle, and the event right after which it was reached.
+    peak_reserved_bytes: i64,
+    peak_event: u32,
+    /// Reserved above the most that was ever allocated at once in the cycle: memory the cache
+    /// held but the program never used, whatever the moment.
+    gap_bytes: i64,
+}
+
+/// The trace cut at every run of `segment_free` / `segment_unmap`.
+fn flush_cycles(device: &Device, replay: &DeviceReplay) -> Vec<Cycle> {
+    let trace = &device.trace;
+    let (reserved, allocated) = (replay.reserved_bytes(), replay.allocated_bytes());
+    let releases = |i: usize| matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
+    let mut cycles = Vec::new();
+    let mut start = 0usize;
+    let mut i = 0usize;
+    while i <= trace.len() {
+        if i == trace.len() || releases(i) {
+            if i > start {
+                let (peak_event, &peak_reserved_bytes) = reserved[start..i]
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|&(k, &r)| (r, std::cmp::Reverse(k)))
+                    .map_or((start, &0), |(k, r)| (start + k, r));
+                cycles.push(Cycle {
+                    start: start as u32,
+                    end: i as u32,
+                    peak_reserved_bytes,
+                    peak_event: peak_event as u32,
+                    gap_bytes: peak_reserved_bytes
+                        - allocated[start..i].iter().copied().max().unwrap_or(0),
+                });
+            }
+            while i < trace.len() && releases(i) {
+                i += 1;
+            }
+            start = i;
+            if i == trace.len() {
+                break;
+            }
+        }
+        i += 1;
     }
-    let grown_bytes: u64 = growth.iter().map(|g| g.segment_bytes).sum();
+    cycles
+}
+
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let (device, replay) = (cx.device, cx.replay);
+    let growth = fragmented_growth(device, replay);
+    let cycles = flush_cycles(device, replay);
+    // The cycle that reserved the most (where the device came closest to full), among cycles
+    // where the pool grew although its free bytes covered the requests.
+    let Some((cycle, in_cycle)) = cycles
+        .iter()
+        .map(|c| {
+            let in_cycle: Vec<FragmentedGrowth> = growth
+                .iter()
+                .filter(|g| (c.start..c.end).contains(&g.segment_alloc_event))
+                .copied()
+                .collect();
+            (c, in_cycle)
+        })
+        .filter(|(_, in_cycle)| in_cycle.len() >= MIN_GROWTHS)
+        .max_by_key(|(c, _)| (c.peak_reserved_bytes, std::cmp::Reverse(c.start)))
+    else {
+        return Vec::new();
+    };
+    let grown_bytes: u64 = in_cycle.iter().map(|g| g.segment_bytes).sum();
     let mut by_stack: FxHashMap<StackId, u64> = FxHashMap::default();
-    for g in &growth {
+    for g in &in_cycle {
         *by_stack.entry(g.stack).or_default() += g.requested_bytes;
     }
     // A call site with frames explains more than a larger share without any.
@@ -144,7 +218,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             )
         })
         .unwrap_or((crate::model::NO_STACK, 0));
-    let blatant = growth
+    let blatant = in_cycle
         .iter()
         .max_by_key(|g| {
             (
@@ -153,63 +227,61 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             )
         })
         .copied()
-        .unwrap_or(growth[0]);
-    let (gap_bytes, gap_event) = worst_gap(replay);
-    let peak_reserved = replay.peak_reserved.bytes.max(1) as u64;
+        .unwrap_or(in_cycle[0]);
+    let gap_bytes = cycle.gap_bytes.max(0) as u64;
     let spread = request_spread(device);
-    let severity = if grown_bytes * 20 >= peak_reserved {
+    let flushes = cycles.len().saturating_sub(1);
+    let severity = if gap_bytes * 100
+        >= cycle.peak_reserved_bytes.max(1) as u64 * WARNING_GAP_PERCENT
+        && gap_bytes >= WARNING_GAP_BYTES
+    {
         Severity::Warning
     } else {
         Severity::Info
     };
-    vec![Finding {
-        kind: FindingKind::Fragmentation,
-        severity,
-        device: device.ordinal,
-        title: format!(
-            "Fragmentation: {} reserved for requests the cache could have served",
-            format_bytes(grown_bytes as i64)
-        ),
-        summary: format!(
-            "{} segment_alloc calls ({} in all) were made although the free bytes already cached in the same pool \
-             covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free. \
-             The worst reserved − allocated gap was {} at event {gap_event}{spread}.",
-            growth.len(),
-            format_bytes(grown_bytes as i64),
-            blatant.segment_alloc_event,
-            format_bytes(blatant.requested_bytes as i64),
-            format_bytes(blatant.cached_free_bytes as i64),
-            format_bytes(gap_bytes),
-        ),
-        bytes: grown_bytes,
-        events: (
-            growth[0].segment_alloc_event,
-            growth[growth.len() - 1].segment_alloc_event,
-        ),
-        focus_event: Some(blatant.segment_alloc_event),
-        rank: None,
-        time_range_us: None,
-        stack,
-        suggestion: "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_NPU_ALLOC_CONF on Ascend); \
-                     otherwise max_split_size_mb to keep large cached blocks whole, or bucket inputs by length \
-                     so extreme requests do not leave holes."
-            .to_string(),
-    }]
+    let mut f = Finding::new(FindingKind::Fragmentation, severity, device.ordinal);
+    f.title = format!(
+        "Fragmentation: {} reserved above the allocated peak",
+        format_bytes(gap_bytes as i64)
+    );
+    f.summary = format!(
+        "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. In that stretch, {} \
+         segment_alloc calls ({}) were made although the free bytes already cached in the same pool covered the \
+         request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
+        format_bytes(cycle.peak_reserved_bytes),
+        cycle.peak_event,
+        format_bytes(gap_bytes as i64),
+        gap_bytes * 100 / cycle.peak_reserved_bytes.max(1) as u64,
+        if flushes > 0 {
+            format!(
+                " (the worst of {} stretches between releases of the cache, events {}–{})",
+                cycles.len(),
+                cycle.start,
+                cycle.end.saturating_sub(1)
+            )
+        } else {
+            String::new()
+        },
+        in_cycle.len(),
+        format_bytes(grown_bytes as i64),
+        blatant.segment_alloc_event,
+        format_bytes(blatant.requested_bytes as i64),
+        format_bytes(blatant.cached_free_bytes as i64),
+    );
+    f.bytes = gap_bytes;
+    f.events = (
+        in_cycle[0].segment_alloc_event,
+        in_cycle[in_cycle.len() - 1].segment_alloc_event,
+    );
+    f.focus_event = Some(cycle.peak_event);
+    f.stack = stack;
+    f.suggestion = "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_NPU_ALLOC_CONF on Ascend); \
+                    otherwise max_split_size_mb to keep large cached blocks whole, or bucket inputs by length so \
+                    extreme requests do not leave holes."
+        .to_string();
+    vec![f]
 }
 
-/// The largest reserved − allocated gap over the trace, and the event right after which it was.
-fn worst_gap(replay: &DeviceReplay) -> (i64, u32) {
-    replay
-        .reserved_bytes()
-        .iter()
-        .zip(replay.allocated_bytes())
-        .enumerate()
-        .map(|(i, (r, a))| (r - a, i as u32))
-        .max_by_key(|&(gap, i)| (gap, std::cmp::Reverse(i)))
-        .unwrap_or((0, 0))
-}
-
-/// ", with requests from MEDIAN (median) up to MAX (Nx)" over the large-pool requests.
 fn request_spread(device: &Device) -> String {
     let trace = &device.trace;
     let mut sizes: Vec<u64> = (0..trace.len())

@@ -1,59 +1,88 @@
-//! Flags leaks: blocks allocated during one step that are still alive several steps later, from
-//! one call stack, with their count growing step after step. State allocated once (weights,
-//! optimizer state) is not a leak: it does not grow per step, so a call site must leave blocks
-//! behind in at least [`MIN_LEAKING_STEPS`] different steps.
+//! Flags leaks: blocks allocated during one training iteration that are still alive two
+//! iterations later, from one call stack, in at least [`MIN_LEAKING_ITERATIONS`] iterations,
+//! while the allocated low point of the iterations rises.
 //!
-//! Steps come from [`steps::find`]. A block left behind is one still alive [`STEPS_ALIVE`] steps
-//! after its own; near the end of the trace, where fewer steps follow, one never freed. At least
-//! one of a site's steps must have the full [`STEPS_ALIVE`] steps after it, so the blocks of the
-//! last, unfinished step alone never make a leak.
+//! Iterations come from [`super::steps`]; with fewer than [`MIN_LEAKING_ITERATIONS`] of them
+//! there is no verdict, only an info finding that says so and how to record more. Parameters,
+//! gradients and optimizer state ([`Category::is_model_state`]) are kept on purpose — `AdamW`'s state
+//! made in the first step, gradients waiting for `zero_grad` — and are never a leak. A block
+//! left behind is one still alive [`ITERATIONS_ALIVE`] iterations after its own; near the end of
+//! the trace, where fewer follow, one never freed. At least one of a site's iterations must have
+//! the full [`ITERATIONS_ALIVE`] after it, so the blocks of the last, unfinished iteration alone
+//! never make a leak.
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{Device, Snapshot, StackId};
-use crate::replay::DeviceReplay;
+use crate::category::Category;
+use crate::model::StackId;
 use crate::units::format_bytes;
 
-use super::steps::{self, StepSource};
-use super::{Finding, FindingKind, Severity};
+use super::steps::Steps;
+use super::{DeviceContext, Finding, FindingKind, Severity, breakdown};
 
-/// A block counts as left behind when it outlives its step by this many steps.
-const STEPS_ALIVE: usize = 2;
-/// Steps that must each leave blocks behind from one call site.
-const MIN_LEAKING_STEPS: usize = 3;
+/// A block counts as left behind when it outlives its iteration by this many iterations.
+const ITERATIONS_ALIVE: usize = 2;
+/// Iterations that must each leave blocks behind from one call site (and fewest iterations for
+/// any verdict).
+pub const MIN_LEAKING_ITERATIONS: usize = 3;
+/// The allocated low point must rise by at least this share (percent) of what the site left
+/// behind between its first and its last leaking iteration.
+const MIN_LOW_POINT_RISE_PERCENT: u64 = 50;
 
-/// What one call stack left behind: the steps it leaked in, and the blocks' bytes, events and count.
+/// What one call stack left behind.
 struct Site {
-    steps: Vec<usize>,
-    /// Whether one of those steps was followed by `STEPS_ALIVE` whole steps in the trace.
+    iterations: Vec<usize>,
+    /// Whether one of those iterations was followed by `ITERATIONS_ALIVE` whole ones.
     fully_seen: bool,
     bytes: u64,
     first: u32,
     last: u32,
     count: u64,
+    by_category: Vec<(Category, u64)>,
 }
 
-pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
-    let Some(steps_found) = steps::find(snapshot, device, replay) else {
-        return Vec::new();
-    };
-    let bounds = &steps_found.bounds;
-    let steps = steps_found.count();
-    if steps < MIN_LEAKING_STEPS {
-        return Vec::new();
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    match &cx.steps {
+        Some(steps) if steps.count() >= MIN_LEAKING_ITERATIONS => leaks(cx, steps),
+        Some(steps) => vec![not_judged(cx, steps)],
+        None => Vec::new(),
     }
-    let peak_allocated = replay.peak_allocated.bytes.max(0) as u64;
+}
+
+/// The lowest allocated bytes within each iteration.
+fn low_points(cx: &DeviceContext, steps: &Steps) -> Vec<i64> {
+    let allocated = cx.replay.allocated_bytes();
+    steps
+        .bounds
+        .windows(2)
+        .map(|w| {
+            allocated[w[0] as usize..(w[1] as usize).min(allocated.len())]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
+    let bounds = &steps.bounds;
+    let n = steps.count();
     let mut sites: FxHashMap<StackId, Site> = FxHashMap::default();
-    for l in &replay.lifetimes {
+    for (l, &category) in cx.replay.lifetimes.iter().zip(&cx.categories.of_lifetime) {
+        if category.is_model_state() {
+            continue;
+        }
         let Some(alloc) = l.alloc_event else { continue };
-        let Some(step) = steps_found.step_of(alloc) else {
+        let Some(k) = steps.step_of(alloc) else {
             continue;
         };
-        // Alive through STEPS_ALIVE later steps, or, where the trace ends sooner, never freed.
-        let fully_seen = step + STEPS_ALIVE < steps;
+        // Alive through ITERATIONS_ALIVE later iterations, or, where the trace ends sooner,
+        // never freed.
+        let fully_seen = k + ITERATIONS_ALIVE < n;
         let left_behind = if fully_seen {
             l.free_completed_event
-                .is_none_or(|f| f >= bounds[step + STEPS_ALIVE + 1])
+                .is_none_or(|f| f >= bounds[k + ITERATIONS_ALIVE + 1])
         } else {
             l.free_requested_event.is_none()
         };
@@ -61,64 +90,102 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
             continue;
         }
         let site = sites.entry(l.stack).or_insert(Site {
-            steps: Vec::new(),
+            iterations: Vec::new(),
             fully_seen: false,
             bytes: 0,
             first: alloc,
             last: alloc,
             count: 0,
+            by_category: Vec::new(),
         });
-        // Lifetimes with an alloc event come in allocation order, so a site's steps arrive sorted.
+        // Lifetimes with an alloc event come in allocation order: a site's iterations arrive sorted.
         site.fully_seen |= fully_seen;
-        if site.steps.last() != Some(&step) {
-            site.steps.push(step);
+        if site.iterations.last() != Some(&k) {
+            site.iterations.push(k);
         }
         site.bytes += l.requested_size_bytes;
         site.first = site.first.min(alloc);
         site.last = site.last.max(alloc);
         site.count += 1;
+        site.by_category.push((category, l.requested_size_bytes));
     }
+    let lows = low_points(cx, steps);
+    let peak_allocated = cx.peak_allocated_bytes();
     let mut findings: Vec<Finding> = sites
         .into_iter()
-        .filter(|(_, site)| site.fully_seen && site.steps.len() >= MIN_LEAKING_STEPS)
-        .map(|(stack, Site { steps: leaking_steps, bytes, first, last, count, .. })| {
-            let per_step = bytes / leaking_steps.len() as u64;
-            Finding {
-                kind: FindingKind::Leak,
+        .filter(|(_, site)| site.fully_seen && site.iterations.len() >= MIN_LEAKING_ITERATIONS)
+        .filter_map(|(stack, site)| {
+            let per_iteration = site.bytes / site.iterations.len() as u64;
+            let (first_k, last_k) = (site.iterations[0], *site.iterations.last()?);
+            // What the site left behind before its last leaking iteration must show in the low
+            // points: from the first leaking iteration to the last one.
+            let rise = lows[last_k] - lows[first_k];
+            let needed = per_iteration * (last_k - first_k) as u64 * MIN_LOW_POINT_RISE_PERCENT / 100;
+            if rise <= 0 || (rise as u64) < needed {
+                return None;
+            }
+            let mut f = Finding::new(
+                FindingKind::Leak,
                 // A leak too small to matter yet is still worth knowing, but not a warning.
-                severity: if bytes * 100 >= peak_allocated {
+                if site.bytes * 100 >= peak_allocated {
                     Severity::Warning
                 } else {
                     Severity::Info
                 },
-                device: device.ordinal,
-                title: format!("Leak: {} per step from one call site", format_bytes(per_step as i64)),
-                summary: format!(
-                    "{count} blocks ({}) allocated in {} of {steps} steps ({}) were still alive {STEPS_ALIVE} steps later \
-                     or never freed, all from the same call stack: memory that grows by about {} every step.",
-                    format_bytes(bytes as i64),
-                    leaking_steps.len(),
-                    match steps_found.source {
-                        StepSource::Annotations => "from ProfilerStep annotations",
-                        StepSource::SnapshotEvents => "from snapshot events",
-                        StepSource::Rhythm => "inferred from call sites that recur once per step",
-                    },
-                    format_bytes(per_step as i64)
-                ),
-                bytes,
-                events: (first, last),
-                focus_event: None,
-                rank: None,
-                time_range_us: None,
-                stack,
-                suggestion: "Something keeps a reference to these tensors (a list, a cache, a metrics accumulator): drop \
-                             it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."
-                    .to_string(),
-            }
+                cx.device.ordinal,
+            );
+            f.title = format!(
+                "Leak: {} per iteration from one call site",
+                format_bytes(per_iteration as i64)
+            );
+            f.summary = format!(
+                "{} blocks ({}) allocated in {} of {} were still alive {ITERATIONS_ALIVE} iterations later or \
+                 never freed, all from the same call stack; the allocated low point rose from {} (iteration {}) to {} \
+                 (iteration {}): memory grows by about {} every iteration.",
+                site.count,
+                format_bytes(site.bytes as i64),
+                site.iterations.len(),
+                steps.describe(),
+                format_bytes(lows[first_k]),
+                first_k + 1,
+                format_bytes(lows[last_k]),
+                last_k + 1,
+                format_bytes(per_iteration as i64)
+            );
+            f.bytes = site.bytes;
+            f.events = (site.first, site.last);
+            f.stack = stack;
+            f.breakdown = breakdown(site.by_category);
+            f.suggestion = "Something keeps a reference to these tensors (a list, a cache, a metrics accumulator): \
+                            drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."
+                .to_string();
+            Some(f)
         })
         .collect();
     findings.sort_by_key(|f| (std::cmp::Reverse(f.bytes), f.stack));
     findings
+}
+
+/// Too few iterations for a verdict: say so, and how to record enough.
+fn not_judged(cx: &DeviceContext, steps: &Steps) -> Finding {
+    let mut f = Finding::new(FindingKind::Iterations, Severity::Info, cx.device.ordinal);
+    let n = steps.count();
+    f.title = format!(
+        "A leak cannot be judged from {n} iteration{}",
+        if n == 1 { "" } else { "s" }
+    );
+    f.summary = format!(
+        "The trace holds {}. A leak shows as blocks of one iteration still alive two iterations later while the \
+         allocated low point rises, which takes at least {MIN_LEAKING_ITERATIONS} iterations to see.",
+        steps.describe()
+    );
+    f.events = (0, cx.device.trace.len().saturating_sub(1) as u32);
+    f.suggestion = format!(
+        "Record over at least {MIN_LEAKING_ITERATIONS} training steps: call \
+         torch.cuda.memory._record_memory_history() (torch_npu: torch.npu.memory._record_memory_history()) before \
+         the loop and dump the snapshot after step {MIN_LEAKING_ITERATIONS} or later."
+    );
+    f
 }
 
 #[cfg(test)]

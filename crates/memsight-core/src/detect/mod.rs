@@ -1,14 +1,18 @@
 //! Detectors: each module looks for one kind of memory problem and returns plain-data
 //! [`Finding`]s with the evidence behind the verdict, for every front end to render.
 //!
-//! One module per kind: `leak`, `fragmentation`, `stall`, `oom`, `outlier` and `settings` (which
-//! reads the others' findings); `steps` finds the training steps the leak and outlier detectors
-//! reason in.
+//! One module per kind: `peak` (the anatomy of the peak), `leak`, `fragmentation`, `stall`
+//! (which also reports explicit `empty_cache()` calls), `oom`, `outlier`, `imbalance` (across
+//! devices) and `settings` (which reads the others' findings); `steps` finds the training
+//! iterations the leak and outlier detectors reason in, and [`crate::category`] what each
+//! allocation is for.
 
 pub mod fragmentation;
+mod imbalance;
 mod leak;
 mod oom;
 mod outlier;
+mod peak;
 mod settings;
 mod stall;
 pub mod steps;
@@ -16,7 +20,9 @@ pub mod steps;
 use serde::Serialize;
 
 use crate::Loaded;
-use crate::model::{NO_STACK, StackId};
+use crate::category::{Categories, Category, classify};
+use crate::model::{Device, NO_STACK, Snapshot, StackId};
+use crate::replay::DeviceReplay;
 
 /// What a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -30,6 +36,14 @@ pub enum FindingKind {
     Settings,
     /// Profiler data: process memory the framework's allocator does not account for.
     UnaccountedMemory,
+    /// What the memory holds at the moment of peak allocated.
+    Peak,
+    /// Explicit `empty_cache()` calls: the program's choice, not an allocator stall.
+    EmptyCache,
+    /// The iterations found, when too few to judge a leak.
+    Iterations,
+    /// The same call sites allocating very different amounts on different devices or ranks.
+    Imbalance,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -63,25 +77,112 @@ pub struct Finding {
     /// The call stack behind it, when there is one.
     #[serde(skip)]
     pub stack: StackId,
+    /// The finding's bytes by category of allocation, largest first, where the finding is about
+    /// allocations (a peak, a leak); empty otherwise.
+    pub breakdown: Vec<CategoryBytes>,
     pub suggestion: String,
 }
 
+/// Bytes of one category of allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryBytes {
+    pub category: Category,
+    pub bytes: u64,
+}
+
 impl Finding {
+    /// A finding of `kind` with no evidence yet: the detectors fill in the rest.
+    pub fn new(kind: FindingKind, severity: Severity, device: u32) -> Self {
+        Self {
+            kind,
+            severity,
+            device,
+            title: String::new(),
+            summary: String::new(),
+            bytes: 0,
+            events: (0, 0),
+            focus_event: None,
+            rank: None,
+            time_range_us: None,
+            stack: NO_STACK,
+            breakdown: Vec::new(),
+            suggestion: String::new(),
+        }
+    }
+
     pub fn has_stack(&self) -> bool {
         self.stack != NO_STACK
     }
 }
 
-/// Runs every detector on every device; most severe first, then by device and first event.
-pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for (device, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
-        findings.extend(leak::detect(&loaded.snapshot, device, replay));
-        findings.extend(fragmentation::detect(&loaded.snapshot, device, replay));
-        findings.extend(oom::detect(&loaded.snapshot, device, replay));
-        findings.extend(outlier::detect(&loaded.snapshot, device, replay));
-        findings.extend(stall::detect(&loaded.snapshot, device, replay));
+/// `(category, bytes)` pairs summed per category, largest first, zeros left out.
+pub fn breakdown(items: impl IntoIterator<Item = (Category, u64)>) -> Vec<CategoryBytes> {
+    let mut sums = [0u64; Category::ALL.len()];
+    for (category, bytes) in items {
+        sums[category as usize] += bytes;
     }
+    let mut out: Vec<CategoryBytes> = Category::ALL
+        .iter()
+        .zip(sums)
+        .filter(|&(_, bytes)| bytes > 0)
+        .map(|(&category, bytes)| CategoryBytes { category, bytes })
+        .collect();
+    out.sort_by_key(|c| std::cmp::Reverse(c.bytes));
+    out
+}
+
+/// What every detector of one device reads: the file, the device's replay, what each
+/// allocation is for, and the training iterations, computed once.
+pub struct DeviceContext<'a> {
+    pub snapshot: &'a Snapshot,
+    pub device: &'a Device,
+    pub replay: &'a DeviceReplay,
+    pub categories: Categories,
+    pub steps: Option<steps::Steps>,
+}
+
+impl<'a> DeviceContext<'a> {
+    pub fn new(snapshot: &'a Snapshot, device: &'a Device, replay: &'a DeviceReplay) -> Self {
+        let categories = classify(snapshot, device, replay);
+        let steps = steps::find(snapshot, device, replay, &categories);
+        Self {
+            snapshot,
+            device,
+            replay,
+            categories,
+            steps,
+        }
+    }
+
+    pub fn peak_allocated_bytes(&self) -> u64 {
+        self.replay.peak_allocated.bytes.max(0) as u64
+    }
+}
+
+/// Most findings a file reports: one per kind per device already, leaks one per call site.
+pub const MAX_FINDINGS: usize = 12;
+
+/// Runs every detector on every device; most severe first, then by device and first event; at
+/// most [`MAX_FINDINGS`], the least severe dropped first (a finding says how many leaks it stands
+/// for when it groups several).
+pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
+    let contexts: Vec<DeviceContext> = loaded
+        .snapshot
+        .devices
+        .iter()
+        .zip(&loaded.replays)
+        .map(|(device, replay)| DeviceContext::new(&loaded.snapshot, device, replay))
+        .collect();
+    let mut findings = Vec::new();
+    for cx in &contexts {
+        findings.extend(peak::detect(cx));
+        findings.extend(leak::detect(cx));
+        findings.extend(fragmentation::detect(cx));
+        findings.extend(oom::detect(cx));
+        findings.extend(outlier::detect(cx));
+        findings.extend(stall::detect(cx));
+    }
+    findings.extend(imbalance::detect(&contexts));
     let advice = settings::detect(&loaded.snapshot, &findings);
     findings.extend(advice);
     findings.sort_by(|a, b| {
@@ -90,6 +191,7 @@ pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
             .then(a.device.cmp(&b.device))
             .then(a.events.cmp(&b.events))
     });
+    findings.truncate(MAX_FINDINGS);
     findings
 }
 

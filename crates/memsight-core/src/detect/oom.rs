@@ -3,18 +3,19 @@
 //! bytes would have covered it, just not in one piece) or a full device, so the reader knows
 //! whether to look at one call site, at the allocator settings, or at what holds the memory.
 
-use crate::model::{Action, Device, Snapshot};
-use crate::replay::DeviceReplay;
+use crate::model::Action;
 use crate::units::format_bytes;
 
-use super::{Finding, FindingKind, Severity};
+use super::{DeviceContext, Finding, FindingKind, Severity};
 
 /// The cause an OOM summary names when the cached free bytes would have covered the request
 /// (the settings detector advises on those).
 pub(super) const FRAGMENTATION_CAUSE: &str =
     "fragmentation: the cached free bytes would cover it, but not in one piece";
 
-pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let (device, replay) = (cx.device, cx.replay);
+    let expandable = super::stall::uses_expandable_segments(cx.snapshot, device);
     let trace = &device.trace;
     let mut findings = Vec::new();
     for (i, &action) in trace.action.iter().enumerate() {
@@ -42,7 +43,13 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
         } else if cached_free >= requested {
             (
                 FRAGMENTATION_CAUSE,
-                "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks whole.",
+                if expandable {
+                    "Expandable segments are already on: lower the peak or bucket inputs by size so requests fit \
+                     the pieces."
+                } else {
+                    "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks \
+                     whole."
+                },
             )
         } else {
             (
@@ -68,6 +75,7 @@ pub fn detect(_snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> V
             rank: None,
             time_range_us: None,
             stack: trace.stack[i],
+            breakdown: Vec::new(),
             suggestion: suggestion.to_string(),
         });
     }

@@ -1,21 +1,24 @@
 //! Flags outlier allocations: single requests far above what their call site usually asks (an
-//! extreme input length, an unexpected shape), and the single block that holds a large share of
-//! the allocated peak. The ones alive at the peak are what set it, so they rank higher.
+//! extreme input length, an unexpected shape); one finding per device, the largest. The ones
+//! alive at the peak are what set it, so they rank higher. (The largest blocks at the peak are
+//! the `peak` finding's.)
 //!
 //! A call site often asks several sizes on purpose (an optimizer loop over parameters of every
 //! size, a weight gradient and a workspace from one line), and repeats them every step. So an
 //! outlier must be far above the site's median, rare among its requests, of a size the site asks
-//! in one step only (see [`steps`]), and freed again: state kept for the whole run is sized by
-//! the model, not by the input.
+//! in one iteration only (see [`steps`]), and freed again: state kept for the whole run is sized
+//! by the model, not by the input. Parameters, gradients and optimizer state are never outliers
+//! ([`crate::category`]), nor is a size that another call site also asks: that is a shape of
+//! the model (the logits and their gradient, `batch × seq × vocab`), not an extreme input.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::model::{Action, Device, NO_STACK, Snapshot, StackId};
+use crate::model::{Action, Device, NO_STACK, StackId};
 use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
 use super::steps;
-use super::{Finding, FindingKind, Severity};
+use super::{DeviceContext, Finding, FindingKind, Severity};
 
 /// A call site needs this many requests before its usual size means anything.
 const MIN_SITE_ALLOCS: usize = 8;
@@ -28,47 +31,34 @@ const MIN_PEAK_PERCENT: u64 = 1;
 /// … and rare: a site where more than this share (percent) of requests are that big simply
 /// allocates tensors of several sizes (a weight gradient and a workspace from one line).
 const MAX_OUTLIER_PERCENT: usize = 10;
-/// Call sites reported, largest outlier first.
-const MAX_SITES: usize = 3;
-/// One block holding this share (percent) of the allocated peak is reported on its own.
-const PEAK_SHARE_PERCENT: u64 = 25;
-/// Peaks below this are too small for the share to matter.
-const MIN_PEAK_BYTES: u64 = 256 << 20;
 
-pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Finding> {
-    let trace = &device.trace;
-    let mut sites: FxHashMap<StackId, Vec<(u64, u32)>> = FxHashMap::default();
-    for i in 0..trace.len() {
-        if trace.action[i] == Action::Alloc && trace.stack[i] != NO_STACK {
-            sites
-                .entry(trace.stack[i])
-                .or_default()
-                .push((trace.size_bytes[i], i as u32));
-        }
-    }
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let (device, replay) = (cx.device, cx.replay);
+    let mut sites = requests_by_site(device);
     let peak = replay.peak_allocated;
     let live_at_peak = alloc_events_live_at(device, replay, peak.event);
     let sets_peak = |event: u32| live_at_peak.binary_search(&event).is_ok();
-    let steps = steps::find(snapshot, device, replay);
-    // State kept for the whole run (weights, optimizer state) is sized by the model, not by the
-    // input: only blocks freed again can be outliers.
-    let freed = |event: u32| {
-        let id = replay.event_lifetime[event as usize];
-        replay
-            .lifetimes
-            .get(id as usize)
-            .is_some_and(|l| l.free_requested_event.is_some())
+    let steps = cx.steps.as_ref();
+    let model_shapes = model_shapes(&sites);
+    // State kept for the whole run (weights, gradients, optimizer state) is sized by the model,
+    // not by the input: only blocks freed again, of no model category, can be outliers.
+    let may_be_outlier = |event: u32| {
+        let id = replay.event_lifetime[event as usize] as usize;
+        replay.lifetimes.get(id).is_some_and(|l| {
+            l.free_requested_event.is_some()
+                && !cx.categories.of_lifetime[id].is_model_state()
+                && !model_shapes.contains(&l.requested_size_bytes)
+        })
     };
 
     let mut findings: Vec<Finding> = Vec::new();
-    let mut reported: Vec<u32> = Vec::new();
     for (&stack, requests) in &mut sites {
         if requests.len() < MIN_SITE_ALLOCS {
             continue;
         }
-        let (median, outliers) =
-            site_outliers(requests, steps.as_ref(), &freed, peak.bytes.max(0) as u64);
-        if outliers.len() * 100 > requests.len() * MAX_OUTLIER_PERCENT {
+        let (median, big, outliers) =
+            site_outliers(requests, steps, &may_be_outlier, peak.bytes.max(0) as u64);
+        if big * 100 > requests.len() * MAX_OUTLIER_PERCENT {
             continue;
         }
         let Some(&(largest, largest_event)) = outliers
@@ -77,7 +67,6 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
         else {
             continue;
         };
-        reported.extend(outliers.iter().map(|&(_, e)| e));
         let at_peak = outliers.iter().any(|&(_, e)| sets_peak(e));
         findings.push(Finding {
             kind: FindingKind::OutlierAllocation,
@@ -89,11 +78,12 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
                 format_bytes(median as i64)
             ),
             summary: format!(
-                "{} of {} requests from this call site were {SITE_RATIO}× its median of {} or more; the largest, {} at \
-                 event {largest_event}, is {:.0}× the median{}.",
-                outliers.len(),
+                "{big} of {} requests from this call site were {SITE_RATIO}× its median of {} or more ({} of them \
+                 freed again, asked in one iteration only and of no model shape); the largest, {} at event \
+                 {largest_event}, is {:.0}× the median{}.",
                 requests.len(),
                 format_bytes(median as i64),
+                outliers.len(),
                 format_bytes(largest as i64),
                 largest as f64 / median.max(1) as f64,
                 if at_peak {
@@ -114,16 +104,14 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
             rank: None,
             time_range_us: None,
             stack,
+            breakdown: Vec::new(),
             suggestion: "Check the input behind these requests (a sequence or batch far above the usual, an expand or \
                          broadcast before a cast): cap or bucket input sizes, or split the operation into chunks."
                 .to_string(),
         });
     }
 
-    findings.sort_by_key(|f| (std::cmp::Reverse(f.bytes), f.events));
-    findings.truncate(MAX_SITES);
-
-    findings.extend(peak_holder(device, replay, &reported));
+    // One finding per device: the largest outlier, with the number of other sites.
     findings.sort_by_key(|f| {
         (
             std::cmp::Reverse(f.severity),
@@ -131,7 +119,52 @@ pub fn detect(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Ve
             f.events,
         )
     });
+    let others = findings.len().saturating_sub(1);
+    findings.truncate(1);
+    if let Some(f) = findings.first_mut()
+        && others > 0
+    {
+        let sites = if others == 1 { "site" } else { "sites" };
+        f.summary = format!(
+            "{} {others} other call {sites} made outlier requests too.",
+            f.summary
+        );
+    }
     findings
+}
+
+/// `(requested bytes, event)` of every allocation, by call site.
+fn requests_by_site(device: &Device) -> FxHashMap<StackId, Vec<(u64, u32)>> {
+    let trace = &device.trace;
+    let mut sites: FxHashMap<StackId, Vec<(u64, u32)>> = FxHashMap::default();
+    for i in 0..trace.len() {
+        if trace.action[i] == Action::Alloc && trace.stack[i] != NO_STACK {
+            sites
+                .entry(trace.stack[i])
+                .or_default()
+                .push((trace.size_bytes[i], i as u32));
+        }
+    }
+    sites
+}
+
+/// Sizes that more than one call site asks: shapes of the model (the logits and their gradient),
+/// not extreme inputs.
+fn model_shapes(sites: &FxHashMap<StackId, Vec<(u64, u32)>>) -> FxHashSet<u64> {
+    let mut sites_of_size: FxHashMap<u64, (StackId, bool)> = FxHashMap::default();
+    for (&stack, requests) in sites {
+        for &(size, _) in requests {
+            sites_of_size
+                .entry(size)
+                .and_modify(|(first, several)| *several |= *first != stack)
+                .or_insert((stack, false));
+        }
+    }
+    sites_of_size
+        .into_iter()
+        .filter(|&(_, (_, several))| several)
+        .map(|(size, _)| size)
+        .collect()
 }
 
 /// Alloc events of the blocks alive right after `event`, sorted.
@@ -149,14 +182,14 @@ fn alloc_events_live_at(device: &Device, replay: &DeviceReplay, event: Option<u3
     live
 }
 
-/// The median request of one call site, and its requests that stand out: far above the median,
-/// big, of a size asked in one step only, and freed again.
+/// The median request of one call site, how many of its requests are far above the median, and
+/// those that stand out: also big, of a size asked in one iteration only, and `may_be_outlier`.
 fn site_outliers(
     requests: &[(u64, u32)],
     steps: Option<&steps::Steps>,
-    freed: &dyn Fn(u32) -> bool,
+    may_be_outlier: &dyn Fn(u32) -> bool,
     peak_bytes: u64,
-) -> (u64, Vec<(u64, u32)>) {
+) -> (u64, usize, Vec<(u64, u32)>) {
     let mut request_sizes: Vec<u64> = requests.iter().map(|&(size, _)| size).collect();
     let mid = request_sizes.len() / 2;
     let median = *request_sizes.select_nth_unstable(mid).1;
@@ -169,63 +202,23 @@ fn site_outliers(
             .and_modify(|(first, several)| *several |= *first != step)
             .or_insert((step, false));
     }
+    let far_above = |size: u64| size >= median.max(1) * SITE_RATIO;
+    let big = requests
+        .iter()
+        .filter(|&&(size, _)| far_above(size))
+        .count();
     let outliers: Vec<(u64, u32)> = requests
         .iter()
         .copied()
         .filter(|&(size, event)| {
-            !asked_in[&size].1
-                && freed(event)
+            far_above(size)
+                && !asked_in[&size].1
+                && may_be_outlier(event)
                 && size >= MIN_OUTLIER_BYTES
-                && size >= median.max(1) * SITE_RATIO
                 && size * 100 >= peak_bytes * MIN_PEAK_PERCENT
         })
         .collect();
-    (median, outliers)
-}
-
-/// The one block holding a large share of the allocated peak, unless a call-site finding
-/// covers it already (`reported`: alloc events of reported outliers).
-fn peak_holder(device: &Device, replay: &DeviceReplay, reported: &[u32]) -> Option<Finding> {
-    let peak = replay.peak_allocated;
-    if let Some(peak_event) = peak.event
-        && peak.bytes as u64 >= MIN_PEAK_BYTES
-        && let Some(big) = replay
-            .live_after(device, Some(peak_event))
-            .iter()
-            .map(|&(_, id)| &replay.lifetimes[id as usize])
-            .max_by_key(|l| (l.requested_size_bytes, std::cmp::Reverse(l.addr)))
-        && big.requested_size_bytes * 100 >= peak.bytes as u64 * PEAK_SHARE_PERCENT
-        && !big.alloc_event.is_some_and(|e| reported.contains(&e))
-    {
-        let event = big.alloc_event.unwrap_or(peak_event);
-        return Some(Finding {
-            kind: FindingKind::OutlierAllocation,
-            severity: Severity::Info,
-            device: device.ordinal,
-            title: format!(
-                "One block holds {}% of the allocated peak",
-                big.requested_size_bytes * 100 / peak.bytes.max(1) as u64
-            ),
-            summary: format!(
-                "At the allocated peak ({}, event {peak_event}) a single block of {}{} was alive: shrinking or \
-                 freeing it earlier lowers the peak the most.",
-                format_bytes(peak.bytes),
-                format_bytes(big.requested_size_bytes as i64),
-                big.alloc_event
-                    .map_or_else(|| " (allocated before the trace)".to_string(), |e| format!(", allocated at event {e}"))
-            ),
-            bytes: big.requested_size_bytes,
-            events: (event, peak_event),
-            focus_event: Some(peak_event),
-            rank: None,
-            time_range_us: None,
-            stack: big.stack,
-            suggestion: "If this is a weight or buffer it is expected; if it is an activation or a temporary, chunk the \
-                         operation or free it before the next large allocation."
-                .to_string(),
-        });
-    }
-    None
+    (median, big, outliers)
 }
 
 #[cfg(test)]

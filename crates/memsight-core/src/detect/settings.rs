@@ -1,7 +1,9 @@
 //! Advises allocator settings — `expandable_segments`, `max_split_size_mb`,
 //! `garbage_collection_threshold` — only where another finding supports it, and never one the
 //! file's `allocator_settings` show already on. Files without `allocator_settings` (`torch_npu`,
-//! `PyTorch` before 2.3) get the advice with "unless already set".
+//! `PyTorch` before 2.3) get the advice with "unless already set". Expandable segments seen in use
+//! (mapped pages, expandable segments in the pool) count as on. Each suggestion names the
+//! findings it rests on.
 
 use crate::model::{SettingValue, Snapshot};
 use crate::units::format_bytes;
@@ -21,6 +23,10 @@ struct Configured {
 }
 
 fn configured(snapshot: &Snapshot) -> Configured {
+    let expandable_in_use = snapshot
+        .devices
+        .iter()
+        .any(|d| super::stall::uses_expandable_segments(snapshot, d));
     let setting = |name: &str| {
         snapshot
             .allocator_settings
@@ -41,7 +47,8 @@ fn configured(snapshot: &Snapshot) -> Configured {
     };
     Configured {
         known: !snapshot.allocator_settings.is_empty(),
-        expandable_segments: positive(setting("expandable_segments"))
+        expandable_segments: expandable_in_use
+            || positive(setting("expandable_segments"))
             || conf.contains("expandable_segments:true"),
         max_split_size: positive(setting("max_split_size")) || conf.contains("max_split_size_mb"),
         garbage_collection: positive(setting("garbage_collection_threshold"))
@@ -58,16 +65,33 @@ fn is_npu(snapshot: &Snapshot) -> bool {
 pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     let have = configured(snapshot);
     let of_kind = |kind: FindingKind| findings.iter().filter(move |f| f.kind == kind);
+    // A fragmentation note (a small gap) is no reason to change settings; a warning is.
     let fragmentation: Vec<&Finding> = of_kind(FindingKind::Fragmentation)
+        .filter(|f| f.severity >= Severity::Warning)
         .chain(
             of_kind(FindingKind::Oom)
                 .filter(|f| f.summary.contains(super::oom::FRAGMENTATION_CAUSE)),
         )
         .collect();
-    // A stall the program caused with empty_cache() is fixed in the program, not by a setting.
-    let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall)
-        .filter(|f| !super::stall::is_explicit_empty_cache(snapshot, f.stack))
-        .collect();
+    // Explicit empty_cache() calls are findings of their own kind: fixed in the program, not by
+    // a setting.
+    let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall).collect();
+    let named = |found: &[&Finding]| {
+        found
+            .iter()
+            .map(|f| format!("\"{}\" on device {}", f.title, f.device))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let rests_on_fragmentation = format!("rests on {}", named(&fragmentation));
+    let rests_on_stalls = format!("rests on {}", named(&stalls));
+    let rests_on_both = named(
+        &fragmentation
+            .iter()
+            .chain(&stalls)
+            .copied()
+            .collect::<Vec<_>>(),
+    );
     let Some(first) = fragmentation
         .iter()
         .chain(&stalls)
@@ -84,22 +108,20 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     if !have.expandable_segments {
         advice.push(format!(
             "{variable}=expandable_segments:True: segments grow in place, so free memory is not split into \
-             pieces and the allocator never has to free everything and retry"
+             pieces and the allocator never has to free everything and retry (rests on {rests_on_both})"
         ));
     }
     if !fragmentation.is_empty() && !have.max_split_size && !have.expandable_segments {
-        advice.push(
+        advice.push(format!(
             "max_split_size_mb:N (N a little above your typical large request): large cached blocks stay whole \
-             for large requests instead of being split by small ones"
-                .to_string(),
-        );
+             for large requests instead of being split by small ones ({rests_on_fragmentation})"
+        ));
     }
     if !stalls.is_empty() && !have.garbage_collection {
-        advice.push(
+        advice.push(format!(
             "garbage_collection_threshold:0.8: unused cached blocks are released gradually before the pool \
-             fills, instead of all at once in a stall"
-                .to_string(),
-        );
+             fills, instead of all at once in a stall ({rests_on_stalls})"
+        ));
     }
     if advice.is_empty() {
         return Vec::new();
@@ -141,6 +163,7 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
         rank: None,
         time_range_us: None,
         stack: crate::model::NO_STACK,
+        breakdown: Vec::new(),
         suggestion: advice.join("; "),
     }]
 }

@@ -163,7 +163,8 @@ impl Allocator {
                     // Free every cached segment and retry: the allocator stall.
                     let before = self.reserved_bytes;
                     let first = self.recorded;
-                    self.release_cached();
+                    // The allocator records the waiting request's context on the releases.
+                    self.release_cached(stack);
                     if self.reserved_bytes < before {
                         self.stalls.push((
                             first,
@@ -446,8 +447,9 @@ impl Allocator {
     }
 
     /// Releases every cached segment that holds no live block (`torch.cuda.empty_cache()`); an
-    /// expandable segment gives back its free pages at the end.
-    pub fn release_cached(&mut self) {
+    /// expandable segment gives back its free pages at the end. The releases carry `context`
+    /// (the `empty_cache()` call, or the request that waits for them), as `PyTorch` records them.
+    pub fn release_cached(&mut self, context: Option<u32>) {
         let empty: Vec<u64> = self
             .segments
             .iter()
@@ -469,7 +471,7 @@ impl Allocator {
                 addr,
                 seg.size,
                 seg.stream,
-                seg.stack,
+                context.or(seg.stack),
                 None,
             );
         }
@@ -512,7 +514,7 @@ impl Allocator {
                 seg.blocks.remove(&tail_addr);
             }
             seg.size -= unmap;
-            let stack = seg.stack;
+            let stack = context.or(seg.stack);
             self.reserved_bytes -= unmap;
             self.tick(300 + (unmap >> 18) as i64);
             self.record(Action::SegmentUnmap, keep_from, unmap, stream, stack, None);
@@ -559,7 +561,7 @@ mod tests {
         let x = a.malloc(30 << 20, 0, None).expect("fits");
         assert_eq!(a.reserved_bytes, 40 << 20);
         a.free(x);
-        a.release_cached();
+        a.release_cached(None);
         assert_eq!(a.reserved_bytes, 0);
         let actions: Vec<Action> = a.trace.iter().map(|e| e.action).collect();
         assert!(actions.contains(&Action::SegmentMap) && actions.contains(&Action::SegmentUnmap));

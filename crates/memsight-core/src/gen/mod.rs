@@ -7,6 +7,7 @@
 mod allocator;
 pub mod profiler;
 pub mod score;
+pub mod transformer;
 mod writer;
 
 use std::fs::File;
@@ -37,10 +38,15 @@ pub enum Scenario {
     Npu,
     /// The steady loop with `expandable_segments:True` and periodic `empty_cache()`.
     Expandable,
+    /// A realistic transformer training loop ([`transformer`]): layers sharing call sites,
+    /// varying op mix and sequence lengths, gradient accumulation, `AdamW`.
+    Transformer,
+    /// The transformer loop leaking 256 KiB per iteration at a varying point of the iteration.
+    TransformerLeak,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 9] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -48,6 +54,8 @@ impl Scenario {
         Self::Oom,
         Self::Npu,
         Self::Expandable,
+        Self::Transformer,
+        Self::TransformerLeak,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +67,8 @@ impl Scenario {
             Self::Oom => "oom",
             Self::Npu => "npu",
             Self::Expandable => "expandable",
+            Self::Transformer => "transformer",
+            Self::TransformerLeak => "transformer-leak",
         }
     }
 }
@@ -310,6 +320,7 @@ pub fn generate(options: &GenOptions) -> Generated {
         &[("model.py", 140, "loss")],
         false,
     );
+    let empty_cache_stack = lib.add(&[("torch/cuda/memory.py", 192, "empty_cache")], &[], false);
     let loss_stack = lib.add(
         &[("torch/nn/modules/loss.py", 1295, "forward")],
         &[("model.py", 150, "compute_loss")],
@@ -353,10 +364,31 @@ pub fn generate(options: &GenOptions) -> Generated {
     let mut max_unused = (0u64, None);
     let mut extreme: Vec<u64> = Vec::new(); // recorded indices
 
+    let transformer = matches!(sc, Scenario::Transformer | Scenario::TransformerLeak);
+    let mut leak_truth_stack = leak_stack;
+    let mut leak_bytes = 2 << 20;
+    let mut step = 0u64;
+    if transformer {
+        let run = transformer::run(
+            &mut a,
+            &mut lib,
+            &mut rng,
+            stream_raw,
+            target,
+            sc == Scenario::TransformerLeak,
+            options.seed.is_multiple_of(2),
+        );
+        annotations = run.annotations;
+        step = run.iterations;
+        leaked = run.leaked;
+        leak_truth_stack = run.leak_stack;
+        leak_bytes = transformer::LEAK_BYTES;
+    }
+
     // Parameters and optimizer state live for the whole run.
     let hidden_bytes: u64 = 4096 * 2;
     let mut params = Vec::new();
-    for _ in 0..LAYERS {
+    for _ in 0..if transformer { 0 } else { LAYERS } {
         for _ in 0..4 {
             let size = hidden_bytes * rng.range(256, 4096);
             params.extend(
@@ -371,9 +403,8 @@ pub fn generate(options: &GenOptions) -> Generated {
         );
     }
     let mut optimizer_ready = false;
-    let mut step = 0u64;
     let mut oom_done = false;
-    while a.recorded < target && !oom_done {
+    while !transformer && a.recorded < target && !oom_done {
         step += 1;
         annotations.push((format!("ProfilerStep#{step}"), true, a.clock_us));
         let mut extreme_step = false;
@@ -466,7 +497,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             }
         }
         if sc == Scenario::Expandable && step.is_multiple_of(25) {
-            a.release_cached();
+            a.release_cached(Some(empty_cache_stack));
         }
         annotations.push((format!("ProfilerStep#{step}"), false, a.clock_us));
         a.tick(rng.range(200, 2000) as i64);
@@ -489,10 +520,10 @@ pub fn generate(options: &GenOptions) -> Generated {
     truth.steps = step;
     truth.max_unused_reserved_bytes = max_unused.0;
     truth.max_unused_reserved_event = max_unused.1.and_then(in_trace);
-    if sc == Scenario::Leak {
+    if matches!(sc, Scenario::Leak | Scenario::TransformerLeak) {
         truth.leak = Some(LeakTruth {
-            stack: truth_frames(&lib.stacks[leak_stack as usize]),
-            bytes_per_step: 2 << 20,
+            stack: truth_frames(&lib.stacks[leak_truth_stack as usize]),
+            bytes_per_step: leak_bytes,
             alloc_events: leaked.iter().filter_map(|&(r, _)| in_trace(r)).collect(),
             live_at_end: leaked.len() as u64,
         });

@@ -1,0 +1,322 @@
+//! What each allocation is for: parameters, gradients, optimizer state, activations,
+//! temporaries, workspaces — inferred from its call stack and from the phase of the training loop
+//! it was allocated and freed in. `Unknown` is an honest answer where the evidence is missing.
+//!
+//! The rules, in order (the first that applies wins):
+//! 1. **workspace**: a frame names a workspace (`torch_npu`'s workspace allocator, cuBLAS / cuDNN
+//!    workspaces).
+//! 2. **parameter**: alive before the trace and never freed in it (weights, buffers and state
+//!    made before recording began); or made by `.to()` / `.cuda()` / `.npu()` / `_apply` /
+//!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
+//!    optimizer.
+//! 3. **gradient**: made by autograd's `AccumulateGrad`; or made in a backward pass and still alive
+//!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`).
+//! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
+//!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
+//! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
+//!    starts (what the forward pass saves for backward).
+//! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
+//!    the next backward pass starts).
+//! 7. **unknown**: anything else (alive before the trace and freed in it; made outside backward
+//!    and never freed with no backward after it, as in inference).
+//!
+//! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
+//! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
+//! *optimizer step* a run of allocations under `torch/optim/`. A run ends at the first allocation
+//! of another kind; its frees belong to it until then. Allocations without a call stack take the
+//! phase of the run they fall in.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use crate::model::{Action, Device, NO_STACK, Snapshot, StackId};
+use crate::replay::{DeviceReplay, Lifetime};
+
+/// What an allocation is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Parameter,
+    Gradient,
+    OptimizerState,
+    Activation,
+    Temporary,
+    Workspace,
+    Unknown,
+}
+
+impl Category {
+    pub const ALL: [Category; 7] = [
+        Category::Parameter,
+        Category::Gradient,
+        Category::OptimizerState,
+        Category::Activation,
+        Category::Temporary,
+        Category::Workspace,
+        Category::Unknown,
+    ];
+
+    /// The word used in reports and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Parameter => "parameter",
+            Self::Gradient => "gradient",
+            Self::OptimizerState => "optimizer_state",
+            Self::Activation => "activation",
+            Self::Temporary => "temporary",
+            Self::Workspace => "workspace",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Kept for the whole run by design: never a leak, never an outlier.
+    pub fn is_model_state(self) -> bool {
+        matches!(
+            self,
+            Self::Parameter | Self::Gradient | Self::OptimizerState
+        )
+    }
+}
+
+/// Which part of a training iteration an event falls in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Outside backward and the optimizer: the forward pass, data loading, evaluation.
+    Forward,
+    Backward,
+    Optimizer,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Forward => "forward pass",
+            Self::Backward => "backward pass",
+            Self::Optimizer => "optimizer step",
+        }
+    }
+}
+
+/// A run of allocations of one phase: events `start..end`, where `end` is the first allocation
+/// of another phase (or the trace's end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseRun {
+    pub phase: Phase,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// Every lifetime's category on one device, and the backward / optimizer runs they came from.
+#[derive(Clone, Debug, Default)]
+pub struct Categories {
+    /// By lifetime id (the order of [`DeviceReplay::lifetimes`]).
+    pub of_lifetime: Vec<Category>,
+    /// Backward passes and optimizer steps, in trace order (forward is everything between).
+    pub runs: Vec<PhaseRun>,
+}
+
+impl Categories {
+    /// The phase of event `e`.
+    pub fn phase_at(&self, e: u32) -> Phase {
+        let k = self.runs.partition_point(|r| r.start <= e);
+        match k.checked_sub(1).map(|k| self.runs[k]) {
+            Some(run) if e < run.end => run.phase,
+            _ => Phase::Forward,
+        }
+    }
+
+    /// The optimizer steps, in trace order.
+    pub fn optimizer_steps(&self) -> impl Iterator<Item = &PhaseRun> {
+        self.runs.iter().filter(|r| r.phase == Phase::Optimizer)
+    }
+}
+
+/// What a call stack says about the allocation it made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per kind of frame a stack may hold"
+)]
+struct StackMarks {
+    workspace: bool,
+    accumulate_grad: bool,
+    backward: bool,
+    optimizer: bool,
+    parameter_init: bool,
+}
+
+fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
+    let mut marks = StackMarks::default();
+    if stack == NO_STACK {
+        return marks;
+    }
+    for frame in snapshot.stack_frames(stack) {
+        let name = snapshot.str(frame.name);
+        let file = snapshot.str(frame.filename);
+        let lower_name = name.to_ascii_lowercase();
+        marks.workspace |= lower_name.contains("workspace");
+        marks.accumulate_grad |=
+            name.contains("AccumulateGrad") || file.ends_with("accumulate_grad.cpp");
+        marks.backward |= name.contains("autograd::Engine")
+            || name.contains("Backward")
+            || name.contains("_backward")
+            || (name == "backward"
+                && (file.ends_with("autograd/__init__.py") || file.ends_with("_tensor.py")));
+        marks.optimizer |= file.contains("/optim/")
+            || file.starts_with("optim/")
+            || file.contains("\\optim\\")
+            || (file.contains("optimizer") && name == "step");
+        marks.parameter_init |= matches!(
+            name,
+            "to" | "cuda"
+                | "npu"
+                | "_apply"
+                | "load_state_dict"
+                | "_load_from_state_dict"
+                | "reset_parameters"
+        ) || (name == "__init__" && file.contains("/nn/modules/"));
+    }
+    marks
+}
+
+/// Classifies every lifetime of `device` (see the module doc for the rules).
+pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Categories {
+    let mut marks_of: FxHashMap<StackId, StackMarks> = FxHashMap::default();
+    let mut marks = |stack: StackId| {
+        *marks_of
+            .entry(stack)
+            .or_insert_with(|| stack_marks(snapshot, stack))
+    };
+    let runs = phase_runs(device, &mut marks);
+    let mut categories = Categories {
+        of_lifetime: Vec::with_capacity(replay.lifetimes.len()),
+        runs,
+    };
+    let backward_starts: Vec<u32> = categories
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| r.start)
+        .collect();
+    for l in &replay.lifetimes {
+        let category = lifetime_category(l, marks(l.stack), &categories.runs, &backward_starts);
+        categories.of_lifetime.push(category);
+    }
+    categories
+}
+
+/// The backward passes and optimizer steps of `device`, from its allocations in one pass.
+fn phase_runs(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> Vec<PhaseRun> {
+    let trace = &device.trace;
+    let mut runs: Vec<PhaseRun> = Vec::new();
+    let mut open: Option<PhaseRun> = None;
+    for i in 0..trace.len() {
+        // An allocation without a stack says nothing about its phase: it neither opens nor
+        // closes a run (`torch_npu` records none for the backward thread).
+        if trace.action[i] != Action::Alloc || trace.stack[i] == NO_STACK {
+            continue;
+        }
+        let m = marks(trace.stack[i]);
+        let phase = if m.optimizer {
+            Phase::Optimizer
+        } else if m.backward || m.accumulate_grad {
+            Phase::Backward
+        } else {
+            Phase::Forward
+        };
+        match open {
+            Some(run) if run.phase == phase => {}
+            _ => {
+                if let Some(mut run) = open.take() {
+                    run.end = i as u32;
+                    runs.push(run);
+                }
+                if phase != Phase::Forward {
+                    open = Some(PhaseRun {
+                        phase,
+                        start: i as u32,
+                        end: i as u32,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(mut run) = open {
+        run.end = trace.len() as u32;
+        runs.push(run);
+    }
+    runs
+}
+
+/// The category of one lifetime whose stack says `m` (see the module doc for the rules).
+fn lifetime_category(
+    l: &Lifetime,
+    m: StackMarks,
+    runs: &[PhaseRun],
+    backward_starts: &[u32],
+) -> Category {
+    let freed = l.free_requested_event.or(l.free_completed_event);
+    if m.workspace {
+        Category::Workspace
+    } else if let Some(alloc) = l.alloc_event {
+        let run = runs
+            .get(runs.partition_point(|r| r.start <= alloc).wrapping_sub(1))
+            .filter(|r| alloc < r.end);
+        let freed_in_run = |run: &PhaseRun| freed.is_some_and(|f| f < run.end);
+        match run {
+            _ if m.accumulate_grad => Category::Gradient,
+            Some(run) if run.phase == Phase::Backward => {
+                if freed_in_run(run) {
+                    Category::Temporary
+                } else {
+                    Category::Gradient
+                }
+            }
+            Some(run) if run.phase == Phase::Optimizer => {
+                if freed_in_run(run) {
+                    Category::Temporary
+                } else {
+                    Category::OptimizerState
+                }
+            }
+            _ if m.parameter_init => Category::Parameter,
+            _ => {
+                let next_backward =
+                    backward_starts.get(backward_starts.partition_point(|&s| s <= alloc));
+                match (next_backward, freed) {
+                    (Some(_), None) => Category::Activation,
+                    (Some(&start), Some(f)) if f >= start => Category::Activation,
+                    (_, Some(_)) => Category::Temporary,
+                    (None, None) => Category::Unknown,
+                }
+            }
+        }
+    } else if freed.is_none() {
+        Category::Parameter
+    } else {
+        Category::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Category, Phase, classify};
+    use crate::r#gen::{Scenario, generate_loaded};
+
+    #[test]
+    fn a_generated_training_loop_has_every_training_category() {
+        let (_, loaded) = generate_loaded(Scenario::Steady, 20_000, 1);
+        let device = &loaded.snapshot.devices[0];
+        let c = classify(&loaded.snapshot, device, &loaded.replays[0]);
+        assert_eq!(c.of_lifetime.len(), loaded.replays[0].lifetimes.len());
+        for want in [
+            Category::Parameter,
+            Category::Activation,
+            Category::Temporary,
+        ] {
+            assert!(c.of_lifetime.contains(&want), "no {want:?}");
+        }
+        assert!(c.runs.iter().any(|r| r.phase == Phase::Optimizer));
+    }
+}

@@ -1,0 +1,226 @@
+//! The anatomy of the peak: at the moment of peak allocated bytes, what the memory holds by
+//! category ([`crate::category`]), the call sites holding most of it, the phase of the
+//! iteration, and the largest single blocks. It answers the question every user asks first,
+//! "why is my peak N GiB?". One info finding per device; its breakdown adds up to its bytes, the
+//! peak allocated bytes of `memsight stats`.
+
+use rustc_hash::FxHashMap;
+
+use crate::category::{Category, Phase};
+use crate::frames::headline_frame;
+use crate::model::{BlockState, StackId};
+use crate::units::format_bytes;
+
+use super::{DeviceContext, Finding, FindingKind, Severity, breakdown};
+
+/// Call sites and blocks named in the summary.
+const TOP: usize = 3;
+/// A peak within this many allocations of a backward pass's start is the forward pass's end.
+const BACKWARD_BEGINS_ALLOCS: usize = 8;
+
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let replay = cx.replay;
+    let peak = replay.peak_allocated;
+    if peak.bytes <= 0 {
+        return Vec::new();
+    }
+    // The blocks a tensor holds right after the peak event (pending frees are not allocated).
+    let held: Vec<(Category, u64, StackId, Option<u32>)> = replay
+        .live_after(cx.device, peak.event)
+        .iter()
+        .map(|&(_, id)| (id as usize, &replay.lifetimes[id as usize]))
+        .filter(|(_, l)| l.state_after(peak.event) == BlockState::ActiveAllocated)
+        .map(|(id, l)| {
+            (
+                cx.categories.of_lifetime[id],
+                l.requested_size_bytes,
+                l.stack,
+                l.alloc_event,
+            )
+        })
+        .collect();
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let parts = breakdown(held.iter().map(|h| (h.0, h.1)));
+    let share = |bytes: u64| bytes * 100 / total.max(1);
+    let name = |stack: StackId| {
+        headline_frame(cx.snapshot, stack)
+            .unwrap_or_else(|| "blocks without a call stack".to_string())
+    };
+
+    let mut by_site: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+    for h in &held {
+        let site = by_site.entry(h.2).or_default();
+        site.0 += h.1;
+        site.1 += 1;
+    }
+    let mut sites: Vec<(StackId, u64, u64)> =
+        by_site.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
+    sites.sort_by_key(|&(stack, bytes, _)| (std::cmp::Reverse(bytes), stack));
+    let mut largest: Vec<&(Category, u64, StackId, Option<u32>)> = held.iter().collect();
+    largest.sort_by_key(|h| (std::cmp::Reverse(h.1), h.3));
+
+    let phase = phase_words(cx, peak.event);
+    let mut f = Finding::new(FindingKind::Peak, Severity::Info, cx.device.ordinal);
+    f.title = format!(
+        "Peak: {} allocated, {}% {}",
+        format_bytes(total as i64),
+        share(parts[0].bytes),
+        parts[0].category.name().replace('_', " ")
+    );
+    f.summary = format!(
+        "At the peak ({} allocated{}, {phase}) the memory holds {}. The call sites holding most: {}. The largest \
+         blocks: {}.",
+        format_bytes(total as i64),
+        peak.event
+            .map_or_else(String::new, |e| format!(" at event {e}")),
+        parts
+            .iter()
+            .map(|p| format!(
+                "{} {} ({}%)",
+                format_bytes(p.bytes as i64),
+                p.category.name().replace('_', " "),
+                share(p.bytes)
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        sites
+            .iter()
+            .take(TOP)
+            .map(|&(stack, bytes, n)| format!(
+                "{} {} in {n} block{}",
+                name(stack),
+                format_bytes(bytes as i64),
+                if n == 1 { "" } else { "s" }
+            ))
+            .collect::<Vec<_>>()
+            .join("; "),
+        largest
+            .iter()
+            .take(TOP)
+            .map(|h| format!(
+                "{} {} ({})",
+                format_bytes(h.1 as i64),
+                h.0.name().replace('_', " "),
+                name(h.2)
+            ))
+            .collect::<Vec<_>>()
+            .join("; "),
+    );
+    f.bytes = total;
+    let at = peak.event.unwrap_or(0);
+    f.events = (at, at);
+    f.focus_event = peak.event;
+    f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
+    f.breakdown.clone_from(&parts);
+    let largest_temporary = largest
+        .iter()
+        .find(|h| h.0 == Category::Temporary)
+        .map_or_else(String::new, |h| name(h.2));
+    f.suggestion = advice(parts[0].category, &largest_temporary);
+    vec![f]
+}
+
+/// Where in the iteration the peak event falls, in words.
+fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
+    match event {
+        None if cx.device.trace.is_empty() => "in the pool at dump time".to_string(),
+        None => "before the trace's first event".to_string(),
+        Some(e) => {
+            // The first allocations of backward (the loss and logits gradients) come while the
+            // forward pass's activations are all still alive.
+            let backward_begins = cx
+                .categories
+                .runs
+                .iter()
+                .find(|r| r.phase == Phase::Backward && r.start <= e && e < r.end)
+                .is_some_and(|r| {
+                    let allocs_before = (r.start..e)
+                        .filter(|&i| {
+                            cx.device.trace.action[i as usize] == crate::model::Action::Alloc
+                        })
+                        .count();
+                    allocs_before < BACKWARD_BEGINS_ALLOCS
+                });
+            let mut words = match cx.categories.phase_at(e) {
+                Phase::Backward if backward_begins => {
+                    "at the end of the forward pass, as backward begins".to_string()
+                }
+                Phase::Forward
+                    if cx
+                        .categories
+                        .runs
+                        .iter()
+                        .any(|r| r.phase == Phase::Backward && r.start > e) =>
+                {
+                    "in the forward pass, before backward".to_string()
+                }
+                Phase::Forward => "outside backward and the optimizer step".to_string(),
+                phase => format!("in the {}", phase.name()),
+            };
+            if let Some(k) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
+                words = format!("{words}, iteration {} of {}", k.0 + 1, k.1.describe());
+            }
+            words
+        }
+    }
+}
+
+/// What lowers a peak that `largest_category` sets; `largest_temporary` names the call site of
+/// the largest block.
+fn advice(largest_category: Category, largest_temporary: &str) -> String {
+    match largest_category {
+        Category::Activation => "Activations set the peak: activation checkpointing, a smaller micro-batch or \
+                                 sequence length, or mixed precision lower it."
+            .to_string(),
+        Category::Parameter | Category::Gradient | Category::OptimizerState => "Model state sets the peak: mixed \
+             precision, sharding (ZeRO / FSDP), or an 8-bit optimizer lower it."
+            .to_string(),
+        Category::Temporary => format!(
+            "Temporaries set the peak: the largest comes from {largest_temporary}; chunk that operation or free its \
+             inputs first."
+        ),
+        Category::Workspace => "Workspaces set the peak: limit the operator workspace size (cuBLAS / cuDNN / \
+                                CANN workspace settings)."
+            .to_string(),
+        Category::Unknown => "Record with stacks (`_record_memory_history(stacks=\"all\")`) so memsight can tell what \
+                              this memory is."
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::detect::test_support::generated;
+    use crate::detect::{FindingKind, analyze};
+    use crate::r#gen::Scenario;
+
+    #[test]
+    fn the_peak_breakdown_adds_up_to_the_peak_allocated_bytes() {
+        for scenario in [Scenario::Steady, Scenario::Leak, Scenario::Npu] {
+            let (_, loaded) = generated(scenario, 20_000, 1);
+            let peaks: Vec<_> = analyze(&loaded)
+                .into_iter()
+                .filter(|f| f.kind == FindingKind::Peak)
+                .collect();
+            assert_eq!(
+                peaks.len(),
+                loaded.snapshot.devices.len(),
+                "{}",
+                scenario.name()
+            );
+            for f in peaks {
+                let (_, replay) = loaded.replay(f.device).expect("its device");
+                assert_eq!(
+                    f.bytes,
+                    replay.peak_allocated.bytes as u64,
+                    "{}",
+                    scenario.name()
+                );
+                assert_eq!(f.breakdown.iter().map(|c| c.bytes).sum::<u64>(), f.bytes);
+            }
+        }
+    }
+}
