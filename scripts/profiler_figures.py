@@ -71,6 +71,26 @@ def main(folder):
                     gaps.append(num(r, "Total Reserved") - before[-1])
             if gaps:
                 print(f"    APP - PTA+GE reserved: {len(gaps)} samples, median {sorted(gaps)[len(gaps) // 2]:.0f}, max {max(gaps):.0f}")
+            # The peak: the first PTA+GE sample with the highest allocated, and the operator
+            # allocations alive then (allocated at or before it, released after it or never).
+            samples = [(float(r["Timestamp(us)"]), num(r, "Total Allocated")) for r in recs
+                       if r["Component"] == "PTA+GE" and num(r, "Total Allocated") is not None]
+            if samples:
+                t_peak, a_peak = max(samples, key=lambda s: (s[1], -s[0]))
+                print(f"    PTA+GE peak allocated {a_peak:.0f} at {t_peak}")
+                op_path = glob.glob(os.path.join(folder, "operator_memory*.csv"))
+                alive = []
+                for op in (rows(op_path[0]) if op_path else []):
+                    size = num(op, "Size")
+                    t_alloc = op.get("Allocation Time(us)", "")
+                    t_rel = op.get("Release Time(us)", "")
+                    if size is None or size <= 0 or not t_alloc:
+                        continue
+                    if float(t_alloc) <= t_peak and (not t_rel or float(t_rel) > t_peak):
+                        alive.append((size, op["Name"]))
+                alive.sort(reverse=True)
+                print(f"    operator allocations alive at the peak: {len(alive)}, "
+                      f"{sum(s for s, _ in alive):.0f} bytes, largest {[(n, int(s)) for s, n in alive[:2]]}")
         elif name.startswith("operator_memory"):
             all_rows = list(rows(path))
             sizes = sorted(((num(r, "Size"), r["Name"]) for r in all_rows), reverse=True)

@@ -197,7 +197,13 @@ pub fn state(
             "event {n} is out of range: device {ordinal} has {count} events (use -1 for before the first)"
         ),
     };
-    let report = StateReport::new(&loaded.snapshot, ordinal, &replay.pool_after(dev, event));
+    let categories = memsight_core::category::classify(&loaded.snapshot, dev, replay);
+    let report = StateReport::new(
+        &loaded.snapshot,
+        ordinal,
+        &replay.pool_after(dev, event),
+        &categories.of_lifetime,
+    );
     if json {
         return print_json(&report);
     }

@@ -82,6 +82,27 @@ fn state_json_describes_the_pool_after_an_event() {
     for key in ["address", "size", "requested_size", "state"] {
         assert!(!block[key].is_null(), "missing block {key}");
     }
+    // Every live block says what it is for; free gaps do not.
+    let categories = [
+        "parameter",
+        "gradient",
+        "optimizer_state",
+        "activation",
+        "temporary",
+        "workspace",
+        "unknown",
+    ];
+    for b in segments
+        .iter()
+        .flat_map(|s| s["blocks"].as_array().expect("blocks"))
+    {
+        if b["state"] == "inactive" {
+            assert!(b["category"].is_null(), "{b}");
+        } else {
+            let category = b["category"].as_str().expect("a category");
+            assert!(categories.contains(&category), "{b}");
+        }
+    }
     let before = stdout_json(&memsight(&["state", "--event", "-1", "--json"]));
     assert!(before["event"].is_null());
 }
@@ -292,6 +313,23 @@ fn analyze_finds_the_demo_leak_and_can_gate_ci() {
         !findings.iter().any(|f| f["kind"] == "oom"),
         "the demo never runs out of memory"
     );
+    // The anatomy of the peak: its breakdown adds up to the peak allocated bytes of `stats`.
+    let peak = findings
+        .iter()
+        .find(|f| f["kind"] == "peak")
+        .expect("a peak finding");
+    let parts = peak["breakdown"].as_array().expect("a breakdown");
+    let sum: u64 = parts
+        .iter()
+        .map(|p| p["bytes"].as_u64().expect("bytes"))
+        .sum();
+    assert_eq!(peak["bytes"].as_u64(), Some(sum));
+    let stats = stdout_json(&memsight(&["stats", "--json"]));
+    assert_eq!(
+        stats["devices"][0]["peak_allocated_bytes"].as_u64(),
+        Some(sum)
+    );
+    assert!(parts.iter().all(|p| p["category"].is_string()));
 
     let gate = memsight(&["analyze", "--fail-on", "warning"]);
     assert!(!gate.status.success());

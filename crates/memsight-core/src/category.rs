@@ -5,20 +5,22 @@
 //! The rules, in order (the first that applies wins):
 //! 1. **workspace**: a frame names a workspace (`torch_npu`'s workspace allocator, cuBLAS / cuDNN
 //!    workspaces).
-//! 2. **parameter**: alive before the trace and never freed in it (weights, buffers and state
-//!    made before recording began); or made by `.to()` / `.cuda()` / `.npu()` / `_apply` /
-//!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
-//!    optimizer.
+//! 2. **parameter**: made by `.to()` / `.cuda()` / `.npu()` / `_apply` / `load_state_dict` / a
+//!    module's `__init__` / `reset_parameters`, outside backward and the optimizer; or alive
+//!    before the trace and never freed in it with no stack that says otherwise (weights and
+//!    buffers made before recording began). Blocks alive before the trace are otherwise judged
+//!    by their stack as below (`AdamW` state made in a step the trace no longer holds is still
+//!    optimizer state).
 //! 3. **gradient**: made by autograd's `AccumulateGrad`; or made in a backward pass and still alive
 //!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`).
 //! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
 //!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
-//!    starts (what the forward pass saves for backward).
+//!    starts (what the forward pass saves for backward); with no backward after it (inference, a
+//!    forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
 //!    the next backward pass starts).
-//! 7. **unknown**: anything else (alive before the trace and freed in it; made outside backward
-//!    and never freed with no backward after it, as in inference).
+//! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
 //! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
@@ -285,17 +287,37 @@ fn lifetime_category(
                 let next_backward =
                     backward_starts.get(backward_starts.partition_point(|&s| s <= alloc));
                 match (next_backward, freed) {
-                    (Some(_), None) => Category::Activation,
-                    (Some(&start), Some(f)) if f >= start => Category::Activation,
-                    (_, Some(_)) => Category::Temporary,
-                    (None, None) => Category::Unknown,
+                    (Some(&start), Some(f)) if f < start => Category::Temporary,
+                    (None, Some(_)) => Category::Temporary,
+                    // Alive into backward; or, with no backward after it (inference, a
+                    // forward pass alone), kept to the end: what a forward pass keeps.
+                    _ => Category::Activation,
                 }
             }
         }
-    } else if freed.is_none() {
-        Category::Parameter
     } else {
-        Category::Unknown
+        before_the_trace(m, freed, runs)
+    }
+}
+
+/// The category of a block alive before the trace began, from its stack (the final segments and
+/// free events carry the allocation's) and its free, if any.
+fn before_the_trace(m: StackMarks, freed: Option<u32>, runs: &[PhaseRun]) -> Category {
+    let first_optimizer_step = runs
+        .iter()
+        .find(|r| r.phase == Phase::Optimizer)
+        .map(|r| r.start);
+    match freed {
+        _ if m.workspace => Category::Workspace,
+        _ if m.accumulate_grad => Category::Gradient,
+        None if m.optimizer => Category::OptimizerState,
+        None if m.backward => Category::Gradient,
+        // Freed at or after the optimizer step: a gradient that `zero_grad` released.
+        Some(f) if m.backward && first_optimizer_step.is_some_and(|s| f >= s) => Category::Gradient,
+        Some(_) if m.backward || m.optimizer => Category::Temporary,
+        // Never freed: weights and buffers, unless the stack says it was made for something else.
+        None if m.parameter_init || m == StackMarks::default() => Category::Parameter,
+        _ => Category::Unknown,
     }
 }
 

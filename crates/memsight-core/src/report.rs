@@ -146,10 +146,18 @@ pub struct BlockReport {
     pub requested_size: u64,
     pub state: &'static str,
     pub size_exact: bool,
+    /// What the block is for ([`crate::category`]); `null` for free gaps.
+    pub category: Option<crate::category::Category>,
 }
 
 impl StateReport {
-    pub fn new(snapshot: &Snapshot, ordinal: u32, pool: &PoolState) -> Self {
+    /// `categories`: by lifetime id, as [`crate::category::classify`] gives them.
+    pub fn new(
+        snapshot: &Snapshot,
+        ordinal: u32,
+        pool: &PoolState,
+        categories: &[crate::category::Category],
+    ) -> Self {
         let segments = pool
             .segments
             .iter()
@@ -179,6 +187,9 @@ impl StateReport {
                             requested_size: b.requested_size_bytes,
                             state: b.state.name(),
                             size_exact: b.size_exact,
+                            category: b
+                                .lifetime
+                                .and_then(|id| categories.get(id as usize).copied()),
                         })
                         .collect(),
                 }
@@ -239,6 +250,9 @@ pub struct FindingReport {
     pub stack: Vec<FrameReport>,
     /// The innermost frame of the user's code (`name (file:line)`), internal frames skipped.
     pub top_frame: Option<String>,
+    /// The finding's bytes by category of allocation (`[{category, bytes}]`, largest first), for
+    /// findings about allocations (the peak, a leak); empty otherwise.
+    pub breakdown: Vec<crate::detect::CategoryBytes>,
     pub suggestion: String,
 }
 
@@ -270,6 +284,7 @@ impl FindingReport {
             focus_event: f.focus_event,
             stack,
             top_frame,
+            breakdown: f.breakdown.clone(),
             suggestion: f.suggestion.clone(),
         }
     }

@@ -276,8 +276,8 @@ fn wrong_files_give_clear_errors() {
 /// no operator allocation near a quarter of the peak (the largest are 9 % of it), and memory
 /// outside the allocator on both ranks — on rank0, APP exceeds PTA+GE reserved by a median of
 /// 611,164,160 bytes over 7 APP samples, mostly HCCL (404 MiB), RUNTIME and GE in
-/// `npu_module_mem.csv`; on the static-graph rank by 2,273,705,984 bytes over 27 samples
-/// (figures from `scripts/profiler_figures.py`).
+/// `npu_module_mem.csv`; on the static-graph rank by 2,273,705,984 bytes over 27 samples; the
+/// peaks' anatomy (figures from `scripts/profiler_figures.py`).
 #[test]
 fn detectors_on_the_real_ranks() {
     use memsight_core::detect::FindingKind;
@@ -298,12 +298,28 @@ fn detectors_on_the_real_ranks() {
                 Some("rank0_level0"),
                 611_164_160
             ),
+            (FindingKind::Peak, Some("rank0_level0"), 1_245_819_904),
+            (FindingKind::Peak, Some("static_graph_rank1"), 4_823_177_728),
             (
                 FindingKind::UnaccountedMemory,
                 Some("static_graph_rank1"),
                 2_273_705_984
             )
         ]
+    );
+    // At rank0's peak, 41 operator allocations (510,196,224 bytes) were alive, the largest an
+    // aten::mm of 150,995,456 bytes; none of the static-graph rank's rows were.
+    assert!(
+        findings[1].summary.contains(
+            "41 operator allocations were alive (487 MiB); the largest: aten::mm 144 MiB"
+        ),
+        "{}",
+        findings[1].summary
+    );
+    assert!(
+        findings[2]
+            .summary
+            .contains("no allocation of operator_memory.csv was alive")
     );
     assert!(
         findings[0]

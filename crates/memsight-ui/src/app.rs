@@ -12,7 +12,7 @@ use memsight_core::units::format_bytes;
 
 use crate::document::{Document, LoadJob, Opened, Source};
 use crate::lifecycle_view::{lifecycle_ui, lifetime_facts_ui};
-use crate::palette;
+use crate::palette::{self, ColorBy};
 use crate::profiler_view::ProfilerDoc;
 
 const MAX_RECENT: usize = 10;
@@ -518,6 +518,15 @@ impl MemsightApp {
             .on_disabled_hover_text("this trace has no times: the x axis is the event index");
             ui.checkbox(&mut self.show_pool, "Pool state chart");
             ui.checkbox(&mut self.show_findings, "Findings panel");
+            ui.separator();
+            ui.label("Colour allocations by");
+            ui.radio_value(&mut doc.lifecycle.color_by, ColorBy::CallSite, "call site");
+            ui.radio_value(
+                &mut doc.lifecycle.color_by,
+                ColorBy::Category,
+                "category (parameter, gradient, activation …)",
+            );
+            ui.separator();
             if ui
                 .button("Analyse the visible range  (or Ctrl+drag)")
                 .clicked()
@@ -790,6 +799,8 @@ impl MemsightApp {
                     );
                 });
         }
+        // The pool chart colours blocks as the lifecycle chart colours bands.
+        doc.pool.color_by = doc.lifecycle.color_by;
         crate::pool_view::pool_ui(
             ui,
             &data,
@@ -827,6 +838,28 @@ impl MemsightApp {
             format_bytes(report.largest_bytes as i64),
             format_bytes(report.smallest_bytes as i64)
         ));
+        // What the blocks left behind are for: a leak is rarely parameters or optimizer state.
+        let lifetimes = &data.loaded.replays[i].lifetimes;
+        let by_category = memsight_core::detect::breakdown(report.unreleased.iter().map(|&id| {
+            (
+                data.category(i, id),
+                lifetimes[id as usize].requested_size_bytes,
+            )
+        }));
+        if !by_category.is_empty() {
+            ui.label(format!(
+                "left behind by category: {}",
+                by_category
+                    .iter()
+                    .map(|c| format!(
+                        "{} {}",
+                        c.category.name().replace('_', " "),
+                        format_bytes(c.bytes as i64)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         ui.label(format!(
             "{} blocks alive through the whole range: {}",
             report.alive_through.len(),
@@ -900,7 +933,7 @@ impl MemsightApp {
                 doc.commands.push(crate::selection::Command::Unpin);
             }
         });
-        lifetime_facts_ui(ui, &data, i, lifetime);
+        lifetime_facts_ui(ui, &data, i, id);
         ui.horizontal(|ui| {
             for (what, event) in [
                 ("alloc event", lifetime.alloc_event),

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
+use egui::Color32;
+use memsight_core::category::Category;
 use memsight_core::lifecycle::StackOrder;
 use memsight_core::model::AnnotationStage;
 use memsight_core::range::RangeReport;
@@ -15,6 +17,7 @@ use rustc_hash::FxHashSet;
 use crate::event_list::EventListState;
 use crate::findings_view::FindingsState;
 use crate::lifecycle_view::LifecycleState;
+use crate::palette::{self, ColorBy};
 use crate::pool_view::PoolViewState;
 use crate::selection::{Command, Selection};
 
@@ -32,6 +35,8 @@ pub struct Prepared {
     pub steps: Vec<Vec<Step>>,
     /// What the detectors found, most severe first.
     pub findings: Vec<memsight_core::detect::Finding>,
+    /// Per device: each lifetime's category ([`memsight_core::category`]), by lifetime id.
+    pub categories: Vec<Vec<Category>>,
 }
 
 /// A `ProfilerStep#N` range on both x axes.
@@ -119,6 +124,13 @@ impl Prepared {
             })
             .collect();
         let findings = memsight_core::detect::analyze(&loaded);
+        let categories = loaded
+            .snapshot
+            .devices
+            .iter()
+            .zip(&loaded.replays)
+            .map(|(d, r)| memsight_core::category::classify(&loaded.snapshot, d, r).of_lifetime)
+            .collect();
         Self {
             loaded,
             orders,
@@ -126,6 +138,38 @@ impl Prepared {
             first_time_us,
             steps,
             findings,
+            categories,
+        }
+    }
+
+    /// The category of lifetime `id` on device index `device`.
+    pub fn category(&self, device: usize, id: LifetimeId) -> Category {
+        self.categories
+            .get(device)
+            .and_then(|c| c.get(id as usize))
+            .copied()
+            .unwrap_or(Category::Unknown)
+    }
+
+    /// The colour of lifetime `id`'s band and block.
+    pub fn band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
+        match color_by {
+            ColorBy::CallSite => {
+                palette::band_color(self.loaded.replays[device].lifetimes[id as usize].stack, id)
+            }
+            ColorBy::Category => palette::category_color(self.category(device, id), id),
+        }
+    }
+
+    /// The colour of a merged run of thin bands whose largest is `id`.
+    pub fn merged_band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
+        match color_by {
+            ColorBy::CallSite => {
+                palette::merged_band_color(self.loaded.replays[device].lifetimes[id as usize].stack)
+            }
+            ColorBy::Category => {
+                palette::merged(palette::category_color(self.category(device, id), 0))
+            }
         }
     }
 }

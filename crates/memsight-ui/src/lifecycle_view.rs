@@ -10,15 +10,16 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 
 use egui::{Align2, Color32, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke, Ui, pos2, vec2};
+use memsight_core::category::Category;
 use memsight_core::frames::display_frames;
 use memsight_core::lifecycle::{Band, Column, LayoutRequest, even_columns, layout};
 use memsight_core::model::{Action, NO_STR};
-use memsight_core::replay::{Lifetime, LifetimeId};
+use memsight_core::replay::LifetimeId;
 use memsight_core::units::format_bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::document::{Prepared, Step};
-use crate::palette;
+use crate::palette::{self, ColorBy};
 use crate::selection::{Command, Selection};
 
 const OVERVIEW_HEIGHT: f32 = 44.0;
@@ -36,6 +37,8 @@ pub struct LifecycleState {
     pub y_range: Option<(f64, f64)>,
     /// Real time on the x axis (only when the trace has times).
     pub use_time: bool,
+    /// What the bands are coloured by (the pool chart follows).
+    pub color_by: ColorBy,
     pub show_internal_frames: bool,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
@@ -59,6 +62,7 @@ struct LayoutKey {
     use_time: bool,
     /// Bytes shown, bottom to top; `None`: from 0 to the window's peak.
     y_range: Option<(f64, f64)>,
+    color_by: ColorBy,
 }
 
 /// A finished layout and its mesh.
@@ -351,6 +355,7 @@ pub fn lifecycle_ui(
         rect: chart_rect,
         use_time: state.use_time,
         y_range: state.y_range,
+        color_by: state.color_by,
     };
     request_layout(ui.ctx(), data, state, key, &ax);
 
@@ -405,6 +410,9 @@ pub fn lifecycle_ui(
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
     }
     paint_x_axis(&painter, chart_rect, view, &ax, &x_of);
+    if state.color_by == ColorBy::Category {
+        paint_category_legend(&painter, chart_rect);
+    }
 
     if let Some((first, last)) = selection.range {
         let (l, r) = (
@@ -659,7 +667,6 @@ fn build_mesh(
         rect.bottom()
             - ((bytes as f64 - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height()
     };
-    let replay = &data.loaded.replays[key.device];
     let mut quads: Vec<(Rect, Color32)> = Vec::new();
     // Open quads of the previous column, by (band, top, bottom) in quarter pixels.
     let mut open: FxHashMap<(Band, i32, i32), usize> = FxHashMap::default();
@@ -682,9 +689,9 @@ fn build_mesh(
                 continue;
             }
             let color = match run.band {
-                Band::Lifetime(lt) => palette::band_color(replay.lifetimes[lt as usize].stack, lt),
+                Band::Lifetime(lt) => data.band_color(key.device, lt, key.color_by),
                 Band::Merged { largest, .. } => {
-                    palette::merged_band_color(replay.lifetimes[largest as usize].stack)
+                    data.merged_band_color(key.device, largest, key.color_by)
                 }
             };
             quads.push((
@@ -852,13 +859,31 @@ fn paint_dimmed_except(
     y_of: &dyn Fn(f64) -> f32,
 ) {
     painter.rect_filled(rect, 0.0, palette::DIM);
-    let lifetimes = &data.loaded.replays[device].lifetimes;
     for (r, id) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
-        painter.rect_filled(
-            r,
-            0.0,
-            palette::band_color(lifetimes[id as usize].stack, id),
-        );
+        painter.rect_filled(r, 0.0, data.band_color(device, id, laid.key.color_by));
+    }
+}
+
+/// The categories' colours, in the chart's top-left corner.
+fn paint_category_legend(painter: &egui::Painter, chart_rect: Rect) {
+    let font = egui::FontId::proportional(11.0);
+    let galleys: Vec<_> = Category::ALL
+        .iter()
+        .map(|c| painter.layout_no_wrap(c.name().replace('_', " "), font.clone(), palette::AXIS))
+        .collect();
+    let row_h = 14.0;
+    let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
+    let origin = chart_rect.left_top() + egui::vec2(6.0, 6.0);
+    let backing = Rect::from_min_size(
+        origin,
+        egui::vec2(width, row_h * galleys.len() as f32 + 6.0),
+    );
+    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
+    for (k, (category, galley)) in Category::ALL.iter().zip(galleys).enumerate() {
+        let y = origin.y + 3.0 + row_h * k as f32;
+        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
+        painter.rect_filled(swatch, 1.0, palette::category_color(*category, 0));
+        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
     }
 }
 
@@ -1007,6 +1032,8 @@ fn overview_ui(
         rect,
         use_time: state.use_time,
         y_range: None,
+        // The overview is a curve: its colour never changes.
+        color_by: ColorBy::CallSite,
     };
     if state.overview.as_ref().map(|(k, _)| *k) != Some(key) {
         let ax = axis(data, device, state.use_time);
@@ -1074,7 +1101,7 @@ fn overview_ui(
 /// Requested size, address, events, lifetime, stream, pool, context and the top frames.
 pub fn lifetime_tooltip_ui(ui: &mut Ui, data: &Prepared, device: usize, id: LifetimeId) {
     let lifetime = &data.loaded.replays[device].lifetimes[id as usize];
-    lifetime_facts_ui(ui, data, device, lifetime);
+    lifetime_facts_ui(ui, data, device, id);
     let s = &data.loaded.snapshot;
     let frames = display_frames(s, lifetime.stack, false);
     if frames.is_empty() {
@@ -1097,7 +1124,9 @@ pub fn lifetime_tooltip_ui(ui: &mut Ui, data: &Prepared, device: usize, id: Life
 }
 
 /// The facts of one allocation, as a grid.
-pub fn lifetime_facts_ui(ui: &mut Ui, data: &Prepared, device: usize, l: &Lifetime) {
+/// The facts of lifetime `id`: size, address, events, category, stream, pool.
+pub fn lifetime_facts_ui(ui: &mut Ui, data: &Prepared, device: usize, id: LifetimeId) {
+    let l = &data.loaded.replays[device].lifetimes[id as usize];
     let s = &data.loaded.snapshot;
     let trace = &s.devices[device].trace;
     let event_text = |e: Option<u32>, missing: &str| match e {
@@ -1157,6 +1186,9 @@ pub fn lifetime_facts_ui(ui: &mut Ui, data: &Prepared, device: usize, l: &Lifeti
                 ui.label(format!("{} events{dt}", f - a));
                 ui.end_row();
             }
+            ui.label("category");
+            ui.label(data.category(device, id).name().replace('_', " "));
+            ui.end_row();
             ui.label("stream");
             ui.label(format!(
                 "{} (raw {})",

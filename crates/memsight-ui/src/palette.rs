@@ -1,6 +1,7 @@
 //! The one place colours are chosen; views never hard-code them.
 
 use egui::Color32;
+use memsight_core::category::Category;
 
 pub const BACKGROUND: Color32 = Color32::from_rgb(250, 250, 250);
 pub const AXIS: Color32 = Color32::from_gray(90);
@@ -35,10 +36,41 @@ pub fn band_color(stack: u32, allocation: u32) -> Color32 {
     hsv(hue as f32, 0.55, value)
 }
 
+/// What the allocation bands are coloured by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ColorBy {
+    /// One hue per call stack: a leak shows as one hue.
+    #[default]
+    CallSite,
+    /// One hue per category (parameter, gradient, …): what the memory is for.
+    Category,
+}
+
+/// One fixed hue per category, far apart; the shade varies by allocation as for call sites.
+pub fn category_color(category: Category, allocation: u32) -> Color32 {
+    let hue = match category {
+        Category::Parameter => 0.60,
+        Category::Gradient => 0.08,
+        Category::OptimizerState => 0.78,
+        Category::Activation => 0.33,
+        Category::Temporary => 0.15,
+        Category::Workspace => 0.50,
+        Category::Unknown => {
+            return Color32::from_gray([175, 160, 190, 168][(allocation % 4) as usize]);
+        }
+    };
+    let value = [0.88, 0.78, 0.94, 0.83][(allocation % 4) as usize];
+    hsv(hue, 0.6, value)
+}
+
 /// Allocations merged below a pixel: their largest one's hue, washed out towards grey so a merged
 /// run never passes for a single allocation.
 pub fn merged_band_color(stack: u32) -> Color32 {
-    let c = band_color(stack, 0);
+    merged(band_color(stack, 0))
+}
+
+/// `c` washed out towards grey, for runs of merged bands.
+pub fn merged(c: Color32) -> Color32 {
     let mix = |x: u8| ((u16::from(x) * 2 + u16::from(MERGED_BAND.r()) * 3) / 5) as u8;
     Color32::from_rgb(mix(c.r()), mix(c.g()), mix(c.b()))
 }

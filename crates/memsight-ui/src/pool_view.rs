@@ -13,7 +13,7 @@ use memsight_core::replay::{LifetimeId, PoolSegment, PoolState};
 use memsight_core::units::format_bytes;
 
 use crate::document::Prepared;
-use crate::palette;
+use crate::palette::{self, ColorBy};
 use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;
@@ -30,6 +30,8 @@ struct ShownPool {
 
 #[derive(Default)]
 pub struct PoolViewState {
+    /// What blocks are coloured by (the lifecycle chart's choice).
+    pub color_by: ColorBy,
     pool: Option<ShownPool>,
     /// Horizontal zoom of the rows (1 = the largest segment fills the width).
     zoom: f32,
@@ -126,7 +128,16 @@ pub fn pool_ui(
                 let seg = &pool.segments[i];
                 let (rect, response) =
                     ui.allocate_exact_size(vec2(LABEL_WIDTH + width, ROW_HEIGHT), Sense::click());
-                segment_row(ui, data, device, seg, rect, largest, selection, &mut rects);
+                segment_row(
+                    ui,
+                    data,
+                    (device, state.color_by),
+                    seg,
+                    rect,
+                    largest,
+                    selection,
+                    &mut rects,
+                );
                 let hovered_block = response.hover_pos().and_then(|p| {
                     rects
                         .iter()
@@ -201,7 +212,7 @@ fn header_ui(
 fn segment_row(
     ui: &Ui,
     data: &Prepared,
-    device: usize,
+    (device, color_by): (usize, ColorBy),
     seg: &PoolSegment,
     rect: Rect,
     largest: u64,
@@ -239,7 +250,6 @@ fn segment_row(
         seg_rect.left()
             + ((addr - seg.address) as f32 / seg.total_size_bytes.max(1) as f32) * seg_rect.width()
     };
-    let replay = &data.loaded.replays[device];
     for b in &seg.blocks {
         if b.state == BlockState::Inactive {
             continue;
@@ -250,7 +260,7 @@ fn segment_row(
         );
         let color = match (b.state, b.lifetime) {
             (BlockState::ActivePendingFree, _) => palette::PENDING_FREE,
-            (_, Some(id)) => palette::band_color(replay.lifetimes[id as usize].stack, id),
+            (_, Some(id)) => data.band_color(device, id, color_by),
             _ => palette::MERGED_BAND,
         };
         painter.rect_filled(r, 0.0, color);
@@ -296,7 +306,7 @@ fn block_tooltip_ui(
         BlockState::Inactive => "free",
     };
     ui.label(format!("state: {state}"));
-    crate::lifecycle_view::lifetime_facts_ui(ui, data, device, l);
+    crate::lifecycle_view::lifetime_facts_ui(ui, data, device, id);
     for line in display_frames(&data.loaded.snapshot, l.stack, false)
         .iter()
         .take(6)

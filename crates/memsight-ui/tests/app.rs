@@ -11,6 +11,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
+use memsight_ui::palette::ColorBy;
 use memsight_ui::{ExportTarget, MemsightApp, Source};
 
 /// A generated snapshot, kept for the life of the test process.
@@ -125,6 +126,52 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
     harness.get_by_label("Copy stack").click();
     harness.step();
     harness.get_by_label("internal frames");
+}
+
+#[test]
+fn the_view_menu_colours_allocations_by_category_and_tooltips_name_it() {
+    let mut harness = harness(&generated(Scenario::Transformer, 12_000), &small());
+    harness.state_mut().show_pool = false;
+    settle(&mut harness);
+    harness.get_by_label("View").click();
+    harness.run_steps(2);
+    harness
+        .get_by_label("category (parameter, gradient, activation …)")
+        .click();
+    settle(&mut harness);
+    assert_eq!(
+        harness.state().documents()[0].lifecycle.color_by,
+        ColorBy::Category
+    );
+    // Close the menu, then hover a band: the tooltip names its category.
+    harness.key_press(egui::Key::Escape);
+    settle(&mut harness);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_band(6.0)
+        .expect("a band tall enough to hover");
+    harness.hover_at(pos);
+    harness.run_steps(60);
+    let category = harness.state().documents()[0].data.category(0, id);
+    harness.get_by_label("category");
+    harness.get_by_label(&category.name().replace('_', " "));
+}
+
+#[test]
+fn image_snapshot_of_the_timeline_by_category() {
+    let options = ScreenshotOptions {
+        width: 640.0,
+        height: 400.0,
+        view: memsight_ui::View::Timeline,
+        ..ScreenshotOptions::default()
+    };
+    let mut timeline = harness(&generated(Scenario::Transformer, 12_000), &options);
+    timeline.state_mut().documents_mut()[0].lifecycle.color_by = ColorBy::Category;
+    settle(&mut timeline);
+    timeline.snapshot_options(
+        "transformer_timeline_by_category",
+        &common::snapshot_options(),
+    );
 }
 
 #[test]
@@ -383,6 +430,8 @@ fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
         "{} blocks allocated here and not freed by its end",
         report.unreleased.len()
     ));
+    // What they are for: the leaked blocks are made in the forward pass and kept.
+    harness.get_by_label_contains("left behind by category: ");
     harness.get_by_label("dim every other band").click();
     harness.run_steps(2);
     assert!(harness.state().documents()[0].range.dim_others);

@@ -28,6 +28,8 @@ const SMALL_SEGMENT_BYTES: u64 = 2 << 20;
 const SMALL_REQUEST_MAX_BYTES: u64 = 1 << 20;
 /// How far after a `segment_alloc` to look for the request it was made for.
 const REQUEST_LOOKAHEAD_EVENTS: usize = 8;
+/// Large requests this many times their median are extreme enough to leave holes.
+const EXTREME_REQUEST_RATIO: u64 = 8;
 /// Fewest fragmented growths that make a finding.
 const MIN_GROWTHS: usize = 3;
 /// A gap of this share (percent) of the cycle's peak reserved bytes …
@@ -202,7 +204,6 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     else {
         return Vec::new();
     };
-    let grown_bytes: u64 = in_cycle.iter().map(|g| g.segment_bytes).sum();
     let mut by_stack: FxHashMap<StackId, u64> = FxHashMap::default();
     for g in &in_cycle {
         *by_stack.entry(g.stack).or_default() += g.requested_bytes;
@@ -244,10 +245,13 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         "Fragmentation: {} reserved above the allocated peak",
         format_bytes(gap_bytes as i64)
     );
+    let segment_allocs = (cycle.start..cycle.end)
+        .filter(|&i| device.trace.action[i as usize] == Action::SegmentAlloc)
+        .count();
     f.summary = format!(
         "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. In that stretch, {} \
-         segment_alloc calls ({}) were made although the free bytes already cached in the same pool covered the \
-         request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
+         of its {segment_allocs} segment_alloc calls were made although the free bytes already cached in the same \
+         pool covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
         format_bytes(cycle.peak_reserved_bytes),
         cycle.peak_event,
         format_bytes(gap_bytes as i64),
@@ -263,7 +267,6 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             String::new()
         },
         in_cycle.len(),
-        format_bytes(grown_bytes as i64),
         blatant.segment_alloc_event,
         format_bytes(blatant.requested_bytes as i64),
         format_bytes(blatant.cached_free_bytes as i64),
@@ -296,6 +299,9 @@ fn request_spread(device: &Device) -> String {
     sizes.sort_unstable();
     let median = sizes[sizes.len() / 2];
     let max = sizes[sizes.len() - 1];
+    if max < median.max(1) * EXTREME_REQUEST_RATIO {
+        return String::new();
+    }
     format!(
         "; large requests range from a median of {} up to {} ({:.0}× the median): extreme requests leave holes \
          that later, smaller ones cannot reuse",

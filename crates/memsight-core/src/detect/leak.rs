@@ -110,7 +110,6 @@ fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
         site.by_category.push((category, l.requested_size_bytes));
     }
     let lows = low_points(cx, steps);
-    let peak_allocated = cx.peak_allocated_bytes();
     let mut findings: Vec<Finding> = sites
         .into_iter()
         .filter(|(_, site)| site.fully_seen && site.iterations.len() >= MIN_LEAKING_ITERATIONS)
@@ -119,37 +118,33 @@ fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
             let (first_k, last_k) = (site.iterations[0], *site.iterations.last()?);
             // What the site left behind before its last leaking iteration must show in the low
             // points: from the first leaking iteration to the last one.
-            let rise = lows[last_k] - lows[first_k];
-            let needed = per_iteration * (last_k - first_k) as u64 * MIN_LOW_POINT_RISE_PERCENT / 100;
+            // Measured from the iteration after the first leaking one: state made once in the
+            // first iteration (optimizer state) would raise the low point once and pass for a leak.
+            let from_k = first_k + 1;
+            let rise = lows[last_k] - lows[from_k];
+            let needed = per_iteration * (last_k - from_k) as u64 * MIN_LOW_POINT_RISE_PERCENT / 100;
             if rise <= 0 || (rise as u64) < needed {
                 return None;
             }
-            let mut f = Finding::new(
-                FindingKind::Leak,
-                // A leak too small to matter yet is still worth knowing, but not a warning.
-                if site.bytes * 100 >= peak_allocated {
-                    Severity::Warning
-                } else {
-                    Severity::Info
-                },
-                cx.device.ordinal,
-            );
+            // However small, memory that grows every iteration runs out in the end: a warning.
+            let mut f = Finding::new(FindingKind::Leak, Severity::Warning, cx.device.ordinal);
             f.title = format!(
                 "Leak: {} per iteration from one call site",
                 format_bytes(per_iteration as i64)
             );
             f.summary = format!(
-                "{} blocks ({}) allocated in {} of {} were still alive {ITERATIONS_ALIVE} iterations later or \
-                 never freed, all from the same call stack; the allocated low point rose from {} (iteration {}) to {} \
-                 (iteration {}): memory grows by about {} every iteration.",
+                "{} blocks ({}) allocated in {} of the trace's {} were still alive {ITERATIONS_ALIVE} iterations \
+                 later or never freed, all from the same call stack; the allocated low point rose by {} from \
+                 iteration {} to iteration {} ({} to {}): memory grows by about {} every iteration.",
                 site.count,
                 format_bytes(site.bytes as i64),
                 site.iterations.len(),
                 steps.describe(),
-                format_bytes(lows[first_k]),
-                first_k + 1,
-                format_bytes(lows[last_k]),
+                format_bytes(rise),
+                from_k + 1,
                 last_k + 1,
+                format_bytes(lows[from_k]),
+                format_bytes(lows[last_k]),
                 format_bytes(per_iteration as i64)
             );
             f.bytes = site.bytes;

@@ -21,7 +21,8 @@ const BACKWARD_BEGINS_ALLOCS: usize = 8;
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let replay = cx.replay;
     let peak = replay.peak_allocated;
-    if peak.bytes <= 0 {
+    // Without a trace the peak is unknown: the file holds only the pool at dump time.
+    if peak.bytes <= 0 || cx.device.trace.is_empty() {
         return Vec::new();
     }
     // The blocks a tensor holds right after the peak event (pending frees are not allocated).
@@ -185,8 +186,9 @@ fn advice(largest_category: Category, largest_temporary: &str) -> String {
         Category::Workspace => "Workspaces set the peak: limit the operator workspace size (cuBLAS / cuDNN / \
                                 CANN workspace settings)."
             .to_string(),
-        Category::Unknown => "Record with stacks (`_record_memory_history(stacks=\"all\")`) so memsight can tell what \
-                              this memory is."
+        Category::Unknown => "Neither the call stacks nor the lifetimes tell what most of this memory is: start with \
+                              the call sites above, and record with stacks (`_record_memory_history(stacks=\"all\")`) \
+                              if they are missing."
             .to_string(),
     }
 }

@@ -192,7 +192,8 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     f.summary = format!(
         "The cache was emptied {} time{} with no request waiting ({released} segments, {} released in all); \
          afterwards {} of segments were allocated again. This is the program's choice, not an allocator \
-         stall, but every segment released and needed again costs a cudaFree and a cudaMalloc.",
+         stall, but every segment released and needed again costs a device free and a device malloc \
+             (cudaFree / aclrtFree, then cudaMalloc / aclrtMalloc).",
         flushes.len(),
         if flushes.len() == 1 { "" } else { "s" },
         format_bytes(released_bytes as i64),

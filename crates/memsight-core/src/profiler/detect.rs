@@ -4,7 +4,11 @@
 //!   how long, on which rank, and how the ranks compare;
 //! - **unaccounted memory**: a lasting gap between APP Reserved and Operator Reserved, with the
 //!   CANN components of `npu_module_mem.csv` that explain it;
-//! - **outlier operator allocation**: single operator allocations far above the rest.
+//! - **outlier operator allocation**: single operator allocations far above the rest;
+//! - **peak**: the operator allocations alive at each rank's peak allocated, largest first, with
+//!   their share of the peak (a 2.3 GiB fp32 cast of the logits taking a rank to the top of its
+//!   reserved memory is the classic case);
+//! - **imbalance**: one operator allocating far more on one rank than on another.
 //!
 //! A finding's `events` are sample indices of the rank's `PTA+GE` curve (operator rows for
 //! outliers); `time_range_us` holds the times.
@@ -60,7 +64,9 @@ pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
         }
         findings.extend(unaccounted(rank));
         findings.extend(outliers(rank));
+        findings.extend(peak(rank));
     }
+    findings.extend(imbalance(run));
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -254,6 +260,152 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
     })
 }
 
+/// Operator allocations named in a peak finding.
+const PEAK_OPERATORS: usize = 5;
+/// One rank allocating this many times what another does under one operator name …
+const IMBALANCE_RATIO: f64 = 5.0;
+/// … and at least this much more is an imbalance.
+const IMBALANCE_MIN_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
+
+/// The anatomy of the rank's peak: the operator allocations alive at the moment of peak
+/// allocated (`PTA+GE`), largest first.
+fn peak(rank: &Rank) -> Option<Finding> {
+    let curve = rank.curve(OPERATOR_COMPONENT)?;
+    let (peak_bytes, i) = curve.peak_allocated()?;
+    let t = curve.time_us[i];
+    let reserved = curve.reserved_bytes[i];
+    let mut alive: Vec<(usize, &super::OperatorRow)> = rank
+        .operators
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            o.size_bytes > 0 && o.alloc_us <= t && (o.release_us.is_nan() || o.release_us > t)
+        })
+        .collect();
+    alive.sort_by_key(|(_, o)| std::cmp::Reverse(o.size_bytes));
+    let alive_bytes: i64 = alive.iter().map(|(_, o)| o.size_bytes).sum();
+    let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
+    let mut f = finding(rank, FindingKind::Peak, Severity::Info);
+    f.title = match alive.first() {
+        Some((_, o)) => format!(
+            "Peak on {}: {} allocated; {} holds {:.0}%",
+            rank.name,
+            format_bytes(peak_bytes as i64),
+            rank.operator_name(o),
+            share(o.size_bytes as f64)
+        ),
+        None => format!(
+            "Peak on {}: {} allocated",
+            rank.name,
+            format_bytes(peak_bytes as i64)
+        ),
+    };
+    let named: Vec<String> = alive
+        .iter()
+        .take(PEAK_OPERATORS)
+        .map(|(_, o)| {
+            format!(
+                "{} {} ({:.1}%, line {} of operator_memory.csv)",
+                rank.operator_name(o),
+                format_bytes(o.size_bytes),
+                share(o.size_bytes as f64),
+                o.line
+            )
+        })
+        .collect();
+    let what = if alive.is_empty() {
+        "no allocation of operator_memory.csv was alive then: the memory was allocated before the capture or \
+         outside the recorded operators"
+            .to_string()
+    } else {
+        format!(
+            "{} operator allocations were alive ({}); the largest: {}",
+            alive.len(),
+            format_bytes(alive_bytes),
+            named.join("; ")
+        )
+    };
+    f.summary = format!(
+        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.",
+        format_bytes(peak_bytes as i64),
+        peak_bytes * 100.0 / reserved.max(1.0),
+        format_bytes(reserved as i64),
+    );
+    f.bytes = peak_bytes as u64;
+    f.events = (i as u32, i as u32);
+    f.focus_event = Some(i as u32);
+    f.time_range_us = Some((t, t));
+    f.suggestion = "Shrink or free the largest of these before the peak: a cast or a copy of a large tensor (the \
+                    logits in fp32) can often be done in chunks, in place, or after the reduction."
+        .to_string();
+    Some(f)
+}
+
+/// One operator name allocating very different amounts on different ranks of one job (ranks
+/// whose captures overlap in time; folders of unrelated jobs opened together are not compared).
+fn imbalance(run: &ProfilerRun) -> Option<Finding> {
+    let spans: Vec<(f64, f64)> = run.ranks.iter().filter_map(Rank::time_span_us).collect();
+    let overlap = spans.iter().map(|s| s.0).fold(f64::MIN, f64::max)
+        < spans.iter().map(|s| s.1).fold(f64::MAX, f64::min);
+    if run.ranks.len() < 2 || spans.len() < run.ranks.len() || !overlap {
+        return None;
+    }
+    let totals: Vec<rustc_hash::FxHashMap<&str, f64>> = run
+        .ranks
+        .iter()
+        .map(|rank| {
+            let mut by_name: rustc_hash::FxHashMap<&str, f64> = rustc_hash::FxHashMap::default();
+            for o in rank.operators.iter().filter(|o| o.size_bytes > 0) {
+                *by_name.entry(rank.operator_name(o)).or_default() += o.size_bytes as f64;
+            }
+            by_name
+        })
+        .collect();
+    let mut worst: Option<(f64, &str, usize, usize)> = None;
+    for name in totals.iter().flat_map(|t| t.keys()) {
+        let amounts: Vec<(usize, f64)> = totals
+            .iter()
+            .enumerate()
+            .filter_map(|(r, t)| t.get(name).map(|&b| (r, b)))
+            .collect();
+        if amounts.len() < 2 {
+            continue;
+        }
+        let hi = amounts.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let lo = amounts.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
+        let difference = hi.1 - lo.1;
+        if hi.1 >= lo.1.max(1.0) * IMBALANCE_RATIO
+            && difference >= IMBALANCE_MIN_BYTES
+            && worst.is_none_or(|w| {
+                (difference, std::cmp::Reverse(*name)) > (w.0, std::cmp::Reverse(w.1))
+            })
+        {
+            worst = Some((difference, name, hi.0, lo.0));
+        }
+    }
+    let (difference, name, hi, lo) = worst?;
+    let (hi_rank, lo_rank) = (&run.ranks[hi], &run.ranks[lo]);
+    let mut f = finding(hi_rank, FindingKind::Imbalance, Severity::Info);
+    f.title = format!(
+        "Imbalance: {name} allocates far more on {} than on {}",
+        hi_rank.name, lo_rank.name
+    );
+    f.summary = format!(
+        "{name} allocated {} on {} and {} on {} over the capture, a difference of {}. Ranks running the same \
+         code should allocate alike.",
+        format_bytes(totals[hi][name] as i64),
+        hi_rank.name,
+        format_bytes(totals[lo][name] as i64),
+        lo_rank.name,
+        format_bytes(difference as i64)
+    );
+    f.bytes = difference as u64;
+    f.suggestion = "Check each rank's inputs (uneven batch or sequence lengths, routing that favours one rank) and \
+                    where this operator's output is placed."
+        .to_string();
+    Some(f)
+}
+
 /// Operator allocations of a large share of the rank's peak reserved.
 fn outliers(rank: &Rank) -> Vec<Finding> {
     let peak = rank
@@ -361,6 +513,54 @@ mod tests {
         );
         assert!(f.summary.contains("1 of 2 ranks stalled"), "{}", f.summary);
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The classic OOM study: an fp32 cast of the logits (2.3 GiB) alive at the rank's peak is
+    /// named first, with its share of the peak.
+    #[test]
+    fn the_peak_names_the_operator_allocation_that_sets_it() {
+        let root = temp("peak");
+        let dir = root.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+        write_rank(&dir, &ProfilerGenOptions::default()).expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let curve = run.ranks[0]
+            .curve(super::OPERATOR_COMPONENT)
+            .expect("PTA+GE");
+        let (peak_bytes, i) = curve.peak_allocated().expect("a peak");
+        let t = curve.time_us[i];
+        // One more row, alive across the peak: 2.3 GiB = 2,411,724.8 KB.
+        let table = dir.join("operator_memory.csv");
+        let text = std::fs::read_to_string(&table).expect("operator table");
+        let cast_kb = 2.3 * 1024.0 * 1024.0;
+        let row = format!(
+            "npu::_npu_dtype_cast,{cast_kb:.1},{:.3}\t,{:.3}\t,{:.3}\t,2.000\t,2.000\t,0,0,0,0,0,0,1,NPU:0\r\n",
+            t - 1.0,
+            t + 1.0,
+            t + 1.0
+        );
+        std::fs::write(&table, format!("{text}{row}")).expect("append");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let peaks: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::Peak)
+            .collect();
+        assert_eq!(peaks.len(), 1);
+        let share = (cast_kb * 1024.0 * 100.0 / peak_bytes).round();
+        assert!(
+            peaks[0]
+                .title
+                .contains(&format!("npu::_npu_dtype_cast holds {share:.0}%")),
+            "{}",
+            peaks[0].title
+        );
+        assert!(
+            peaks[0]
+                .summary
+                .contains("the largest: npu::_npu_dtype_cast 2.30 GiB"),
+            "{}",
+            peaks[0].summary
+        );
+        assert_eq!(peaks[0].bytes, peak_bytes as u64);
     }
 
     #[test]
