@@ -321,3 +321,76 @@ fn addresses_of_64_bits_load() {
     assert_eq!(replay.initial.reserved_bytes, 0);
     assert_eq!(replay.final_totals().allocated_bytes, 1000);
 }
+
+/// Two devices running the same code: one call site (`moe.py:30 route`) asks 8 MiB ten times on
+/// device 0 and 80 MiB ten times on device 1 (uneven routing); another asks the same on both.
+/// An info finding names the imbalance; the even site is not named.
+#[test]
+fn one_call_site_allocating_far_more_on_one_device_is_an_imbalance() {
+    use memsight_core::detect::{FindingKind, Severity, analyze};
+    let with_frames =
+        |action: &'static str, addr: i128, size: i128, name: &'static str, line: i128| {
+            Py::Dict(vec![
+                ("action", Py::Str(action)),
+                ("addr", Py::Int(addr)),
+                ("size", Py::Int(size)),
+                ("stream", Py::Int(0)),
+                (
+                    "frames",
+                    Py::List(vec![Py::Dict(vec![
+                        ("name", Py::Str(name)),
+                        ("filename", Py::Str("moe.py")),
+                        ("line", Py::Int(line)),
+                    ])]),
+                ),
+            ])
+        };
+    let trace = |routed: i128| {
+        let mut events = Vec::new();
+        for k in 0..10 {
+            let addr = BASE + k * (1 << 30);
+            for (action, size, name, line) in [
+                ("alloc", routed, "route", 30),
+                ("alloc", 4 << 20, "embed", 12),
+                ("free_requested", routed, "route", 30),
+                ("free_completed", routed, "route", 30),
+            ] {
+                let at = if name == "embed" {
+                    addr + (512 << 20)
+                } else {
+                    addr
+                };
+                events.push(with_frames(action, at, size, name, line));
+            }
+            for action in ["free_requested", "free_completed"] {
+                events.push(with_frames(
+                    action,
+                    addr + (512 << 20),
+                    4 << 20,
+                    "embed",
+                    12,
+                ));
+            }
+        }
+        events
+    };
+    let snapshot = top(Vec::new(), vec![trace(8 << 20), trace(80 << 20)]);
+    let loaded = load(&snapshot);
+    assert_eq!(loaded.snapshot.devices.len(), 2);
+    let findings = analyze(&loaded);
+    let imbalance: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Imbalance)
+        .collect();
+    assert_eq!(imbalance.len(), 1, "{findings:#?}");
+    let f = imbalance[0];
+    assert_eq!((f.severity, f.device), (Severity::Info, 1));
+    assert_eq!(f.bytes, 10 * (72 << 20));
+    assert!(
+        f.title
+            .contains("device 1 allocates 10× what device 0 does"),
+        "{}",
+        f.title
+    );
+    assert!(f.summary.starts_with("route (moe.py:30)"), "{}", f.summary);
+}

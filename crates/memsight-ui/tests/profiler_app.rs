@@ -47,8 +47,10 @@ fn real_ranks_show_curves_findings_and_tables() {
         return;
     };
     let mut harness = harness(&Source::Path(dir));
-    harness.get_by_label("Findings (2)");
+    // Memory outside the allocator and the peak, on each rank.
+    harness.get_by_label("Findings (4)");
     harness.get_by_label_contains("Unaccounted memory on rank0_level0");
+    harness.get_by_label_contains("Peak on rank0_level0: 1.16 GiB allocated; aten::mm holds 12%");
     // The two ranks were recorded a year apart: each counts from its own start.
     assert!(harness.state().profilers()[0].align_starts);
 

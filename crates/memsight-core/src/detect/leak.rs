@@ -223,6 +223,47 @@ mod tests {
         }
     }
 
+    /// A loop with no annotations and no optimizer frames to mark its iterations (the op mix
+    /// varies from one to the next): the recurring low points of the allocated curve still
+    /// give iterations, the leak is found at its call site, and the clean loop has none.
+    #[test]
+    fn without_any_marks_the_curve_still_finds_the_leak() {
+        use crate::category::Phase;
+        use crate::detect::DeviceContext;
+        use crate::detect::steps::{self, StepSource};
+        for (scenario, seed) in [1, 2, 3]
+            .map(|s| (Scenario::TransformerLeak, s))
+            .into_iter()
+            .chain([1, 2, 3].map(|s| (Scenario::Transformer, s)))
+        {
+            let (g, loaded) = generated(scenario, 40_000, seed);
+            let mut snapshot = loaded.snapshot.clone();
+            snapshot.annotations.clear();
+            let (device, replay) = (&snapshot.devices[0], &loaded.replays[0]);
+            let mut cx = DeviceContext::new(&snapshot, device, replay);
+            cx.categories.runs.retain(|r| r.phase != Phase::Optimizer);
+            cx.steps = steps::find(&snapshot, device, replay, &cx.categories);
+            let source = cx.steps.as_ref().map(|s| s.source);
+            assert_eq!(source, Some(StepSource::CurveLows), "seed {seed}");
+            let leaks = super::detect(&cx);
+            let Some(truth) = g.truth.leak.as_ref() else {
+                assert!(leaks.is_empty(), "clean seed {seed}: {leaks:#?}");
+                continue;
+            };
+            assert_eq!(leaks.len(), 1, "seed {seed}: {leaks:#?}");
+            let frames: Vec<(String, u32)> = snapshot
+                .stack_frames(leaks[0].stack)
+                .map(|f| (snapshot.str(f.filename).to_string(), f.line as u32))
+                .collect();
+            let want: Vec<(String, u32)> = truth
+                .stack
+                .iter()
+                .map(|f| (f.filename.clone(), f.line))
+                .collect();
+            assert_eq!(frames, want, "seed {seed}");
+        }
+    }
+
     #[test]
     fn state_allocated_once_and_clean_loops_are_no_leak() {
         for scenario in [

@@ -79,11 +79,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             ),
             summary: format!(
                 "{big} of {} requests from this call site were {SITE_RATIO}× its median of {} or more ({} of them \
-                 freed again, asked in one iteration only and of no model shape); the largest, {} at event \
-                 {largest_event}, is {:.0}× the median{}.",
+                 freed again, of no model shape and of a size asked in one iteration only — {}); the largest, {} \
+                 at event {largest_event}, is {:.0}× the median{}.",
                 requests.len(),
                 format_bytes(median as i64),
                 outliers.len(),
+                steps.map_or_else(|| "no iterations found".to_string(), steps::Steps::describe),
                 format_bytes(largest as i64),
                 largest as f64 / median.max(1) as f64,
                 if at_peak {
