@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
@@ -13,6 +13,31 @@ use memsight_ui::{Source, View};
 
 mod resources {
     include!(concat!(env!("OUT_DIR"), "/resources.rs"));
+}
+
+/// What the user gave is wrong: an option value, a file that cannot be read or is no snapshot or
+/// profiler data. Exit status 2 (everything else that fails: 1).
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// An [`InputError`] from anything printable.
+fn input(message: impl std::fmt::Display) -> anyhow::Error {
+    InputError(message.to_string()).into()
+}
+
+/// Returns an [`InputError`] made like `format!`.
+macro_rules! bail_input {
+    ($($arg:tt)*) => {
+        return Err(input(format!($($arg)*)))
+    };
 }
 
 /// Name of the bundled demo snapshot in `resources/`.
@@ -67,11 +92,13 @@ pub fn screenshot(
         "app" => View::App,
         "timeline" => View::Timeline,
         "pool" => View::Pool,
-        other => bail!("--view must be `app`, `timeline` or `pool`, not `{other}`"),
+        other => bail_input!("--view must be `app`, `timeline` or `pool`, not `{other}`"),
     };
     if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
-        bail!("--width and --height must be between 64 and 8192 pixels");
+        bail_input!("--width and --height must be between 64 and 8192 pixels");
     }
+    // Checked before any work: a wrong name fails at once, not after rendering.
+    memsight_ui::image_kind(output).map_err(input)?;
     let options = ScreenshotOptions {
         width: width as f32,
         height: height as f32,
@@ -80,12 +107,12 @@ pub fn screenshot(
         view,
         event,
     };
-    let app = headless::prepared_app(&source(file)?, &options).map_err(anyhow::Error::msg)?;
+    let app = headless::prepared_app(&source(file)?, &options).map_err(input)?;
     let image =
         headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
-    image
-        .save(output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    // Written whole or not at all: a temporary file renamed into place.
+    memsight_ui::write_image(&image, output)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", output.display()))?;
     eprintln!(
         "wrote {} ({}x{})",
         output.display(),
@@ -97,9 +124,9 @@ pub fn screenshot(
 
 fn open(file: Option<&Path>) -> Result<Loaded> {
     let snapshot = if let Some(path) = file {
-        memsight_core::load_path(path, None)?
+        memsight_core::load_path(path, None).map_err(input)?
     } else {
-        load_bytes(demo()?, &PathBuf::from(format!("<bundled {DEMO_NAME}>")))?
+        load_bytes(demo()?, &PathBuf::from(format!("<bundled {DEMO_NAME}>"))).map_err(input)?
     };
     Ok(Loaded::new(snapshot))
 }
@@ -174,7 +201,15 @@ pub fn state(
             .snapshot
             .busiest_device()
             .map(|d| d.ordinal)
-            .context("the file has no device with events or segments")?,
+            .ok_or_else(|| {
+                input(format!(
+                    "{} has no device with events or segments",
+                    file.map_or_else(
+                        || format!("<bundled {DEMO_NAME}>"),
+                        |f| f.display().to_string()
+                    )
+                ))
+            })?,
     };
     let Some((dev, replay)) = loaded.replay(ordinal) else {
         let known: Vec<String> = loaded
@@ -183,7 +218,7 @@ pub fn state(
             .iter()
             .map(|d| d.ordinal.to_string())
             .collect();
-        bail!(
+        bail_input!(
             "device {ordinal} has no events or segments (devices: {})",
             known.join(", ")
         );
@@ -193,7 +228,7 @@ pub fn state(
         None => count.checked_sub(1).map(|n| n as u32),
         Some(-1) => None,
         Some(n) if n >= 0 && (n as usize) < count => Some(n as u32),
-        Some(n) => bail!(
+        Some(n) => bail_input!(
             "event {n} is out of range: device {ordinal} has {count} events (use -1 for before the first)"
         ),
     };
@@ -289,7 +324,7 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
         None => None,
         Some("warning") => Some(Severity::Warning),
         Some("error") => Some(Severity::Error),
-        Some(other) => bail!("--fail-on must be `warning` or `error`, not `{other}`"),
+        Some(other) => bail_input!("--fail-on must be `warning` or `error`, not `{other}`"),
     };
     let targets: Vec<Option<&Path>> = if files.is_empty() {
         vec![None]
@@ -307,7 +342,7 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
             .flatten()
             .map(|p| p.to_path_buf())
             .collect();
-        let run = memsight_core::profiler::open(&paths)?;
+        let run = memsight_core::profiler::open(&paths).map_err(input)?;
         let name = paths
             .iter()
             .map(|p| p.display().to_string())
@@ -341,7 +376,7 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
             .filter(|f| f.severity >= threshold)
             .count();
         if failing > 0 {
-            bail!(
+            anyhow::bail!(
                 "{failing} finding(s) at or above {}",
                 fail_on.unwrap_or_default()
             );
@@ -357,9 +392,12 @@ pub fn generate(
     protocol: u8,
     output: &Path,
 ) -> Result<()> {
-    let scenario: Scenario = scenario.parse().map_err(anyhow::Error::msg)?;
+    let scenario: Scenario = scenario.parse().map_err(input)?;
     if !(4..=5).contains(&protocol) {
-        bail!("--protocol must be 4 or 5, not {protocol}");
+        bail_input!("--protocol must be 4 or 5, not {protocol}");
+    }
+    if events == 0 {
+        bail_input!("--events must be at least 1");
     }
     let generated = r#gen::generate(&GenOptions {
         scenario,

@@ -7,8 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Visualizer and doctor for `PyTorch` / `torch_npu` device-memory snapshots.
 #[derive(Parser)]
+#[command(
+    about = "Visualizer and doctor for PyTorch / torch_npu device-memory snapshots and profiler data",
+    after_help = EXIT_STATUS
+)]
 #[command(version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MEMSIGHT_GIT_HASH"), ")"))]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -42,21 +45,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Render the app (or the lifecycle chart alone) to a PNG without a display, then exit.
+    /// Render the app (or one chart) to a PNG or JPEG without a display, then exit.
+    #[command(after_help = EXIT_STATUS)]
     Screenshot {
         /// Snapshot pickle (optionally .gz) or profiler data (a rank folder, a parent of rank
         /// folders, a profiler CSV); the bundled demo when omitted.
         file: Option<PathBuf>,
+        /// The image to write: a name ending in .png, .jpg or .jpeg (written whole or not at all).
         #[arg(short, long)]
         output: PathBuf,
-        /// `app`: the whole window; `timeline` or `pool`: that chart alone (profiler data:
-        /// `timeline` is the memory curves).
-        #[arg(long, default_value = "app")]
+        #[arg(
+            long,
+            default_value = "app",
+            value_parser = ["app", "timeline", "pool"],
+            help = "app: the whole window; timeline or pool: that chart alone (profiler data: timeline is the memory curves)"
+        )]
         view: String,
+        /// Device ordinal to show (default: the busiest device).
         #[arg(long)]
         device: Option<u32>,
+        /// Image width in pixels (64 to 8192).
         #[arg(long, default_value_t = 1400)]
         width: u32,
+        /// Image height in pixels (64 to 8192).
         #[arg(long, default_value_t = 860)]
         height: u32,
         /// Pin the allocation that event N allocates or frees (and show the pool after it).
@@ -67,6 +78,7 @@ enum Command {
         event: Option<u32>,
     },
     /// Run the detectors and report what they find.
+    #[command(after_help = EXIT_STATUS)]
     Analyze {
         /// Snapshot pickles (optionally .gz) and profiler data (rank folders or CSVs, analysed
         /// together as one run); the bundled demo when none is given.
@@ -77,16 +89,18 @@ enum Command {
         /// Print Markdown instead of text.
         #[arg(long)]
         markdown: bool,
-        /// Exit non-zero when a finding is at least this severe (`warning` or `error`).
-        #[arg(long)]
+        /// Exit with status 1 when a finding is at least this severe.
+        #[arg(long, value_parser = ["warning", "error"])]
         fail_on: Option<String>,
     },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
-        /// Workload: steady, leak, fragmentation, stall, oom, npu.
-        #[arg(long)]
+        #[arg(
+            long,
+            help = "Workload: steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak"
+        )]
         scenario: String,
-        /// Trace events to record.
+        /// Trace events to record (at least 1).
         #[arg(long, default_value_t = 100_000)]
         events: usize,
         #[arg(long, default_value_t = 1)]
@@ -99,6 +113,11 @@ enum Command {
         output: PathBuf,
     },
 }
+
+/// The exit status, for every command's help.
+const EXIT_STATUS: &str = "Exit status: 0 success; 1 findings at or above --fail-on, or a failure while working \
+                           (rendering, writing); 2 a usage or input error (a bad option, a file that cannot be \
+                           read or is not a snapshot or profiler data).";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -154,6 +173,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
+            let status = if err
+                .chain()
+                .any(<dyn std::error::Error>::is::<commands::InputError>)
+            {
+                2
+            } else {
+                1
+            };
             // The chain of causes, each once: errors that already quote their source (an I/O
             // error inside "cannot read FILE: …") do not repeat it.
             let mut text = err.to_string();
@@ -165,7 +192,7 @@ fn main() -> ExitCode {
                 }
             }
             eprintln!("memsight: {text}");
-            ExitCode::FAILURE
+            ExitCode::from(status)
         }
     }
 }

@@ -137,6 +137,136 @@ fn errors_name_the_file_and_exit_non_zero() {
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
+/// Exit status 0 success, 1 findings at or above --fail-on (or a failure while working), 2 a
+/// usage or input error — as `--help` says; and files that are something else say what they are.
+#[test]
+fn exit_codes_and_input_errors_say_what_went_wrong() {
+    let code = |out: &Output| out.status.code();
+    let dir = temp_dir("exit");
+    assert!(
+        String::from_utf8_lossy(&memsight(&["--help"]).stdout)
+            .contains("Exit status: 0 success; 1 findings")
+    );
+    assert_eq!(code(&memsight(&["analyze", "--fail-on", "bogus"])), Some(2));
+    assert_eq!(
+        code(&memsight(&["analyze", "--fail-on", "warning"])),
+        Some(1),
+        "the demo leaks"
+    );
+    assert_eq!(code(&memsight(&["analyze", "--fail-on", "error"])), Some(0));
+    assert_eq!(
+        code(&memsight(&["stats", "/nonexistent/snap.pickle"])),
+        Some(2)
+    );
+
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "some notes about the run\nsecond line\n").expect("write");
+    let out = memsight(&["stats", text.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a pickle: it starts with text (\"some notes about the run\")")
+            && stderr.contains("torch.cuda.memory._dump_snapshot()")
+            && stderr.trim_end().ends_with("notes.txt"),
+        "{stderr}"
+    );
+    let csv = dir.join("memory_record.pkl");
+    std::fs::write(
+        &csv,
+        "Component,Timestamp(us),Total Allocated(MB)\nAPP,1,2\n",
+    )
+    .expect("write");
+    let out = memsight(&["analyze", csv.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("a profiler CSV given where a snapshot is expected")
+    );
+
+    let out = memsight(&[
+        "gen",
+        "--scenario",
+        "leak",
+        "--events",
+        "0",
+        "-o",
+        "/tmp/never.pickle",
+    ]);
+    assert_eq!(code(&out), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--events must be at least 1"));
+    let help = String::from_utf8_lossy(&memsight(&["gen", "--help"]).stdout).to_string();
+    assert!(
+        help.contains("expandable, transformer, transformer-leak"),
+        "{help}"
+    );
+    let help = String::from_utf8_lossy(&memsight(&["screenshot", "--help"]).stdout).to_string();
+    for described in [
+        "The image to write",
+        "Device ordinal",
+        "Image width",
+        "Image height",
+    ] {
+        assert!(help.contains(described), "{help}");
+    }
+    assert!(!String::from_utf8_lossy(&memsight(&["--help"]).stdout).contains('`'));
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+/// `screenshot` checks the image format before any work, writes JPEG too, and leaves no file
+/// behind when it cannot render (no graphics adapter: one line that says what to install).
+#[test]
+fn screenshot_formats_and_a_missing_renderer_are_clear() {
+    let dir = temp_dir("shot-formats");
+    let bmp = dir.join("x.bmp");
+    let out = memsight(&["screenshot", "-o", bmp.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must end in .png, .jpg or .jpeg"));
+    assert!(!bmp.exists(), "nothing written");
+
+    let jpg = dir.join("x.jpg");
+    let out = memsight(&[
+        "screenshot",
+        "--width",
+        "320",
+        "--height",
+        "200",
+        "-o",
+        jpg.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&jpg).expect("written");
+    assert!(bytes.starts_with(&[0xff, 0xd8]), "a JPEG");
+
+    // A backend this machine does not have: no adapter.
+    let png = dir.join("none.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_memsight"))
+        .args(["screenshot", "-o", png.to_str().expect("utf-8")])
+        .env("WGPU_BACKEND", "dx12")
+        .output()
+        .expect("memsight runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no graphics adapter") && stderr.contains("WGPU_BACKEND=gl"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "only x.jpg: {left:?}");
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
 #[test]
 fn gen_writes_a_snapshot_and_its_ground_truth() {
     let dir = temp_dir("gen");

@@ -7,7 +7,7 @@
 //! an error.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -46,6 +46,66 @@ pub enum LoadError {
     },
     #[error("loading was cancelled, in {path}")]
     Cancelled { path: PathBuf },
+    /// Not a pickle at all (text, an image, a CSV …), with what it looks like.
+    #[error("not a memory snapshot: {what}; {EXPECTED}; in {path}")]
+    NotASnapshot { what: String, path: PathBuf },
+}
+
+/// What memsight reads, for messages about files that are something else.
+const EXPECTED: &str = "memsight expects a pickle written by torch.cuda.memory._dump_snapshot() or \
+                        torch_npu.npu.memory._dump_snapshot() (optionally gzip-compressed), or a torch_npu \
+                        profiler folder";
+
+/// Quoted values in messages are cut to this many characters.
+const QUOTE_CHARS: usize = 60;
+
+/// What the first bytes of a file that failed to load as a pickle look like, when they say more
+/// than the pickle error: a profiler CSV, text, an empty file. `None` for anything pickle-like
+/// (a snapshot starts with the PROTO opcode, 0x80).
+fn looks_like(head: &[u8]) -> Option<String> {
+    if head.is_empty() {
+        return Some("the file is empty".to_string());
+    }
+    if head[0] == 0x80 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(head);
+    let first_line = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches('\u{feff}');
+    let csv_headers = ["Component,", "Name,Size", "Device_id,", "Op Name,", "Tag,"];
+    if csv_headers.iter().any(|h| first_line.starts_with(h)) {
+        return Some(format!(
+            "a profiler CSV given where a snapshot is expected (it starts with \"{}\"); open its folder as profiler data",
+            quoted(first_line)
+        ));
+    }
+    let printable = head
+        .iter()
+        .take(64)
+        .filter(|&&b| {
+            b == b'\n' || b == b'\r' || b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80
+        })
+        .count();
+    (printable * 10 >= head.len().min(64) * 9).then(|| {
+        format!(
+            "not a pickle: it starts with text (\"{}\")",
+            quoted(first_line)
+        )
+    })
+}
+
+/// `text` cut to [`QUOTE_CHARS`] characters, with an ellipsis when cut.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut chars = text.chars();
+    let cut: String = chars.by_ref().take(QUOTE_CHARS).collect();
+    if chars.next().is_some() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
 }
 
 impl LoadError {
@@ -111,16 +171,30 @@ pub fn load_reader<R: BufRead>(
         path: name.to_path_buf(),
     })?;
     let gzip = head.starts_with(&[0x1f, 0x8b]);
-    let mut reader: Box<dyn Read + '_> = if gzip {
-        Box::new(flate2::bufread::MultiGzDecoder::new(input))
+    let mut reader: Box<dyn BufRead + '_> = if gzip {
+        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
     } else {
         Box::new(input)
     };
+    // The first bytes, to say what the file is when it is no pickle.
+    let head: Vec<u8> = reader
+        .fill_buf()
+        .map_or_else(|_| Vec::new(), |h| h[..h.len().min(256)].to_vec());
 
     let mut tree = Tree::default();
     let mut builder = EventBuilder::new(&mut tree, progress);
-    let (top, protocol, end) = pickle::unpickle(&mut reader, &mut tree, &mut builder)
-        .map_err(|e| LoadError::from_pickle(e, name))?;
+    let (top, protocol, end) =
+        pickle::unpickle(&mut reader, &mut tree, &mut builder).map_err(|e| {
+            match looks_like(&head) {
+                Some(what) if !matches!(e.kind, PickleErrorKind::Cancelled) => {
+                    LoadError::NotASnapshot {
+                        what,
+                        path: name.to_path_buf(),
+                    }
+                }
+                _ => LoadError::from_pickle(e, name),
+            }
+        })?;
     let format = FileFormat {
         protocol,
         legacy_list: matches!(top, Value::List(_)),
@@ -463,13 +537,39 @@ fn assemble(
                 key(&mut tree, "external_annotations"),
             ];
             let [segments, traces, settings, annotations] = keys.map(|k| tree.get(node, k));
+            if segments.is_none() && traces.is_none() {
+                let found: Vec<String> = match tree.node(node) {
+                    Node::Dict(items) => items
+                        .iter()
+                        .take(12)
+                        .map(|(k, _)| match k {
+                            Value::Str(s) => format!("\"{}\"", quoted(tree.str(*s))),
+                            _ => "a non-string key".to_string(),
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                return Err(PickleError::malformed(
+                    at,
+                    format!(
+                        "a pickle, but not a memory snapshot: it has no \"segments\" or \"device_traces\" (top-level \
+                         keys found: {})",
+                        if found.is_empty() {
+                            "none".to_string()
+                        } else {
+                            found.join(", ")
+                        }
+                    ),
+                ));
+            }
             (segments, traces, settings, annotations)
         }
         Value::List(_) => (Some(top), None, None, None),
         _ => {
             return Err(PickleError::malformed(
                 at,
-                "the top-level object is neither a snapshot dict nor a list of segments",
+                "a pickle, but not a memory snapshot: the top-level object is neither a snapshot dict nor a list \
+                 of segments",
             ));
         }
     };

@@ -646,7 +646,7 @@ impl<R: Read> Vm<R> {
             return Err(PickleError {
                 offset: at,
                 kind: PickleErrorKind::Unsupported(format!(
-                    "an integer of {n} bytes (at most 16 are supported)"
+                    "integer of {n} bytes (at most 16 are supported)"
                 )),
             });
         }

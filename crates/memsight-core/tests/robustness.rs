@@ -132,12 +132,24 @@ fn code_is_refused_and_never_run() {
 #[test]
 fn odd_top_levels_and_types_are_clear_errors() {
     let cases: &[(&[u8], &str)] = &[
-        (b"", "truncated at byte 0"),
+        (b"", "not a memory snapshot: the file is empty"),
+        (
+            b"hello, this is a text file\nnot a snapshot\n",
+            "not a pickle: it starts with text (\"hello, this is a text file\")",
+        ),
+        (
+            b"Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB)\r\nAPP,1,2,3\r\n",
+            "a profiler CSV given where a snapshot is expected",
+        ),
         (
             b"\x80\x04K\x05.",
             "neither a snapshot dict nor a list of segments",
         ),
         (b"\x80\x01.", "unsupported pickle protocol 1"),
+        (
+            b"\x80\x04}\x8c\x05model\x8c\x01x\x73.",
+            "a pickle, but not a memory snapshot: it has no \"segments\" or \"device_traces\" (top-level keys found: \"model\")",
+        ),
         (
             b"\x80\x04}\x8c\x0ddevice_traces\x8c\x01x\x73.",
             "`device_traces` is not a list",

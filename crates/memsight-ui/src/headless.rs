@@ -127,8 +127,45 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
     Ok(app)
 }
 
-/// Renders `app` at the size of `options` once its layout is ready.
+/// What to say when no renderer can be made (no GPU driver, no Mesa, a backend that is absent).
+pub const NO_ADAPTER: &str = "no graphics adapter for rendering: install Mesa (Debian / Ubuntu: apt-get install \
+                              libegl-mesa0 libgl1-mesa-dri, or scripts/install-deps.sh) and try WGPU_BACKEND=gl";
+
+/// Renders `app` at the size of `options` once its layout is ready. Without a usable graphics
+/// adapter it returns [`NO_ADAPTER`] (the renderer panics there; the panic is caught, and its
+/// message kept off the terminal).
 pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::RgbaImage, String> {
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        render_unguarded(app, options)
+    }));
+    std::panic::set_hook(quiet);
+    match result {
+        Ok(rendered) => rendered,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if message.contains("adapter") || message.contains("render state") {
+                Err(NO_ADAPTER.to_string())
+            } else {
+                Err(format!("the renderer failed: {message}"))
+            }
+        }
+    }
+}
+
+/// Tries a finished frame this many times: a software renderer under load can time out waiting
+/// for a large frame (seen on a 13 M-event snapshot on 2 busy cores); the next try succeeds.
+const RENDER_ATTEMPTS: usize = 3;
+
+fn render_unguarded(
+    app: MemsightApp,
+    options: &ScreenshotOptions,
+) -> Result<image::RgbaImage, String> {
     let mut harness = egui_kittest::Harness::builder()
         .with_size(egui::vec2(options.width, options.height))
         .wgpu()
@@ -149,5 +186,14 @@ pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::Rg
         harness.step();
     }
     harness.step();
-    harness.render()
+    let mut last_error = String::new();
+    for _ in 0..RENDER_ATTEMPTS {
+        match harness.render() {
+            Ok(image) => return Ok(image),
+            Err(e) => last_error = e,
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        harness.step();
+    }
+    Err(format!("{last_error} (after {RENDER_ATTEMPTS} attempts)"))
 }

@@ -88,5 +88,64 @@ pub fn save_png(
             );
         }
     }
-    out.save(path).map_err(|e| e.to_string())
+    write_whole(path, |tmp| {
+        out.save_with_format(tmp, image::ImageFormat::Png)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// An image format memsight writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    Png,
+    Jpeg,
+}
+
+/// The format `path`'s name asks for: `.png`, `.jpg` or `.jpeg` (any case).
+pub fn image_kind(path: &Path) -> Result<ImageKind, String> {
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("png") => Ok(ImageKind::Png),
+        Some("jpg" | "jpeg") => Ok(ImageKind::Jpeg),
+        _ => Err(format!(
+            "{}: the image name must end in .png, .jpg or .jpeg",
+            path.display()
+        )),
+    }
+}
+
+/// Writes `image` to `path` in the format its name asks for (JPEG without the alpha channel),
+/// whole or not at all.
+pub fn write_image(image: &image::RgbaImage, path: &Path) -> Result<(), String> {
+    let kind = image_kind(path)?;
+    write_whole(path, |tmp| {
+        match kind {
+            ImageKind::Png => image.save_with_format(tmp, image::ImageFormat::Png),
+            ImageKind::Jpeg => image::DynamicImage::ImageRgba8(image.clone())
+                .to_rgb8()
+                .save_with_format(tmp, image::ImageFormat::Jpeg),
+        }
+        .map_err(|e| e.to_string())
+    })
+}
+
+/// Runs `write` on a temporary file beside `path`, then renames it into place; on failure the
+/// temporary file is removed and `path` is left as it was.
+fn write_whole(path: &Path, write: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{} is not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.partial-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string()));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

@@ -499,9 +499,11 @@ pub fn lifecycle_ui(
 impl LifecycleState {
     /// True until the layout for the current view has arrived.
     pub fn is_laying_out(&self) -> bool {
+        // A chart never drawn (no room for it in a small window) waits for nothing.
         self.pending.is_some()
-            || self.laid.as_ref().map(|l| l.key) != self.wanted
-            || self.wanted.is_none()
+            || self
+                .wanted
+                .is_some_and(|wanted| self.laid.as_ref().map(|l| l.key) != Some(wanted))
     }
 
     /// Columns of the current layout (for tests and tools).
