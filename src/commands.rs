@@ -152,8 +152,12 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
     for d in &report.devices {
         writeln!(
             out,
-            "device {}: {} events, {} segments, {} blocks at the end",
-            d.device, d.trace_events, d.segments, d.blocks
+            "device {}: {} events; at the end {}, {}, {}",
+            d.device,
+            d.trace_events,
+            counted(d.segments, "segment"),
+            counted(d.live_blocks, "live block"),
+            counted(d.free_gaps, "free gap")
         )?;
         let actions: Vec<String> = d.actions.iter().map(|(a, n)| format!("{a} {n}")).collect();
         if !actions.is_empty() {
@@ -259,17 +263,26 @@ pub fn state(
     for s in &report.segments {
         writeln!(
             out,
-            "  segment 0x{:x} {:>10} stream {}{} {} blocks, {} free gaps (largest {})",
+            "  segment 0x{:x} {:>10} stream {}{} {}, {} (largest {})",
             s.address,
             format_bytes(s.total_size as i64),
             s.stream,
             if s.is_expandable { " expandable" } else { "" },
-            s.blocks.len(),
-            s.free_gaps,
+            counted(s.blocks.len() - s.free_gaps, "live block"),
+            counted(s.free_gaps, "free gap"),
             format_bytes(s.largest_gap_bytes as i64)
         )?;
     }
     Ok(())
+}
+
+/// "1 live block", "3 live blocks".
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// The readable report: text, or Markdown (the same lines with bullets and bold).

@@ -355,15 +355,10 @@ fn screenshot_renders_without_a_display() {
 /// The pool chart of the app and `memsight state` agree at the same event, segment for segment.
 #[test]
 fn the_pool_chart_agrees_with_memsight_state() {
-    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/snapshots/cuda_ctx512_forward_mixed.pickle");
-    let fixture = std::env::var_os("MEMSIGHT_FIXTURES").map_or(fixture, |d| {
-        PathBuf::from(d).join("snapshots/cuda_ctx512_forward_mixed.pickle")
-    });
-    if !fixture.is_file() {
-        eprintln!("skipped: corpus not found at {}", fixture.display());
+    let Some(dir) = memsight_core::testing::fixtures_dir() else {
         return;
-    }
+    };
+    let fixture = dir.join("snapshots/cuda_ctx512_forward_mixed.pickle");
     let path = fixture.to_str().expect("utf-8 path");
     let json = stdout_json(&memsight(&["state", path, "--event", "701", "--json"]));
 

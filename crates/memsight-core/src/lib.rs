@@ -17,6 +17,7 @@ pub mod replay;
 pub use load::{LoadError, LoadProgress, load_bytes, load_path, load_reader};
 pub use model::Snapshot;
 pub mod report;
+pub mod testing;
 pub mod units;
 
 pub use replay::{DeviceReplay, replay_all};

@@ -148,6 +148,12 @@ pub struct LoadProgress {
 
 /// Loads the snapshot at `path` (plain or gzip-compressed).
 pub fn load_path(path: &Path, progress: Option<&LoadProgress>) -> Result<Snapshot, LoadError> {
+    if path.is_dir() {
+        return Err(LoadError::NotASnapshot {
+            what: "a folder, with no torch_npu profiler data in it".to_string(),
+            path: path.to_path_buf(),
+        });
+    }
     let file = File::open(path).map_err(|source| LoadError::Io {
         source,
         path: path.to_path_buf(),
@@ -687,9 +693,24 @@ fn assemble(
                 device: Some(device.ordinal),
                 event: Some(first),
                 count,
-                message: format!("unknown action `{}` kept as is", tree.str(name)),
+                message: format!("unknown action `{}` kept as is", quoted(tree.str(name))),
             });
         }
+    }
+
+    if tree.cut_strings.0 > 0 {
+        warnings.push(Warning {
+            kind: WarningKind::OddField,
+            device: None,
+            event: None,
+            count: tree.cut_strings.0,
+            message: format!(
+                "strings longer than {} were cut to that length (the longest: {} bytes); real snapshots \
+                 hold a few KiB at most",
+                crate::units::format_bytes(pickle::MAX_STRING_BYTES as i64),
+                tree.cut_strings.1
+            ),
+        });
     }
 
     Ok(Snapshot {

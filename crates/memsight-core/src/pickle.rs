@@ -52,6 +52,11 @@ pub enum Node {
 /// Largest dictionary [`Tree::get`] searches.
 pub const MAX_LOOKUP_KEYS: usize = 256;
 
+/// Strings longer than this are cut to it as they are read (with a warning): real snapshots
+/// hold file names, frames and actions of a few KiB at most, and a hostile file could otherwise
+/// make memory grow with one string's length rather than with the number of events.
+pub const MAX_STRING_BYTES: usize = 64 * 1024;
+
 /// The arena every value of one file lives in.
 #[derive(Debug, Default)]
 pub struct Tree {
@@ -59,6 +64,8 @@ pub struct Tree {
     pub strings: Vec<Box<str>>,
     string_ids: FxHashMap<Box<str>, StrId>,
     pub big_ints: Vec<i128>,
+    /// Strings cut to [`MAX_STRING_BYTES`]: how many, and the longest one's length in bytes.
+    pub cut_strings: (u64, u64),
 }
 
 impl Tree {
@@ -270,9 +277,10 @@ impl<R: Read> Source<R> {
         Ok(out)
     }
 
-    /// Reads `n` bytes into `out` in chunks, so a length field larger than the input fails at the
-    /// end of the input instead of allocating it up front.
-    fn read_into(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), PickleError> {
+    /// Reads `n` bytes in chunks, keeping the first `keep` of them in `out`: a length field
+    /// larger than the input fails at the end of the input instead of allocating it up front,
+    /// and a huge value costs no more memory than `keep`.
+    fn read_into(&mut self, n: u64, keep: usize, out: &mut Vec<u8>) -> Result<(), PickleError> {
         out.clear();
         let mut left = n;
         while left > 0 {
@@ -283,7 +291,8 @@ impl<R: Read> Source<R> {
                 });
             }
             let chunk = (self.len - self.pos).min(usize::try_from(left).unwrap_or(usize::MAX));
-            out.extend_from_slice(&self.buf[self.pos..self.pos + chunk]);
+            let room = keep.saturating_sub(out.len()).min(chunk);
+            out.extend_from_slice(&self.buf[self.pos..self.pos + room]);
             self.pos += chunk;
             left -= chunk as u64;
         }
@@ -669,7 +678,17 @@ impl<R: Read> Vm<R> {
     }
 
     fn push_str(&mut self, n: u64, tree: &mut Tree) -> Result<(), PickleError> {
-        self.src.read_into(n, &mut self.scratch)?;
+        self.src.read_into(n, MAX_STRING_BYTES, &mut self.scratch)?;
+        if n > MAX_STRING_BYTES as u64 {
+            tree.cut_strings = (tree.cut_strings.0 + 1, tree.cut_strings.1.max(n));
+            // Cut at a character boundary (a UTF-8 sequence split by the cut is dropped).
+            while let Err(e) = std::str::from_utf8(&self.scratch) {
+                if e.error_len().is_some() {
+                    break;
+                }
+                self.scratch.truncate(e.valid_up_to());
+            }
+        }
         let id = match std::str::from_utf8(&self.scratch) {
             Ok(text) => tree.intern(text),
             Err(_) => tree.intern(&String::from_utf8_lossy(&self.scratch)),

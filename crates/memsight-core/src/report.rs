@@ -27,8 +27,13 @@ pub struct DeviceStats {
     pub actions: BTreeMap<String, u64>,
     /// Segments in the final state.
     pub segments: usize,
-    /// Blocks (all states) in the final state.
+    /// Pieces of the final segments: live blocks plus free gaps (kept for scripts; the two
+    /// below are what a reader wants).
     pub blocks: usize,
+    /// Live blocks (allocated or pending free) in the final state.
+    pub live_blocks: usize,
+    /// Free gaps (inactive blocks) in the final state.
+    pub free_gaps: usize,
     pub reserved_bytes_final: i64,
     pub allocated_bytes_final: i64,
     pub active_bytes_final: i64,
@@ -87,6 +92,18 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         actions,
         segments: device.segments.len(),
         blocks: device.segments.iter().map(|s| s.blocks.len()).sum(),
+        live_blocks: device
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state != BlockState::Inactive)
+            .count(),
+        free_gaps: device
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::Inactive)
+            .count(),
         reserved_bytes_final: final_totals.reserved_bytes,
         allocated_bytes_final: final_totals.allocated_bytes,
         active_bytes_final: final_totals.active_bytes,

@@ -409,3 +409,59 @@ fn damaged_tables_never_panic() {
     }
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// What a robustness campaign found, each with its reproducer: a table name that is a folder or a
+/// dangling link is reported, not skipped silently; `inf` is refused as a size; a 70,000-character
+/// bad value is quoted cut short; a folder with no profiler data given as a snapshot says so.
+#[test]
+fn odd_tables_and_values_are_reported_plainly() {
+    let dir = temp_dir("odd-tables");
+    let rank = dir.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+    std::fs::create_dir_all(rank.join("memory_record.csv")).expect("a folder with a table's name");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(rank.join("gone.csv"), rank.join("npu_module_mem.csv"))
+        .expect("link");
+    let long = "9".repeat(70_000) + "x";
+    std::fs::write(
+        rank.join("operator_memory.csv"),
+        format!(
+            "Name,Size(KB),Allocation Time(us),Release Time(us)\n\
+             aten::ok,4,1,2\n\
+             aten::inf,inf,1,2\n\
+             aten::long,{long},1,2\n"
+        ),
+    )
+    .expect("write");
+    let run = profiler::open(std::slice::from_ref(&dir)).expect("reads what it can");
+    let r = &run.ranks[0];
+    assert_eq!(r.operators.len(), 1, "only the good row");
+    let messages: Vec<String> = r
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.file.display(), w.message))
+        .collect();
+    let has = |text: &str| messages.iter().any(|m| m.contains(text));
+    assert!(
+        has("memory_record.csv: a folder, not a file: skipped"),
+        "{messages:#?}"
+    );
+    #[cfg(unix)]
+    assert!(
+        has("npu_module_mem.csv: a dangling link or unreadable, not a file: skipped"),
+        "{messages:#?}"
+    );
+    assert!(has("\"inf\" is not a finite number"), "{messages:#?}");
+    assert!(messages.iter().all(|m| m.len() < 400), "{messages:#?}");
+    assert!(has("…\" is not a number"), "{messages:#?}");
+
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    let err = memsight_core::load_path(&empty, None)
+        .expect_err("a folder")
+        .to_string();
+    assert!(
+        err.contains("a folder, with no torch_npu profiler data in it"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -244,3 +244,74 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
         "a segment that is not a dict at byte 2000001, in deep.pkl"
     );
 }
+
+/// A 4 MiB action string (and a Chinese frame name of 1 MiB, cut inside a character) is cut to
+/// `MAX_STRING_BYTES` with one warning that counts them: memory follows the events, not the
+/// strings' lengths.
+#[test]
+fn huge_strings_are_cut_with_a_warning() {
+    use memsight_core::pickle::MAX_STRING_BYTES;
+    let action = "a".repeat(4 << 20);
+    let frame_name = "内存".repeat((1 << 20) / 6);
+    let mut w = PickleWriter::new(Vec::new(), 4).expect("in memory");
+    w.begin_dict();
+    w.entry("segments", |w| {
+        w.begin_list();
+        w.end_list();
+    })
+    .expect("in memory");
+    w.entry("device_traces", |w| {
+        w.begin_list();
+        w.item().expect("in memory");
+        w.begin_list();
+        w.item().expect("in memory");
+        w.begin_dict();
+        w.entry("action", |w| w.str(&action)).expect("in memory");
+        w.entry("addr", |w| w.int(4096)).expect("in memory");
+        w.entry("size", |w| w.int(512)).expect("in memory");
+        w.entry("stream", |w| w.int(0)).expect("in memory");
+        w.entry("frames", |w| {
+            w.begin_list();
+            w.item().expect("in memory");
+            w.begin_dict();
+            w.entry("filename", |w| w.str("train.py"))
+                .expect("in memory");
+            w.entry("line", |w| w.int(1)).expect("in memory");
+            w.entry("name", |w| w.str(&frame_name)).expect("in memory");
+            w.end_dict();
+            w.end_list_item();
+            w.end_list();
+        })
+        .expect("in memory");
+        w.end_dict();
+        w.end_list_item();
+        w.end_list();
+        w.end_list_item();
+        w.end_list();
+    })
+    .expect("in memory");
+    w.end_dict();
+    let bytes = w.finish().expect("in memory");
+    let snapshot = load_bytes(&bytes, Path::new("long.pickle")).expect("loads");
+    assert!(snapshot.strings.iter().all(|s| s.len() <= MAX_STRING_BYTES));
+    assert!(
+        snapshot
+            .strings
+            .iter()
+            .any(|s| s.starts_with("内存内存") && s.len() > MAX_STRING_BYTES - 6)
+    );
+    let cut: Vec<_> = snapshot
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("strings longer than"))
+        .collect();
+    assert_eq!(cut.len(), 1, "{:?}", snapshot.warnings);
+    assert_eq!(cut[0].count, 2);
+    assert!(
+        cut[0]
+            .message
+            .contains(&format!("the longest: {} bytes", 4 << 20)),
+        "{}",
+        cut[0].message
+    );
+}

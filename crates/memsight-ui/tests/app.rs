@@ -34,17 +34,7 @@ fn generated(scenario: Scenario, events: usize) -> Source {
 }
 
 fn fixture(name: &str) -> Option<Source> {
-    let dir = std::env::var_os("MEMSIGHT_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-        PathBuf::from,
-    );
-    let path = dir.join("snapshots").join(name);
-    if path.is_file() {
-        Some(Source::Path(path))
-    } else {
-        eprintln!("skipped: corpus not found at {}", dir.display());
-        None
-    }
+    memsight_core::testing::fixtures_dir().map(|dir| Source::Path(dir.join("snapshots").join(name)))
 }
 
 fn harness(source: &Source, options: &ScreenshotOptions) -> Harness<'static, MemsightApp> {

@@ -16,17 +16,7 @@ use memsight_ui::profiler_view::SortBy;
 use memsight_ui::{MemsightApp, Source};
 
 fn profiler_fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("MEMSIGHT_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-        PathBuf::from,
-    );
-    let profiler = dir.join("profiler");
-    if profiler.is_dir() {
-        Some(profiler)
-    } else {
-        eprintln!("skipped: corpus not found at {}", dir.display());
-        None
-    }
+    memsight_core::testing::fixtures_dir().map(|dir| dir.join("profiler"))
 }
 
 fn harness(source: &Source) -> Harness<'static, MemsightApp> {

@@ -169,8 +169,8 @@ fn chinese_path_and_frames_render_headless() {
             std::env::var_os("MEMSIGHT_REQUIRE_CJK_FONT").is_none(),
             "no CJK font installed: run scripts/install-deps.sh"
         );
-        eprintln!(
-            "skipped: no CJK font for the image snapshot (apt-get install fonts-wqy-microhei); rendered with boxes"
+        memsight_core::testing::skip(
+            "no CJK font for the image snapshot (apt-get install fonts-wqy-microhei); rendered with boxes",
         );
     }
 }

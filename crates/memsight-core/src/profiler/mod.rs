@@ -186,7 +186,7 @@ pub enum ProfilerError {
          rank folders below it)"
     )]
     NotProfilerData { path: PathBuf },
-    #[error("{path}: not a {expected} file: the header lacks {missing}")]
+    #[error("{path}: cannot be read as {expected}: its header lacks {missing}")]
     BadHeader {
         path: PathBuf,
         expected: &'static str,
@@ -249,7 +249,9 @@ fn tables_in(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_file() && Table::of(p).is_some())
+        // Folders and dangling links with a table's name are kept, to be reported, not skipped
+        // without a word.
+        .filter(|p| Table::of(p).is_some())
         .collect();
     files.sort_by_key(|f| slice_order(f));
     files
@@ -402,6 +404,19 @@ pub fn read_rank(
     let mut device = None;
     for file in files {
         let mut warnings = read::Warnings::new(file, progress);
+        if !file.is_file() {
+            let what = if file.is_dir() {
+                "a folder"
+            } else {
+                "a dangling link or unreadable"
+            };
+            rank.warnings.push(ProfilerWarning {
+                file: file.clone(),
+                line: None,
+                message: format!("{what}, not a file: skipped"),
+            });
+            continue;
+        }
         match Table::of(file) {
             Some(Table::MemoryRecord) => {
                 let curves =
@@ -440,17 +455,24 @@ pub fn read_rank(
     Ok(rank)
 }
 
-/// Appends slices' curves to the ones already read, component by component.
+/// Appends slices' curves to the ones already read, component by component (by name, through a
+/// map: a file may name a hundred thousand components).
 fn merge_curves(into: &mut Vec<Curve>, curves: Vec<Curve>) {
+    let mut index: rustc_hash::FxHashMap<String, usize> = into
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.component.clone(), i))
+        .collect();
     for c in curves {
-        match into.iter_mut().find(|i| i.component == c.component) {
-            Some(existing) => {
-                existing.time_us.extend(c.time_us);
-                existing.allocated_bytes.extend(c.allocated_bytes);
-                existing.reserved_bytes.extend(c.reserved_bytes);
-                existing.active_bytes.extend(c.active_bytes);
-            }
-            None => into.push(c),
+        if let Some(&i) = index.get(&c.component) {
+            let existing = &mut into[i];
+            existing.time_us.extend(c.time_us);
+            existing.allocated_bytes.extend(c.allocated_bytes);
+            existing.reserved_bytes.extend(c.reserved_bytes);
+            existing.active_bytes.extend(c.active_bytes);
+        } else {
+            index.insert(c.component.clone(), into.len());
+            into.push(c);
         }
     }
 }

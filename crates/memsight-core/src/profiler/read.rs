@@ -94,10 +94,16 @@ fn number(cell: Option<&[u8]>) -> Result<f64, String> {
     if cell.is_empty() {
         return Ok(f64::NAN);
     }
-    std::str::from_utf8(cell)
+    let shown = || crate::load::quoted(&String::from_utf8_lossy(cell));
+    match std::str::from_utf8(cell)
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
-        .ok_or_else(|| format!("\"{}\" is not a number", String::from_utf8_lossy(cell)))
+    {
+        // `inf` and `NaN` parse, but no size or time is infinite.
+        Some(v) if v.is_finite() => Ok(v),
+        Some(_) => Err(format!("\"{}\" is not a finite number", shown())),
+        None => Err(format!("\"{}\" is not a number", shown())),
+    }
 }
 
 fn text(cell: Option<&[u8]>) -> String {
