@@ -15,6 +15,14 @@ export MEMSIGHT_SKIP_LOG
 trap 'rm -f "$test_log" "$MEMSIGHT_SKIP_LOG"' EXIT
 cargo test --workspace 2>&1 | tee "$test_log"
 
+echo "== the real window under Xvfb"
+if command -v Xvfb >/dev/null && command -v xdotool >/dev/null && command -v import >/dev/null; then
+    scripts/gui-smoke.sh target/debug/memsight
+else
+    echo "skipped: the real-window check needs xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests)"
+    echo "gui-smoke: no Xvfb / xdotool / imagemagick" >> "$MEMSIGHT_SKIP_LOG"
+fi
+
 echo "== fmt"
 cargo fmt --all -- --check
 
