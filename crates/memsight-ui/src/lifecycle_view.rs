@@ -1000,20 +1000,20 @@ fn paint_steps(
                 palette::STEP_SHADE,
             );
         }
-        if right - left > 30.0 {
-            // Clipped to its span, so neighbouring labels never overlap.
-            let span = Rect::from_x_y_ranges(left..=right - 2.0, rect.y_range());
-            painter
-                .with_clip_rect(span.intersect(painter.clip_rect()))
-                .text(
-                    pos2(left + 3.0, rect.top() + 12.0),
-                    Align2::LEFT_TOP,
-                    step.name
-                        .strip_prefix("ProfilerStep")
-                        .map_or_else(|| step.name.clone(), |n| format!("step {n}")),
-                    FontId::proportional(10.0),
-                    palette::STEP_LABEL,
-                );
+        // The longest label that fits the span whole: "step #12", else "#12", else "12"; none
+        // when even the number does not fit (never a label cut to "step #").
+        let number = step.name.strip_prefix("ProfilerStep#");
+        let labels: Vec<String> = match number {
+            Some(n) => vec![format!("step #{n}"), format!("#{n}"), n.to_string()],
+            None => vec![step.name.clone()],
+        };
+        let room = right - left - 5.0;
+        if let Some(galley) = labels
+            .into_iter()
+            .map(|l| painter.layout_no_wrap(l, FontId::proportional(10.0), palette::STEP_LABEL))
+            .find(|g| g.size().x <= room)
+        {
+            painter.galley(pos2(left + 3.0, rect.top() + 12.0), galley, palette::STEP_LABEL);
         }
     }
 }
