@@ -1,5 +1,5 @@
-//! Any bytes: load, replay, query the pool. Errors are fine; panics, hangs and runaway memory
-//! are bugs. Run: `cargo fuzz run load` (see BENCHMARKS.md / README for setup).
+//! Any bytes: load, replay, query the pool, run every detector. Errors are fine; panics, hangs
+//! and runaway memory are bugs. Run: `cargo fuzz run load` (see BENCHMARKS.md / README for setup).
 #![no_main]
 
 use std::path::Path;
@@ -15,5 +15,6 @@ fuzz_target!(|data: &[u8]| {
             let _ = replay.pool_after(device, last);
             let _ = replay.pool_after(device, None);
         }
+        let _ = memsight_core::detect::analyze(&loaded);
     }
 });

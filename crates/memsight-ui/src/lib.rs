@@ -52,7 +52,24 @@ pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
             )))
         }),
     )
-    .map_err(|e| format!("cannot open the window: {e}"))
+    .map_err(|e| window_error(&e.to_string()))
+}
+
+/// What to say when the window cannot open: what is missing and how to get it.
+fn window_error(error: &str) -> String {
+    // wgpu's error ends in an empty `{}` (its list of backends' errors).
+    let error = error.trim_end_matches(": {}").trim_end_matches(" {}");
+    if error.contains("DISPLAY") {
+        format!(
+            "cannot open the window: no display ({error}). Run it on a desktop, under Xvfb \
+             (apt-get install xvfb; Xvfb :99 & DISPLAY=:99 memsight), or use `memsight screenshot` / \
+             `memsight analyze`, which need none"
+        )
+    } else if error.contains("WGPU") || error.contains("adapter") || error.contains("surface") {
+        format!("cannot open the window ({error}): {}", headless::NO_ADAPTER)
+    } else {
+        format!("cannot open the window: {error}")
+    }
 }
 
 /// `$XDG_CONFIG_HOME/memsight/recent`, else `~/.config/memsight/recent`.
@@ -148,4 +165,27 @@ fn write_whole(path: &Path, write: impl FnOnce(&Path) -> Result<(), String>) -> 
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_error;
+
+    #[test]
+    fn a_window_that_cannot_open_says_what_is_missing() {
+        let no_display = window_error(
+            "winit EventLoopError: os error at x.rs:765: neither WAYLAND_DISPLAY nor WAYLAND_SOCKET nor DISPLAY is set.",
+        );
+        assert!(
+            no_display.contains("no display") && no_display.contains("Xvfb"),
+            "{no_display}"
+        );
+        let no_adapter =
+            window_error("WGPU error: Failed to create surface for any enabled backend: {}");
+        assert!(!no_adapter.contains("{}"), "{no_adapter}");
+        assert!(
+            no_adapter.contains("install Mesa") && no_adapter.contains("WGPU_BACKEND=gl"),
+            "{no_adapter}"
+        );
+    }
 }

@@ -1013,7 +1013,11 @@ fn paint_steps(
             .map(|l| painter.layout_no_wrap(l, FontId::proportional(10.0), palette::STEP_LABEL))
             .find(|g| g.size().x <= room)
         {
-            painter.galley(pos2(left + 3.0, rect.top() + 12.0), galley, palette::STEP_LABEL);
+            painter.galley(
+                pos2(left + 3.0, rect.top() + 12.0),
+                galley,
+                palette::STEP_LABEL,
+            );
         }
     }
 }

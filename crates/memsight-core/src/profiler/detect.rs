@@ -286,7 +286,10 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let alive_bytes: i64 = alive.iter().map(|(_, o)| o.size_bytes).sum();
     let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
     let mut f = finding(rank, FindingKind::Peak, Severity::Info);
-    f.title = match alive.first() {
+    f.title = match alive
+        .first()
+        .filter(|(_, o)| share(o.size_bytes as f64) >= 1.0)
+    {
         Some((_, o)) => format!(
             "Peak on {}: {} allocated; {} holds {:.0}%",
             rank.name,
