@@ -158,17 +158,17 @@ pub fn render(app: MemsightApp, options: &ScreenshotOptions) -> Result<image::Rg
     }
 }
 
-/// Tries a finished frame this many times: a software renderer under load can time out waiting
-/// for a large frame (seen on a 13 M-event snapshot on 2 busy cores); the next try succeeds.
-const RENDER_ATTEMPTS: usize = 3;
+/// Tries a finished frame this many times (each waits up to [`crate::render::FRAME_WAIT`]).
+const RENDER_ATTEMPTS: usize = 2;
 
 fn render_unguarded(
     app: MemsightApp,
     options: &ScreenshotOptions,
 ) -> Result<image::RgbaImage, String> {
+    let renderer = crate::render::PatientRenderer::new()?;
     let mut harness = egui_kittest::Harness::builder()
         .with_size(egui::vec2(options.width, options.height))
-        .wgpu()
+        .renderer(renderer)
         .with_context_setup(crate::fonts::install)
         // User data may hold characters no installed font has: boxes, not a panic.
         .allow_missing_glyphs()

@@ -13,6 +13,7 @@ pub mod lifecycle_view;
 pub mod palette;
 pub mod pool_view;
 pub mod profiler_view;
+pub mod render;
 pub mod selection;
 
 use std::path::{Path, PathBuf};
