@@ -133,6 +133,19 @@ pub struct LeakTruth {
     pub live_at_end: u64,
 }
 
+impl LeakTruth {
+    /// Whether `stack` of `snapshot` is the leaking call site (file and line of every frame).
+    pub fn is_stack(&self, snapshot: &crate::Snapshot, stack: crate::model::StackId) -> bool {
+        snapshot
+            .stack_frames(stack)
+            .map(|f| (snapshot.str(f.filename), f.line))
+            .eq(self
+                .stack
+                .iter()
+                .map(|f| (f.filename.as_str(), i64::from(f.line))))
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct TruthFrame {
     pub filename: String,

@@ -91,24 +91,13 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                     .count();
             }
 
-            let stack_of = |stack| -> Vec<(String, u32)> {
-                s.stack_frames(stack)
-                    .map(|f| (s.str(f.filename).to_string(), f.line as u32))
-                    .collect()
-            };
-            let leak_stack: Option<Vec<(String, u32)>> = truth.leak.as_ref().map(|l| {
-                l.stack
-                    .iter()
-                    .map(|f| (f.filename.clone(), f.line))
-                    .collect()
-            });
-            leak.injected += 2 * usize::from(leak_stack.is_some());
+            leak.injected += 2 * usize::from(truth.leak.is_some());
             for f in findings
                 .iter()
                 .chain(&bare_findings)
                 .filter(|f| f.kind == FindingKind::Leak)
             {
-                if leak_stack.as_ref() == Some(&stack_of(f.stack)) {
+                if truth.leak.as_ref().is_some_and(|l| l.is_stack(s, f.stack)) {
                     leak.found += 1;
                 } else {
                     leak.false_alarms += 1;
