@@ -123,14 +123,8 @@ impl Prepared {
                 steps(&loaded.snapshot, first, times.as_deref())
             })
             .collect();
-        let findings = memsight_core::detect::analyze(&loaded);
-        let categories = loaded
-            .snapshot
-            .devices
-            .iter()
-            .zip(&loaded.replays)
-            .map(|(d, r)| memsight_core::category::classify(&loaded.snapshot, d, r).of_lifetime)
-            .collect();
+        let (findings, categories) = memsight_core::detect::analyze_with_categories(&loaded);
+        let categories = categories.into_iter().map(|c| c.of_lifetime).collect();
         Self {
             loaded,
             orders,

@@ -148,6 +148,22 @@ fn cjk_font_installed() -> bool {
         .is_ok_and(|out| !out.stdout.is_empty())
 }
 
+/// An image snapshot of `image` where a CJK font is installed; elsewhere a counted skip (CI
+/// installs one and insists, through `MEMSIGHT_REQUIRE_CJK_FONT`).
+fn snapshot_if_cjk_font(image: &image::RgbaImage, name: &str) {
+    if cjk_font_installed() {
+        egui_kittest::image_snapshot_options(image, name, &common::snapshot_options());
+    } else {
+        assert!(
+            std::env::var_os("MEMSIGHT_REQUIRE_CJK_FONT").is_none(),
+            "no CJK font installed: run scripts/install-deps.sh"
+        );
+        memsight_core::testing::skip(&format!(
+            "no CJK font for the image snapshot {name} (apt-get install fonts-wqy-microhei)"
+        ));
+    }
+}
+
 fn screenshot(source: &Source, options: &ScreenshotOptions) -> image::RgbaImage {
     let app = prepared_app(source, options).unwrap_or_else(|e| panic!("{e}"));
     render(app, options).unwrap_or_else(|e| panic!("{e}"))
@@ -163,22 +179,7 @@ fn chinese_path_and_frames_render_headless() {
         ..ScreenshotOptions::default()
     };
     let image = screenshot(&Source::Path(path), &options);
-    if cjk_font_installed() {
-        egui_kittest::image_snapshot_options(
-            &image,
-            "cjk_path_and_frames",
-            &common::snapshot_options(),
-        );
-    } else {
-        // CI installs one (scripts/install-deps.sh) and insists.
-        assert!(
-            std::env::var_os("MEMSIGHT_REQUIRE_CJK_FONT").is_none(),
-            "no CJK font installed: run scripts/install-deps.sh"
-        );
-        memsight_core::testing::skip(
-            "no CJK font for the image snapshot (apt-get install fonts-wqy-microhei); rendered with boxes",
-        );
-    }
+    snapshot_if_cjk_font(&image, "cjk_path_and_frames");
 }
 
 #[test]
@@ -186,19 +187,7 @@ fn chinese_operator_names_render_headless() {
     let rank = write_profiler_rank(&chinese_dir("profiler"));
     let source = Source::Profiler(vec![rank]);
     let image = screenshot(&source, &ScreenshotOptions::default());
-    if cjk_font_installed() {
-        egui_kittest::image_snapshot_options(
-            &image,
-            "cjk_operator_name",
-            &common::snapshot_options(),
-        );
-    } else {
-        assert!(
-            std::env::var_os("MEMSIGHT_REQUIRE_CJK_FONT").is_none(),
-            "no CJK font installed: run scripts/install-deps.sh"
-        );
-        memsight_core::testing::skip("no CJK font for the operator-name image snapshot");
-    }
+    snapshot_if_cjk_font(&image, "cjk_operator_name");
 }
 
 #[test]

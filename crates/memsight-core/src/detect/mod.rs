@@ -166,6 +166,12 @@ pub const MAX_FINDINGS: usize = 12;
 /// most [`MAX_FINDINGS`], the least severe dropped first (a finding says how many leaks it stands
 /// for when it groups several).
 pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
+    analyze_with_categories(loaded).0
+}
+
+/// [`analyze`], and the categories it computed for every device (in `snapshot.devices` order),
+/// for callers that show them too (the app), so they are computed once.
+pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories>) {
     let contexts: Vec<DeviceContext> = loaded
         .snapshot
         .devices
@@ -192,7 +198,10 @@ pub fn analyze(loaded: &Loaded) -> Vec<Finding> {
             .then(a.events.cmp(&b.events))
     });
     findings.truncate(MAX_FINDINGS);
-    findings
+    (
+        findings,
+        contexts.into_iter().map(|cx| cx.categories).collect(),
+    )
 }
 
 #[cfg(test)]
