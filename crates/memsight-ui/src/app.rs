@@ -3,15 +3,16 @@
 //! headless screenshot and the tests all run the same code.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 
 use egui::{Rect, Ui};
 use memsight_core::frames::stack_text;
 use memsight_core::units::format_bytes;
 
+use crate::dialogs::{Backend, Dialogs, Picked, Purpose};
 use crate::document::{Document, LoadJob, Opened, Source};
 use crate::lifecycle_view::{lifecycle_ui, lifetime_facts_ui};
+use crate::notices::{Level, Notices};
 use crate::palette::{self, ColorBy};
 use crate::profiler_view::ProfilerDoc;
 
@@ -39,15 +40,14 @@ pub struct MemsightApp {
     profilers: Vec<ProfilerDoc>,
     active_profiler: Option<usize>,
     jobs: Vec<LoadJob>,
-    /// Errors to show until dismissed (what, which file, where).
-    errors: Vec<String>,
+    /// Saved, copied, failed: transient messages in the corner; failures stay until dismissed.
+    pub notices: Notices,
     /// Where the recent-files list is kept; `None`: not kept (tests, headless).
     recent_store: Option<PathBuf>,
     recent: Vec<PathBuf>,
-    open_dialog: Option<Receiver<Vec<PathBuf>>>,
-    save_dialog: Option<(ExportTarget, Receiver<Option<PathBuf>>)>,
-    /// Result of the last export, shown in the status line.
-    export_status: Arc<Mutex<Option<String>>>,
+    pub dialogs: Dialogs,
+    /// Exports finished by the screenshot callback, to report as notices.
+    exports_done: Arc<Mutex<Vec<Result<PathBuf, String>>>>,
     show_warnings: bool,
     /// The findings panel on the left.
     pub show_findings: bool,
@@ -73,12 +73,11 @@ impl MemsightApp {
             profilers: Vec::new(),
             active_profiler: None,
             jobs,
-            errors: Vec::new(),
+            notices: Notices::default(),
             recent_store,
             recent,
-            open_dialog: None,
-            save_dialog: None,
-            export_status: Arc::new(Mutex::new(None)),
+            dialogs: Dialogs::new(Backend::from_env()),
+            exports_done: Arc::new(Mutex::new(Vec::new())),
             show_warnings: false,
             show_findings: true,
             show_pool: true,
@@ -118,8 +117,14 @@ impl MemsightApp {
         &mut self.docs
     }
 
-    pub fn errors(&self) -> &[String] {
-        &self.errors
+    /// The failures on screen (failed loads, exports), oldest first.
+    pub fn errors(&self) -> Vec<String> {
+        self.notices
+            .current()
+            .iter()
+            .filter(|n| n.level == Level::Error)
+            .map(|n| n.text.clone())
+            .collect()
     }
 
     /// True while a file loads or a chart layout is being computed.
@@ -148,20 +153,109 @@ impl MemsightApp {
             ExportTarget::Window => None,
             ExportTarget::Chart => self.chart_rect,
         };
-        let status = Arc::clone(&self.export_status);
+        let done = Arc::clone(&self.exports_done);
         let pixels_per_point = ctx.pixels_per_point();
         let ctx2 = ctx.clone();
         ctx.request_screenshot(move |image| {
-            let result = crate::save_png(&image, crop.map(|r| r * pixels_per_point), &path);
-            let text = match result {
-                Ok(()) => format!("saved {}", path.display()),
-                Err(e) => format!("could not save {}: {e}", path.display()),
-            };
-            if let Ok(mut s) = status.lock() {
-                *s = Some(text);
+            let result = crate::save_screenshot(&image, crop.map(|r| r * pixels_per_point), &path)
+                .map(|()| path.clone())
+                .map_err(|e| format!("could not save {}: {e}", path.display()));
+            if let Ok(mut done) = done.lock() {
+                done.push(result);
             }
             ctx2.request_repaint();
         });
+    }
+
+    /// A file name for an export: the file's name, its device and what is shown.
+    pub fn export_name(&self, target: ExportTarget) -> String {
+        let what = match target {
+            ExportTarget::Window => "window",
+            ExportTarget::Chart => "chart",
+        };
+        if let Some(doc) = self.active_profiler.and_then(|p| self.profilers.get(p)) {
+            return format!("{}-profiler-{what}.png", file_stem(&doc.name));
+        }
+        match self.docs.get(self.active) {
+            Some(doc) => {
+                let chart = match (target, doc.lifecycle.color_by) {
+                    (ExportTarget::Window, _) => "window",
+                    (ExportTarget::Chart, ColorBy::CallSite) => "timeline",
+                    (ExportTarget::Chart, ColorBy::Category) => "timeline-by-category",
+                };
+                format!("{}-device{}-{chart}.png", file_stem(&doc.name), doc.device)
+            }
+            None => format!("memsight-{what}.png"),
+        }
+    }
+
+    /// Opens a file dialog (the desktop's, else memsight's browser).
+    fn start_dialog(&mut self, purpose: Purpose) {
+        if let Some(note) = self.dialogs.start(purpose) {
+            self.notices.info(note);
+        }
+    }
+
+    fn start_export(&mut self, target: ExportTarget) {
+        if target == ExportTarget::Chart && self.chart_rect.is_none() {
+            self.notices.error("nothing to export: no chart is shown");
+            return;
+        }
+        let name = self.export_name(target);
+        self.start_dialog(Purpose::Export { target, name });
+    }
+
+    /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Escape: whenever the window has focus.
+    fn shortcuts(&mut self, ctx: &egui::Context) {
+        use egui::{Key, KeyboardShortcut, Modifiers};
+        let pressed =
+            |m, k| ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(m, k)));
+        if pressed(Modifiers::COMMAND, Key::O) {
+            self.start_dialog(Purpose::OpenSnapshots);
+        }
+        // Shift first: Ctrl+E alone would also match Ctrl+Shift+E.
+        if pressed(Modifiers::COMMAND | Modifiers::SHIFT, Key::E) {
+            self.start_export(ExportTarget::Window);
+        }
+        if pressed(Modifiers::COMMAND, Key::E) {
+            self.start_export(ExportTarget::Chart);
+        }
+        if pressed(Modifiers::COMMAND, Key::W) {
+            self.close_active();
+        }
+        if ctx.input(|i| i.key_pressed(Key::Escape)) {
+            if self.dialogs.builtin_is_open() {
+                self.dialogs.close_builtin();
+            } else {
+                self.show_warnings = false;
+            }
+        }
+    }
+
+    /// Dialog answers and finished exports.
+    fn poll_dialogs(&mut self, ctx: &egui::Context) {
+        let outcome = self.dialogs.show(ctx);
+        if let Some(note) = outcome.note {
+            self.notices.info(note);
+        }
+        match outcome.picked {
+            Some(Picked::Open(paths)) => self.open_all(ctx, paths),
+            Some(Picked::Export(target, path)) => self.export_screenshot(ctx, target, path),
+            None => {}
+        }
+        let done = self
+            .exports_done
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        for result in done {
+            match result {
+                Ok(path) => self
+                    .notices
+                    .success(format!("saved {}", path.display()), Some(path)),
+                Err(e) => self.notices.error(e),
+            }
+        }
     }
 
     /// Everything, inside `ui`.
@@ -172,10 +266,11 @@ impl MemsightApp {
             ctx.set_theme(egui::Theme::Light);
         }
         self.poll_jobs();
-        self.poll_dialogs(&ctx);
         self.take_dropped_files(&ctx);
-        if ctx.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
-            self.start_open_dialog();
+        if self.view == View::App {
+            self.shortcuts(&ctx);
+            self.poll_dialogs(&ctx);
+            self.notices.show(&ctx);
         }
         if let Some(p) = self.active_profiler.filter(|&p| p < self.profilers.len()) {
             self.profiler_root(ui, p);
@@ -196,7 +291,7 @@ impl MemsightApp {
             }
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
-        if !self.jobs.is_empty() || !self.errors.is_empty() {
+        if !self.jobs.is_empty() {
             egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
         }
         if !self.docs.is_empty() {
@@ -293,7 +388,7 @@ impl MemsightApp {
             return;
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
-        if !self.jobs.is_empty() || !self.errors.is_empty() {
+        if !self.jobs.is_empty() {
             egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
         }
         let Some(doc) = self.profilers.get_mut(p) else {
@@ -372,15 +467,15 @@ impl MemsightApp {
                     for warning in prepared.loaded.warnings.iter().filter(|w| {
                         w.kind == memsight_core::model::WarningKind::TraceDisagreesWithSegments
                     }) {
-                        self.errors
-                            .push(format!("{}: {warning}", job.source.name()));
+                        self.notices
+                            .error(format!("{}: {warning}", job.source.name()));
                     }
                     self.docs
                         .push(Document::new(job.source.name(), path, prepared));
                     self.active = self.docs.len() - 1;
                     self.active_profiler = None;
                 }
-                Some(Err(message)) => self.errors.push(message),
+                Some(Err(message)) => self.notices.error(message),
             }
         }
         self.jobs = still_running;
@@ -393,79 +488,6 @@ impl MemsightApp {
         self.recent.truncate(MAX_RECENT);
         if let Some(store) = &self.recent_store {
             write_recent(store, &self.recent);
-        }
-    }
-
-    /// Folders of profiler data (rank folders, or a parent holding them).
-    fn start_open_folder_dialog(&mut self) {
-        if self.open_dialog.is_some() {
-            return;
-        }
-        let (send, rx) = channel();
-        std::thread::spawn(move || {
-            let picked = rfd::FileDialog::new()
-                .set_title("Open torch_npu profiler folders")
-                .pick_folders()
-                .unwrap_or_default();
-            let _ = send.send(picked);
-        });
-        self.open_dialog = Some(rx);
-    }
-
-    fn start_open_dialog(&mut self) {
-        if self.open_dialog.is_some() {
-            return;
-        }
-        let (send, rx) = channel();
-        std::thread::spawn(move || {
-            let picked = rfd::FileDialog::new()
-                .set_title("Open memory snapshots")
-                .add_filter("memory snapshot", &["pickle", "pkl", "gz", "pt"])
-                .add_filter("profiler CSV", &["csv"])
-                .add_filter("all files", &["*"])
-                .pick_files()
-                .unwrap_or_default();
-            let _ = send.send(picked);
-        });
-        self.open_dialog = Some(rx);
-    }
-
-    fn start_save_dialog(&mut self, target: ExportTarget) {
-        let (send, rx) = channel();
-        std::thread::spawn(move || {
-            let name = if target == ExportTarget::Chart {
-                "memsight-chart.png"
-            } else {
-                "memsight.png"
-            };
-            let picked = rfd::FileDialog::new()
-                .set_title("Export screenshot")
-                .set_file_name(name)
-                .add_filter("PNG", &["png"])
-                .save_file();
-            let _ = send.send(picked);
-        });
-        self.save_dialog = Some((target, rx));
-    }
-
-    fn poll_dialogs(&mut self, ctx: &egui::Context) {
-        if let Some(rx) = &self.open_dialog
-            && let Ok(paths) = rx.try_recv()
-        {
-            self.open_dialog = None;
-            self.open_all(ctx, paths);
-        }
-        if let Some((target, rx)) = &self.save_dialog
-            && let Ok(picked) = rx.try_recv()
-        {
-            let target = *target;
-            self.save_dialog = None;
-            if let Some(path) = picked {
-                self.export_screenshot(ctx, target, path);
-            }
-        }
-        if self.open_dialog.is_some() || self.save_dialog.is_some() {
-            ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
     }
 
@@ -544,11 +566,11 @@ impl MemsightApp {
     fn menu_ui(&mut self, ui: &mut Ui) {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| {
-                if ui.button("Open…  (Ctrl+O)").clicked() {
-                    self.start_open_dialog();
+                if shortcut_button(ui, "Open…", "Ctrl+O").clicked() {
+                    self.start_dialog(Purpose::OpenSnapshots);
                 }
-                if ui.button("Open profiler folders…").clicked() {
-                    self.start_open_folder_dialog();
+                if ui.button("Open profiler folder…").clicked() {
+                    self.start_dialog(Purpose::OpenProfilerFolder);
                 }
                 ui.menu_button("Open recent", |ui| {
                     if self.recent.is_empty() {
@@ -561,22 +583,22 @@ impl MemsightApp {
                     }
                 });
                 ui.separator();
-                if ui.button("Export screenshot…").clicked() {
-                    self.start_save_dialog(ExportTarget::Window);
-                }
                 if ui
                     .add_enabled(
                         self.chart_rect.is_some(),
-                        egui::Button::new("Export chart…"),
+                        egui::Button::new("Export chart as PNG…").shortcut_text("Ctrl+E"),
                     )
                     .clicked()
                 {
-                    self.start_save_dialog(ExportTarget::Chart);
+                    self.start_export(ExportTarget::Chart);
+                }
+                if shortcut_button(ui, "Export window as PNG…", "Ctrl+Shift+E").clicked() {
+                    self.start_export(ExportTarget::Window);
                 }
                 ui.separator();
                 let open = !self.docs.is_empty() || !self.profilers.is_empty();
                 if ui
-                    .add_enabled(open, egui::Button::new("Close file"))
+                    .add_enabled(open, egui::Button::new("Close tab").shortcut_text("Ctrl+W"))
                     .clicked()
                 {
                     self.close_active();
@@ -643,21 +665,6 @@ impl MemsightApp {
         }
         if let Some(i) = cancel {
             self.jobs[i].cancel();
-        }
-        let mut dismiss = None;
-        for (i, e) in self.errors.iter().enumerate() {
-            ui.horizontal(|ui| {
-                ui.colored_label(palette::ERROR_TEXT, e);
-                if ui.small_button("dismiss").clicked() {
-                    dismiss = Some(i);
-                }
-            });
-        }
-        if let Some(i) = dismiss {
-            self.errors.remove(i);
-        }
-        if let Some(status) = self.export_status.lock().ok().and_then(|s| s.clone()) {
-            ui.label(status);
         }
     }
 
@@ -984,9 +991,17 @@ impl MemsightApp {
             return;
         };
         let mut open = self.show_warnings;
+        // Below the menu and summary bars, never over them; Escape closes it (`shortcuts`).
+        let mut area = ctx.content_rect();
+        area.min.y += 64.0;
         egui::Window::new("Warnings")
             .open(&mut open)
+            .constrain_to(area)
+            .default_pos(area.min + egui::vec2(area.width() * 0.3, 0.0))
+            .default_width((area.width() * 0.5).min(640.0))
+            .vscroll(true)
             .show(ctx, |ui| {
+                ui.weak("Esc closes");
                 if doc.data.loaded.warnings.is_empty() {
                     ui.label("none");
                 }
@@ -1002,6 +1017,20 @@ impl eframe::App for MemsightApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
         self.ui_root(ui);
     }
+}
+
+/// A menu button with its shortcut on the right.
+fn shortcut_button(ui: &mut Ui, text: &str, shortcut: &str) -> egui::Response {
+    ui.add(egui::Button::new(text).shortcut_text(shortcut))
+}
+
+/// `内存快照` of `内存快照.pkl.gz`: the name without the snapshot extensions.
+fn file_stem(name: &str) -> &str {
+    let name = name.strip_suffix(".gz").unwrap_or(name);
+    [".pickle", ".pkl", ".pt", ".csv"]
+        .iter()
+        .find_map(|e| name.strip_suffix(e))
+        .unwrap_or(name)
 }
 
 /// The recent-files list kept at `store` (one path a line); empty when absent or unreadable.

@@ -4,12 +4,14 @@
 //! screenshot (`headless`) and the tests share the drawing code.
 
 pub mod app;
+pub mod dialogs;
 pub mod document;
 pub mod event_list;
 pub mod findings_view;
 pub mod fonts;
 pub mod headless;
 pub mod lifecycle_view;
+pub mod notices;
 pub mod palette;
 pub mod pool_view;
 pub mod profiler_view;
@@ -81,8 +83,8 @@ fn recent_store() -> Option<PathBuf> {
     Some(base.join("memsight").join("recent"))
 }
 
-/// Saves `image` (cropped to `crop_px`, in pixels, when given) as PNG.
-pub fn save_png(
+/// Saves `image` (cropped to `crop_px`, in pixels, when given) in the format `path` names.
+pub fn save_screenshot(
     image: &egui::ColorImage,
     crop_px: Option<egui::Rect>,
     path: &Path,
@@ -106,10 +108,7 @@ pub fn save_png(
             );
         }
     }
-    write_whole(path, |tmp| {
-        out.save_with_format(tmp, image::ImageFormat::Png)
-            .map_err(|e| e.to_string())
-    })
+    write_image(&out, path)
 }
 
 /// An image format memsight writes.

@@ -27,6 +27,7 @@ pub const DIM: Color32 = Color32::from_rgba_premultiplied(235, 235, 235, 215);
 pub const BOX_ZOOM: Color32 = Color32::from_rgba_premultiplied(30, 90, 200, 40);
 pub const ERROR_TEXT: Color32 = Color32::from_rgb(190, 20, 20);
 pub const WARNING_TEXT: Color32 = Color32::from_rgb(160, 100, 0);
+pub const OK_TEXT: Color32 = Color32::from_rgb(20, 120, 40);
 
 /// A stable hue per call stack, so one call site keeps one colour (a leak shows as one hue);
 /// the shade varies by allocation so neighbours from the same site stay apart.

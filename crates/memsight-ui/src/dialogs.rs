@@ -1,0 +1,379 @@
+//! File dialogs that always appear. The desktop's own dialog (xdg-desktop-portal through rfd,
+//! which falls back to zenity) where one can answer; otherwise memsight's browser (`egui_file`),
+//! drawn inside the window. Without a portal rfd returns "nothing picked" at once, exactly as if the
+//! user had cancelled, so the desktop is asked only where a portal or zenity is installed, and an
+//! answer of "nothing" faster than a person can click counts as a failure: the browser opens.
+//! `MEMSIGHT_FILE_DIALOG=builtin` or `=desktop` overrides the choice.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use crate::app::ExportTarget;
+
+/// "Nothing picked" sooner than this is a dialog that never showed, not a user who cancelled.
+const FASTER_THAN_A_PERSON: Duration = Duration::from_millis(700);
+
+/// Files the open dialog lists: snapshot pickles (plain or gzipped, `torch.save`d) and profiler CSVs.
+pub const SNAPSHOT_EXTENSIONS: [&str; 5] = ["pickle", "pkl", "gz", "pt", "csv"];
+
+/// What a dialog is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    OpenSnapshots,
+    OpenProfilerFolder,
+    /// Save an image; `name` is the suggested file name.
+    Export { target: ExportTarget, name: String },
+}
+
+/// What the user picked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Picked {
+    Open(Vec<PathBuf>),
+    Export(ExportTarget, PathBuf),
+}
+
+/// Which dialog to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The desktop's where it can answer, else the browser.
+    Auto,
+    Desktop,
+    Builtin,
+}
+
+impl Backend {
+    /// `MEMSIGHT_FILE_DIALOG` (`builtin`, `desktop`), else `Auto`.
+    pub fn from_env() -> Self {
+        match std::env::var("MEMSIGHT_FILE_DIALOG").as_deref() {
+            Ok("builtin") => Self::Builtin,
+            Ok("desktop") => Self::Desktop,
+            _ => Self::Auto,
+        }
+    }
+}
+
+/// What happened this frame.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub picked: Option<Picked>,
+    /// Why the desktop's dialog was not used, to tell the user once.
+    pub note: Option<String>,
+}
+
+struct DesktopDialog {
+    purpose: Purpose,
+    answer: Receiver<Vec<PathBuf>>,
+    started: Instant,
+}
+
+struct BuiltinDialog {
+    purpose: Purpose,
+    dialog: egui_file::FileDialog,
+}
+
+pub struct Dialogs {
+    pub backend: Backend,
+    desktop: Option<DesktopDialog>,
+    builtin: Option<BuiltinDialog>,
+    /// The folder of the last file opened or saved; dialogs start there.
+    pub last_dir: Option<PathBuf>,
+    /// Why the desktop's dialog is not used has been said (once a session is enough).
+    told_why: bool,
+}
+
+impl Dialogs {
+    pub fn new(backend: Backend) -> Self {
+        Self {
+            backend,
+            desktop: None,
+            builtin: None,
+            last_dir: None,
+            told_why: false,
+        }
+    }
+
+    /// True while a dialog is up (the desktop's or the browser).
+    pub fn is_open(&self) -> bool {
+        self.desktop.is_some() || self.builtin.is_some()
+    }
+
+    /// True while memsight's own browser is on screen.
+    pub fn builtin_is_open(&self) -> bool {
+        self.builtin.is_some()
+    }
+
+    /// Opens a dialog for `purpose`, unless one is already up. Returns a note when the desktop's
+    /// dialog cannot be used and the browser opens instead.
+    pub fn start(&mut self, purpose: Purpose) -> Option<String> {
+        if self.is_open() {
+            return None;
+        }
+        let missing = match self.backend {
+            Backend::Builtin => return self.open_builtin(purpose, None),
+            Backend::Desktop => None,
+            Backend::Auto => desktop_dialog_missing(),
+        };
+        if let Some(why) = missing {
+            return self.open_builtin(purpose, Some(why));
+        }
+        self.open_desktop(purpose);
+        None
+    }
+
+    /// Polls the desktop's dialog and draws the browser; call once a frame.
+    pub fn show(&mut self, ctx: &egui::Context) -> Outcome {
+        let mut outcome = Outcome::default();
+        if let Some(desktop) = &self.desktop {
+            match desktop.answer.try_recv() {
+                Ok(paths) if !paths.is_empty() => {
+                    let purpose = desktop.purpose.clone();
+                    self.desktop = None;
+                    outcome.picked = self.picked(purpose, paths);
+                }
+                Ok(_) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    let desktop = self.desktop.take().expect("checked above");
+                    if desktop.started.elapsed() < FASTER_THAN_A_PERSON {
+                        outcome.note = self.open_builtin(
+                            desktop.purpose,
+                            Some("the desktop's file dialog did not open".into()),
+                        );
+                    }
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.waiting_ui(ctx);
+                    ctx.request_repaint_after(Duration::from_millis(100));
+                }
+            }
+        }
+        if let Some(builtin) = &mut self.builtin {
+            builtin.dialog.show(ctx);
+            match builtin.dialog.state() {
+                egui_file::State::Open => {}
+                egui_file::State::Selected => {
+                    let paths = if builtin.dialog.has_multi_select() {
+                        builtin
+                            .dialog
+                            .selection()
+                            .into_iter()
+                            .map(Path::to_path_buf)
+                            .collect()
+                    } else {
+                        builtin
+                            .dialog
+                            .path()
+                            .map(Path::to_path_buf)
+                            .into_iter()
+                            .collect()
+                    };
+                    let purpose = builtin.purpose.clone();
+                    self.builtin = None;
+                    outcome.picked = self.picked(purpose, paths);
+                }
+                egui_file::State::Closed | egui_file::State::Cancelled => self.builtin = None,
+            }
+        }
+        outcome
+    }
+
+    /// Closes memsight's browser (Escape); the desktop's dialog closes itself.
+    pub fn close_builtin(&mut self) {
+        self.builtin = None;
+    }
+
+    fn picked(&mut self, purpose: Purpose, paths: Vec<PathBuf>) -> Option<Picked> {
+        let first = paths.first()?;
+        let folder = if first.is_dir() {
+            first.parent().unwrap_or(first)
+        } else {
+            first.parent()?
+        };
+        self.last_dir = Some(folder.to_path_buf());
+        Some(match purpose {
+            Purpose::OpenSnapshots | Purpose::OpenProfilerFolder => Picked::Open(paths),
+            Purpose::Export { target, .. } => {
+                Picked::Export(target, with_image_extension(first.clone()))
+            }
+        })
+    }
+
+    /// "Waiting for the desktop's file dialog", with a way out if it never shows.
+    fn waiting_ui(&mut self, ctx: &egui::Context) {
+        let mut switch = false;
+        egui::Area::new(egui::Id::unique("memsight-waiting-for-dialog"))
+            .order(egui::Order::Foreground)
+            .anchor(egui::Align2::CENTER_TOP, egui::vec2(0.0, 40.0))
+            .show(ctx, |ui| {
+                egui::Frame::popup(ui.style()).show(ui, |ui| {
+                    ui.horizontal(|ui| {
+                        ui.spinner();
+                        ui.label("waiting for the desktop's file dialog…");
+                        switch = ui.button("use memsight's browser instead").clicked();
+                    });
+                });
+            });
+        if switch && let Some(desktop) = self.desktop.take() {
+            // The desktop's dialog may still answer; its answer is then dropped.
+            self.open_builtin(desktop.purpose, None);
+        }
+    }
+
+    fn open_desktop(&mut self, purpose: Purpose) {
+        let (send, answer) = channel();
+        let mut dialog = rfd::FileDialog::new();
+        if let Some(dir) = &self.last_dir {
+            dialog = dialog.set_directory(dir);
+        }
+        let what = purpose.clone();
+        std::thread::spawn(move || {
+            let picked = match what {
+                Purpose::OpenSnapshots => dialog
+                    .set_title("Open memory snapshots")
+                    .add_filter("memory snapshot", &SNAPSHOT_EXTENSIONS[..4])
+                    .add_filter("profiler CSV", &["csv"])
+                    .add_filter("all files", &["*"])
+                    .pick_files()
+                    .unwrap_or_default(),
+                Purpose::OpenProfilerFolder => dialog
+                    .set_title("Open torch_npu profiler folders")
+                    .pick_folders()
+                    .unwrap_or_default(),
+                Purpose::Export { name, .. } => dialog
+                    .set_title("Export as PNG")
+                    .set_file_name(name)
+                    .add_filter("PNG", &["png"])
+                    .save_file()
+                    .into_iter()
+                    .collect(),
+            };
+            let _ = send.send(picked);
+        });
+        self.desktop = Some(DesktopDialog {
+            purpose,
+            answer,
+            started: Instant::now(),
+        });
+    }
+
+    /// Opens the browser; `why` (the desktop's dialog could not be used) comes back as a note.
+    fn open_builtin(&mut self, purpose: Purpose, why: Option<String>) -> Option<String> {
+        let start = self
+            .last_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let mut dialog = match &purpose {
+            Purpose::OpenSnapshots => egui_file::FileDialog::open_file()
+                .title("Open memory snapshots or profiler CSVs")
+                .multi_select(true)
+                .show_files_filter(Box::new(|p: &Path| is_openable(p))),
+            Purpose::OpenProfilerFolder => {
+                egui_file::FileDialog::select_folder().title("Open a torch_npu profiler folder")
+            }
+            Purpose::Export { name, .. } => egui_file::FileDialog::save_file()
+                .title("Export as PNG")
+                .default_filename(name.clone()),
+        }
+        .id(egui::Id::unique("memsight-file-browser"))
+        .initial_path(start)
+        .default_size(egui::vec2(640.0, 420.0))
+        .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
+        .show_rename(false)
+        .show_new_folder(matches!(purpose, Purpose::Export { .. }));
+        dialog.open();
+        self.builtin = Some(BuiltinDialog { purpose, dialog });
+        let why = why.filter(|_| !std::mem::replace(&mut self.told_why, true))?;
+        Some(format!("{why}: using memsight's file browser"))
+    }
+}
+
+/// Shown in the open dialog: snapshot pickles and profiler CSVs (any case).
+pub fn is_openable(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| SNAPSHOT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// `path`, ending in `.png` unless it already names an image format memsight writes.
+fn with_image_extension(path: PathBuf) -> PathBuf {
+    if crate::image_kind(&path).is_ok() {
+        path
+    } else {
+        let mut name = path.into_os_string();
+        name.push(".png");
+        PathBuf::from(name)
+    }
+}
+
+/// Why the desktop's file dialog cannot appear, where that can be told before asking; `None`
+/// when it may (rfd then either shows it or answers at once, which `show` notices).
+pub fn desktop_dialog_missing() -> Option<String> {
+    let on_path = |program: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+    };
+    if on_path("zenity") {
+        return None;
+    }
+    let runtime_bus = std::env::var_os("XDG_RUNTIME_DIR")
+        .is_some_and(|d| Path::new(&d).join("bus").exists());
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() && !runtime_bus {
+        return Some("no desktop file dialog (no D-Bus session bus)".into());
+    }
+    let data_dirs: Vec<PathBuf> = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .into_iter()
+        .chain(std::env::split_paths(
+            &std::env::var_os("XDG_DATA_DIRS").unwrap_or_else(|| "/usr/local/share:/usr/share".into()),
+        ))
+        .collect();
+    let portal = data_dirs
+        .iter()
+        .any(|d| d.join("dbus-1/services/org.freedesktop.portal.Desktop.service").exists());
+    if !portal {
+        return Some("no desktop file dialog (xdg-desktop-portal is not installed)".into());
+    }
+    let chooser = data_dirs.iter().any(|d| {
+        std::fs::read_dir(d.join("xdg-desktop-portal/portals")).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                std::fs::read_to_string(e.path()).is_ok_and(|text| text.contains("FileChooser"))
+            })
+        })
+    });
+    if !chooser {
+        return Some(
+            "no desktop file dialog (no portal backend offers one: xdg-desktop-portal-gtk, -gnome \
+             or -kde)"
+                .into(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_dialog_lists_snapshots_and_csvs_in_any_case() {
+        for name in ["a.pickle", "中文/内存快照.PKL", "x.pkl.gz", "m.pt", "memory_record.csv"] {
+            assert!(is_openable(Path::new(name)), "{name}");
+        }
+        for name in ["notes.txt", "pickle", "a.png"] {
+            assert!(!is_openable(Path::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_export_name_without_an_image_extension_gets_png() {
+        assert_eq!(
+            with_image_extension(PathBuf::from("/tmp/图表")),
+            PathBuf::from("/tmp/图表.png")
+        );
+        assert_eq!(
+            with_image_extension(PathBuf::from("/tmp/a.JPG")),
+            PathBuf::from("/tmp/a.JPG")
+        );
+    }
+}
