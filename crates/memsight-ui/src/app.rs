@@ -17,6 +17,29 @@ use crate::palette::{self, ColorBy};
 use crate::profiler_view::ProfilerDoc;
 
 const MAX_RECENT: usize = 10;
+/// Below this window width the findings panel starts collapsed and the event list and pool
+/// chart share the bottom area as tabs.
+const NARROW_WIDTH: f32 = 1300.0;
+/// Side panels together leave the chart at least this share of the width.
+const CHART_MIN_SHARE: f32 = 0.5;
+
+/// Where the parts of the window were drawn last frame (tests check that nothing overlaps).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    pub window: Option<Rect>,
+    pub findings: Option<Rect>,
+    pub details: Option<Rect>,
+    pub bottom: Option<Rect>,
+    pub chart: Option<Rect>,
+}
+
+/// What the bottom area shows when it is too narrow for both side by side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BottomTab {
+    #[default]
+    Events,
+    Pool,
+}
 
 /// What the app draws: everything, or one chart alone (`memsight screenshot --view`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +80,12 @@ pub struct MemsightApp {
     pub view: View,
     /// Where the chart was drawn last frame, for "export chart".
     chart_rect: Option<Rect>,
+    /// Where everything was drawn last frame.
+    pub layout: Layout,
+    /// Whether the window was narrow last frame: crossing the line collapses or reopens the
+    /// findings panel once, and the user's toggle wins until the next crossing.
+    was_narrow: Option<bool>,
+    pub bottom_tab: BottomTab,
 }
 
 impl MemsightApp {
@@ -83,6 +112,9 @@ impl MemsightApp {
             show_pool: true,
             view: View::App,
             chart_rect: None,
+            layout: Layout::default(),
+            was_narrow: None,
+            bottom_tab: BottomTab::default(),
         }
     }
 
@@ -208,8 +240,7 @@ impl MemsightApp {
     /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Escape: whenever the window has focus.
     fn shortcuts(&mut self, ctx: &egui::Context) {
         use egui::{Key, KeyboardShortcut, Modifiers};
-        let pressed =
-            |m, k| ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(m, k)));
+        let pressed = |m, k| ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(m, k)));
         if pressed(Modifiers::COMMAND, Key::O) {
             self.start_dialog(Purpose::OpenSnapshots);
         }
@@ -297,37 +328,9 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
-        if self.show_findings && !self.docs.is_empty() {
-            // Side panels take a share of narrow windows, so the charts keep most of the width.
-            let width = ui.available_width();
-            egui::Panel::left("findings")
-                .resizable(true)
-                .default_size((width * 0.2).clamp(180.0, 300.0))
-                .show(ui, |ui| self.findings_panel_ui(ui));
-        }
-        let side_panel = self
-            .docs
-            .get(self.active)
-            .is_some_and(|d| d.selection.lifetime.is_some() || d.selection.range.is_some());
-        if side_panel {
-            let width = ui.available_width();
-            egui::Panel::right("details")
-                .default_size((width * 0.3).clamp(220.0, 360.0))
-                .show(ui, |ui| {
-                    self.range_ui(ui);
-                    self.details_ui(ui);
-                });
-        }
-        if self.show_pool && !self.docs.is_empty() {
-            // At most half the window, so the lifecycle chart always keeps room.
-            let max_height = (ui.available_height() * 0.5).max(120.0);
-            egui::Panel::bottom("pool")
-                .resizable(true)
-                .default_size(260.0_f32.min(max_height))
-                .max_size(max_height)
-                .show(ui, |ui| self.pool_ui(ui));
-        }
+        self.panels_ui(ui, &ctx);
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+        self.layout.chart = self.chart_rect;
         self.step_keys(&ctx);
         // Every view has drawn and queued its commands: change the selection once.
         if let Some(doc) = self.docs.get_mut(self.active) {
@@ -353,6 +356,67 @@ impl MemsightApp {
         }
         if self.is_busy() {
             ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// The side and bottom panels around the chart, sized for the window: below
+    /// `NARROW_WIDTH` the findings panel starts collapsed and the bottom area shows tabs.
+    fn panels_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
+        let width = ui.available_width();
+        let narrow = ctx.content_rect().width() < NARROW_WIDTH;
+        if self.was_narrow != Some(narrow) {
+            self.show_findings = !narrow;
+            self.was_narrow = Some(narrow);
+        }
+        self.layout = Layout {
+            window: Some(ui.max_rect()),
+            ..Layout::default()
+        };
+        // The side panels share at most half the width, so the chart keeps the rest.
+        // (Less the margins each panel draws around its content.)
+        let side_budget = width * (1.0 - CHART_MIN_SHARE) - 24.0;
+        if self.show_findings && !self.docs.is_empty() {
+            let panel = egui::Panel::left("findings")
+                .resizable(true)
+                .default_size((width * 0.2).clamp(160.0, 300.0))
+                .min_size(120.0)
+                .max_size(side_budget * 0.45)
+                .show(ui, |ui| self.findings_panel_ui(ui));
+            self.layout.findings = Some(panel.response.rect);
+        }
+        let side_panel = self
+            .docs
+            .get(self.active)
+            .is_some_and(|d| d.selection.lifetime.is_some() || d.selection.range.is_some());
+        if side_panel {
+            let left = self.layout.findings.map_or(0.0, |r| r.width());
+            let panel = egui::Panel::right("details")
+                .resizable(true)
+                .default_size((width * 0.3).clamp(200.0, 360.0))
+                .min_size(160.0)
+                .max_size((side_budget - left).max(160.0))
+                .show(ui, |ui| {
+                    // Content wider than the panel scrolls; it never pushes the panel off-screen.
+                    egui::ScrollArea::both()
+                        .id_salt("details-scroll")
+                        .auto_shrink([false, false])
+                        .show(ui, |ui| {
+                            self.range_ui(ui);
+                            self.details_ui(ui);
+                        });
+                });
+            self.layout.details = Some(panel.response.rect);
+        }
+        if self.show_pool && !self.docs.is_empty() {
+            // At most half the window, so the lifecycle chart always keeps room.
+            let max_height = (ui.available_height() * 0.5).max(120.0);
+            let panel = egui::Panel::bottom("pool")
+                .resizable(true)
+                .default_size(260.0_f32.min(max_height))
+                .min_size(100.0)
+                .max_size(max_height)
+                .show(ui, |ui| self.bottom_ui(ui, narrow));
+            self.layout.bottom = Some(panel.response.rect);
         }
     }
 
@@ -712,11 +776,13 @@ impl MemsightApp {
                 ("active", replay.peak_active),
                 ("reserved", replay.peak_reserved),
             ] {
-                ui.label(format!(
+                // Whole figures move to the next line; they are never cut in the middle.
+                let text = format!(
                     "peak {what} {} ({})",
                     format_bytes(peak.bytes),
                     when(peak.event)
-                ));
+                );
+                ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Extend));
             }
             ui.separator();
             let findings = data.findings.len();
@@ -783,39 +849,72 @@ impl MemsightApp {
         );
     }
 
+    /// The event list beside the pool chart, or the two as tabs when the window is narrow.
+    fn bottom_ui(&mut self, ui: &mut Ui, narrow: bool) {
+        let has_trace = self.docs.get(self.active).is_some_and(|d| {
+            d.device_index()
+                .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+        });
+        if !has_trace {
+            self.pool_ui(ui);
+        } else if narrow {
+            ui.horizontal(|ui| {
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Events, "Events");
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Pool, "Pool");
+            });
+            match self.bottom_tab {
+                BottomTab::Events => self.event_list_ui(ui),
+                BottomTab::Pool => self.pool_ui(ui),
+            }
+        } else {
+            let width = ui.available_width();
+            egui::Panel::left("events")
+                .resizable(true)
+                .default_size((width * 0.5).min(760.0))
+                .min_size(240.0)
+                .max_size(width * 0.6)
+                .show(ui, |ui| self.event_list_ui(ui));
+            self.pool_ui(ui);
+        }
+    }
+
+    fn event_list_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        // Scroll positions are kept per tab.
+        ui.push_id(("events", doc.key), |ui| {
+            crate::event_list::event_list_ui(
+                ui,
+                &data,
+                i,
+                &doc.selection,
+                &mut doc.events,
+                &mut doc.commands,
+            );
+        });
+    }
+
     fn pool_ui(&mut self, ui: &mut Ui) {
         let Some(doc) = self.docs.get_mut(self.active) else {
             return;
         };
         let Some(i) = doc.device_index() else { return };
         let data = Arc::clone(&doc.data);
-        if self.view == View::App && !data.loaded.snapshot.devices[i].trace.is_empty() {
-            let width = ui.available_width();
-            egui::Panel::left("events")
-                .resizable(true)
-                .default_size((width * 0.45).min(700.0))
-                .max_size(width * 0.55)
-                .show(ui, |ui| {
-                    crate::event_list::event_list_ui(
-                        ui,
-                        &data,
-                        i,
-                        &doc.selection,
-                        &mut doc.events,
-                        &mut doc.commands,
-                    );
-                });
-        }
         // The pool chart colours blocks as the lifecycle chart colours bands.
         doc.pool.color_by = doc.lifecycle.color_by;
-        crate::pool_view::pool_ui(
-            ui,
-            &data,
-            i,
-            &doc.selection,
-            &mut doc.pool,
-            &mut doc.commands,
-        );
+        ui.push_id(("pool", doc.key), |ui| {
+            crate::pool_view::pool_ui(
+                ui,
+                &data,
+                i,
+                &doc.selection,
+                &mut doc.pool,
+                &mut doc.commands,
+            );
+        });
     }
 
     /// The range analysis: what the selected range left behind, by call stack.

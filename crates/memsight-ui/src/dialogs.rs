@@ -23,7 +23,10 @@ pub enum Purpose {
     OpenSnapshots,
     OpenProfilerFolder,
     /// Save an image; `name` is the suggested file name.
-    Export { target: ExportTarget, name: String },
+    Export {
+        target: ExportTarget,
+        name: String,
+    },
 }
 
 /// What the user picked.
@@ -129,7 +132,7 @@ impl Dialogs {
                 Ok(paths) if !paths.is_empty() => {
                     let purpose = desktop.purpose.clone();
                     self.desktop = None;
-                    outcome.picked = self.picked(purpose, paths);
+                    outcome.picked = self.picked(&purpose, paths);
                 }
                 Ok(_) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                     let desktop = self.desktop.take().expect("checked above");
@@ -168,7 +171,7 @@ impl Dialogs {
                     };
                     let purpose = builtin.purpose.clone();
                     self.builtin = None;
-                    outcome.picked = self.picked(purpose, paths);
+                    outcome.picked = self.picked(&purpose, paths);
                 }
                 egui_file::State::Closed | egui_file::State::Cancelled => self.builtin = None,
             }
@@ -181,7 +184,7 @@ impl Dialogs {
         self.builtin = None;
     }
 
-    fn picked(&mut self, purpose: Purpose, paths: Vec<PathBuf>) -> Option<Picked> {
+    fn picked(&mut self, purpose: &Purpose, paths: Vec<PathBuf>) -> Option<Picked> {
         let first = paths.first()?;
         let folder = if first.is_dir() {
             first.parent().unwrap_or(first)
@@ -192,7 +195,7 @@ impl Dialogs {
         Some(match purpose {
             Purpose::OpenSnapshots | Purpose::OpenProfilerFolder => Picked::Open(paths),
             Purpose::Export { target, .. } => {
-                Picked::Export(target, with_image_extension(first.clone()))
+                Picked::Export(*target, with_image_extension(first.clone()))
             }
         })
     }
@@ -315,8 +318,8 @@ pub fn desktop_dialog_missing() -> Option<String> {
     if on_path("zenity") {
         return None;
     }
-    let runtime_bus = std::env::var_os("XDG_RUNTIME_DIR")
-        .is_some_and(|d| Path::new(&d).join("bus").exists());
+    let runtime_bus =
+        std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| Path::new(&d).join("bus").exists());
     if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() && !runtime_bus {
         return Some("no desktop file dialog (no D-Bus session bus)".into());
     }
@@ -325,12 +328,14 @@ pub fn desktop_dialog_missing() -> Option<String> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .into_iter()
         .chain(std::env::split_paths(
-            &std::env::var_os("XDG_DATA_DIRS").unwrap_or_else(|| "/usr/local/share:/usr/share".into()),
+            &std::env::var_os("XDG_DATA_DIRS")
+                .unwrap_or_else(|| "/usr/local/share:/usr/share".into()),
         ))
         .collect();
-    let portal = data_dirs
-        .iter()
-        .any(|d| d.join("dbus-1/services/org.freedesktop.portal.Desktop.service").exists());
+    let portal = data_dirs.iter().any(|d| {
+        d.join("dbus-1/services/org.freedesktop.portal.Desktop.service")
+            .exists()
+    });
     if !portal {
         return Some("no desktop file dialog (xdg-desktop-portal is not installed)".into());
     }
@@ -357,7 +362,13 @@ mod tests {
 
     #[test]
     fn the_open_dialog_lists_snapshots_and_csvs_in_any_case() {
-        for name in ["a.pickle", "中文/内存快照.PKL", "x.pkl.gz", "m.pt", "memory_record.csv"] {
+        for name in [
+            "a.pickle",
+            "中文/内存快照.PKL",
+            "x.pkl.gz",
+            "m.pt",
+            "memory_record.csv",
+        ] {
             assert!(is_openable(Path::new(name)), "{name}");
         }
         for name in ["notes.txt", "pickle", "a.png"] {

@@ -170,6 +170,8 @@ impl Prepared {
 
 /// One open file.
 pub struct Document {
+    /// Unique for the life of the process: each tab keeps its own scroll positions.
+    pub key: u64,
     pub name: String,
     pub path: Option<PathBuf>,
     pub data: Arc<Prepared>,
@@ -200,6 +202,9 @@ pub struct RangeView {
     pub dim_others: bool,
 }
 
+/// The next `Document::key`.
+static NEXT_DOCUMENT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl Document {
     pub fn new(name: String, path: Option<PathBuf>, data: Prepared) -> Self {
         let device = data
@@ -208,6 +213,7 @@ impl Document {
             .busiest_device()
             .map_or(0, |d| d.ordinal);
         Self {
+            key: NEXT_DOCUMENT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             name,
             path,
             data: Arc::new(data),

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use egui::{Label, RichText, Sense, Ui, vec2};
+use egui::{Label, RichText, Sense, Ui};
+use egui_extras::{Column, TableBuilder};
 use memsight_core::model::{Action, NO_TIME};
 use memsight_core::units::format_bytes;
 
@@ -12,8 +13,6 @@ use crate::document::Prepared;
 use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;
-/// Column widths: index, time, action, address, size, stream, allocated, active, reserved.
-const WIDTHS: [f32; 9] = [64.0, 78.0, 110.0, 124.0, 74.0, 44.0, 74.0, 74.0, 74.0];
 
 /// What the matching rows depend on: device, action filter, search text.
 type RowsKey = (usize, Option<Action>, String);
@@ -27,6 +26,8 @@ pub struct EventListState {
     rows: Option<(RowsKey, Arc<Vec<u32>>)>,
     /// The event the list last scrolled to, so it follows the selection only when it changes.
     followed: Option<u32>,
+    /// Default column widths fitted to the device's values, measured once per device.
+    widths: Option<(usize, [f32; 9])>,
 }
 
 impl EventListState {
@@ -90,6 +91,122 @@ pub fn matching_events(
         .collect()
 }
 
+/// The columns: title, and a sample of the widest value of the file (for the default width).
+const COLUMNS: [&str; 9] = [
+    "event",
+    "time (s)",
+    "action",
+    "address",
+    "size",
+    "stream",
+    "allocated",
+    "active",
+    "reserved",
+];
+
+/// One row's cells (short, as shown) and their full values (the tooltip).
+fn cells(data: &Prepared, device: usize, e: usize, t0: i64) -> [(String, String); 9] {
+    let s = &data.loaded.snapshot;
+    let trace = &s.devices[device].trace;
+    let totals = data.loaded.replays[device].totals_after(Some(e as u32));
+    let (time, time_full) = match trace.time_us[e] {
+        NO_TIME => (String::new(), "no time recorded".to_string()),
+        t => {
+            let seconds = (t - t0) as f64 / 1e6;
+            (
+                format!("{seconds:.3}"),
+                format!("{seconds:.6} s after the first event"),
+            )
+        }
+    };
+    let bytes = |b: i64| (format_bytes(b), format!("{b} bytes"));
+    let action = trace.action[e].name(&s.strings).to_string();
+    let address = format!("0x{:x}", trace.addr[e]);
+    [
+        (e.to_string(), format!("event {e}")),
+        (time, time_full),
+        (action.clone(), action),
+        (address.clone(), address),
+        bytes(trace.size_bytes[e] as i64),
+        (
+            trace.stream[e].to_string(),
+            format!(
+                "stream {} (raw {})",
+                trace.stream[e],
+                s.streams
+                    .get(trace.stream[e] as usize)
+                    .copied()
+                    .unwrap_or(0)
+            ),
+        ),
+        bytes(totals.allocated_bytes),
+        bytes(totals.active_bytes),
+        bytes(totals.reserved_bytes),
+    ]
+}
+
+/// Default column widths that fit the file's widest values, measured in the table's font.
+fn fitted_widths(ui: &Ui, data: &Prepared, device: usize) -> [f32; 9] {
+    let s = &data.loaded.snapshot;
+    let trace = &s.devices[device].trace;
+    let replay = &data.loaded.replays[device];
+    let widest = |values: &mut dyn Iterator<Item = String>| {
+        values.max_by_key(String::len).unwrap_or_default()
+    };
+    let bytes_sample = |b: i64| {
+        // The widest a figure up to `b` prints: "1023.99 GiB" style.
+        format_bytes(b).len().max("999 MiB".len())
+    };
+    let t0 = trace
+        .time_us
+        .iter()
+        .copied()
+        .find(|&t| t != NO_TIME)
+        .unwrap_or(0);
+    let last_time = trace.time_us.iter().rev().copied().find(|&t| t != NO_TIME);
+    let samples = [
+        trace.len().saturating_sub(1).to_string(),
+        last_time.map_or_else(String::new, |t| format!("{:.3}", (t - t0) as f64 / 1e6)),
+        widest(
+            &mut trace
+                .action
+                .iter()
+                .take(200_000)
+                .map(|a| a.name(&s.strings).to_string()),
+        ),
+        format!("0x{:x}", trace.addr.iter().copied().max().unwrap_or(0)),
+        "0".repeat(bytes_sample(
+            trace.size_bytes.iter().copied().max().unwrap_or(0) as i64,
+        )),
+        trace.stream.iter().copied().max().unwrap_or(0).to_string(),
+        "0".repeat(bytes_sample(replay.peak_allocated.bytes)),
+        "0".repeat(bytes_sample(replay.peak_active.bytes)),
+        "0".repeat(bytes_sample(replay.peak_reserved.bytes)),
+    ];
+    let font = egui::TextStyle::Body.resolve(ui.style());
+    let measure = |text: &str, strong: bool| {
+        let color = if strong {
+            egui::Color32::BLACK
+        } else {
+            egui::Color32::GRAY
+        };
+        ui.fonts_mut(|f| {
+            f.layout_no_wrap(text.to_string(), font.clone(), color)
+                .size()
+                .x
+        })
+    };
+    let mut widths = [0.0; 9];
+    for (i, (title, sample)) in COLUMNS.iter().zip(&samples).enumerate() {
+        // Bold titles are a little wider than their text in the body font.
+        widths[i] = (measure(title, true) * 1.1)
+            .max(measure(sample, false))
+            .ceil()
+            + 12.0;
+    }
+    widths
+}
+
 pub fn event_list_ui(
     ui: &mut Ui,
     data: &Prepared,
@@ -98,106 +215,93 @@ pub fn event_list_ui(
     state: &mut EventListState,
     commands: &mut Vec<Command>,
 ) {
-    let s = &data.loaded.snapshot;
-    let trace = &s.devices[device].trace;
-    let replay = &data.loaded.replays[device];
+    let trace = &data.loaded.snapshot.devices[device].trace;
     toolbar_ui(ui, data, device, state, commands);
-    // Columns shrink with the panel (cells truncate), so the table never pushes the pool aside.
-    // Spacing between cells plus room for the scroll bar, so the rows never ask for more width
-    // than the panel has (a panel grows to fit its content).
-    let spacing = ui.spacing().item_spacing.x * (WIDTHS.len() as f32 - 1.0)
-        + ui.spacing().scroll.bar_width
-        + 24.0;
-    let scale = ((ui.available_width() - spacing) / WIDTHS.iter().sum::<f32>()).clamp(0.3, 1.0);
-    let widths = WIDTHS.map(|w| (w * scale).floor());
     let rows = state.rows(data, device);
     let count = rows.as_ref().map_or(trace.len(), |r| r.len());
     let event_of = |row: usize| rows.as_ref().map_or(row as u32, |r| r[row]);
-    ui.horizontal(|ui| {
-        for (w, title) in widths.iter().zip([
-            "event",
-            "time (s)",
-            "action",
-            "address",
-            "size",
-            "strm",
-            "allocated",
-            "active",
-            "reserved",
-        ]) {
-            ui.add_sized(
-                vec2(*w, ROW_HEIGHT),
-                Label::new(RichText::new(title).strong()),
-            );
-        }
-    });
     if count == 0 {
         ui.weak("no event matches");
         return;
     }
-    // Follow the selection when it changed since the last frame.
-    let mut scroll = egui::ScrollArea::vertical()
-        .id_salt("event-rows")
-        .auto_shrink([false, false]);
-    if selection.event != state.followed {
-        state.followed = selection.event;
-        if let Some(e) = selection.event {
-            let row = rows
-                .as_ref()
-                .map_or(e as usize, |r| r.partition_point(|&x| x < e));
-            let spacing = ui.spacing().item_spacing.y;
-            scroll = scroll.vertical_scroll_offset(
-                ((row as f32) * (ROW_HEIGHT + spacing) - 3.0 * ROW_HEIGHT).max(0.0),
-            );
-        }
+    if state.widths.as_ref().map(|(d, _)| *d) != Some(device) {
+        state.widths = Some((device, fitted_widths(ui, data, device)));
     }
-    let t0 = trace.time_us.first().copied().unwrap_or(0);
-    scroll.show_rows(ui, ROW_HEIGHT, count, |ui, visible| {
-        for row in visible {
-            let e = event_of(row) as usize;
-            let totals = replay.totals_after(Some(e as u32));
-            let time = match trace.time_us[e] {
-                NO_TIME => String::new(),
-                t => format!("{:.6}", (t - t0) as f64 / 1e6),
-            };
-            let cells = [
-                e.to_string(),
-                time,
-                trace.action[e].name(&s.strings).to_string(),
-                format!("0x{:x}", trace.addr[e]),
-                format_bytes(trace.size_bytes[e] as i64),
-                trace.stream[e].to_string(),
-                format_bytes(totals.allocated_bytes),
-                format_bytes(totals.active_bytes),
-                format_bytes(totals.reserved_bytes),
-            ];
-            let selected = selection.event == Some(e as u32);
-            // Every cell is clickable: a click anywhere on the row selects its event.
-            let clicked = ui
-                .horizontal(|ui| {
-                    let mut clicked = false;
-                    for (w, text) in widths.iter().zip(cells) {
-                        let text = if selected {
-                            RichText::new(text)
-                                .strong()
-                                .color(crate::palette::SELECTED_EVENT)
-                        } else {
-                            RichText::new(text)
-                        };
-                        let cell = Label::new(text)
-                            .truncate()
-                            .selectable(false)
-                            .sense(Sense::click());
-                        clicked |= ui.add_sized(vec2(*w, ROW_HEIGHT), cell).clicked();
-                    }
-                    clicked
-                })
-                .inner;
-            if clicked {
-                commands.push(Command::SelectEvent(Some(e as u32)));
+    let widths = state.widths.map(|(_, w)| w).unwrap_or_default();
+    let t0 = trace
+        .time_us
+        .iter()
+        .copied()
+        .find(|&t| t != NO_TIME)
+        .unwrap_or(0);
+    // The table is as wide as its columns; a narrower panel scrolls it sideways, never clips.
+    // Its rows take the height left above the header and the sideways scroll bar.
+    let rows_height = (ui.available_height()
+        - ROW_HEIGHT
+        - 2.0 * ui.spacing().scroll.bar_width
+        - ui.spacing().item_spacing.y * 2.0)
+        .max(ROW_HEIGHT);
+    egui::ScrollArea::horizontal()
+        .id_salt("event-table-x")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            let mut table = TableBuilder::new(ui)
+                .id_salt(("event-table", device))
+                .striped(true)
+                .resizable(true)
+                .sense(Sense::click())
+                .auto_shrink([false, false])
+                .min_scrolled_height(0.0)
+                .max_scroll_height(rows_height)
+                .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
+            for (i, w) in widths.iter().enumerate() {
+                let column = Column::initial(*w).at_least(24.0).clip(true);
+                table = table.column(if i == widths.len() - 1 {
+                    column.resizable(false)
+                } else {
+                    column
+                });
             }
-        }
-    });
+            // Follow the selection when it changed since the last frame.
+            if selection.event != state.followed {
+                state.followed = selection.event;
+                if let Some(e) = selection.event {
+                    let row = rows
+                        .as_ref()
+                        .map_or(e as usize, |r| r.partition_point(|&x| x < e));
+                    table = table.scroll_to_row(row.min(count - 1), Some(egui::Align::Center));
+                }
+            }
+            table
+                .header(ROW_HEIGHT + 2.0, |mut header| {
+                    for title in COLUMNS {
+                        header.col(|ui| {
+                            ui.add(Label::new(RichText::new(title).strong()).selectable(false));
+                        });
+                    }
+                })
+                .body(|body| {
+                    body.rows(ROW_HEIGHT, count, |mut row| {
+                        let e = event_of(row.index()) as usize;
+                        let selected = selection.event == Some(e as u32);
+                        row.set_selected(selected);
+                        for (text, full) in cells(data, device, e, t0) {
+                            row.col(|ui| {
+                                let text = if selected {
+                                    RichText::new(text).strong()
+                                } else {
+                                    RichText::new(text)
+                                };
+                                ui.add(Label::new(text).truncate().selectable(false))
+                                    .on_hover_text(full);
+                            });
+                        }
+                        if row.response().clicked() {
+                            commands.push(Command::SelectEvent(Some(e as u32)));
+                        }
+                    });
+                });
+        });
 }
 
 /// Action filter, search box, first / last.
@@ -210,7 +314,7 @@ fn toolbar_ui(
 ) {
     let s = &data.loaded.snapshot;
     let trace = &s.devices[device].trace;
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         egui::ComboBox::new("event-filter", "action")
             .selected_text(state.filter.map_or("all actions", |a| a.name(&s.strings)))
             .show_ui(ui, |ui| {

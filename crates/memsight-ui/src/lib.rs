@@ -38,6 +38,7 @@ pub fn run_app(sources: Vec<Source>) -> Result<(), String> {
         viewport: egui::ViewportBuilder::default()
             .with_title("memsight")
             .with_inner_size([1400.0, 860.0])
+            .with_min_inner_size([800.0, 500.0])
             .with_drag_and_drop(true),
         // `fonts::install` adds the system fonts itself.
         system_font_fallback: false,

@@ -105,7 +105,7 @@ impl Notices {
                                 ui.ctx().copy_text(path.display().to_string());
                                 copied = Some(path.clone());
                             }
-                            if ui.small_button("✕").on_hover_text("dismiss").clicked() {
+                            if ui.small_button("×").on_hover_text("dismiss").clicked() {
                                 dismiss = Some(i);
                             }
                         });

@@ -18,6 +18,8 @@ use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;
 const LABEL_WIDTH: f32 = 96.0;
+/// A segment never draws narrower than this, however small next to the largest.
+const MIN_SEGMENT_PX: f32 = 8.0;
 
 /// The pool of one (device, event), with its rows in display order.
 struct ShownPool {
@@ -26,6 +28,27 @@ struct ShownPool {
     pool: Arc<PoolState>,
     /// Segment indices, largest first, then by address.
     order: Arc<[usize]>,
+}
+
+impl ShownPool {
+    fn new(data: &Prepared, device: usize, event: Option<u32>) -> Self {
+        // At most one checkpoint interval of replay: well under a frame (BENCHMARKS.md).
+        let pool =
+            data.loaded.replays[device].pool_after(&data.loaded.snapshot.devices[device], event);
+        let mut order: Vec<usize> = (0..pool.segments.len()).collect();
+        order.sort_by_key(|&i| {
+            (
+                std::cmp::Reverse(pool.segments[i].total_size_bytes),
+                pool.segments[i].address,
+            )
+        });
+        Self {
+            device,
+            event,
+            pool: Arc::new(pool),
+            order: order.into(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -37,6 +60,17 @@ pub struct PoolViewState {
     zoom: f32,
     /// Where each live block was drawn last frame (for tests and tools).
     block_rects: Vec<(Rect, LifetimeId)>,
+    /// Each row fills the width (its own scale) instead of all rows on the largest's scale.
+    pub row_scale: bool,
+    /// The segment the selection points at (the one just allocated, or the pinned block's),
+    /// and the selection it was found for: the rows scroll to it once per change.
+    followed: Option<(Option<u32>, Option<LifetimeId>)>,
+    /// Where the highlighted segment was drawn last frame, and the rows' visible area.
+    highlight: Option<(Rect, Rect)>,
+    /// The rows' visible area last frame.
+    rows_rect: Option<Rect>,
+    /// The device's `segment_alloc` events, in order (for the ‹ › buttons).
+    segment_allocs: Option<(usize, Arc<[u32]>)>,
 }
 
 impl PoolViewState {
@@ -45,13 +79,20 @@ impl PoolViewState {
         self.pool.as_ref().map(|p| p.pool.as_ref())
     }
 
+    /// Where the highlighted segment was drawn last frame, and the visible area of the rows.
+    pub fn highlighted_segment(&self) -> Option<(Rect, Rect)> {
+        self.highlight
+    }
+
     /// Where a block of `lifetime` was drawn last frame; or any live block at least 4 px wide
-    /// when `lifetime` is `None`.
+    /// and wholly in the visible rows when `lifetime` is `None`.
     pub fn block_rect(&self, lifetime: Option<LifetimeId>) -> Option<(Rect, LifetimeId)> {
-        self.block_rects
-            .iter()
-            .copied()
-            .find(|(r, id)| lifetime.map_or(r.width() >= 4.0, |l| l == *id))
+        self.block_rects.iter().copied().find(|(r, id)| {
+            lifetime.map_or(
+                r.width() >= 4.0 && self.rows_rect.is_some_and(|v| v.contains_rect(*r)),
+                |l| l == *id,
+            )
+        })
     }
 }
 
@@ -87,21 +128,7 @@ pub fn pool_ui(
         .event
         .or_else(|| replay.event_count().checked_sub(1).map(|e| e as u32));
     if state.pool.as_ref().map(|p| (p.device, p.event)) != Some((device, event)) {
-        // At most one checkpoint interval of replay: well under a frame (BENCHMARKS.md).
-        let pool = replay.pool_after(dev, event);
-        let mut order: Vec<usize> = (0..pool.segments.len()).collect();
-        order.sort_by_key(|&i| {
-            (
-                std::cmp::Reverse(pool.segments[i].total_size_bytes),
-                pool.segments[i].address,
-            )
-        });
-        state.pool = Some(ShownPool {
-            device,
-            event,
-            pool: Arc::new(pool),
-            order: order.into(),
-        });
+        state.pool = Some(ShownPool::new(data, device, event));
     }
     if state.zoom < 1.0 {
         state.zoom = 1.0;
@@ -111,7 +138,12 @@ pub fn pool_ui(
     };
     let (pool, order) = (Arc::clone(&shown.pool), Arc::clone(&shown.order));
 
-    header_ui(ui, data, device, &pool, event, commands);
+    let jumps = segment_alloc_jumps(state, dev, device, selection.event);
+    header_ui(ui, data, device, &pool, event, jumps, state, commands);
+    let target = followed_segment(&pool, &order, dev, selection);
+    let key = (selection.event, selection.lifetime);
+    let scroll_to = (state.followed != Some(key)).then_some(target).flatten();
+    state.followed = Some(key);
     let largest = pool
         .segments
         .iter()
@@ -121,45 +153,63 @@ pub fn pool_ui(
         .max(1);
     let width = (ui.available_width() - LABEL_WIDTH).max(50.0) * state.zoom;
     let mut rects = Vec::new();
-    let output = egui::ScrollArea::both()
-        .auto_shrink([false, false])
-        .show_rows(ui, ROW_HEIGHT, order.len(), |ui, rows| {
-            for &i in &order[rows] {
-                let seg = &pool.segments[i];
-                let (rect, response) =
-                    ui.allocate_exact_size(vec2(LABEL_WIDTH + width, ROW_HEIGHT), Sense::click());
-                segment_row(
-                    ui,
-                    data,
-                    (device, state.color_by),
-                    seg,
-                    rect,
-                    largest,
-                    selection,
-                    &mut rects,
+    let mut highlight = None;
+    let mut scroll = egui::ScrollArea::both().auto_shrink([false, false]);
+    if let Some(row) = scroll_to {
+        let pitch = ROW_HEIGHT + ui.spacing().item_spacing.y;
+        scroll = scroll.vertical_scroll_offset((row as f32 - 2.0).max(0.0) * pitch);
+    }
+    let row_scale = state.row_scale;
+    let output = scroll.show_rows(ui, ROW_HEIGHT, order.len(), |ui, rows| {
+        for (row, &i) in rows.clone().zip(&order[rows]) {
+            let seg = &pool.segments[i];
+            let (rect, response) =
+                ui.allocate_exact_size(vec2(LABEL_WIDTH + width, ROW_HEIGHT), Sense::click());
+            let scale = if row_scale {
+                seg.total_size_bytes
+            } else {
+                largest
+            };
+            let seg_rect = segment_row(
+                ui,
+                data,
+                (device, state.color_by),
+                seg,
+                rect,
+                scale.max(1),
+                selection,
+                &mut rects,
+            );
+            if target == Some(row) {
+                ui.painter().rect_stroke(
+                    seg_rect.expand(1.0),
+                    0.0,
+                    Stroke::new(2.0, palette::SELECTED_EVENT),
+                    egui::StrokeKind::Outside,
                 );
-                let hovered_block = response.hover_pos().and_then(|p| {
-                    rects
-                        .iter()
-                        .rev()
-                        .find(|(r, _)| r.contains(p))
-                        .map(|(_, id)| *id)
-                });
-                if response.clicked()
-                    && let Some(id) = hovered_block
-                {
-                    commands.push(Command::PickInPool(id));
-                }
-                if let Some(id) = hovered_block {
-                    response
-                        .on_hover_ui_at_pointer(|ui| block_tooltip_ui(ui, data, device, id, event));
-                } else {
-                    response.on_hover_ui_at_pointer(|ui| {
-                        segment_tooltip_ui(ui, data, device, seg, event);
-                    });
-                }
+                highlight = Some(seg_rect);
             }
-        });
+            let hovered_block = response.hover_pos().and_then(|p| {
+                rects
+                    .iter()
+                    .rev()
+                    .find(|(r, _)| r.contains(p))
+                    .map(|(_, id)| *id)
+            });
+            if response.clicked()
+                && let Some(id) = hovered_block
+            {
+                commands.push(Command::PickInPool(id));
+            }
+            if let Some(id) = hovered_block {
+                response.on_hover_ui_at_pointer(|ui| block_tooltip_ui(ui, data, device, id, event));
+            } else {
+                response.on_hover_ui_at_pointer(|ui| {
+                    segment_tooltip_ui(ui, data, device, seg, event);
+                });
+            }
+        }
+    });
     if ui.rect_contains_pointer(output.inner_rect) {
         let zoom = ui.input(egui::InputState::zoom_delta);
         if (zoom - 1.0).abs() > 1e-3 {
@@ -167,14 +217,74 @@ pub fn pool_ui(
         }
     }
     state.block_rects = rects;
+    state.highlight = highlight.map(|r| (r, output.inner_rect));
+    state.rows_rect = Some(output.inner_rect);
 }
 
+/// Whether there is a `segment_alloc` before / after `selected` (with none selected: from either
+/// end), for the ‹ › buttons.
+fn segment_alloc_jumps(
+    state: &mut PoolViewState,
+    dev: &memsight_core::model::Device,
+    device: usize,
+    selected: Option<u32>,
+) -> (bool, bool) {
+    if state.segment_allocs.as_ref().map(|(d, _)| *d) != Some(device) {
+        let trace = &dev.trace;
+        let allocs: Vec<u32> = (0..trace.len())
+            .filter(|&i| trace.action[i] == Action::SegmentAlloc)
+            .map(|i| i as u32)
+            .collect();
+        state.segment_allocs = Some((device, allocs.into()));
+    }
+    let allocs: &[u32] = state.segment_allocs.as_ref().map_or(&[], |(_, a)| a);
+    (
+        selected.is_some_and(|e| allocs.first().is_some_and(|&a| a < e)),
+        allocs
+            .last()
+            .is_some_and(|&a| selected.is_none_or(|e| a > e)),
+    )
+}
+
+/// The row of the segment the selection points at: the pinned block's, else the one holding the
+/// selected event's address (the segment a `segment_alloc` just created).
+fn followed_segment(
+    pool: &PoolState,
+    order: &[usize],
+    dev: &memsight_core::model::Device,
+    selection: &Selection,
+) -> Option<usize> {
+    selection
+        .lifetime
+        .and_then(|id| {
+            order.iter().position(|&i| {
+                pool.segments[i]
+                    .blocks
+                    .iter()
+                    .any(|b| b.lifetime == Some(id) && b.state != BlockState::Inactive)
+            })
+        })
+        .or_else(|| {
+            let addr = dev.trace.addr[selection.event? as usize];
+            order.iter().position(|&i| {
+                let seg = &pool.segments[i];
+                (seg.address..seg.address + seg.total_size_bytes.max(1)).contains(&addr)
+            })
+        })
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the header shows the pool, where it is in the trace and the row options"
+)]
 fn header_ui(
     ui: &mut Ui,
     data: &Prepared,
     device: usize,
     pool: &PoolState,
     event: Option<u32>,
+    (has_earlier, has_later): (bool, bool),
+    state: &mut PoolViewState,
     commands: &mut Vec<Command>,
 ) {
     let (free, gaps, largest_gap, figure) = fragmentation(pool);
@@ -186,12 +296,25 @@ fn header_ui(
             Some(e) => format!("after event {e} ({})", trace.action[e as usize].name(&data.loaded.snapshot.strings)),
         };
         ui.strong(format!("Pool {when}"));
-        if ui.small_button("< segment_alloc").on_hover_text("previous segment_alloc").clicked() {
+        // Disabled, with the reason, where there is no segment_alloc to go to.
+        if ui
+            .add_enabled(has_earlier, egui::Button::new("< segment_alloc").small())
+            .on_hover_text("previous segment_alloc")
+            .on_disabled_hover_text("no segment_alloc before this event")
+            .clicked()
+        {
             commands.push(Command::SegmentAlloc { forward: false });
         }
-        if ui.small_button("segment_alloc >").on_hover_text("next segment_alloc").clicked() {
+        if ui
+            .add_enabled(has_later, egui::Button::new("segment_alloc >").small())
+            .on_hover_text("next segment_alloc")
+            .on_disabled_hover_text("no segment_alloc after this event")
+            .clicked()
+        {
             commands.push(Command::SegmentAlloc { forward: true });
         }
+        ui.checkbox(&mut state.row_scale, "rows to own scale")
+            .on_hover_text("each segment fills the width, so small ones show their blocks");
         ui.separator();
         ui.label(format!(
             "{} allocated / {} reserved · {} free in {gaps} gaps · largest gap {} · fragmentation {:.0} %",
@@ -218,7 +341,7 @@ fn segment_row(
     largest: u64,
     selection: &Selection,
     rects: &mut Vec<(Rect, LifetimeId)>,
-) {
+) -> Rect {
     let painter = ui.painter();
     let s = &data.loaded.snapshot;
     let mut label = format_bytes(seg.total_size_bytes as i64);
@@ -243,7 +366,7 @@ fn segment_row(
     let box_w = (rect.width() - LABEL_WIDTH) * (seg.total_size_bytes as f32 / largest as f32);
     let seg_rect = Rect::from_min_size(
         pos2(rect.left() + LABEL_WIDTH, rect.top() + 2.0),
-        vec2(box_w.max(1.0), ROW_HEIGHT - 4.0),
+        vec2(box_w.max(MIN_SEGMENT_PX), ROW_HEIGHT - 4.0),
     );
     painter.rect_filled(seg_rect, 0.0, palette::FREE_SPACE);
     let x_of = |addr: u64| {
@@ -290,6 +413,7 @@ fn segment_row(
         Stroke::new(1.0, palette::SEGMENT_OUTLINE),
         egui::StrokeKind::Inside,
     );
+    seg_rect
 }
 
 fn block_tooltip_ui(

@@ -342,6 +342,9 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
         ..ScreenshotOptions::default()
     };
     let mut harness = harness(&source, &options);
+    // At 1100 px the event list and the pool chart share the bottom area as tabs.
+    harness.get_by_label("Pool").click();
+    harness.run_steps(2);
     // segment_alloc events of the trace, read with Python's pickle: 0 (44040192 bytes at
     // 20617048883200), 8 (at 20617099214848), 12.
     harness.get_by_label("segment_alloc >").click();
@@ -359,13 +362,20 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
     harness.run_steps(3);
     let doc = &harness.state().documents()[0];
     assert_eq!(doc.selection.event, Some(8));
+    let pool = doc.pool.pool().expect("shown");
     assert!(
-        doc.pool
-            .pool()
-            .expect("shown")
-            .segments
+        pool.segments
             .iter()
             .any(|s| s.address == 20_617_099_214_848)
+    );
+    // The segment just allocated is highlighted and scrolled into the visible rows.
+    let (segment, visible) = doc
+        .pool
+        .highlighted_segment()
+        .expect("the new segment is highlighted");
+    assert!(
+        visible.contains_rect(segment),
+        "{segment:?} is inside the visible rows {visible:?}"
     );
 
     // Click a block: its allocation is pinned and the lifecycle chart brings it into view.

@@ -1,4 +1,8 @@
 //! Gestures the UI tests share.
+#![allow(
+    dead_code,
+    reason = "each test binary uses some of these gestures, not all"
+)]
 
 use egui::{Event, Modifiers, PointerButton, Pos2};
 use egui_kittest::{Harness, SnapshotOptions};
