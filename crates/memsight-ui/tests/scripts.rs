@@ -3,10 +3,6 @@
 //! none is, and never a panic — in the headless renderer `memsight screenshot` uses and in a
 //! harness with no system fonts at all. Run with `WGPU_BACKEND=gl` (CI pins it).
 
-#[expect(
-    dead_code,
-    reason = "this file uses the snapshot tolerance, not the gestures"
-)]
 mod common;
 
 use std::path::{Path, PathBuf};
