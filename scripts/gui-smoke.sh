@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The real window, as a user starts it, under Xvfb: a snapshot in a Chinese folder opens, the
 # window appears and stays up (no glyph panic), View -> colour by category is clicked with
-# xdotool, and a picture of the screen is taken and checked to be more than one colour.
+# xdotool, and a picture of the screen is taken and checked to be more than one colour. Then,
+# with no desktop portal (no D-Bus session, as on plain X11, remote X, containers, WSL): Ctrl+O
+# must put a file dialog on screen (memsight's own), a snapshot is opened through it (typed into
+# its File field), and File -> Export chart as PNG… writes the PNG where the dialog says.
 # Needs: xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests). Usage:
 #   scripts/gui-smoke.sh [path/to/memsight] [output.png]
 set -euo pipefail
@@ -25,11 +28,17 @@ mkdir -p "$work/中文目录"
 snapshot="$work/中文目录/内存快照.pkl"
 "$bin" gen --scenario transformer-leak --events 20000 -o "$snapshot" 2>/dev/null
 
+cp "$snapshot" "$work/snap.pkl"
+mkdir -p "$work/config"
+
 Xvfb "$display" -screen 0 1400x900x24 >"$work/xvfb.log" 2>&1 &
 xvfb=$!
 sleep 1
-export DISPLAY="$display" WGPU_BACKEND=gl
-"$bin" "$snapshot" >"$work/app.log" 2>&1 &
+export DISPLAY="$display" WGPU_BACKEND=gl XDG_CONFIG_HOME="$work/config"
+# No desktop portal can answer: no session bus.
+unset DBUS_SESSION_BUS_ADDRESS XDG_RUNTIME_DIR
+bin="$(realpath "$bin")"
+(cd "$work" && exec "$bin" "$snapshot") >"$work/app.log" 2>&1 &
 app=$!
 
 # The window appears within 60 s…
@@ -62,3 +71,45 @@ if [ "$colours" -lt 50 ]; then
     exit 1
 fi
 echo "gui-smoke: window up, menu used, $colours colours on screen: $shot"
+
+# Ctrl+O: a dialog appears (the screen changes) although no portal runs.
+xdotool windowfocus "$window" 2>/dev/null || true
+import -window root "$work/before-open.png"
+xdotool key ctrl+o
+sleep 2
+import -window root "$work/open-dialog.png"
+changed="$(compare -metric AE "$work/before-open.png" "$work/open-dialog.png" null: 2>&1 || true)"
+if [ "${changed%% *}" -lt 20000 ] 2>/dev/null; then
+    echo "gui-smoke: Ctrl+O changed only $changed pixels: no dialog appeared" >&2
+    exit 1
+fi
+# memsight's browser is centred, 640x420, its File field 44 px above its bottom edge.
+xdotool mousemove 700 596 click 1
+sleep 0.5
+xdotool type --delay 40 snap.pkl
+xdotool key Return
+opened=""
+for _ in $(seq 30); do
+    grep -q "snap.pkl" "$work/config/memsight/recent" 2>/dev/null && { opened=1; break; }
+    sleep 1
+done
+[ -n "$opened" ] || { echo "gui-smoke: snap.pkl was not opened through the dialog" >&2; cat "$work/app.log" >&2; exit 1; }
+sleep 3
+
+# File -> Export chart as PNG…, then Enter in the dialog's File field (the suggested name).
+xdotool mousemove 18 12 click 1
+sleep 1
+xdotool mousemove 80 117 click 1
+sleep 2
+xdotool mousemove 700 596 click 1
+sleep 0.5
+xdotool key End Return
+png="$work/snap-device0-timeline.png"
+for _ in $(seq 20); do
+    [ -s "$png" ] && break
+    sleep 1
+done
+[ -s "$png" ] || { echo "gui-smoke: the chart export wrote no $png" >&2; ls -la "$work" >&2; exit 1; }
+size="$(identify -format '%wx%h' "$png")"
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died during open/export:" >&2; cat "$work/app.log" >&2; exit 1; }
+echo "gui-smoke: Ctrl+O showed a dialog without a portal ($changed pixels changed), opened snap.pkl through it, exported the chart ($size PNG)"

@@ -154,21 +154,16 @@ impl Dialogs {
             match builtin.dialog.state() {
                 egui_file::State::Open => {}
                 egui_file::State::Selected => {
-                    let paths = if builtin.dialog.has_multi_select() {
-                        builtin
-                            .dialog
-                            .selection()
-                            .into_iter()
-                            .map(Path::to_path_buf)
-                            .collect()
-                    } else {
-                        builtin
-                            .dialog
-                            .path()
-                            .map(Path::to_path_buf)
-                            .into_iter()
-                            .collect()
-                    };
+                    // Files ticked in the list, else the one double-clicked or typed in.
+                    let mut paths: Vec<PathBuf> = builtin
+                        .dialog
+                        .selection()
+                        .into_iter()
+                        .map(Path::to_path_buf)
+                        .collect();
+                    if paths.is_empty() {
+                        paths.extend(builtin.dialog.path().map(Path::to_path_buf));
+                    }
                     let purpose = builtin.purpose.clone();
                     self.builtin = None;
                     outcome.picked = self.picked(&purpose, paths);
