@@ -870,9 +870,9 @@ impl MemsightApp {
             let width = ui.available_width();
             egui::Panel::left("events")
                 .resizable(true)
-                .default_size((width * 0.5).min(760.0))
+                .default_size((width * 0.62).min(760.0))
                 .min_size(240.0)
-                .max_size(width * 0.6)
+                .max_size(width * 0.7)
                 .show(ui, |ui| self.event_list_ui(ui));
             self.pool_ui(ui);
         }
@@ -982,13 +982,12 @@ impl MemsightApp {
                     .striped(true)
                     .show(ui, |ui| {
                         for group in report.by_stack.iter().take(100) {
-                            let top = memsight_core::frames::display_frames(
+                            // The frame the findings name: the user's code, not the unwinder.
+                            let top = memsight_core::frames::headline_frame(
                                 &data.loaded.snapshot,
                                 group.stack,
-                                false,
                             )
-                            .first()
-                            .map_or_else(|| "(no stack)".to_string(), |l| l.text.clone());
+                            .unwrap_or_else(|| "(no stack)".to_string());
                             if ui.link(top).clicked() {
                                 let lifetimes = &data.loaded.replays[i].lifetimes;
                                 if let Some(&largest) = group

@@ -19,9 +19,16 @@ pub struct FindingsState {
 pub fn commands_for(finding: &Finding, replay: &DeviceReplay) -> Vec<Command> {
     let (first, last) = finding.events;
     let mut commands = Vec::new();
-    if first != last {
-        commands.push(Command::SelectRange(Some((first, last))));
-    }
+    // A range is selected only where "what it left behind" is the evidence; a whole-file
+    // finding (settings, iterations, imbalance …) would open an analysis that says nothing.
+    let range_is_evidence = matches!(
+        finding.kind,
+        FindingKind::Leak | FindingKind::Fragmentation | FindingKind::AllocatorStall
+    );
+    // (A previous finding's range is cleared, so the panel never speaks of other events.)
+    commands.push(Command::SelectRange(
+        (first != last && range_is_evidence).then_some((first, last)),
+    ));
     let focus = finding.focus_event.unwrap_or(last);
     commands.push(Command::SelectEvent(Some(focus)));
     // The block behind the finding: the outlier request, or the first block a leak left behind.

@@ -132,10 +132,25 @@ impl Axis<'_> {
             .collect()
     }
 
-    fn label(&self, x: f64) -> String {
+    /// A tick label at `x`, with as many decimals as ticks `step` apart need (never two equal
+    /// labels side by side).
+    fn label(&self, x: f64, step: f64) -> String {
         match self.times {
-            Some(_) => format!("{:.3} s", x / 1e6),
+            Some(_) => {
+                let decimals = (-(step / 1e6).log10()).ceil().clamp(0.0, 6.0) as usize;
+                format!("{:.decimals$} s", x / 1e6)
+            }
             None => format!("{}", x.round() as i64),
+        }
+    }
+
+    /// The tick step for a view `width` wide: 1-2-5 multiples, whole events at least.
+    fn tick_step(&self, width: f64, ticks: f64) -> f64 {
+        let step = nice_step(width / ticks);
+        if self.times.is_some() {
+            step
+        } else {
+            step.max(1.0)
         }
     }
 }
@@ -907,22 +922,39 @@ pub(crate) fn paint_y_axis(
     // Binary steps read better for bytes: 1, 2, 4, 8 … GiB.
     let target = (y_max_bytes - y_min_bytes) / 5.0;
     let step = 2f64.powf(target.max(1.0).log2().ceil());
+    let py_of = |y: f64| {
+        rect.bottom() - ((y - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height()
+    };
+    // Labels stay inside the chart's height: the top and bottom ones are not cut in half.
+    let label = |py: f32, text: String, color| {
+        let align = if py < rect.top() + 7.0 {
+            Align2::RIGHT_TOP
+        } else if py > rect.bottom() - 7.0 {
+            Align2::RIGHT_BOTTOM
+        } else {
+            Align2::RIGHT_CENTER
+        };
+        let at = pos2(rect.left() - 4.0, py.clamp(rect.top(), rect.bottom()));
+        painter.text(at, align, text, FontId::proportional(11.0), color)
+    };
     let mut y = (y_min_bytes / step).ceil() * step;
+    let mut highest = rect.bottom();
     while y <= y_max_bytes {
-        let py = rect.bottom()
-            - ((y - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height();
+        let py = py_of(y);
         painter.line_segment(
             [pos2(rect.left(), py), pos2(rect.right(), py)],
             Stroke::new(1.0, palette::GRID),
         );
-        painter.text(
-            pos2(rect.left() - 4.0, py),
-            Align2::RIGHT_CENTER,
-            format_bytes(y as i64),
-            FontId::proportional(11.0),
-            palette::AXIS,
-        );
+        highest = label(py, format_bytes(y as i64), palette::AXIS).top();
         y += step;
+    }
+    // The top of the chart says its value too, where the last gridline is far below it.
+    if highest > rect.top() + 26.0 {
+        label(
+            rect.top(),
+            format_bytes(y_max_bytes as i64),
+            palette::STEP_LABEL,
+        );
     }
 }
 
@@ -933,36 +965,36 @@ fn paint_x_axis(
     ax: &Axis<'_>,
     x_of: &dyn Fn(f64) -> f32,
 ) {
-    let step = nice_step((x1 - x0) / 8.0);
+    let font = FontId::proportional(11.0);
+    // The axis name left of the axis, a gap before the first tick label.
+    let unit = if ax.times.is_some() { "time" } else { "event" };
+    let name = painter.text(
+        pos2(rect.left() - 8.0, rect.bottom() + 5.0),
+        Align2::RIGHT_TOP,
+        unit,
+        font.clone(),
+        palette::AXIS,
+    );
+    let step = ax.tick_step(x1 - x0, f64::from((rect.width() / 90.0).clamp(2.0, 10.0)));
     let mut x = (x0 / step).ceil() * step;
+    // Labels that would touch the one before are left out (their tick stays).
+    let mut free_from = name.right() + 6.0;
     while x <= x1 {
         let px = x_of(x);
         painter.line_segment(
             [pos2(px, rect.bottom()), pos2(px, rect.bottom() + 4.0)],
             Stroke::new(1.0, palette::AXIS),
         );
-        let align = if px > rect.right() - 30.0 {
-            Align2::RIGHT_TOP
-        } else {
-            Align2::CENTER_TOP
-        };
-        painter.text(
-            pos2(px, rect.bottom() + 5.0),
-            align,
-            ax.label(x),
-            FontId::proportional(11.0),
-            palette::AXIS,
-        );
+        let galley = painter.layout_no_wrap(ax.label(x, step), font.clone(), palette::AXIS);
+        let w = galley.size().x;
+        // Centred on its tick, kept inside the chart's width at both ends.
+        let left = (px - w / 2.0).clamp(rect.left(), rect.right() - w);
+        if left >= free_from {
+            painter.galley(pos2(left, rect.bottom() + 5.0), galley, palette::AXIS);
+            free_from = left + w + 8.0;
+        }
         x += step;
     }
-    let unit = if ax.times.is_some() { "time" } else { "event" };
-    painter.text(
-        pos2(rect.left() - 4.0, rect.bottom() + 5.0),
-        Align2::RIGHT_TOP,
-        unit,
-        FontId::proportional(11.0),
-        palette::AXIS,
-    );
 }
 
 /// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans: only the visible ones.
@@ -1073,22 +1105,51 @@ fn overview_ui(
             )
         })
         .collect();
-    painter.add(Shape::line(
-        points,
-        Stroke::new(1.0, palette::OVERVIEW_CURVE),
-    ));
     let to_px = |x: f64| rect.left() + ((x - full.0) / (full.1 - full.0)) as f32 * rect.width();
     let window = Rect::from_x_y_ranges(
         to_px(view.0)..=to_px(view.1).max(to_px(view.0) + 2.0),
         rect.y_range(),
     );
-    painter.rect_filled(window, 0.0, palette::OVERVIEW_WINDOW);
+    // The part outside the view is shaded, the view stays clear, and the curve is drawn on top
+    // of both: nothing hides it, zoomed in or out.
+    for outside in [
+        Rect::from_x_y_ranges(rect.left()..=window.left(), rect.y_range()),
+        Rect::from_x_y_ranges(window.right()..=rect.right(), rect.y_range()),
+    ] {
+        if outside.width() > 0.0 {
+            painter.rect_filled(outside, 0.0, palette::OVERVIEW_OUTSIDE);
+        }
+    }
+    // The area under the curve, one quad per column (a path fill needs a convex shape).
+    let mut area = egui::Mesh::default();
+    for pair in points.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let base = area.vertices.len() as u32;
+        for p in [a, b, pos2(b.x, rect.bottom()), pos2(a.x, rect.bottom())] {
+            area.colored_vertex(p, palette::OVERVIEW_FILL);
+        }
+        area.add_triangle(base, base + 1, base + 2);
+        area.add_triangle(base, base + 2, base + 3);
+    }
+    painter.add(Shape::mesh(area));
+    painter.add(Shape::line(
+        points,
+        Stroke::new(1.5, palette::OVERVIEW_CURVE),
+    ));
     painter.rect_stroke(
-        window,
+        rect,
         0.0,
-        Stroke::new(1.0, palette::SELECTION),
+        Stroke::new(1.0, palette::GRID),
         egui::StrokeKind::Inside,
     );
+    if window.width() < rect.width() - 1.0 {
+        painter.rect_stroke(
+            window,
+            0.0,
+            Stroke::new(1.5, palette::SELECTION),
+            egui::StrokeKind::Inside,
+        );
+    }
     let response = ui.interact(
         rect,
         ui.scope_id().with("lifecycle-overview"),

@@ -20,7 +20,9 @@ pub const SEGMENT_OUTLINE: Color32 = Color32::from_gray(120);
 pub const STEP_SHADE: Color32 = Color32::from_rgba_premultiplied(0, 0, 40, 14);
 pub const STEP_LABEL: Color32 = Color32::from_gray(80);
 pub const OVERVIEW_CURVE: Color32 = Color32::from_rgb(70, 110, 180);
-pub const OVERVIEW_WINDOW: Color32 = Color32::from_rgba_premultiplied(255, 140, 0, 40);
+/// The overview strip: the curve's area, and the shade outside the zoomed view.
+pub const OVERVIEW_FILL: Color32 = Color32::from_rgba_premultiplied(50, 80, 130, 60);
+pub const OVERVIEW_OUTSIDE: Color32 = Color32::from_rgba_premultiplied(0, 0, 0, 22);
 pub const RANGE: Color32 = Color32::from_rgb(200, 150, 0);
 pub const RANGE_DRAG: Color32 = Color32::from_rgba_premultiplied(60, 45, 0, 40);
 pub const DIM: Color32 = Color32::from_rgba_premultiplied(235, 235, 235, 215);

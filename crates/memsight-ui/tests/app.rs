@@ -517,7 +517,10 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
         .click();
     settle(&mut harness);
     let doc = &harness.state().documents()[0];
-    assert_eq!(doc.selection.range, Some((2934, 8179)));
+    assert_eq!(
+        doc.selection.range, None,
+        "no range analysis for a program's own empty_cache() calls"
+    );
     assert_eq!(
         doc.selection.event,
         Some(2947),
