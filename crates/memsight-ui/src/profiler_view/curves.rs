@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 
-use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
+use egui::{Align2, Color32, Pos2, Rect, Sense, Ui, pos2, vec2};
 use memsight_core::profiler::{APP_COMPONENT, Curve, OPERATOR_COMPONENT};
 use memsight_core::units::format_bytes;
 
 use memsight_core::profiler::envelope::Envelope;
 
 use super::{
-    AXIS_HEIGHT, AXIS_WIDTH, Field, PreparedProfiler, ProfilerDoc, RAW_SAMPLES_PER_PIXEL,
-    SeriesKey, Shown, clamp_view,
+    Field, PreparedProfiler, ProfilerDoc, RAW_SAMPLES_PER_PIXEL, SeriesKey, Shown, clamp_view,
 };
 use crate::palette;
 
@@ -124,20 +123,95 @@ fn y_range(lines: &[Line], x0: f64, x1: f64) -> (f64, f64) {
     (0.0, if hi > 0.0 { hi * 1.08 } else { 1024.0 * 1024.0 })
 }
 
-/// Draws `lines` into `rect` over the doc's view; handles zoom, pan, hover; returns the time (µs
-/// since t0) under the pointer when hovered.
+/// Draws `lines` into `rect` over the doc's view, on an `egui_plot` plot (axes, grid, legend,
+/// linked cursor); the view itself stays the doc's, so every rank's plot shows the same time
+/// range. Wheel: zoom around the pointer; drag: pan; Ctrl+drag: pick a range; double-click: all.
 fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &[Line], id: &str) {
-    let chart = Rect::from_min_max(
-        rect.min + vec2(AXIS_WIDTH, 16.0),
-        pos2(rect.max.x - 8.0, rect.max.y - AXIS_HEIGHT),
-    );
-    if chart.width() < 20.0 || chart.height() < 20.0 {
+    if rect.width() < 80.0 || rect.height() < 60.0 {
         return;
     }
-    let response = ui.interact(chart, ui.scope_id().with(id), Sense::click_and_drag());
+    let (x0, x1) = doc.view();
+    let (y0, y1) = y_range(lines, x0, x1);
+    let mut ui = ui.new_child(egui::UiBuilder::new().max_rect(rect).id_salt(id));
+    ui.add(egui::Label::new(egui::RichText::new(title).size(12.0).color(palette::AXIS)).truncate());
+    let height = ui.available_height();
+    let plot = egui_plot::Plot::new(("profiler-curves", id))
+        .height(height)
+        // The doc owns the view (shared by every rank): the plot only draws it.
+        .allow_zoom(false)
+        .allow_drag(false)
+        .allow_scroll(false)
+        .allow_boxed_zoom(false)
+        .allow_double_click_reset(false)
+        .allow_axis_zoom_drag(false)
+        .show_x(false)
+        .show_y(false)
+        .set_margin_fraction(vec2(0.0, 0.0))
+        .x_axis_formatter(|mark, _| format_seconds(mark.value, mark.step_size))
+        .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
+        .y_grid_spacer(binary_grid)
+        .y_axis_min_width(56.0)
+        .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
+        .link_cursor(egui::Id::unique("profiler-curves-cursor"), [true, false]);
+    let range = doc.range;
+    let marked = marked_times(doc, (x0, x1));
+    let shown = plot.show(&mut ui, |plot| {
+        // Zero sits a little above the bottom, so its label clears the time axis' first one.
+        plot.set_plot_bounds(egui_plot::PlotBounds::from_min_max(
+            [x0 / 1e6, y0 - 0.04 * (y1 - y0)],
+            [x1 / 1e6, y1],
+        ));
+        let columns = plot.transform().frame().width().max(1.0) as usize;
+        for line in lines {
+            plot.line(
+                egui_plot::Line::new(line.label.clone(), line_points(line, (x0, x1), columns))
+                    .color(line.color)
+                    .width(line.width)
+                    .allow_hover(false),
+            );
+        }
+        if let Some((a, b)) = range {
+            plot.span(
+                egui_plot::Span::new("picked range", a / 1e6..=b / 1e6)
+                    .fill(palette::RANGE_DRAG)
+                    .border_width(0.0),
+            );
+        }
+        // The marked operator's allocation and release: labels on the outer side of each line,
+        // so two close lines never run their names together.
+        for (t_us, what, anchor) in marked {
+            plot.vline(
+                egui_plot::VLine::new(what, t_us / 1e6)
+                    .color(palette::MARK)
+                    .width(1.5)
+                    .allow_hover(false),
+            );
+            plot.text(
+                egui_plot::Text::new(
+                    what,
+                    egui_plot::PlotPoint::new(t_us / 1e6, y1),
+                    egui::RichText::new(what).size(11.0).color(palette::MARK),
+                )
+                .anchor(anchor)
+                .allow_hover(false),
+            );
+        }
+    });
+    view_input(&ui, &shown.response, *shown.transform.frame(), doc, lines);
+}
+
+/// Wheel: zoom around the pointer; drag: pan; Ctrl+drag: pick a range; double-click: all; hover:
+/// every line's value under the pointer.
+fn view_input(
+    ui: &Ui,
+    response: &egui::Response,
+    chart: Rect,
+    doc: &mut ProfilerDoc,
+    lines: &[Line],
+) {
     let full = doc.full_range();
-    let (mut x0, mut x1) = doc.view();
-    // Wheel: zoom around the pointer; drag: pan; double-click: everything.
+    let (x0, x1) = doc.view();
+    let at_pointer = |p: Pos2| x0 + f64::from((p.x - chart.left()) / chart.width()) * (x1 - x0);
     if response.hovered() {
         let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
         let mut factor = f64::from(zoom).recip();
@@ -148,13 +222,14 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
         if (factor - 1.0).abs() > 1e-6
             && let Some(p) = response.hover_pos()
         {
-            let at = x0 + f64::from((p.x - chart.left()) / chart.width()) * (x1 - x0);
-            (x0, x1) = clamp_view((at - (at - x0) * factor, at + (x1 - at) * factor), full);
-            doc.x_range = Some((x0, x1));
+            let at = at_pointer(p);
+            doc.x_range = Some(clamp_view(
+                (at - (at - x0) * factor, at + (x1 - at) * factor),
+                full,
+            ));
         }
     }
     // Ctrl+drag picks a time range (for the operator table); a plain drag pans.
-    let at_pointer = |p: Pos2| x0 + f64::from((p.x - chart.left()) / chart.width()) * (x1 - x0);
     if response.drag_started()
         && ui.input(|i| i.modifiers.command)
         && let Some(p) = response.interact_pointer_pos()
@@ -167,8 +242,7 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
             doc.range = Some((start.min(end), start.max(end)));
         } else {
             let dx = f64::from(response.drag_delta().x / chart.width()) * (x1 - x0);
-            (x0, x1) = clamp_view((x0 - dx, x1 - dx), full);
-            doc.x_range = Some((x0, x1));
+            doc.x_range = Some(clamp_view((x0 - dx, x1 - dx), full));
         }
     }
     if response.drag_stopped() {
@@ -176,220 +250,126 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
     }
     if response.double_clicked() {
         doc.x_range = None;
-        (x0, x1) = full;
     }
-    let (y0, y1) = y_range(lines, x0, x1);
-    let painter = ui.painter_at(rect);
-    painter.rect_filled(chart, 0.0, palette::BACKGROUND);
-    crate::lifecycle_view::paint_y_axis(&painter, chart, (y0, y1));
-    paint_time_axis(&painter, chart, (x0, x1));
-    painter.text(
-        pos2(rect.left() + 4.0, rect.top() + 2.0),
-        Align2::LEFT_TOP,
-        title,
-        FontId::proportional(12.0),
-        palette::AXIS,
-    );
-    for line in lines {
-        paint_line(&painter, chart, line, (x0, x1), (y0, y1));
-    }
-    paint_range(&painter, chart, doc.range, (x0, x1));
-    paint_marked(&painter, chart, doc, (x0, x1));
-    paint_legend(&painter, chart, lines);
     if let Some(p) = response.hover_pos() {
-        let t = x0 + f64::from((p.x - chart.left()) / chart.width()) * (x1 - x0);
-        painter.line_segment(
-            [pos2(p.x, chart.top()), pos2(p.x, chart.bottom())],
-            Stroke::new(1.0, palette::HOVER_LINE),
-        );
-        response.on_hover_ui_at_pointer(|ui| {
-            ui.label(format!("t = {:.6} s", t / 1e6));
-            for line in lines {
-                let i = line
-                    .curve
-                    .time_us
-                    .partition_point(|&x| x <= t + line.offset_us);
-                if let Some(i) = i.checked_sub(1)
-                    && !line.values[i].is_nan()
-                {
-                    ui.label(
-                        egui::RichText::new(format!(
-                            "{}: {} ({} B)",
-                            line.label,
-                            format_bytes(line.values[i] as i64),
-                            line.values[i] as i64
-                        ))
-                        .color(line.color),
-                    );
-                }
-            }
-        });
+        let t = at_pointer(p);
+        response
+            .clone()
+            .on_hover_ui_at_pointer(|ui| values_at_ui(ui, lines, t));
     }
 }
 
-/// One line: one stroke per pixel column from its envelope, or its samples as steps when few.
-fn paint_line(
-    painter: &egui::Painter,
-    chart: Rect,
-    line: &Line,
-    (x0, x1): (f64, f64),
-    (y0, y1): (f64, f64),
-) {
-    let columns = chart.width().max(1.0) as usize;
-    // This line's samples are on the axis at their time minus its rank's offset.
-    let (a_us, b_us) = (x0 + line.offset_us, x1 + line.offset_us);
-    let to_px = |t_us: f64, v: f64| {
-        pos2(
-            chart.left() + ((t_us - a_us) / (b_us - a_us)) as f32 * chart.width(),
-            chart.bottom() - ((v - y0) / (y1 - y0)) as f32 * chart.height(),
-        )
-    };
-    let (a, b) = visible(line.curve, a_us, b_us);
-    let stroke = Stroke::new(line.width, line.color);
-    if (b - a) as f64 <= RAW_SAMPLES_PER_PIXEL * columns as f64 {
-        // Few samples: steps through each one (a value holds until the next sample).
-        let mut points: Vec<Pos2> = Vec::with_capacity((b - a) * 2);
-        for i in a..b {
-            let v = line.values[i];
-            if v.is_nan() {
-                continue;
-            }
-            let p = to_px(line.curve.time_us[i], v);
-            if let Some(last) = points.last().copied() {
-                points.push(pos2(p.x, last.y));
-            }
-            points.push(p);
-        }
-        if points.len() >= 2 {
-            painter.add(egui::Shape::line(points, stroke));
-        }
-    } else {
-        // One vertical stroke per column, from the column's min to its max.
-        let mut points: Vec<Pos2> = Vec::with_capacity(columns * 2);
-        for c in 0..columns {
-            let ta = a_us + (b_us - a_us) * c as f64 / columns as f64;
-            let tb = a_us + (b_us - a_us) * (c + 1) as f64 / columns as f64;
-            let ia = line.curve.time_us.partition_point(|&t| t < ta);
-            let ib = line.curve.time_us.partition_point(|&t| t < tb);
-            let Some((lo, hi)) = line.envelope.range(line.values, ia, ib) else {
-                continue;
-            };
-            let x = chart.left() + c as f32 + 0.5;
-            let (py_lo, py_hi) = (to_px(ta, lo).y, to_px(ta, hi).y);
-            points.push(pos2(x, py_hi));
-            points.push(pos2(x, py_lo.max(py_hi + 1.0)));
-        }
-        if points.len() >= 2 {
-            painter.add(egui::Shape::line(points, stroke));
-        }
-    }
-}
-
-/// The picked time range, shaded.
-fn paint_range(
-    painter: &egui::Painter,
-    chart: Rect,
-    range: Option<(f64, f64)>,
-    (x0, x1): (f64, f64),
-) {
-    if let Some((a, b)) = range {
-        let px = |t: f64| chart.left() + ((t - x0) / (x1 - x0)) as f32 * chart.width();
-        let (pa, pb) = (px(a).max(chart.left()), px(b).min(chart.right()));
-        if pb > pa {
-            painter.rect_filled(
-                Rect::from_x_y_ranges(pa..=pb, chart.y_range()),
-                0.0,
-                palette::RANGE_DRAG,
+/// Every line's value at `t` (µs on the axis), exact.
+fn values_at_ui(ui: &mut Ui, lines: &[Line], t: f64) {
+    ui.label(format!("t = {:.6} s", t / 1e6));
+    for line in lines {
+        let i = line
+            .curve
+            .time_us
+            .partition_point(|&x| x <= t + line.offset_us);
+        if let Some(i) = i.checked_sub(1)
+            && !line.values[i].is_nan()
+        {
+            ui.label(
+                egui::RichText::new(format!(
+                    "{}: {} ({} B)",
+                    line.label,
+                    format_bytes(line.values[i] as i64),
+                    line.values[i] as i64
+                ))
+                .color(line.color),
             );
         }
     }
 }
 
-/// The marked operator row's allocation and release as vertical lines.
-fn paint_marked(painter: &egui::Painter, chart: Rect, doc: &ProfilerDoc, (x0, x1): (f64, f64)) {
+/// The marked operator row's allocation and release inside the view (µs on the axis), with the
+/// side each label goes: allocation to the left of its line, release to the right.
+fn marked_times(doc: &ProfilerDoc, (x0, x1): (f64, f64)) -> Vec<(f64, &'static str, Align2)> {
     let Some((rank, row)) = doc.marked else {
-        return;
+        return Vec::new();
     };
     let Some(o) = doc.data.operator(rank, row) else {
-        return;
+        return Vec::new();
     };
-    let (a_us, b_us) = (x0 + doc.offset_us(rank), x1 + doc.offset_us(rank));
-    for (t, what) in [(o.alloc_us, "alloc"), (o.release_us, "release")] {
-        if t.is_nan() || t < a_us || t > b_us {
-            continue;
+    let offset = doc.offset_us(rank);
+    [
+        (o.alloc_us, "alloc", Align2::RIGHT_TOP),
+        (o.release_us, "release", Align2::LEFT_TOP),
+    ]
+    .into_iter()
+    .filter(|(t, _, _)| !t.is_nan())
+    .map(|(t, what, anchor)| (t - offset, what, anchor))
+    .filter(|(t, _, _)| (x0..=x1).contains(t))
+    .collect()
+}
+
+/// A line's points in plot coordinates (seconds on the axis, bytes): per pixel column the
+/// envelope's min and max (one vertical stroke each), or the samples as steps when few.
+fn line_points(line: &Line, (x0, x1): (f64, f64), columns: usize) -> Vec<[f64; 2]> {
+    // This line's samples are on the axis at their time minus its rank's offset.
+    let (a_us, b_us) = (x0 + line.offset_us, x1 + line.offset_us);
+    let x_of = |t_us: f64| (t_us - line.offset_us) / 1e6;
+    let (a, b) = visible(line.curve, a_us, b_us);
+    let mut points: Vec<[f64; 2]> = Vec::new();
+    if (b - a) as f64 <= RAW_SAMPLES_PER_PIXEL * columns as f64 {
+        // Few samples: steps through each one (a value holds until the next sample).
+        for i in a..b {
+            let v = line.values[i];
+            if v.is_nan() {
+                continue;
+            }
+            let x = x_of(line.curve.time_us[i]);
+            if let Some(&[_, last_y]) = points.last() {
+                points.push([x, last_y]);
+            }
+            points.push([x, v]);
         }
-        let x = chart.left() + ((t - a_us) / (b_us - a_us)) as f32 * chart.width();
-        painter.line_segment(
-            [pos2(x, chart.top()), pos2(x, chart.bottom())],
-            Stroke::new(1.5, palette::MARK),
-        );
-        painter.text(
-            pos2(x + 3.0, chart.top() + 2.0),
-            Align2::LEFT_TOP,
-            what,
-            FontId::proportional(11.0),
-            palette::MARK,
-        );
+    } else {
+        for c in 0..columns {
+            let ta = a_us + (b_us - a_us) * c as f64 / columns as f64;
+            let tb = a_us + (b_us - a_us) * (c + 1) as f64 / columns as f64;
+            let ia = line.curve.time_us.partition_point(|&t| t < ta);
+            let ib = line.curve.time_us.partition_point(|&t| t < tb);
+            // A column without samples holds the value before it (memory stays until the next
+            // sample says otherwise): no diagonal between distant samples.
+            let held = || {
+                let v = line.values[ia.checked_sub(1)?];
+                (!v.is_nan()).then_some((v, v))
+            };
+            let Some((lo, hi)) = line.envelope.range(line.values, ia, ib).or_else(held) else {
+                continue;
+            };
+            let x = x_of(f64::midpoint(ta, tb));
+            points.push([x, hi]);
+            points.push([x, lo]);
+        }
     }
+    points
 }
 
-/// The legend in the chart's top right corner, as wide as its longest label.
-fn paint_legend(painter: &egui::Painter, chart: Rect, lines: &[Line]) {
-    let font = FontId::proportional(11.0);
-    let widest = lines
-        .iter()
-        .map(|l| {
-            painter
-                .layout_no_wrap(l.label.clone(), font.clone(), palette::AXIS)
-                .size()
-                .x
-        })
-        .fold(0.0f32, f32::max);
-    let x = chart.right() - widest - 28.0;
-    let mut y = chart.top() + 4.0;
-    // A backing so the labels read over the curves.
-    painter.rect_filled(
-        Rect::from_min_size(
-            pos2(x - 4.0, y - 2.0),
-            vec2(widest + 28.0, lines.len() as f32 * 14.0 + 4.0),
-        ),
-        2.0,
-        palette::LEGEND_BACKING,
-    );
-    for line in lines {
-        painter.line_segment(
-            [pos2(x, y + 6.0), pos2(x + 16.0, y + 6.0)],
-            Stroke::new(2.0, line.color),
-        );
-        painter.text(
-            pos2(x + 20.0, y),
-            Align2::LEFT_TOP,
-            &line.label,
-            font.clone(),
-            palette::AXIS,
-        );
-        y += 14.0;
+/// Grid lines at binary steps for bytes: 1, 2, 4, 8 … MiB / GiB read better than 1, 2, 5.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the signature egui_plot's grid spacers have"
+)]
+fn binary_grid(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    let span = (hi - lo).max(1.0);
+    let step = 2f64.powf((span / 5.0).max(1.0).log2().ceil());
+    let mut marks = Vec::new();
+    // Finer lines at a quarter of the step, faded by egui_plot.
+    for (every, size) in [(step / 4.0, step / 4.0), (step, step)] {
+        let mut v = (lo / every).ceil() * every;
+        while v <= hi {
+            marks.push(egui_plot::GridMark {
+                value: v,
+                step_size: size,
+            });
+            v += every;
+        }
     }
-}
-
-fn paint_time_axis(painter: &egui::Painter, chart: Rect, (x0, x1): (f64, f64)) {
-    let step = crate::lifecycle_view::nice_step((x1 - x0) / 8.0);
-    let mut t = (x0 / step).ceil() * step;
-    while t <= x1 {
-        let x = chart.left() + ((t - x0) / (x1 - x0)) as f32 * chart.width();
-        painter.line_segment(
-            [pos2(x, chart.top()), pos2(x, chart.bottom())],
-            Stroke::new(1.0, palette::GRID),
-        );
-        painter.text(
-            pos2(x, chart.bottom() + 2.0),
-            Align2::CENTER_TOP,
-            format_seconds(t / 1e6, step / 1e6),
-            FontId::proportional(11.0),
-            palette::AXIS,
-        );
-        t += step;
-    }
+    marks
 }
 
 /// Seconds with as many decimals as the tick step needs.

@@ -25,7 +25,6 @@ mod static_graph;
 
 pub use curves::curves_ui;
 
-const AXIS_WIDTH: f32 = 70.0;
 /// Room under a plot for the time axis' labels.
 const AXIS_HEIGHT: f32 = 18.0;
 /// Zoomed in so far that a plot shows fewer samples than this many per pixel: draw the samples.
