@@ -50,6 +50,8 @@ pub struct LifecycleState {
     /// Where a Ctrl+drag range selection started.
     range_start: Option<Pos2>,
     overview: Option<(LayoutKey, Arc<Vec<f32>>)>,
+    /// Where `egui_plot` put the plot's frame last frame: the bands are laid out for it.
+    plot_frame: Option<Rect>,
 }
 
 /// Everything a layout depends on.
@@ -131,28 +133,6 @@ impl Axis<'_> {
             .map(|c| self.event_at(x0 + step * c as f64)..self.event_at(x0 + step * (c + 1) as f64))
             .collect()
     }
-
-    /// A tick label at `x`, with as many decimals as ticks `step` apart need (never two equal
-    /// labels side by side).
-    fn label(&self, x: f64, step: f64) -> String {
-        match self.times {
-            Some(_) => {
-                let decimals = (-(step / 1e6).log10()).ceil().clamp(0.0, 6.0) as usize;
-                format!("{:.decimals$} s", x / 1e6)
-            }
-            None => format!("{}", x.round() as i64),
-        }
-    }
-
-    /// The tick step for a view `width` wide: 1-2-5 multiples, whole events at least.
-    fn tick_step(&self, width: f64, ticks: f64) -> f64 {
-        let step = nice_step(width / ticks);
-        if self.times.is_some() {
-            step
-        } else {
-            step.max(1.0)
-        }
-    }
 }
 
 fn axis(data: &Prepared, device: usize, use_time: bool) -> Axis<'_> {
@@ -165,11 +145,9 @@ fn axis(data: &Prepared, device: usize, use_time: bool) -> Axis<'_> {
     Axis { times, event_count }
 }
 
-/// The chart and its overview strip, filling `ui`'s remaining space.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one chart, in frame order: input, layout request, painting, hover"
-)]
+/// The chart and its overview strip, filling `ui`'s remaining space. In frame order: follow the
+/// selection, take the input (so this frame draws the new view), ask for the layout, draw the
+/// plot (`egui_plot`: axes, grid; our band mesh as its item), then what lies over the bands.
 pub fn lifecycle_ui(
     ui: &mut Ui,
     data: &Arc<Prepared>,
@@ -179,24 +157,281 @@ pub fn lifecycle_ui(
     commands: &mut Vec<Command>,
     highlight: Option<&FxHashSet<LifetimeId>>,
 ) {
-    let has_time = data.times[device].is_some();
-    if !has_time {
+    if data.times[device].is_none() {
         state.use_time = false;
     }
     let full = ui.available_rect_before_wrap();
-    let chart_rect = Rect::from_min_max(
-        full.min + vec2(AXIS_WIDTH, 0.0),
-        pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - AXIS_HEIGHT - 6.0),
+    let plot_rect = Rect::from_min_max(
+        full.min,
+        pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - 4.0),
     );
+    ui.allocate_rect(full, Sense::hover());
+    // Where egui_plot put its frame last time (its axes take what their labels need); until it
+    // has drawn once, an estimate.
+    let chart_rect = state
+        .plot_frame
+        .filter(|f| plot_rect.contains_rect(*f))
+        .unwrap_or_else(|| {
+            Rect::from_min_max(
+                plot_rect.min + vec2(AXIS_WIDTH, 0.0),
+                pos2(plot_rect.max.x, plot_rect.max.y - AXIS_HEIGHT - 14.0),
+            )
+        });
     let overview_rect = Rect::from_min_max(
         pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT),
         full.max,
     );
-    ui.allocate_rect(full, Sense::hover());
     if chart_rect.width() < 10.0 || chart_rect.height() < 10.0 {
         return;
     }
     let ax = axis(data, device, state.use_time);
+    let full_x = ax.full_range();
+    follow_selection(data, device, state, selection, commands, &ax);
+    // Input first, so this frame paints the new view.
+    let response = ui.interact(
+        chart_rect,
+        ui.scope_id().with("lifecycle-chart"),
+        Sense::click_and_drag(),
+    );
+    let view = view_input(ui, &response, chart_rect, state, commands, &ax);
+    let key = LayoutKey {
+        device,
+        x0: view.0,
+        x1: view.1,
+        rect: chart_rect,
+        use_time: state.use_time,
+        y_range: state.y_range,
+        color_by: state.color_by,
+    };
+    request_layout(ui.ctx(), data, state, key, &ax);
+
+    let painter = ui.painter_at(full);
+    painter.rect_filled(chart_rect, 0.0, palette::BACKGROUND);
+    let x_of =
+        |x: f64| chart_rect.left() + ((x - view.0) / (view.1 - view.0)) as f32 * chart_rect.width();
+    paint_steps(
+        &painter,
+        data,
+        device,
+        chart_rect,
+        view,
+        &x_of,
+        state.use_time,
+    );
+    let Some(laid) = &state.laid else {
+        painter.text(
+            chart_rect.center(),
+            Align2::CENTER_CENTER,
+            "laying out…",
+            FontId::proportional(14.0),
+            palette::AXIS,
+        );
+        return;
+    };
+    let current = laid.key == key;
+    let mesh = if current {
+        Arc::clone(&laid.mesh)
+    } else {
+        // The layout of an earlier view: stretch it to this one until the new one lands.
+        let mut mesh = (*laid.mesh).clone();
+        let (old, left, width) = (
+            (laid.key.x0, laid.key.x1),
+            laid.key.rect.left(),
+            laid.key.rect.width(),
+        );
+        for v in &mut mesh.vertices {
+            let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
+            v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
+        }
+        Arc::new(mesh)
+    };
+    let y_bytes = (laid.y_min_bytes, laid.y_max_bytes);
+    let frame = plot_ui(ui, plot_rect, &ax, view, y_bytes, mesh);
+    let laid = state.laid.as_ref().expect("checked above");
+    if frame != chart_rect {
+        // The axes took another width than last frame: lay out again for the new frame.
+        state.plot_frame = Some(frame);
+        ui.ctx().request_repaint();
+    }
+    let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
+    paint_marks(&painter, laid, chart_rect, &y_of);
+    if let Some(keep) = highlight {
+        paint_dimmed_except(&painter, data, device, laid, keep, chart_rect, &y_of);
+    }
+    if let Some(selected) = selection.lifetime {
+        paint_selection(&painter, laid, selected, chart_rect, &y_of);
+    }
+    if state.color_by == ColorBy::Category {
+        paint_category_legend(&painter, chart_rect);
+    }
+    paint_picks(
+        &painter, chart_rect, state, selection, &response, &ax, &x_of,
+    );
+    hover_and_click(data, device, laid, current, chart_rect, &response, commands);
+    overview_ui(ui, data, device, state, overview_rect, full_x, view);
+}
+
+/// The plot around the bands: `egui_plot` draws the grid, the axes and their labels, and our band
+/// mesh as a plot item; it takes no input (the chart's own interaction owns the view). Returns
+/// where it put the plot's frame.
+fn plot_ui(
+    ui: &mut Ui,
+    rect: Rect,
+    ax: &Axis<'_>,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    mesh: Arc<Mesh>,
+) -> Rect {
+    let mut ui = ui.new_child(
+        egui::UiBuilder::new()
+            .max_rect(rect)
+            .id_salt("lifecycle-plot"),
+    );
+    let time = ax.times.is_some();
+    let unit = if time { "time" } else { "event" };
+    let plot = egui_plot::Plot::new("lifecycle-plot")
+        .width(rect.width())
+        .height(rect.height())
+        .sense(Sense::hover())
+        .allow_zoom(false)
+        .allow_drag(false)
+        .allow_scroll(false)
+        .allow_boxed_zoom(false)
+        .allow_double_click_reset(false)
+        .allow_axis_zoom_drag(false)
+        .show_x(false)
+        .show_y(false)
+        .show_background(false)
+        .grid_color(palette::PLOT_GRID)
+        .set_margin_fraction(vec2(0.0, 0.0))
+        .x_axis_label(unit)
+        .x_grid_spacer(move |input| x_grid(&input, time))
+        .x_axis_formatter(move |mark, _| x_label(mark.value, mark.step_size, time))
+        .y_grid_spacer(|input| byte_grid(&input))
+        .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
+        .y_axis_min_width(AXIS_WIDTH - 8.0);
+    let shown = plot.show(&mut ui, |plot| {
+        plot.set_plot_bounds(egui_plot::PlotBounds::from_min_max([x0, y0], [x1, y1]));
+        plot.add(BandsItem::new(mesh, (x0, x1), (y0, y1)));
+    });
+    *shown.transform.frame()
+}
+
+/// Grid lines for the x axis: 1-2-5 steps, whole events at least (never "421, 421, 422").
+fn x_grid(input: &egui_plot::GridInput, time: bool) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    let step = nice_step((hi - lo) / 8.0);
+    let step = if time { step } else { step.max(1.0) };
+    let mut marks = grid_marks(
+        lo,
+        hi,
+        step,
+        if time || step >= 5.0 {
+            step / 5.0
+        } else {
+            step
+        },
+    );
+    // A label centred on the right edge would be cut ("2000" for 20000): that tick goes unlabelled.
+    for mark in &mut marks {
+        if hi - mark.value < (hi - lo) * 0.02 {
+            mark.step_size = step / 5.0;
+        }
+    }
+    marks
+}
+
+/// Grid lines at binary steps for bytes: 1, 2, 4, 8 … GiB read better than 1, 2, 5.
+fn byte_grid(input: &egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    let step = 2f64.powf(((hi - lo) / 5.0).max(1.0).log2().ceil());
+    grid_marks(lo, hi, step, step / 4.0)
+}
+
+/// Marks every `minor` (faded by `egui_plot`) and every `step` (labelled) over `lo..=hi`.
+pub(crate) fn grid_marks(lo: f64, hi: f64, step: f64, minor: f64) -> Vec<egui_plot::GridMark> {
+    let mut marks = Vec::new();
+    for every in [minor, step] {
+        if every <= 0.0 || (hi - lo) / every > 1000.0 {
+            continue;
+        }
+        let mut v = (lo / every).ceil() * every;
+        while v <= hi {
+            marks.push(egui_plot::GridMark {
+                value: v,
+                step_size: every,
+            });
+            v += every;
+        }
+    }
+    marks
+}
+
+/// An x tick's label: the event index, or seconds (x in µs) with the decimals the step needs.
+fn x_label(x: f64, step: f64, time: bool) -> String {
+    if time {
+        let decimals = (-(step / 1e6).log10()).ceil().clamp(0.0, 6.0) as usize;
+        format!("{:.decimals$} s", x / 1e6)
+    } else {
+        format!("{}", x.round() as i64)
+    }
+}
+
+/// Our band mesh as an `egui_plot` item: built for the plot's frame, drawn as it is, in the plot's
+/// item layer (over the grid, under the axes' labels).
+struct BandsItem {
+    base: egui_plot::PlotItemBase,
+    mesh: Arc<Mesh>,
+    bounds: egui_plot::PlotBounds,
+}
+
+impl BandsItem {
+    fn new(mesh: Arc<Mesh>, (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> Self {
+        Self {
+            base: egui_plot::PlotItemBase::new("allocations".to_string()),
+            mesh,
+            bounds: egui_plot::PlotBounds::from_min_max([x0, y0], [x1, y1]),
+        }
+    }
+}
+
+impl egui_plot::PlotItem for BandsItem {
+    fn shapes(&self, _ui: &Ui, _transform: &egui_plot::PlotTransform, shapes: &mut Vec<Shape>) {
+        shapes.push(Shape::mesh(Arc::clone(&self.mesh)));
+    }
+
+    fn initialize(&mut self, _x_range: std::ops::RangeInclusive<f64>) {}
+
+    fn color(&self) -> Color32 {
+        palette::AXIS
+    }
+
+    fn geometry(&self) -> egui_plot::PlotGeometry<'_> {
+        egui_plot::PlotGeometry::None
+    }
+
+    fn bounds(&self) -> egui_plot::PlotBounds {
+        self.bounds
+    }
+
+    fn base(&self) -> &egui_plot::PlotItemBase {
+        &self.base
+    }
+
+    fn base_mut(&mut self) -> &mut egui_plot::PlotItemBase {
+        &mut self.base
+    }
+}
+
+/// Brings the pinned allocation, or a finding's evidence, into view once when asked.
+fn follow_selection(
+    data: &Prepared,
+    device: usize,
+    state: &mut LifecycleState,
+    selection: &Selection,
+    commands: &mut Vec<Command>,
+    ax: &Axis<'_>,
+) {
     let (full_x0, full_x1) = ax.full_range();
     if selection.reveal
         && let Some(id) = selection.lifetime
@@ -231,14 +466,20 @@ pub fn lifecycle_ui(
         state.y_range = None;
         commands.push(Command::Shown);
     }
-    let (x0, x1) = state.x_range.unwrap_or((full_x0, full_x1));
+}
 
-    // Interaction first, so this frame paints the new view.
-    let response = ui.interact(
-        chart_rect,
-        ui.scope_id().with("lifecycle-chart"),
-        Sense::click_and_drag(),
-    );
+/// Wheel, keys, drags and double-click over the chart: the new view (also kept in `state`), and
+/// a range selection when Ctrl+drag ends.
+fn view_input(
+    ui: &Ui,
+    response: &egui::Response,
+    chart_rect: Rect,
+    state: &mut LifecycleState,
+    commands: &mut Vec<Command>,
+    ax: &Axis<'_>,
+) -> (f64, f64) {
+    let (full_x0, full_x1) = ax.full_range();
+    let (x0, x1) = state.x_range.unwrap_or((full_x0, full_x1));
     let to_x = |px: f32, (x0, x1): (f64, f64)| {
         x0 + f64::from((px - chart_rect.left()) / chart_rect.width()) * (x1 - x0)
     };
@@ -267,33 +508,7 @@ pub fn lifecycle_ui(
                 y_view = Some((at - (at - y0) * factor, at + (y1 - at) * factor));
             }
         }
-        let keys = ui.input(|i| {
-            (
-                i.key_pressed(egui::Key::Plus) || i.key_pressed(egui::Key::Equals),
-                i.key_pressed(egui::Key::Minus),
-                i.key_pressed(egui::Key::ArrowLeft),
-                i.key_pressed(egui::Key::ArrowRight),
-                i.key_pressed(egui::Key::Home) || i.key_pressed(egui::Key::Num0),
-            )
-        });
-        let width = view.1 - view.0;
-        let center = f64::midpoint(view.0, view.1);
-        if keys.0 {
-            view = (center - width / 4.0, center + width / 4.0);
-        }
-        if keys.1 {
-            view = (center - width, center + width);
-        }
-        if keys.2 {
-            view = (view.0 - width / 5.0, view.1 - width / 5.0);
-        }
-        if keys.3 {
-            view = (view.0 + width / 5.0, view.1 + width / 5.0);
-        }
-        if keys.4 {
-            view = (full_x0, full_x1);
-            y_view = None;
-        }
+        (view, y_view) = key_zoom(ui, view, y_view, (full_x0, full_x1));
     }
     // Ctrl+drag: select a range of events for range analysis.
     let ranging = ui.input(|i| i.modifiers.command);
@@ -363,72 +578,56 @@ pub fn lifecycle_ui(
     };
     state.y_range = y_view.map(clamp_y);
 
-    let key = LayoutKey {
-        device,
-        x0: view.0,
-        x1: view.1,
-        rect: chart_rect,
-        use_time: state.use_time,
-        y_range: state.y_range,
-        color_by: state.color_by,
-    };
-    request_layout(ui.ctx(), data, state, key, &ax);
+    view
+}
 
-    let painter = ui.painter_at(full);
-    painter.rect_filled(chart_rect, 0.0, palette::BACKGROUND);
-    let Some(laid) = &state.laid else {
-        painter.text(
-            chart_rect.center(),
-            Align2::CENTER_CENTER,
-            "laying out…",
-            FontId::proportional(14.0),
-            palette::AXIS,
-        );
-        return;
-    };
-    let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
-    let x_of =
-        |x: f64| chart_rect.left() + ((x - view.0) / (view.1 - view.0)) as f32 * chart_rect.width();
+/// + / − zoom, ← / → pan, Home or 0 shows everything (while the pointer is over the chart).
+fn key_zoom(
+    ui: &Ui,
+    mut view: (f64, f64),
+    mut y_view: Option<(f64, f64)>,
+    (full_x0, full_x1): (f64, f64),
+) -> ((f64, f64), Option<(f64, f64)>) {
+    let keys = ui.input(|i| {
+        (
+            i.key_pressed(egui::Key::Plus) || i.key_pressed(egui::Key::Equals),
+            i.key_pressed(egui::Key::Minus),
+            i.key_pressed(egui::Key::ArrowLeft),
+            i.key_pressed(egui::Key::ArrowRight),
+            i.key_pressed(egui::Key::Home) || i.key_pressed(egui::Key::Num0),
+        )
+    });
+    let width = view.1 - view.0;
+    let center = f64::midpoint(view.0, view.1);
+    if keys.0 {
+        view = (center - width / 4.0, center + width / 4.0);
+    }
+    if keys.1 {
+        view = (center - width, center + width);
+    }
+    if keys.2 {
+        view = (view.0 - width / 5.0, view.1 - width / 5.0);
+    }
+    if keys.3 {
+        view = (view.0 + width / 5.0, view.1 + width / 5.0);
+    }
+    if keys.4 {
+        view = (full_x0, full_x1);
+        y_view = None;
+    }
+    (view, y_view)
+}
 
-    paint_steps(
-        &painter,
-        data,
-        device,
-        chart_rect,
-        view,
-        &x_of,
-        state.use_time,
-    );
-    paint_y_axis(&painter, chart_rect, (laid.y_min_bytes, laid.y_max_bytes));
-    let current = laid.key == key;
-    if current {
-        painter.add(Shape::mesh(Arc::clone(&laid.mesh)));
-    } else {
-        // The layout of an earlier view: stretch it to this one until the new one lands.
-        let mut mesh = (*laid.mesh).clone();
-        let (old, left, width) = (
-            (laid.key.x0, laid.key.x1),
-            chart_rect.left(),
-            chart_rect.width(),
-        );
-        for v in &mut mesh.vertices {
-            let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
-            v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
-        }
-        painter.add(Shape::mesh(mesh));
-    }
-    paint_marks(&painter, laid, chart_rect, &y_of);
-    if let Some(keep) = highlight {
-        paint_dimmed_except(&painter, data, device, laid, keep, chart_rect, &y_of);
-    }
-    if let Some(selected) = selection.lifetime {
-        paint_selection(&painter, laid, selected, chart_rect, &y_of);
-    }
-    paint_x_axis(&painter, chart_rect, view, &ax, &x_of);
-    if state.color_by == ColorBy::Category {
-        paint_category_legend(&painter, chart_rect);
-    }
-
+/// The selected range's outline, and the range or box being dragged.
+fn paint_picks(
+    painter: &egui::Painter,
+    chart_rect: Rect,
+    state: &LifecycleState,
+    selection: &Selection,
+    response: &egui::Response,
+    ax: &Axis<'_>,
+    x_of: &dyn Fn(f64) -> f32,
+) {
     if let Some((first, last)) = selection.range {
         let (l, r) = (
             x_of(ax.x_of_event(first as usize)),
@@ -460,7 +659,33 @@ pub fn lifecycle_ui(
         painter.rect_filled(r, 0.0, palette::BOX_ZOOM);
     }
 
-    // Hover and click.
+    // The selected event, as a line across the chart.
+    if let Some(e) = selection.event {
+        let px = x_of(ax.x_of_event(e as usize));
+        if chart_rect.x_range().contains(px) {
+            painter.line_segment(
+                [pos2(px, chart_rect.top()), pos2(px, chart_rect.bottom())],
+                Stroke::new(1.0, palette::SELECTED_EVENT),
+            );
+        }
+    }
+}
+
+/// A click pins the allocation under the pointer (and selects its column's event); hovering a
+/// band shows what it is.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the layout, where it is drawn and the response it answers"
+)]
+fn hover_and_click(
+    data: &Prepared,
+    device: usize,
+    laid: &Laid,
+    current: bool,
+    chart_rect: Rect,
+    response: &egui::Response,
+    commands: &mut Vec<Command>,
+) {
     let hovered = response
         .hover_pos()
         .and_then(|p| band_at(laid, chart_rect, p));
@@ -477,18 +702,8 @@ pub fn lifecycle_ui(
             lifetime,
         });
     }
-    // The selected event, as a line across the chart.
-    if let Some(e) = selection.event {
-        let px = x_of(ax.x_of_event(e as usize));
-        if chart_rect.x_range().contains(px) {
-            painter.line_segment(
-                [pos2(px, chart_rect.top()), pos2(px, chart_rect.bottom())],
-                Stroke::new(1.0, palette::SELECTED_EVENT),
-            );
-        }
-    }
     if let Some((band, column)) = hovered {
-        response.on_hover_ui_at_pointer(|ui| match band {
+        response.clone().on_hover_ui_at_pointer(|ui| match band {
             Band::Lifetime(id) => lifetime_tooltip_ui(ui, data, device, id),
             Band::Merged { count, .. } => {
                 ui.label(format!(
@@ -500,15 +715,6 @@ pub fn lifecycle_ui(
             }
         });
     }
-    overview_ui(
-        ui,
-        data,
-        device,
-        state,
-        overview_rect,
-        (full_x0, full_x1),
-        view,
-    );
 }
 
 impl LifecycleState {
@@ -912,89 +1118,6 @@ pub(crate) fn nice_step(target: f64) -> f64 {
         .map(|m| m * magnitude)
         .find(|&s| s >= target)
         .unwrap_or(10.0 * magnitude)
-}
-
-pub(crate) fn paint_y_axis(
-    painter: &egui::Painter,
-    rect: Rect,
-    (y_min_bytes, y_max_bytes): (f64, f64),
-) {
-    // Binary steps read better for bytes: 1, 2, 4, 8 … GiB.
-    let target = (y_max_bytes - y_min_bytes) / 5.0;
-    let step = 2f64.powf(target.max(1.0).log2().ceil());
-    let py_of = |y: f64| {
-        rect.bottom() - ((y - y_min_bytes) / (y_max_bytes - y_min_bytes)) as f32 * rect.height()
-    };
-    // Labels stay inside the chart's height: the top and bottom ones are not cut in half.
-    let label = |py: f32, text: String, color| {
-        let align = if py < rect.top() + 7.0 {
-            Align2::RIGHT_TOP
-        } else if py > rect.bottom() - 7.0 {
-            Align2::RIGHT_BOTTOM
-        } else {
-            Align2::RIGHT_CENTER
-        };
-        let at = pos2(rect.left() - 4.0, py.clamp(rect.top(), rect.bottom()));
-        painter.text(at, align, text, FontId::proportional(11.0), color)
-    };
-    let mut y = (y_min_bytes / step).ceil() * step;
-    let mut highest = rect.bottom();
-    while y <= y_max_bytes {
-        let py = py_of(y);
-        painter.line_segment(
-            [pos2(rect.left(), py), pos2(rect.right(), py)],
-            Stroke::new(1.0, palette::GRID),
-        );
-        highest = label(py, format_bytes(y as i64), palette::AXIS).top();
-        y += step;
-    }
-    // The top of the chart says its value too, where the last gridline is far below it.
-    if highest > rect.top() + 26.0 {
-        label(
-            rect.top(),
-            format_bytes(y_max_bytes as i64),
-            palette::STEP_LABEL,
-        );
-    }
-}
-
-fn paint_x_axis(
-    painter: &egui::Painter,
-    rect: Rect,
-    (x0, x1): (f64, f64),
-    ax: &Axis<'_>,
-    x_of: &dyn Fn(f64) -> f32,
-) {
-    let font = FontId::proportional(11.0);
-    // The axis name left of the axis, a gap before the first tick label.
-    let unit = if ax.times.is_some() { "time" } else { "event" };
-    let name = painter.text(
-        pos2(rect.left() - 8.0, rect.bottom() + 5.0),
-        Align2::RIGHT_TOP,
-        unit,
-        font.clone(),
-        palette::AXIS,
-    );
-    let step = ax.tick_step(x1 - x0, f64::from((rect.width() / 90.0).clamp(2.0, 10.0)));
-    let mut x = (x0 / step).ceil() * step;
-    // Labels that would touch the one before are left out (their tick stays).
-    let mut free_from = name.right() + 6.0;
-    while x <= x1 {
-        let px = x_of(x);
-        painter.line_segment(
-            [pos2(px, rect.bottom()), pos2(px, rect.bottom() + 4.0)],
-            Stroke::new(1.0, palette::AXIS),
-        );
-        let galley = painter.layout_no_wrap(ax.label(x, step), font.clone(), palette::AXIS);
-        let w = galley.size().x;
-        // Centred on its tick, kept inside the chart's width at both ends.
-        let left = (px - w / 2.0).clamp(rect.left(), rect.right() - w);
-        if left >= free_from {
-            painter.galley(pos2(left, rect.bottom() + 5.0), galley, palette::AXIS);
-            free_from = left + w + 8.0;
-        }
-        x += step;
-    }
 }
 
 /// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans: only the visible ones.

@@ -6,6 +6,8 @@ use memsight_core::category::Category;
 pub const BACKGROUND: Color32 = Color32::from_rgb(250, 250, 250);
 pub const AXIS: Color32 = Color32::from_gray(90);
 pub const GRID: Color32 = Color32::from_gray(225);
+/// `egui_plot`'s grid: major lines in this colour, minor ones fainter.
+pub const PLOT_GRID: Color32 = Color32::from_gray(175);
 pub const MERGED_BAND: Color32 = Color32::from_gray(150);
 pub const RESERVED_LINE: Color32 = Color32::from_rgb(40, 40, 40);
 pub const SEGMENT_TICK: Color32 = Color32::from_rgb(40, 40, 40);
