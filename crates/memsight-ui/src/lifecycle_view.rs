@@ -673,10 +673,6 @@ fn paint_picks(
 
 /// A click pins the allocation under the pointer (and selects its column's event); hovering a
 /// band shows what it is.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the layout, where it is drawn and the response it answers"
-)]
 fn hover_and_click(
     data: &Prepared,
     device: usize,
