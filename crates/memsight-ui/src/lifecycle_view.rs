@@ -229,22 +229,7 @@ pub fn lifecycle_ui(
         return;
     };
     let current = laid.key == key;
-    let mesh = if current {
-        Arc::clone(&laid.mesh)
-    } else {
-        // The layout of an earlier view: stretch it to this one until the new one lands.
-        let mut mesh = (*laid.mesh).clone();
-        let (old, left, width) = (
-            (laid.key.x0, laid.key.x1),
-            laid.key.rect.left(),
-            laid.key.rect.width(),
-        );
-        for v in &mut mesh.vertices {
-            let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
-            v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
-        }
-        Arc::new(mesh)
-    };
+    let mesh = mesh_for_view(laid, current, chart_rect, &x_of);
     let y_bytes = (laid.y_min_bytes, laid.y_max_bytes);
     let frame = plot_ui(ui, plot_rect, &ax, view, y_bytes, mesh);
     let laid = state.laid.as_ref().expect("checked above");
@@ -269,6 +254,30 @@ pub fn lifecycle_ui(
     );
     hover_and_click(data, device, laid, current, chart_rect, &response, commands);
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
+}
+
+/// The layout's mesh, or, while the layout of this view is on its way, the last one stretched
+/// to this view.
+fn mesh_for_view(
+    laid: &Laid,
+    current: bool,
+    chart_rect: Rect,
+    x_of: &dyn Fn(f64) -> f32,
+) -> Arc<Mesh> {
+    if current {
+        return Arc::clone(&laid.mesh);
+    }
+    let mut mesh = (*laid.mesh).clone();
+    let (old, left, width) = (
+        (laid.key.x0, laid.key.x1),
+        laid.key.rect.left(),
+        laid.key.rect.width(),
+    );
+    for v in &mut mesh.vertices {
+        let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
+        v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
+    }
+    Arc::new(mesh)
 }
 
 /// The plot around the bands: `egui_plot` draws the grid, the axes and their labels, and our band
