@@ -23,8 +23,8 @@ use crate::palette::{self, ColorBy};
 use crate::selection::{Command, Selection};
 
 const OVERVIEW_HEIGHT: f32 = 44.0;
-const AXIS_WIDTH: f32 = 64.0;
-const AXIS_HEIGHT: f32 = 18.0;
+/// The least room the y axis' labels get ("1023 MiB").
+const Y_AXIS_MIN_WIDTH: f32 = 56.0;
 /// Vertices of the band mesh that keep a frame's tessellation within a few milliseconds.
 const MAX_MESH_VERTICES: usize = 120_000;
 
@@ -50,8 +50,9 @@ pub struct LifecycleState {
     /// Where a Ctrl+drag range selection started.
     range_start: Option<Pos2>,
     overview: Option<(LayoutKey, Arc<Vec<f32>>)>,
-    /// Where `egui_plot` put the plot's frame last frame: the bands are laid out for it.
-    plot_frame: Option<Rect>,
+    /// The space the plot had and where `egui_plot` put its frame in it, last frame: the bands
+    /// are laid out for that frame.
+    plot_frame: Option<(Rect, Rect)>,
 }
 
 /// Everything a layout depends on.
@@ -166,17 +167,33 @@ pub fn lifecycle_ui(
         pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - 4.0),
     );
     ui.allocate_rect(full, Sense::hover());
-    // Where egui_plot put its frame last time (its axes take what their labels need); until it
-    // has drawn once, an estimate.
-    let chart_rect = state
-        .plot_frame
-        .filter(|f| plot_rect.contains_rect(*f))
-        .unwrap_or_else(|| {
-            Rect::from_min_max(
-                plot_rect.min + vec2(AXIS_WIDTH, 0.0),
-                pos2(plot_rect.max.x, plot_rect.max.y - AXIS_HEIGHT - 14.0),
-            )
-        });
+    // Where `egui_plot` puts its frame (its axes take what their labels need): where it put it
+    // last time, with the same margins when the space changed size. Before it has drawn here at
+    // all, one frame draws an empty plot to learn them, so the first layout is made for the right
+    // rectangle (not made twice).
+    let chart_rect = match state.plot_frame {
+        Some((space, frame)) if space == plot_rect => frame,
+        Some((space, frame)) => Rect::from_min_max(
+            plot_rect.min + (frame.min - space.min),
+            plot_rect.max - (space.max - frame.max),
+        ),
+        None => {
+            let ax = axis(data, device, state.use_time);
+            let peak = data.loaded.replays[device].peak_reserved.bytes.max(1024) as f64;
+            let view = state.x_range.unwrap_or_else(|| ax.full_range());
+            let frame = plot_ui(
+                ui,
+                plot_rect,
+                &ax,
+                view,
+                (0.0, peak),
+                Arc::new(Mesh::default()),
+            );
+            state.plot_frame = Some((plot_rect, frame));
+            ui.ctx().request_repaint();
+            return;
+        }
+    };
     let overview_rect = Rect::from_min_max(
         pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT),
         full.max,
@@ -233,10 +250,12 @@ pub fn lifecycle_ui(
     let y_bytes = (laid.y_min_bytes, laid.y_max_bytes);
     let frame = plot_ui(ui, plot_rect, &ax, view, y_bytes, mesh);
     let laid = state.laid.as_ref().expect("checked above");
-    if frame != chart_rect {
-        // The axes took another width than last frame: lay out again for the new frame.
-        state.plot_frame = Some(frame);
-        ui.ctx().request_repaint();
+    if state.plot_frame != Some((plot_rect, frame)) {
+        state.plot_frame = Some((plot_rect, frame));
+        if frame != chart_rect {
+            // The axes took another width than expected: lay out again for the new frame.
+            ui.ctx().request_repaint();
+        }
     }
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
@@ -318,7 +337,7 @@ fn plot_ui(
         .x_axis_formatter(move |mark, _| x_label(mark.value, mark.step_size, time))
         .y_grid_spacer(|input| byte_grid(&input))
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
-        .y_axis_min_width(AXIS_WIDTH - 8.0);
+        .y_axis_min_width(Y_AXIS_MIN_WIDTH);
     let shown = plot.show(&mut ui, |plot| {
         plot.set_plot_bounds(egui_plot::PlotBounds::from_min_max([x0, y0], [x1, y1]));
         plot.add(BandsItem::new(mesh, (x0, x1), (y0, y1)));
@@ -354,7 +373,16 @@ fn x_grid(input: &egui_plot::GridInput, time: bool) -> Vec<egui_plot::GridMark> 
 fn byte_grid(input: &egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
     let (lo, hi) = input.bounds;
     let step = 2f64.powf(((hi - lo) / 5.0).max(1.0).log2().ceil());
-    grid_marks(lo, hi, step, step / 4.0)
+    let mut marks = grid_marks(lo, hi, step, step / 4.0);
+    // The top of the chart says its value too, where the last labelled line is far below it.
+    let highest = (hi / step).floor() * step;
+    if hi - highest > (hi - lo) * 0.12 {
+        marks.push(egui_plot::GridMark {
+            value: hi,
+            step_size: step,
+        });
+    }
+    marks
 }
 
 /// Marks every `minor` (faded by `egui_plot`) and every `step` (labelled) over `lo..=hi`.
