@@ -178,19 +178,7 @@ pub fn lifecycle_ui(
             plot_rect.max - (space.max - frame.max),
         ),
         None => {
-            let ax = axis(data, device, state.use_time);
-            let peak = data.loaded.replays[device].peak_reserved.bytes.max(1024) as f64;
-            let view = state.x_range.unwrap_or_else(|| ax.full_range());
-            let frame = plot_ui(
-                ui,
-                plot_rect,
-                &ax,
-                view,
-                (0.0, peak),
-                Arc::new(Mesh::default()),
-            );
-            state.plot_frame = Some((plot_rect, frame));
-            ui.ctx().request_repaint();
+            measure_plot_frame(ui, data, device, state, plot_rect);
             return;
         }
     };
@@ -273,6 +261,23 @@ pub fn lifecycle_ui(
     );
     hover_and_click(data, device, laid, current, chart_rect, &response, commands);
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
+}
+
+/// Draws an empty plot in `plot_rect` to learn where `egui_plot` puts its frame there.
+fn measure_plot_frame(
+    ui: &mut Ui,
+    data: &Prepared,
+    device: usize,
+    state: &mut LifecycleState,
+    plot_rect: Rect,
+) {
+    let ax = axis(data, device, state.use_time);
+    let peak = data.loaded.replays[device].peak_reserved.bytes.max(1024) as f64;
+    let view = state.x_range.unwrap_or_else(|| ax.full_range());
+    let empty = Arc::new(Mesh::default());
+    let frame = plot_ui(ui, plot_rect, &ax, view, (0.0, peak), empty);
+    state.plot_frame = Some((plot_rect, frame));
+    ui.ctx().request_repaint();
 }
 
 /// The layout's mesh, or, while the layout of this view is on its way, the last one stretched
@@ -753,8 +758,10 @@ fn hover_and_click(
 impl LifecycleState {
     /// True until the layout for the current view has arrived.
     pub fn is_laying_out(&self) -> bool {
-        // A chart never drawn (no room for it in a small window) waits for nothing.
-        self.pending.is_some()
+        // A chart never drawn (no room for it in a small window) waits for nothing; one whose
+        // plot has been measured waits for its first layout.
+        (self.plot_frame.is_some() && self.laid.is_none())
+            || self.pending.is_some()
             || self
                 .wanted
                 .is_some_and(|wanted| self.laid.as_ref().map(|l| l.key) != Some(wanted))
