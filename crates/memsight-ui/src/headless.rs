@@ -178,14 +178,21 @@ fn render_unguarded(
     for _ in 0..3 {
         harness.step();
     }
-    while harness.state().is_busy() {
+    // Idle across two frames in a row: a frame can still move a panel (and so the chart) after
+    // the last layout landed.
+    let mut idle_frames = 0;
+    while idle_frames < 2 {
         if Instant::now() > deadline {
             return Err("the chart layout did not finish within 60 s".into());
         }
-        std::thread::sleep(Duration::from_millis(5));
+        if harness.state().is_busy() {
+            idle_frames = 0;
+            std::thread::sleep(Duration::from_millis(5));
+        } else {
+            idle_frames += 1;
+        }
         harness.step();
     }
-    harness.step();
     let mut last_error = String::new();
     for _ in 0..RENDER_ATTEMPTS {
         match harness.render() {

@@ -292,14 +292,12 @@ fn mesh_for_view(
         return Arc::clone(&laid.mesh);
     }
     let mut mesh = (*laid.mesh).clone();
-    let (old, left, width) = (
-        (laid.key.x0, laid.key.x1),
-        laid.key.rect.left(),
-        laid.key.rect.width(),
-    );
+    let (old, was) = ((laid.key.x0, laid.key.x1), laid.key.rect);
     for v in &mut mesh.vertices {
-        let x = old.0 + f64::from((v.pos.x - left) / width) * (old.1 - old.0);
+        let x = old.0 + f64::from((v.pos.x - was.left()) / was.width()) * (old.1 - old.0);
         v.pos.x = x_of(x).clamp(chart_rect.left(), chart_rect.right());
+        // Same bytes, another height when the chart was resized.
+        v.pos.y = chart_rect.top() + (v.pos.y - was.top()) * chart_rect.height() / was.height();
     }
     Arc::new(mesh)
 }
@@ -759,8 +757,12 @@ impl LifecycleState {
     /// True until the layout for the current view has arrived.
     pub fn is_laying_out(&self) -> bool {
         // A chart never drawn (no room for it in a small window) waits for nothing; one whose
-        // plot has been measured waits for its first layout.
-        (self.plot_frame.is_some() && self.laid.is_none())
+        // plot has been measured waits for its first layout, and for one made for the frame the
+        // plot last took (its axes' labels may take another width after a layout lands).
+        let frame_changed = self
+            .plot_frame
+            .is_some_and(|(_, frame)| self.laid.as_ref().is_none_or(|l| l.key.rect != frame));
+        frame_changed
             || self.pending.is_some()
             || self
                 .wanted

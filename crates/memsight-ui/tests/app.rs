@@ -44,26 +44,8 @@ fn harness(source: &Source, options: &ScreenshotOptions) -> Harness<'static, Mem
         .with_step_dt(1.0 / 60.0)
         .wgpu()
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    settle(&mut harness);
+    common::settle(&mut harness);
     harness
-}
-
-/// Steps until the background layout has arrived.
-fn settle(harness: &mut Harness<'static, MemsightApp>) {
-    for _ in 0..3 {
-        harness.step();
-    }
-
-    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
-    while harness.state().is_busy() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "layout never finished"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        harness.step();
-    }
-    harness.step();
 }
 
 fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
@@ -96,7 +78,7 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
     let mut harness = harness(&source, &small());
     // The lifecycle chart alone, as tall as the window allows.
     harness.state_mut().show_pool = false;
-    settle(&mut harness);
+    common::settle(&mut harness);
     let (id, pos) = harness.state().documents()[0]
         .lifecycle
         .find_band(6.0)
@@ -122,20 +104,20 @@ fn hovering_a_band_shows_its_allocation_and_clicking_pins_it() {
 fn the_view_menu_colours_allocations_by_category_and_tooltips_name_it() {
     let mut harness = harness(&generated(Scenario::Transformer, 12_000), &small());
     harness.state_mut().show_pool = false;
-    settle(&mut harness);
+    common::settle(&mut harness);
     harness.get_by_label("View").click();
     harness.run_steps(2);
     harness
         .get_by_label("category (parameter, gradient, activation …)")
         .click();
-    settle(&mut harness);
+    common::settle(&mut harness);
     assert_eq!(
         harness.state().documents()[0].lifecycle.color_by,
         ColorBy::Category
     );
     // Close the menu, then hover a band: the tooltip names its category.
     harness.key_press(egui::Key::Escape);
-    settle(&mut harness);
+    common::settle(&mut harness);
     let (id, pos) = harness.state().documents()[0]
         .lifecycle
         .find_band(6.0)
@@ -157,7 +139,7 @@ fn image_snapshot_of_the_timeline_by_category() {
     };
     let mut timeline = harness(&generated(Scenario::Transformer, 12_000), &options);
     timeline.state_mut().documents_mut()[0].lifecycle.color_by = ColorBy::Category;
-    settle(&mut timeline);
+    common::settle(&mut timeline);
     timeline.snapshot_options(
         "transformer_timeline_by_category",
         &common::snapshot_options(),
@@ -180,7 +162,7 @@ fn the_wheel_zooms_the_time_range_and_double_click_resets_it() {
         phase: egui::TouchPhase::Move,
         source: egui::MouseWheelSource::Wheel,
     });
-    settle(&mut harness);
+    common::settle(&mut harness);
     let (a, b) = harness.state().documents()[0]
         .lifecycle
         .x_range
@@ -197,7 +179,7 @@ fn the_wheel_zooms_the_time_range_and_double_click_resets_it() {
 
     let center = rect.center();
     common::double_click(&mut harness, center);
-    settle(&mut harness);
+    common::settle(&mut harness);
     assert_eq!(
         harness.state().documents()[0].lifecycle.x_range,
         None,
@@ -260,8 +242,10 @@ fn image_snapshot_of_the_app_with_a_pinned_allocation() {
         ..ScreenshotOptions::default()
     };
     let mut app = harness(&generated(Scenario::Stall, 6000), &app_view);
-    // Panels settle their widths over a few frames; the picture is taken after they have.
+    // Panels settle their widths over a few frames, and the chart is laid out again for its
+    // final width: the picture is taken after both.
     app.run_steps(20);
+    common::settle(&mut app);
     app.snapshot_options(
         "stall_app_with_pinned_allocation",
         &common::snapshot_options(),
@@ -318,7 +302,7 @@ fn a_file_that_fails_shows_its_error_and_the_others_stay_open() {
         .with_size(vec2(900.0, 560.0))
         .with_step_dt(1.0 / 60.0)
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    settle(&mut harness);
+    common::settle(&mut harness);
     let app = harness.state();
     assert_eq!(app.documents().len(), 1, "the good file is open");
     assert_eq!(app.errors().len(), 1);
@@ -384,7 +368,7 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
         .block_rect(None)
         .expect("a live block wide enough to click");
     click_at(&mut harness, rect.center());
-    settle(&mut harness);
+    common::settle(&mut harness);
     let doc = &harness.state().documents()[0];
     assert_eq!(doc.selection.lifetime, Some(id));
     let lifetime = &doc.data.loaded.replays[0].lifetimes[id as usize];
@@ -403,7 +387,7 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
 fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
     let mut harness = harness(&generated(Scenario::Leak, 8000), &small());
     harness.state_mut().show_pool = false;
-    settle(&mut harness);
+    common::settle(&mut harness);
     let rect = harness.state().documents()[0]
         .lifecycle
         .chart_rect()
@@ -413,7 +397,7 @@ fn ctrl_drag_selects_a_range_and_the_panel_reports_what_it_left_behind() {
         egui::pos2(rect.left() + rect.width() * 0.7, rect.center().y),
     );
     common::ctrl_drag(&mut harness, from, to);
-    settle(&mut harness);
+    common::settle(&mut harness);
     let doc = &harness.state().documents()[0];
     let (first, last) = doc.selection.range.expect("a range is selected");
     assert!(first > 0 && last > first && last < 8000, "{first}..{last}");
@@ -491,7 +475,7 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
     harness
         .get_by_label("Leak: 40.0 MiB per iteration from one call site")
         .click();
-    settle(&mut harness);
+    common::settle(&mut harness);
     let doc = &harness.state().documents()[0];
     assert_eq!(doc.selection.range, Some((1, 5565)));
     let pinned = doc
@@ -515,7 +499,7 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
     harness
         .get_by_label("empty_cache() called: 3 times")
         .click();
-    settle(&mut harness);
+    common::settle(&mut harness);
     let doc = &harness.state().documents()[0];
     assert_eq!(
         doc.selection.range, None,

@@ -42,19 +42,8 @@ fn harness_of(source: &Source, width: f32, height: f32) -> Harness<'static, Mems
         .allow_missing_glyphs()
         .wgpu()
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    settle(&mut harness);
+    common::settle(&mut harness);
     harness
-}
-
-fn settle(harness: &mut Harness<'static, MemsightApp>) {
-    harness.run_steps(3);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
-    while harness.state().is_busy() {
-        assert!(std::time::Instant::now() < deadline, "never settled");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        harness.step();
-    }
-    harness.run_steps(2);
 }
 
 /// A folder of its own under the temp dir, emptied first.
@@ -101,7 +90,7 @@ fn ctrl_o_without_a_desktop_dialog_opens_the_browser_which_opens_a_snapshot() {
     harness.run_steps(1);
     harness.get_by_label("Open").click();
     harness.run_steps(2);
-    settle(&mut harness);
+    common::settle(&mut harness);
     let app = harness.state();
     assert!(!app.dialogs.is_open(), "the browser closed");
     let names: Vec<&str> = app.documents().iter().map(|d| d.name.as_str()).collect();
@@ -211,7 +200,7 @@ fn small_windows_keep_the_chart_at_half_the_width_and_nothing_overlaps() {
         harness.state_mut().documents_mut()[0]
             .commands
             .push(memsight_ui::selection::Command::PickInPool(id));
-        settle(&mut harness);
+        common::settle(&mut harness);
         let layout = harness.state().layout;
         let window = layout.window.expect("drawn");
         let chart = layout.chart.expect("the chart is drawn");
@@ -256,7 +245,7 @@ fn image_snapshot_of_the_app_at_900_by_600() {
     harness.state_mut().documents_mut()[0]
         .commands
         .push(memsight_ui::selection::Command::SelectEvent(Some(1500)));
-    settle(&mut harness);
+    common::settle(&mut harness);
     harness.snapshot_options("leak_app_900x600", &common::snapshot_options());
 }
 
@@ -275,7 +264,7 @@ fn event_list_cells_show_whole_values_on_a_million_events() {
     harness.state_mut().documents_mut()[0].commands.push(
         memsight_ui::selection::Command::SelectEvent(Some(last as u32)),
     );
-    settle(&mut harness);
+    common::settle(&mut harness);
     // The last event's cells are shown whole: each label is as wide as its text, not cut.
     let doc = &harness.state().documents()[0];
     let trace = &doc.data.loaded.snapshot.devices[0].trace;

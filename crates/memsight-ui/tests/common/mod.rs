@@ -52,3 +52,24 @@ pub fn double_click(harness: &mut Harness<'static, MemsightApp>, at: Pos2) {
 pub fn snapshot_options() -> SnapshotOptions {
     SnapshotOptions::new().threshold(1.2).max_failed_pixels(400)
 }
+
+/// Steps until the app has been idle (no load, no layout on its way) for two frames in a row: a
+/// frame can still move a panel, and so the chart, after the last layout landed.
+pub fn settle(harness: &mut Harness<'static, MemsightApp>) {
+    harness.run_steps(3);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    let mut idle_frames = 0;
+    while idle_frames < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the app never settled"
+        );
+        if harness.state().is_busy() {
+            idle_frames = 0;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        } else {
+            idle_frames += 1;
+        }
+        harness.step();
+    }
+}
