@@ -151,6 +151,7 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
         .y_grid_spacer(binary_grid)
         .y_axis_min_width(56.0)
+        .grid_color(palette::PLOT_GRID)
         .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
         .link_cursor(egui::Id::unique("profiler-curves-cursor"), [true, false]);
     let range = doc.range;

@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use egui::{Sense, Ui, vec2};
+use egui::{Sense, Ui};
 use memsight_core::units::format_bytes;
 
 use super::{PreparedProfiler, ProfilerDoc, SortBy, TableState};
-use crate::palette;
 
 /// Seconds on the axis of a rank that starts at `offset_us`.
 fn relative_s(offset_us: f64, t_us: f64) -> String {
@@ -97,66 +96,39 @@ fn sorted_rows(data: &PreparedProfiler, t: &TableState) -> Vec<(usize, usize)> {
     rows
 }
 
-/// A table cell exactly `width` wide, so header and rows line up.
-fn cell<R>(ui: &mut Ui, width: f32, add: impl FnOnce(&mut Ui) -> R) -> R {
-    ui.allocate_ui_with_layout(
-        vec2(width, 18.0),
-        egui::Layout::left_to_right(egui::Align::Center),
-        |ui| {
-            ui.set_min_width(width);
-            ui.set_max_width(width);
-            add(ui)
-        },
-    )
-    .inner
-}
+/// The operator table's columns: title, sort key (for the sortable ones), default width.
+const COLUMNS: [(&str, Option<SortBy>, f32); 6] = [
+    ("rank", None, 120.0),
+    ("name", None, 240.0),
+    ("size", Some(SortBy::Size), 90.0),
+    ("allocated (s)", Some(SortBy::Time), 110.0),
+    ("released (s)", None, 110.0),
+    ("duration", Some(SortBy::Duration), 90.0),
+];
 
-/// Widths of the operator table's columns: rank, name, size, allocated, released, duration.
-const COLUMN_WIDTHS: [f32; 6] = [160.0, 220.0, 90.0, 100.0, 100.0, 90.0];
-
-/// The operator table's header; the sortable columns are buttons.
-fn operators_header(ui: &mut Ui, doc: &mut ProfilerDoc, multi: bool) {
-    let header = |ui: &mut Ui, doc: &mut ProfilerDoc, label: &str, sort: Option<SortBy>| {
-        let Some(sort) = sort else {
-            ui.strong(label);
-            return;
-        };
-        let arrow = if doc.table.sort == sort {
-            if doc.table.ascending { " ^" } else { " v" }
-        } else {
-            ""
-        };
-        if ui.button(format!("{label}{arrow}")).clicked() {
-            if doc.table.sort == sort {
-                doc.table.ascending = !doc.table.ascending;
-            } else {
-                doc.table.sort = sort;
-                doc.table.ascending = false;
-            }
-        }
+/// A column title; the sortable ones are buttons that sort by them (again: the other way).
+fn header_cell(ui: &mut Ui, doc: &mut ProfilerDoc, label: &str, sort: Option<SortBy>) {
+    let Some(sort) = sort else {
+        ui.strong(label);
+        return;
     };
-    ui.horizontal(|ui| {
-        for (k, (label, sort)) in [
-            ("rank", None),
-            ("name", None),
-            ("size", Some(SortBy::Size)),
-            ("allocated (s)", Some(SortBy::Time)),
-            ("released (s)", None),
-            ("duration", Some(SortBy::Duration)),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if k == 0 && !multi {
-                continue;
-            }
-            cell(ui, COLUMN_WIDTHS[k], |ui| header(ui, doc, label, sort));
+    let arrow = if doc.table.sort == sort {
+        if doc.table.ascending { " ^" } else { " v" }
+    } else {
+        ""
+    };
+    if ui.button(format!("{label}{arrow}")).clicked() {
+        if doc.table.sort == sort {
+            doc.table.ascending = !doc.table.ascending;
+        } else {
+            doc.table.sort = sort;
+            doc.table.ascending = false;
         }
-    });
+    }
 }
 
 pub(super) fn operators_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         let label = ui.label("operator name");
         ui.add(
             egui::TextEdit::singleline(&mut doc.table.filter)
@@ -177,54 +149,78 @@ pub(super) fn operators_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         doc.table.rows.len()
     ));
     let multi = data.run.ranks.len() > 1;
-    operators_header(ui, doc, multi);
-    let widths = COLUMN_WIDTHS;
+    // One rank: no rank column.
+    let columns: Vec<_> = COLUMNS.iter().skip(usize::from(!multi)).collect();
     // Taken out for the frame (no copy), put back below.
     let rows = std::mem::take(&mut doc.table.rows);
-    egui::ScrollArea::vertical()
-        .id_salt("operator-rows")
+    let mut table = egui_extras::TableBuilder::new(ui)
+        .id_salt("operator-table")
+        .striped(true)
+        .resizable(true)
+        .sense(Sense::click())
         .auto_shrink([false, false])
-        .show_rows(ui, 18.0, rows.len(), |ui, range| {
-            for &(r, i) in &rows[range] {
+        .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
+    for (k, (_, _, width)) in columns.iter().enumerate() {
+        let column = egui_extras::Column::initial(*width)
+            .at_least(40.0)
+            .clip(true);
+        table = table.column(if k + 1 == columns.len() {
+            column.resizable(false)
+        } else {
+            column
+        });
+    }
+    let mut marked = None;
+    table
+        .header(22.0, |mut header| {
+            for (label, sort, _) in &columns {
+                header.col(|ui| header_cell(ui, doc, label, *sort));
+            }
+        })
+        .body(|body| {
+            body.rows(18.0, rows.len(), |mut row| {
+                let (r, i) = rows[row.index()];
                 let rank = &data.run.ranks[r];
                 let o = &rank.operators[i];
-                let selected = doc.marked == Some((r, i));
+                row.set_selected(doc.marked == Some((r, i)));
+                let duration = if o.duration_us().is_nan() {
+                    "-".to_string()
+                } else {
+                    format!("{:.3} ms", o.duration_us() / 1e3)
+                };
                 let cells = [
-                    rank.name.clone(),
-                    rank.operator_name(o).to_string(),
-                    format_bytes(o.size_bytes),
-                    relative_s(doc.offset_us(r), o.alloc_us),
-                    relative_s(doc.offset_us(r), o.release_us),
-                    if o.duration_us().is_nan() {
-                        "-".to_string()
-                    } else {
-                        format!("{:.3} ms", o.duration_us() / 1e3)
-                    },
+                    (rank.name.clone(), rank.name.clone()),
+                    (
+                        rank.operator_name(o).to_string(),
+                        rank.operator_name(o).to_string(),
+                    ),
+                    (
+                        format_bytes(o.size_bytes),
+                        format!("{} bytes", o.size_bytes),
+                    ),
+                    (
+                        relative_s(doc.offset_us(r), o.alloc_us),
+                        "allocated, seconds on the axis".to_string(),
+                    ),
+                    (
+                        relative_s(doc.offset_us(r), o.release_us),
+                        "released, seconds on the axis".to_string(),
+                    ),
+                    (duration, "allocated to released".to_string()),
                 ];
-                let clicked = ui
-                    .horizontal(|ui| {
-                        let mut clicked = false;
-                        for (k, value) in cells.iter().enumerate() {
-                            if k == 0 && !multi {
-                                continue;
-                            }
-                            let text = egui::RichText::new(value).color(if selected {
-                                palette::MARK
-                            } else {
-                                palette::AXIS
-                            });
-                            clicked |= cell(ui, widths[k], |ui| {
-                                ui.add(egui::Label::new(text).truncate().sense(Sense::click()))
-                                    .clicked()
-                            });
-                        }
-                        clicked
-                    })
-                    .inner;
-                if clicked {
-                    doc.mark(r, i);
+                for (text, full) in cells.into_iter().skip(usize::from(!multi)) {
+                    row.col(|ui| {
+                        ui.add(egui::Label::new(text).truncate().selectable(false))
+                            .on_hover_text(full);
+                    });
                 }
-            }
+                if row.response().clicked() {
+                    marked = Some((r, i));
+                }
+            });
         });
     doc.table.rows = rows;
+    if let Some((r, i)) = marked {
+        doc.mark(r, i);
+    }
 }
