@@ -612,6 +612,10 @@ impl MemsightApp {
                 ColorBy::Category,
                 "category (parameter, gradient, activation …)",
             );
+            let mut legend = !doc.lifecycle.hide_legend;
+            if ui.checkbox(&mut legend, "Legend on the chart").changed() {
+                doc.lifecycle.hide_legend = !legend;
+            }
             ui.separator();
             if ui
                 .button("Analyse the visible range  (or Ctrl+drag)")

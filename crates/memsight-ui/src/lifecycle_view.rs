@@ -25,6 +25,8 @@ use crate::selection::{Command, Selection};
 const OVERVIEW_HEIGHT: f32 = 44.0;
 /// The least room the y axis' labels get ("1023 MiB").
 const Y_AXIS_MIN_WIDTH: f32 = 56.0;
+/// Call sites the legend names at most.
+const LEGEND_ENTRIES: usize = 6;
 /// Vertices of the band mesh that keep a frame's tessellation within a few milliseconds.
 const MAX_MESH_VERTICES: usize = 120_000;
 
@@ -39,6 +41,8 @@ pub struct LifecycleState {
     pub use_time: bool,
     /// What the bands are coloured by (the pool chart follows).
     pub color_by: ColorBy,
+    /// The colour legend on the chart (call sites or categories).
+    pub hide_legend: bool,
     pub show_internal_frames: bool,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
@@ -77,6 +81,8 @@ struct Laid {
     events: (u32, u32),
     y_min_bytes: f64,
     y_max_bytes: f64,
+    /// The call stacks that fill most of the chart, largest area first, with their share.
+    top_stacks: Vec<(memsight_core::model::StackId, f64)>,
 }
 
 impl Laid {
@@ -253,8 +259,11 @@ pub fn lifecycle_ui(
     if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
     }
-    if state.color_by == ColorBy::Category {
-        paint_category_legend(&painter, chart_rect);
+    if !state.hide_legend {
+        match state.color_by {
+            ColorBy::Category => paint_category_legend(&painter, chart_rect),
+            ColorBy::CallSite => paint_call_site_legend(&painter, data, laid, chart_rect),
+        }
     }
     paint_picks(
         &painter, chart_rect, state, selection, &response, &ax, &x_of,
@@ -903,8 +912,10 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         let laid_columns = layout(device, replay, &data.orders[key.device], &request);
         let mesh = build_mesh(data, key, &laid_columns, (y_min_bytes, y_max_bytes));
         if mesh.vertices.len() <= MAX_MESH_VERTICES || min_band_px >= 16.0 {
+            let top_stacks = top_stacks(replay, &laid_columns, LEGEND_ENTRIES);
             return Laid {
                 key,
+                top_stacks,
                 columns: Arc::new(laid_columns),
                 mesh: Arc::new(mesh),
                 events: (
@@ -917,6 +928,31 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         }
         min_band_px *= 2.0;
     }
+}
+
+/// The `n` call stacks whose bands cover the most of the chart (bytes × columns), with their
+/// share of it: what the legend names in call-site colouring.
+fn top_stacks(
+    replay: &memsight_core::replay::DeviceReplay,
+    columns: &[Column],
+    n: usize,
+) -> Vec<(memsight_core::model::StackId, f64)> {
+    let mut area: FxHashMap<memsight_core::model::StackId, f64> = FxHashMap::default();
+    let mut total = 0.0;
+    for run in columns.iter().flat_map(|c| &c.runs) {
+        let id = match run.band {
+            Band::Lifetime(id) | Band::Merged { largest: id, .. } => id,
+        };
+        let bytes = run.y1_bytes.saturating_sub(run.y0_bytes) as f64;
+        *area.entry(replay.lifetimes[id as usize].stack).or_default() += bytes;
+        total += bytes;
+    }
+    let mut top: Vec<_> = area.into_iter().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    top.truncate(n);
+    top.into_iter()
+        .map(|(stack, bytes)| (stack, bytes / total.max(1.0)))
+        .collect()
 }
 
 /// One quad per run, extended to the right while the next column has the same run.
@@ -1148,6 +1184,45 @@ fn paint_category_legend(painter: &egui::Painter, chart_rect: Rect) {
         let y = origin.y + 3.0 + row_h * k as f32;
         let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
         painter.rect_filled(swatch, 1.0, palette::category_color(*category, 0));
+        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
+    }
+}
+
+/// The call sites that fill most of the chart, in their colours, in the chart's top-right corner.
+fn paint_call_site_legend(painter: &egui::Painter, data: &Prepared, laid: &Laid, chart_rect: Rect) {
+    let font = egui::FontId::proportional(11.0);
+    let snapshot = &data.loaded.snapshot;
+    let rows: Vec<_> = laid
+        .top_stacks
+        .iter()
+        .filter(|(_, share)| *share >= 0.02)
+        .map(|&(stack, share)| {
+            let name = memsight_core::frames::headline_frame(snapshot, stack)
+                .unwrap_or_else(|| "(no stack)".to_string());
+            let name: String = if name.chars().count() > 48 {
+                name.chars().take(47).chain(['…']).collect()
+            } else {
+                name
+            };
+            let text = format!("{name}  {:.0} %", share * 100.0);
+            (
+                stack,
+                painter.layout_no_wrap(text, font.clone(), palette::AXIS),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let row_h = 14.0;
+    let width = rows.iter().map(|(_, g)| g.size().x).fold(0.0, f32::max) + 24.0;
+    let origin = chart_rect.right_top() + egui::vec2(-width - 6.0, 6.0);
+    let backing = Rect::from_min_size(origin, egui::vec2(width, row_h * rows.len() as f32 + 6.0));
+    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
+    for (k, (stack, galley)) in rows.into_iter().enumerate() {
+        let y = origin.y + 3.0 + row_h * k as f32;
+        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
+        painter.rect_filled(swatch, 1.0, palette::band_color(stack, 0));
         painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
     }
 }
