@@ -5,168 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
-use egui::Color32;
-use memsight_core::category::Category;
-use memsight_core::lifecycle::StackOrder;
-use memsight_core::model::AnnotationStage;
 use memsight_core::range::RangeReport;
 use memsight_core::replay::LifetimeId;
 use memsight_core::{LoadProgress, Loaded, load_bytes};
 use rustc_hash::FxHashSet;
 
-use crate::event_list::EventListState;
-use crate::findings_view::FindingsState;
-use crate::lifecycle_view::LifecycleState;
-use crate::palette::{self, ColorBy};
-use crate::pool_view::PoolViewState;
+use crate::prepared::Prepared;
 use crate::selection::{Command, Selection};
-
-/// A loaded snapshot with what the views precompute once.
-pub struct Prepared {
-    pub loaded: Loaded,
-    /// Per device, in `loaded.snapshot.devices` order: the stacking order of the lifecycle chart.
-    pub orders: Vec<StackOrder>,
-    /// Per device: µs since the first event, made non-decreasing (clocks can step back), when the
-    /// trace has times.
-    pub times: Vec<Option<Vec<f64>>>,
-    /// Per device: `time_us` of the first event, when the trace has times.
-    pub first_time_us: Vec<Option<i64>>,
-    /// Per device: `ProfilerStep#N` spans, in order.
-    pub steps: Vec<Vec<Step>>,
-    /// What the detectors found, most severe first.
-    pub findings: Vec<memsight_core::detect::Finding>,
-    /// Per device: each lifetime's category ([`memsight_core::category`]), by lifetime id.
-    pub categories: Vec<Vec<Category>>,
-}
-
-/// A `ProfilerStep#N` range on both x axes.
-pub struct Step {
-    pub name: String,
-    /// µs since the first event.
-    pub start_us: f64,
-    pub end_us: f64,
-    /// Event index.
-    pub start_event: f64,
-    pub end_event: f64,
-}
-
-/// Pairs START / END annotations of `ProfilerStep#N` and places them on the device's axes.
-fn steps(
-    snapshot: &memsight_core::Snapshot,
-    first_time_us: Option<i64>,
-    times: Option<&[f64]>,
-) -> Vec<Step> {
-    let (Some(t0), Some(times)) = (first_time_us, times) else {
-        return Vec::new();
-    };
-    let mut open: Vec<(&str, i64)> = Vec::new();
-    let mut out = Vec::new();
-    for a in &snapshot.annotations {
-        match a.stage {
-            AnnotationStage::Start => open.push((&a.name, a.time_us)),
-            AnnotationStage::End => {
-                let Some(i) = open.iter().rposition(|(n, _)| *n == a.name) else {
-                    continue;
-                };
-                let (name, start) = open.remove(i);
-                if !name.starts_with("ProfilerStep") {
-                    continue;
-                }
-                let (start_us, end_us) = ((start - t0) as f64, (a.time_us - t0) as f64);
-                let event = |us: f64| times.partition_point(|&t| t < us) as f64;
-                out.push(Step {
-                    name: name.to_string(),
-                    start_us,
-                    end_us,
-                    start_event: event(start_us),
-                    end_event: event(end_us),
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
-    out
-}
-
-impl Prepared {
-    pub fn new(loaded: Loaded) -> Self {
-        let orders = loaded.replays.iter().map(StackOrder::new).collect();
-        let first_time_us: Vec<Option<i64>> = loaded
-            .snapshot
-            .devices
-            .iter()
-            .map(|d| d.trace.has_time().then(|| d.trace.time_us[0]))
-            .collect();
-        let times = loaded
-            .snapshot
-            .devices
-            .iter()
-            .zip(&first_time_us)
-            .map(|(d, first)| {
-                first.map(|t0| {
-                    let mut latest = 0.0f64;
-                    d.trace
-                        .time_us
-                        .iter()
-                        .map(|&t| {
-                            latest = latest.max((t - t0) as f64);
-                            latest
-                        })
-                        .collect()
-                })
-            })
-            .collect();
-        let steps = first_time_us
-            .iter()
-            .zip(&times)
-            .map(|(&first, times): (&Option<i64>, &Option<Vec<f64>>)| {
-                steps(&loaded.snapshot, first, times.as_deref())
-            })
-            .collect();
-        let (findings, categories) = memsight_core::detect::analyze_with_categories(&loaded);
-        let categories = categories.into_iter().map(|c| c.of_lifetime).collect();
-        Self {
-            loaded,
-            orders,
-            times,
-            first_time_us,
-            steps,
-            findings,
-            categories,
-        }
-    }
-
-    /// The category of lifetime `id` on device index `device`.
-    pub fn category(&self, device: usize, id: LifetimeId) -> Category {
-        self.categories
-            .get(device)
-            .and_then(|c| c.get(id as usize))
-            .copied()
-            .unwrap_or(Category::Unknown)
-    }
-
-    /// The colour of lifetime `id`'s band and block.
-    pub fn band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
-        match color_by {
-            ColorBy::CallSite => {
-                palette::band_color(self.loaded.replays[device].lifetimes[id as usize].stack, id)
-            }
-            ColorBy::Category => palette::category_color(self.category(device, id), id),
-        }
-    }
-
-    /// The colour of a merged run of thin bands whose largest is `id`.
-    pub fn merged_band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
-        match color_by {
-            ColorBy::CallSite => {
-                palette::merged_band_color(self.loaded.replays[device].lifetimes[id as usize].stack)
-            }
-            ColorBy::Category => {
-                palette::merged(palette::category_color(self.category(device, id), 0))
-            }
-        }
-    }
-}
+use crate::views::event_list::EventListState;
+use crate::views::findings::FindingsState;
+use crate::views::lifecycle::LifecycleState;
+use crate::views::pool::PoolViewState;
 
 /// One open file.
 pub struct Document {
@@ -271,7 +120,7 @@ impl Document {
             self.lifecycle = LifecycleState::default();
         }
         let Some(i) = self.device_index() else { return };
-        let commands = crate::findings_view::commands_for(finding, &self.data.loaded.replays[i]);
+        let commands = crate::views::findings::commands_for(finding, &self.data.loaded.replays[i]);
         self.commands.extend(commands);
     }
 
@@ -302,7 +151,7 @@ pub enum Source {
 /// What a load produced.
 pub enum Opened {
     Snapshot(Box<Prepared>),
-    Profiler(Box<crate::profiler_view::PreparedProfiler>),
+    Profiler(Box<crate::views::profiler::PreparedProfiler>),
 }
 
 impl Source {
@@ -335,7 +184,7 @@ impl Source {
         let profiler = |paths: &[PathBuf]| {
             memsight_core::profiler::open_with_progress(paths, progress)
                 .map(|run| {
-                    Opened::Profiler(Box::new(crate::profiler_view::PreparedProfiler::new(run)))
+                    Opened::Profiler(Box::new(crate::views::profiler::PreparedProfiler::new(run)))
                 })
                 .map_err(|e| e.to_string())
         };

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::app::{MemsightApp, View};
 use crate::document::{Document, Opened, Source};
-use crate::profiler_view::ProfilerDoc;
+use crate::views::profiler::ProfilerDoc;
 
 #[derive(Clone, Debug)]
 pub struct ScreenshotOptions {

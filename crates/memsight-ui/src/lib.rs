@@ -4,19 +4,14 @@
 //! screenshot (`headless`) and the tests share the drawing code.
 
 pub mod app;
-pub mod dialogs;
 pub mod document;
-pub mod event_list;
-pub mod findings_view;
 pub mod fonts;
 pub mod headless;
-pub mod lifecycle_view;
-pub mod notices;
 pub mod palette;
-pub mod pool_view;
-pub mod profiler_view;
+pub mod prepared;
 pub mod render;
 pub mod selection;
+pub mod views;
 
 use std::path::{Path, PathBuf};
 

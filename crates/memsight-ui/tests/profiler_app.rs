@@ -12,7 +12,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::profiler::{ProfilerGenOptions, write_rank};
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
-use memsight_ui::profiler_view::SortBy;
+use memsight_ui::views::profiler::SortBy;
 use memsight_ui::{MemsightApp, Source};
 
 fn profiler_fixtures() -> Option<PathBuf> {

@@ -12,7 +12,7 @@ use egui::{Key, Modifiers, Rect, vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
-use memsight_ui::dialogs::Backend;
+use memsight_ui::app::dialogs::Backend;
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
 use memsight_ui::{MemsightApp, Source};
 

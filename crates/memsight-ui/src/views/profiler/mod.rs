@@ -14,8 +14,8 @@ use memsight_core::profiler::envelope::Envelope;
 use memsight_core::profiler::{APP_COMPONENT, Curve, OPERATOR_COMPONENT, ProfilerRun, Rank};
 use rayon::prelude::*;
 
-use crate::findings_view::FindingsState;
 use crate::palette;
+use crate::views::findings::FindingsState;
 
 mod components;
 mod curves;

@@ -9,7 +9,7 @@ use egui_extras::{Column, TableBuilder};
 use memsight_core::model::{Action, NO_TIME};
 use memsight_core::units::format_bytes;
 
-use crate::document::Prepared;
+use crate::prepared::Prepared;
 use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;

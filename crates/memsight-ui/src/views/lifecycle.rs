@@ -18,8 +18,8 @@ use memsight_core::replay::LifetimeId;
 use memsight_core::units::format_bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::document::{Prepared, Step};
 use crate::palette::{self, ColorBy};
+use crate::prepared::{Prepared, Step};
 use crate::selection::{Command, Selection};
 
 const OVERVIEW_HEIGHT: f32 = 44.0;

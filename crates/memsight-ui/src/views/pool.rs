@@ -12,8 +12,8 @@ use memsight_core::model::{Action, BlockState};
 use memsight_core::replay::{LifetimeId, PoolSegment, PoolState};
 use memsight_core::units::format_bytes;
 
-use crate::document::Prepared;
 use crate::palette::{self, ColorBy};
+use crate::prepared::Prepared;
 use crate::selection::{Command, Selection};
 
 const ROW_HEIGHT: f32 = 18.0;
@@ -430,7 +430,7 @@ fn block_tooltip_ui(
         BlockState::Inactive => "free",
     };
     ui.label(format!("state: {state}"));
-    crate::lifecycle_view::lifetime_facts_ui(ui, data, device, id);
+    crate::views::lifecycle::lifetime_facts_ui(ui, data, device, id);
     for line in display_frames(&data.loaded.snapshot, l.stack, false)
         .iter()
         .take(6)

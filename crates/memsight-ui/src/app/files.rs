@@ -1,0 +1,227 @@
+//! Opening files (dialogs, drops, recent files, background loads) and exporting pictures.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::dialogs::{Picked, Purpose};
+use super::{ExportTarget, MAX_RECENT, MemsightApp};
+use crate::document::{Document, LoadJob, Opened, Source};
+use crate::palette::ColorBy;
+use crate::views::profiler::ProfilerDoc;
+
+impl MemsightApp {
+    pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
+        self.jobs.push(LoadJob::start(Source::Path(path), ctx));
+    }
+
+    /// Asks the integration for a screenshot and saves it (or the chart alone) as PNG at `path`.
+    pub fn export_screenshot(&self, ctx: &egui::Context, target: ExportTarget, path: PathBuf) {
+        let crop = match target {
+            ExportTarget::Window => None,
+            ExportTarget::Chart => self.chart_rect,
+        };
+        let done = Arc::clone(&self.exports_done);
+        let pixels_per_point = ctx.pixels_per_point();
+        let ctx2 = ctx.clone();
+        ctx.request_screenshot(move |image| {
+            let result = crate::save_screenshot(&image, crop.map(|r| r * pixels_per_point), &path)
+                .map(|()| path.clone())
+                .map_err(|e| format!("could not save {}: {e}", path.display()));
+            if let Ok(mut done) = done.lock() {
+                done.push(result);
+            }
+            ctx2.request_repaint();
+        });
+    }
+
+    /// A file name for an export: the file's name, its device and what is shown.
+    pub fn export_name(&self, target: ExportTarget) -> String {
+        let what = match target {
+            ExportTarget::Window => "window",
+            ExportTarget::Chart => "chart",
+        };
+        if let Some(doc) = self.active_profiler.and_then(|p| self.profilers.get(p)) {
+            return format!("{}-profiler-{what}.png", file_stem(&doc.name));
+        }
+        match self.docs.get(self.active) {
+            Some(doc) => {
+                let chart = match (target, doc.lifecycle.color_by) {
+                    (ExportTarget::Window, _) => "window",
+                    (ExportTarget::Chart, ColorBy::CallSite) => "timeline",
+                    (ExportTarget::Chart, ColorBy::Category) => "timeline-by-category",
+                };
+                format!("{}-device{}-{chart}.png", file_stem(&doc.name), doc.device)
+            }
+            None => format!("memsight-{what}.png"),
+        }
+    }
+
+    /// Opens a file dialog (the desktop's, else memsight's browser).
+    pub(super) fn start_dialog(&mut self, purpose: Purpose) {
+        if let Some(note) = self.dialogs.start(purpose) {
+            self.notices.info(note);
+        }
+    }
+
+    pub(super) fn start_export(&mut self, target: ExportTarget) {
+        if target == ExportTarget::Chart && self.chart_rect.is_none() {
+            self.notices.error("nothing to export: no chart is shown");
+            return;
+        }
+        let name = self.export_name(target);
+        self.start_dialog(Purpose::Export { target, name });
+    }
+
+    /// Dialog answers and finished exports.
+    pub(super) fn poll_dialogs(&mut self, ctx: &egui::Context) {
+        let outcome = self.dialogs.show(ctx);
+        if let Some(note) = outcome.note {
+            self.notices.info(note);
+        }
+        match outcome.picked {
+            Some(Picked::Open(paths)) => self.open_all(ctx, paths),
+            Some(Picked::Export(target, path)) => self.export_screenshot(ctx, target, path),
+            None => {}
+        }
+        let done = self
+            .exports_done
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        for result in done {
+            match result {
+                Ok(path) => self
+                    .notices
+                    .success(format!("saved {}", path.display()), Some(path)),
+                Err(e) => self.notices.error(e),
+            }
+        }
+    }
+
+    /// Closes the file shown (snapshot or profiler run); the next one left takes its place.
+    pub(super) fn close_active(&mut self) {
+        if let Some(p) = self.active_profiler.take() {
+            if p < self.profilers.len() {
+                self.profilers.remove(p);
+            }
+            if self.docs.is_empty() && !self.profilers.is_empty() {
+                self.active_profiler = Some(p.saturating_sub(1).min(self.profilers.len() - 1));
+            }
+        } else if self.active < self.docs.len() {
+            self.docs.remove(self.active);
+            self.active = self.active.saturating_sub(1);
+            if self.docs.is_empty() && !self.profilers.is_empty() {
+                self.active_profiler = Some(0);
+            }
+        }
+    }
+
+    pub(super) fn poll_jobs(&mut self) {
+        let mut still_running = Vec::new();
+        for job in std::mem::take(&mut self.jobs) {
+            match job.poll() {
+                None => still_running.push(job),
+                Some(Ok(Opened::Profiler(prepared))) => {
+                    let prepared = *prepared;
+                    if let Some(p) = job.source.path() {
+                        self.remember(p);
+                    }
+                    self.profilers
+                        .push(ProfilerDoc::new(job.source.name(), prepared));
+                    self.active_profiler = Some(self.profilers.len() - 1);
+                }
+                Some(Ok(Opened::Snapshot(prepared))) => {
+                    let prepared = *prepared;
+                    let path = match &job.source {
+                        Source::Path(p) => Some(p.clone()),
+                        Source::Bytes { .. } | Source::Profiler(_) => None,
+                    };
+                    if let Some(p) = &path {
+                        self.remember(p);
+                    }
+                    for warning in prepared.loaded.warnings.iter().filter(|w| {
+                        w.kind == memsight_core::model::WarningKind::TraceDisagreesWithSegments
+                    }) {
+                        self.notices
+                            .error(format!("{}: {warning}", job.source.name()));
+                    }
+                    self.docs
+                        .push(Document::new(job.source.name(), path, prepared));
+                    self.active = self.docs.len() - 1;
+                    self.active_profiler = None;
+                }
+                Some(Err(message)) => self.notices.error(message),
+            }
+        }
+        self.jobs = still_running;
+    }
+
+    pub(super) fn remember(&mut self, path: &Path) {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.recent.retain(|p| *p != path);
+        self.recent.insert(0, path);
+        self.recent.truncate(MAX_RECENT);
+        if let Some(store) = &self.recent_store {
+            write_recent(store, &self.recent);
+        }
+    }
+
+    pub(super) fn take_dropped_files(&mut self, ctx: &egui::Context) {
+        let dropped: Vec<PathBuf> = ctx.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        });
+        if !dropped.is_empty() {
+            self.open_all(ctx, dropped);
+        }
+    }
+
+    /// Opens snapshots each in its own tab and profiler data (folders, CSVs) together as one run.
+    pub fn open_all(&mut self, ctx: &egui::Context, paths: Vec<PathBuf>) {
+        let (profiler, snapshots): (Vec<PathBuf>, Vec<PathBuf>) = paths
+            .into_iter()
+            .partition(|p| memsight_core::profiler::is_profiler_path(p));
+        for p in snapshots {
+            self.open(ctx, p);
+        }
+        if !profiler.is_empty() {
+            self.jobs
+                .push(LoadJob::start(Source::Profiler(profiler), ctx));
+        }
+    }
+}
+
+/// `内存快照` of `内存快照.pkl.gz`: the name without the snapshot extensions.
+pub(super) fn file_stem(name: &str) -> &str {
+    let name = name.strip_suffix(".gz").unwrap_or(name);
+    [".pickle", ".pkl", ".pt", ".csv"]
+        .iter()
+        .find_map(|e| name.strip_suffix(e))
+        .unwrap_or(name)
+}
+
+/// The recent-files list kept at `store` (one path a line); empty when absent or unreadable.
+pub(super) fn read_recent(store: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(store)
+        .map(|text| {
+            text.lines()
+                .filter(|l| !l.is_empty())
+                .map(PathBuf::from)
+                .take(MAX_RECENT)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Best effort: a list that cannot be written is only a convenience lost.
+pub(super) fn write_recent(store: &Path, recent: &[PathBuf]) {
+    if let Some(dir) = store.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text: Vec<String> = recent.iter().map(|p| p.display().to_string()).collect();
+    let _ = std::fs::write(store, text.join("\n"));
+}

@@ -1,0 +1,310 @@
+//! The app shell: tabs of open files, menus and shortcuts, file dialogs, notices, background
+//! loads, and the panels the views are drawn in (`views` draws their content).
+//! `MemsightApp::ui_root` draws everything, so the window, the headless screenshot and the tests
+//! all run the same code. Codemap: `mod.rs` (the state, a frame in order, shortcuts), `files.rs`
+//! (open, load, export, recent files), `menus.rs` (menu bar, progress, summary), `panels.rs` (the
+//! layout around the chart), `dialogs.rs` (file dialogs that always appear), `notices.rs`.
+
+pub mod dialogs;
+mod files;
+mod menus;
+pub mod notices;
+mod panels;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use egui::{Rect, Ui};
+
+use crate::app::dialogs::{Backend, Dialogs, Purpose};
+use crate::app::notices::{Level, Notices};
+use crate::document::{Document, LoadJob, Source};
+use crate::palette;
+use crate::views::profiler::ProfilerDoc;
+
+const MAX_RECENT: usize = 10;
+/// Below this window width the findings panel starts collapsed and the event list and pool
+/// chart share the bottom area as tabs.
+const NARROW_WIDTH: f32 = 1300.0;
+/// Side panels together leave the chart at least this share of the width.
+const CHART_MIN_SHARE: f32 = 0.5;
+
+/// Where the parts of the window were drawn last frame (tests check that nothing overlaps).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    pub window: Option<Rect>,
+    pub findings: Option<Rect>,
+    pub details: Option<Rect>,
+    pub bottom: Option<Rect>,
+    pub chart: Option<Rect>,
+}
+
+/// What the bottom area shows when it is too narrow for both side by side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BottomTab {
+    #[default]
+    Events,
+    Pool,
+}
+
+/// What the app draws: everything, or one chart alone (`memsight screenshot --view`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    App,
+    Timeline,
+    Pool,
+}
+
+/// What a screenshot covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportTarget {
+    Window,
+    Chart,
+}
+
+pub struct MemsightApp {
+    docs: Vec<Document>,
+    active: usize,
+    /// Open profiler runs; while `active_profiler` is set, the window shows that one.
+    profilers: Vec<ProfilerDoc>,
+    active_profiler: Option<usize>,
+    jobs: Vec<LoadJob>,
+    /// Saved, copied, failed: transient messages in the corner; failures stay until dismissed.
+    pub notices: Notices,
+    /// Where the recent-files list is kept; `None`: not kept (tests, headless).
+    recent_store: Option<PathBuf>,
+    recent: Vec<PathBuf>,
+    pub dialogs: Dialogs,
+    /// Exports finished by the screenshot callback, to report as notices.
+    exports_done: Arc<Mutex<Vec<Result<PathBuf, String>>>>,
+    show_warnings: bool,
+    /// The findings panel on the left.
+    pub show_findings: bool,
+    /// The pool-state chart under the lifecycle chart.
+    pub show_pool: bool,
+    /// Only the chart, no menus or panels (`memsight screenshot --view timeline`).
+    pub view: View,
+    /// Where the chart was drawn last frame, for "export chart".
+    chart_rect: Option<Rect>,
+    /// Where everything was drawn last frame.
+    pub layout: Layout,
+    /// Whether the window was narrow last frame: crossing the line collapses or reopens the
+    /// findings panel once, and the user's toggle wins until the next crossing.
+    was_narrow: Option<bool>,
+    pub bottom_tab: BottomTab,
+}
+
+impl MemsightApp {
+    /// Starts loading `sources` in the background.
+    pub fn new(ctx: &egui::Context, sources: Vec<Source>, recent_store: Option<PathBuf>) -> Self {
+        let recent = recent_store
+            .as_deref()
+            .map(files::read_recent)
+            .unwrap_or_default();
+        let jobs = sources
+            .into_iter()
+            .map(|s| LoadJob::start(s, ctx))
+            .collect();
+        Self {
+            docs: Vec::new(),
+            active: 0,
+            profilers: Vec::new(),
+            active_profiler: None,
+            jobs,
+            notices: Notices::default(),
+            recent_store,
+            recent,
+            dialogs: Dialogs::new(Backend::from_env()),
+            exports_done: Arc::new(Mutex::new(Vec::new())),
+            show_warnings: false,
+            show_findings: true,
+            show_pool: true,
+            view: View::App,
+            chart_rect: None,
+            layout: Layout::default(),
+            was_narrow: None,
+            bottom_tab: BottomTab::default(),
+        }
+    }
+
+    /// An app holding documents that are already loaded (headless rendering, tests).
+    pub fn with_documents(docs: Vec<Document>) -> Self {
+        let mut app = Self::new(&egui::Context::default(), Vec::new(), None);
+        app.docs = docs;
+        app
+    }
+
+    /// An app holding a profiler run that is already loaded (headless rendering, tests).
+    pub fn with_profiler(doc: ProfilerDoc) -> Self {
+        let mut app = Self::new(&egui::Context::default(), Vec::new(), None);
+        app.profilers.push(doc);
+        app.active_profiler = Some(0);
+        app
+    }
+
+    pub fn profilers(&self) -> &[ProfilerDoc] {
+        &self.profilers
+    }
+
+    pub fn profilers_mut(&mut self) -> &mut [ProfilerDoc] {
+        &mut self.profilers
+    }
+
+    pub fn documents(&self) -> &[Document] {
+        &self.docs
+    }
+
+    pub fn documents_mut(&mut self) -> &mut [Document] {
+        &mut self.docs
+    }
+
+    /// The failures on screen (failed loads, exports), oldest first.
+    pub fn errors(&self) -> Vec<String> {
+        self.notices
+            .current()
+            .iter()
+            .filter(|n| n.level == Level::Error)
+            .map(|n| n.text.clone())
+            .collect()
+    }
+
+    /// True while a file loads or a chart layout is being computed.
+    pub fn is_busy(&self) -> bool {
+        // The lifecycle chart lays out in the background, when it is drawn and has a trace.
+        let charting = |d: &Document| {
+            self.view != View::Pool
+                && d.device_index()
+                    .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+        };
+        !self.jobs.is_empty()
+            || (self.active_profiler.is_none()
+                && self
+                    .docs
+                    .get(self.active)
+                    .is_some_and(|d| charting(d) && d.lifecycle.is_laying_out()))
+    }
+
+    /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Escape: whenever the window has focus.
+    fn shortcuts(&mut self, ctx: &egui::Context) {
+        use egui::{Key, KeyboardShortcut, Modifiers};
+        let pressed = |m, k| ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(m, k)));
+        if pressed(Modifiers::COMMAND, Key::O) {
+            self.start_dialog(Purpose::OpenSnapshots);
+        }
+        // Shift first: Ctrl+E alone would also match Ctrl+Shift+E.
+        if pressed(Modifiers::COMMAND | Modifiers::SHIFT, Key::E) {
+            self.start_export(ExportTarget::Window);
+        }
+        if pressed(Modifiers::COMMAND, Key::E) {
+            self.start_export(ExportTarget::Chart);
+        }
+        if pressed(Modifiers::COMMAND, Key::W) {
+            self.close_active();
+        }
+        if ctx.input(|i| i.key_pressed(Key::Escape)) {
+            if self.dialogs.builtin_is_open() {
+                self.dialogs.close_builtin();
+            } else {
+                self.show_warnings = false;
+            }
+        }
+    }
+
+    /// Everything, inside `ui`.
+    pub fn ui_root(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
+        // Light, like the charts people know from PyTorch's viewer.
+        if ctx.theme() != egui::Theme::Light {
+            ctx.set_theme(egui::Theme::Light);
+        }
+        self.poll_jobs();
+        self.take_dropped_files(&ctx);
+        if self.view == View::App {
+            self.shortcuts(&ctx);
+            self.poll_dialogs(&ctx);
+            self.notices.show(&ctx);
+        }
+        if let Some(p) = self.active_profiler.filter(|&p| p < self.profilers.len()) {
+            self.profiler_root(ui, p);
+            return;
+        }
+        match self.view {
+            View::App => {}
+            View::Timeline => {
+                egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+                return;
+            }
+            View::Pool => {
+                egui::CentralPanel::default().show(ui, |ui| self.pool_ui(ui));
+                if let Some(doc) = self.docs.get_mut(self.active) {
+                    doc.apply_commands();
+                }
+                return;
+            }
+        }
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        if !self.jobs.is_empty() {
+            egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
+        }
+        if !self.docs.is_empty() {
+            egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
+        }
+        self.panels_ui(ui, &ctx);
+        egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+        self.layout.chart = self.chart_rect;
+        self.step_keys(&ctx);
+        // Every view has drawn and queued its commands: change the selection once.
+        if let Some(doc) = self.docs.get_mut(self.active) {
+            doc.apply_commands();
+        }
+        if self.show_warnings {
+            self.warnings_window(&ctx);
+        }
+        if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
+            let painter = ctx.layer_painter(egui::LayerId::new(
+                egui::Order::Foreground,
+                egui::Id::unique("memsight-drop-overlay"),
+            ));
+            let screen = ctx.content_rect();
+            painter.rect_filled(screen, 0.0, palette::BOX_ZOOM);
+            painter.text(
+                screen.center(),
+                egui::Align2::CENTER_CENTER,
+                "drop to open",
+                egui::FontId::proportional(24.0),
+                palette::AXIS,
+            );
+        }
+        if self.is_busy() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// ↑ / ↓ step through events (Shift: 100 at a time) unless a text field has the keys.
+    fn step_keys(&mut self, ctx: &egui::Context) {
+        if let Some(doc) = self.docs.get_mut(self.active)
+            && !ctx.memory(|m| m.focused().is_some())
+        {
+            let (up, down, shift) = ctx.input(|i| {
+                (
+                    i.key_pressed(egui::Key::ArrowUp),
+                    i.key_pressed(egui::Key::ArrowDown),
+                    i.modifiers.shift,
+                )
+            });
+            let step = if shift { 100 } else { 1 };
+            if up {
+                doc.commands.push(crate::selection::Command::Step(-step));
+            }
+            if down {
+                doc.commands.push(crate::selection::Command::Step(step));
+            }
+        }
+    }
+}
+
+impl eframe::App for MemsightApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        self.ui_root(ui);
+    }
+}

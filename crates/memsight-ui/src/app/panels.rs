@@ -1,0 +1,417 @@
+//! The panels around the chart, sized for the window: findings, details and range analysis,
+//! the event list and the pool chart (side by side or as tabs), the chart itself, warnings.
+
+use std::sync::Arc;
+
+use egui::Ui;
+use memsight_core::frames::stack_text;
+use memsight_core::units::format_bytes;
+
+use super::{BottomTab, CHART_MIN_SHARE, Layout, MemsightApp, NARROW_WIDTH, View};
+use crate::views::lifecycle::{lifecycle_ui, lifetime_facts_ui};
+
+impl MemsightApp {
+    /// The side and bottom panels around the chart, sized for the window: below
+    /// `NARROW_WIDTH` the findings panel starts collapsed and the bottom area shows tabs.
+    pub(super) fn panels_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
+        let width = ui.available_width();
+        let narrow = ctx.content_rect().width() < NARROW_WIDTH;
+        if self.was_narrow != Some(narrow) {
+            self.show_findings = !narrow;
+            self.was_narrow = Some(narrow);
+        }
+        self.layout = Layout {
+            window: Some(ui.max_rect()),
+            ..Layout::default()
+        };
+        // The side panels share at most half the width, so the chart keeps the rest.
+        // (Less the margins each panel draws around its content.)
+        let side_budget = width * (1.0 - CHART_MIN_SHARE) - 24.0;
+        if self.show_findings && !self.docs.is_empty() {
+            let panel = egui::Panel::left("findings")
+                .resizable(true)
+                .default_size((width * 0.2).clamp(160.0, 300.0))
+                .min_size(120.0)
+                .max_size(side_budget * 0.45)
+                .show(ui, |ui| self.findings_panel_ui(ui));
+            self.layout.findings = Some(panel.response.rect);
+        }
+        let side_panel = self
+            .docs
+            .get(self.active)
+            .is_some_and(|d| d.selection.lifetime.is_some() || d.selection.range.is_some());
+        if side_panel {
+            let left = self.layout.findings.map_or(0.0, |r| r.width());
+            let panel = egui::Panel::right("details")
+                .resizable(true)
+                .default_size((width * 0.3).clamp(200.0, 360.0))
+                .min_size(160.0)
+                .max_size((side_budget - left).max(160.0))
+                .show(ui, |ui| {
+                    // Content wider than the panel scrolls; it never pushes the panel off-screen.
+                    egui::ScrollArea::both()
+                        .id_salt("details-scroll")
+                        .auto_shrink([false, false])
+                        .show(ui, |ui| {
+                            self.range_ui(ui);
+                            self.details_ui(ui);
+                        });
+                });
+            self.layout.details = Some(panel.response.rect);
+        }
+        if self.show_pool && !self.docs.is_empty() {
+            // At most half the window, so the lifecycle chart always keeps room.
+            let max_height = (ui.available_height() * 0.5).max(120.0);
+            let panel = egui::Panel::bottom("pool")
+                .resizable(true)
+                .default_size(260.0_f32.min(max_height))
+                .min_size(100.0)
+                .max_size(max_height)
+                .show(ui, |ui| self.bottom_ui(ui, narrow));
+            self.layout.bottom = Some(panel.response.rect);
+        }
+    }
+
+    /// A profiler run fills the window: menu, findings on the left, curves, tables below.
+    pub(super) fn profiler_root(&mut self, ui: &mut Ui, p: usize) {
+        if self.view == View::Timeline {
+            egui::CentralPanel::default().show(ui, |ui| {
+                crate::views::profiler::curves_ui(ui, &mut self.profilers[p]);
+            });
+            self.chart_rect = self.profilers[p].chart_rect;
+            return;
+        }
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        if !self.jobs.is_empty() {
+            egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
+        }
+        let Some(doc) = self.profilers.get_mut(p) else {
+            return;
+        };
+        egui::Panel::top("profiler-toolbar")
+            .show(ui, |ui| crate::views::profiler::toolbar_ui(ui, doc));
+        if self.show_findings {
+            let width = ui.available_width();
+            egui::Panel::left("profiler-findings")
+                .resizable(true)
+                .default_size((width * 0.2).clamp(180.0, 300.0))
+                .show(ui, |ui| {
+                    let data = Arc::clone(&doc.data);
+                    if let Some(i) = crate::views::findings::findings_ui(
+                        ui,
+                        &data.findings,
+                        None,
+                        &mut doc.findings,
+                    ) {
+                        doc.show_finding(i);
+                    }
+                });
+        }
+        let max_height = (ui.available_height() * 0.5).max(120.0);
+        egui::Panel::bottom("profiler-tables")
+            .resizable(true)
+            .default_size(240.0_f32.min(max_height))
+            .max_size(max_height)
+            .show(ui, |ui| crate::views::profiler::tables_ui(ui, doc));
+        egui::CentralPanel::default().show(ui, |ui| crate::views::profiler::curves_ui(ui, doc));
+        self.chart_rect = doc.chart_rect;
+    }
+
+    pub(super) fn chart_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            ui.centered_and_justified(|ui| {
+                ui.label(if self.jobs.is_empty() {
+                    "Open a memory snapshot: File → Open (Ctrl+O), or drop it here"
+                } else {
+                    "loading…"
+                });
+            });
+            return;
+        };
+        let Some(i) = doc.device_index() else {
+            ui.label("this file has no device with events or segments");
+            return;
+        };
+        let trace_empty = doc.data.loaded.snapshot.devices[i].trace.is_empty();
+        if trace_empty {
+            ui.label("no trace events on this device: the file holds only the final pool (a legacy file, or history recording was off)");
+            return;
+        }
+        self.chart_rect = Some(ui.available_rect_before_wrap());
+        let data = Arc::clone(&doc.data);
+        let highlight = doc
+            .range_report()
+            .filter(|_| doc.range.dim_others)
+            .map(|(_, set)| set);
+        lifecycle_ui(
+            ui,
+            &data,
+            i,
+            &mut doc.lifecycle,
+            &doc.selection,
+            &mut doc.commands,
+            highlight.as_deref(),
+        );
+    }
+
+    /// The event list beside the pool chart, or the two as tabs when the window is narrow.
+    pub(super) fn bottom_ui(&mut self, ui: &mut Ui, narrow: bool) {
+        let has_trace = self.docs.get(self.active).is_some_and(|d| {
+            d.device_index()
+                .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
+        });
+        if !has_trace {
+            self.pool_ui(ui);
+        } else if narrow {
+            ui.horizontal(|ui| {
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Events, "Events");
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Pool, "Pool");
+            });
+            match self.bottom_tab {
+                BottomTab::Events => self.event_list_ui(ui),
+                BottomTab::Pool => self.pool_ui(ui),
+            }
+        } else {
+            let width = ui.available_width();
+            egui::Panel::left("events")
+                .resizable(true)
+                .default_size((width * 0.62).min(760.0))
+                .min_size(240.0)
+                .max_size(width * 0.7)
+                .show(ui, |ui| self.event_list_ui(ui));
+            self.pool_ui(ui);
+        }
+    }
+
+    pub(super) fn event_list_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        // Scroll positions are kept per tab.
+        ui.push_id(("events", doc.key), |ui| {
+            crate::views::event_list::event_list_ui(
+                ui,
+                &data,
+                i,
+                &doc.selection,
+                &mut doc.events,
+                &mut doc.commands,
+            );
+        });
+    }
+
+    pub(super) fn pool_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        // The pool chart colours blocks as the lifecycle chart colours bands.
+        doc.pool.color_by = doc.lifecycle.color_by;
+        ui.push_id(("pool", doc.key), |ui| {
+            crate::views::pool::pool_ui(
+                ui,
+                &data,
+                i,
+                &doc.selection,
+                &mut doc.pool,
+                &mut doc.commands,
+            );
+        });
+    }
+
+    /// The range analysis: what the selected range left behind, by call stack.
+    pub(super) fn range_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let (Some(i), Some((first, last))) = (doc.device_index(), doc.selection.range) else {
+            return;
+        };
+        let Some((report, _)) = doc.range_report() else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        ui.horizontal(|ui| {
+            ui.heading("Range");
+            if ui.small_button("clear").clicked() {
+                doc.commands
+                    .push(crate::selection::Command::SelectRange(None));
+            }
+        });
+        ui.label(format!("events {first} – {last}"));
+        ui.label(format!(
+            "{} blocks allocated here and not freed by its end: {} (largest {}, smallest {})",
+            report.unreleased.len(),
+            format_bytes(report.unreleased_bytes as i64),
+            format_bytes(report.largest_bytes as i64),
+            format_bytes(report.smallest_bytes as i64)
+        ));
+        // What the blocks left behind are for: a leak is rarely parameters or optimizer state.
+        let lifetimes = &data.loaded.replays[i].lifetimes;
+        let by_category = memsight_core::detect::breakdown(report.unreleased.iter().map(|&id| {
+            (
+                data.category(i, id),
+                lifetimes[id as usize].requested_size_bytes,
+            )
+        }));
+        if !by_category.is_empty() {
+            ui.label(format!(
+                "left behind by category: {}",
+                by_category
+                    .iter()
+                    .map(|c| format!(
+                        "{} {}",
+                        c.category.name().replace('_', " "),
+                        format_bytes(c.bytes as i64)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        ui.label(format!(
+            "{} blocks alive through the whole range: {}",
+            report.alive_through.len(),
+            format_bytes(report.alive_through_bytes as i64)
+        ));
+        ui.checkbox(&mut doc.range.dim_others, "dim every other band");
+        ui.label("by call stack (click: show its largest block)");
+        egui::ScrollArea::vertical()
+            .id_salt("range-groups")
+            .max_height(220.0)
+            .show(ui, |ui| {
+                egui::Grid::new("range-groups-grid")
+                    .num_columns(3)
+                    .striped(true)
+                    .show(ui, |ui| {
+                        for group in report.by_stack.iter().take(100) {
+                            // The frame the findings name: the user's code, not the unwinder.
+                            let top = memsight_core::frames::headline_frame(
+                                &data.loaded.snapshot,
+                                group.stack,
+                            )
+                            .unwrap_or_else(|| "(no stack)".to_string());
+                            if ui.link(top).clicked() {
+                                let lifetimes = &data.loaded.replays[i].lifetimes;
+                                if let Some(&largest) = group
+                                    .lifetimes
+                                    .iter()
+                                    .max_by_key(|&&id| lifetimes[id as usize].requested_size_bytes)
+                                {
+                                    doc.commands
+                                        .push(crate::selection::Command::PickInPool(largest));
+                                }
+                            }
+                            ui.label(format!("{}×", group.count));
+                            ui.label(format_bytes(group.bytes as i64));
+                            ui.end_row();
+                        }
+                    });
+            });
+        ui.separator();
+    }
+
+    pub(super) fn findings_panel_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        if let Some(index) = crate::views::findings::findings_ui(
+            ui,
+            &data.findings,
+            Some(&data.loaded.snapshot),
+            &mut doc.findings,
+        ) {
+            doc.show_finding(index);
+        }
+    }
+
+    pub(super) fn details_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let (Some(i), Some(id)) = (doc.device_index(), doc.selection.lifetime) else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        let lifetime = &data.loaded.replays[i].lifetimes[id as usize];
+        ui.horizontal(|ui| {
+            ui.heading("Allocation");
+            if ui.small_button("unpin").clicked() {
+                doc.commands.push(crate::selection::Command::Unpin);
+            }
+        });
+        lifetime_facts_ui(ui, &data, i, id);
+        ui.horizontal(|ui| {
+            for (what, event) in [
+                ("alloc event", lifetime.alloc_event),
+                ("free event", lifetime.free_completed_event),
+            ] {
+                if let Some(e) = event
+                    && ui.button(format!("pool at {what} {e}")).clicked()
+                {
+                    doc.commands
+                        .push(crate::selection::Command::SelectEvent(Some(e)));
+                }
+            }
+        });
+        ui.separator();
+        ui.horizontal(|ui| {
+            ui.checkbox(&mut doc.lifecycle.show_internal_frames, "internal frames");
+            if ui.button("Copy stack").clicked() {
+                ui.ctx().copy_text(stack_text(
+                    &data.loaded.snapshot,
+                    lifetime.stack,
+                    doc.lifecycle.show_internal_frames,
+                ));
+            }
+        });
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            let lines = memsight_core::frames::display_frames(
+                &data.loaded.snapshot,
+                lifetime.stack,
+                doc.lifecycle.show_internal_frames,
+            );
+            if lines.is_empty() {
+                ui.weak("no stack recorded");
+            }
+            for line in lines {
+                let text = if line.repeat > 1 {
+                    format!("{} (×{})", line.text, line.repeat)
+                } else {
+                    line.text
+                };
+                let rich = egui::RichText::new(text).monospace();
+                ui.label(if line.internal { rich.weak() } else { rich });
+            }
+        });
+    }
+
+    pub(super) fn warnings_window(&mut self, ctx: &egui::Context) {
+        let Some(doc) = self.docs.get(self.active) else {
+            return;
+        };
+        let mut open = self.show_warnings;
+        // Below the menu and summary bars, never over them; Escape closes it (`shortcuts`).
+        let mut area = ctx.content_rect();
+        area.min.y += 64.0;
+        egui::Window::new("Warnings")
+            .open(&mut open)
+            .constrain_to(area)
+            .default_pos(area.min + egui::vec2(area.width() * 0.3, 0.0))
+            .default_width((area.width() * 0.5).min(640.0))
+            .vscroll(true)
+            .show(ctx, |ui| {
+                ui.weak("Esc closes");
+                if doc.data.loaded.warnings.is_empty() {
+                    ui.label("none");
+                }
+                for w in &doc.data.loaded.warnings {
+                    ui.label(w.to_string());
+                }
+            });
+        self.show_warnings = open;
+    }
+}
