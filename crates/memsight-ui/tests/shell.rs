@@ -295,3 +295,29 @@ fn event_list_cells_show_whole_values_on_a_million_events() {
         );
     }
 }
+
+#[test]
+fn file_menu_opens_a_profiler_folder_through_the_browser() {
+    let Some(dir) = memsight_core::testing::fixtures_dir() else {
+        return;
+    };
+    let mut harness = harness_of(&leak_source(), 1000.0, 700.0);
+    harness.state_mut().dialogs.last_dir = Some(dir.join("profiler"));
+    harness.get_by_label("File").click();
+    harness.run_steps(2);
+    harness.get_by_label("Open profiler folder…").click();
+    // The menu closes, then the browser window sizes itself over a frame or two.
+    harness.run_steps(5);
+    harness.get_by_label_contains("Open a torch_npu profiler folder");
+    harness.get_by_label_contains("rank0_level0").click();
+    harness.run_steps(1);
+    harness.get_by_label("Open").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let app = harness.state();
+    assert!(!app.dialogs.is_open());
+    assert_eq!(app.errors(), Vec::<String>::new());
+    let names: Vec<&str> = app.profilers().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].contains("rank0_level0"), "{names:?}");
+}

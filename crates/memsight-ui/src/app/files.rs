@@ -72,15 +72,19 @@ impl MemsightApp {
         self.start_dialog(Purpose::Export { target, name });
     }
 
-    /// Dialog answers and finished exports.
-    pub(super) fn poll_dialogs(&mut self, ctx: &egui::Context) {
+    /// Dialog answers and finished exports; true when this frame is being exported.
+    pub(super) fn poll_dialogs(&mut self, ctx: &egui::Context) -> bool {
         let outcome = self.dialogs.show(ctx);
         if let Some(note) = outcome.note {
             self.notices.info(note);
         }
+        let mut exporting = false;
         match outcome.picked {
             Some(Picked::Open(paths)) => self.open_all(ctx, paths),
-            Some(Picked::Export(target, path)) => self.export_screenshot(ctx, target, path),
+            Some(Picked::Export(target, path)) => {
+                self.export_screenshot(ctx, target, path);
+                exporting = true;
+            }
             None => {}
         }
         let done = self
@@ -96,6 +100,7 @@ impl MemsightApp {
                 Err(e) => self.notices.error(e),
             }
         }
+        exporting
     }
 
     /// Closes the file shown (snapshot or profiler run); the next one left takes its place.

@@ -221,8 +221,11 @@ impl MemsightApp {
         self.take_dropped_files(&ctx);
         if self.view == View::App {
             self.shortcuts(&ctx);
-            self.poll_dialogs(&ctx);
-            self.notices.show(&ctx);
+            let exporting = self.poll_dialogs(&ctx);
+            // The picture of this frame is the export: no notice over it.
+            if !exporting {
+                self.notices.show(&ctx);
+            }
         }
         if let Some(p) = self.active_profiler.filter(|&p| p < self.profilers.len()) {
             self.profiler_root(ui, p);
