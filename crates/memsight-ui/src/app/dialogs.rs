@@ -86,12 +86,13 @@ pub struct Dialogs {
 }
 
 impl Dialogs {
-    pub fn new(backend: Backend) -> Self {
+    /// Dialogs of `backend`, the first starting in `last_dir` (else the current folder).
+    pub fn new(backend: Backend, last_dir: Option<PathBuf>) -> Self {
         Self {
             backend,
             desktop: None,
             builtin: None,
-            last_dir: None,
+            last_dir,
             told_why: false,
         }
     }

@@ -101,6 +101,7 @@ impl MemsightApp {
             .as_deref()
             .map(files::read_recent)
             .unwrap_or_default();
+        let dialogs = Dialogs::new(Backend::from_env(), last_folder(&recent));
         let jobs = sources
             .into_iter()
             .map(|s| LoadJob::start(s, ctx))
@@ -114,7 +115,7 @@ impl MemsightApp {
             notices: Notices::default(),
             recent_store,
             recent,
-            dialogs: Dialogs::new(Backend::from_env()),
+            dialogs,
             exports_done: Arc::new(Mutex::new(Vec::new())),
             show_warnings: false,
             show_findings: true,
@@ -304,6 +305,15 @@ impl MemsightApp {
             }
         }
     }
+}
+
+/// The folder of the most recent file that still exists: where the first dialog starts.
+fn last_folder(recent: &[PathBuf]) -> Option<PathBuf> {
+    recent.iter().find_map(|p| {
+        p.parent()
+            .filter(|d| d.is_dir())
+            .map(std::path::Path::to_path_buf)
+    })
 }
 
 impl eframe::App for MemsightApp {
