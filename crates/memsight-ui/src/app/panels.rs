@@ -11,15 +11,22 @@ use super::{BottomTab, CHART_MIN_SHARE, Layout, MemsightApp, NARROW_WIDTH, View}
 use crate::views::lifecycle::{lifecycle_ui, lifetime_facts_ui};
 
 impl MemsightApp {
-    /// The side and bottom panels around the chart, sized for the window: below
-    /// `NARROW_WIDTH` the findings panel starts collapsed and the bottom area shows tabs.
-    pub(super) fn panels_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
-        let width = ui.available_width();
+    /// Whether the window is narrow; crossing `NARROW_WIDTH` collapses or reopens the findings
+    /// panel once (the user's toggle wins until the next crossing).
+    pub(super) fn follow_window_width(&mut self, ctx: &egui::Context) -> bool {
         let narrow = ctx.content_rect().width() < NARROW_WIDTH;
         if self.was_narrow != Some(narrow) {
             self.show_findings = !narrow;
             self.was_narrow = Some(narrow);
         }
+        narrow
+    }
+
+    /// The side and bottom panels around the chart, sized for the window: below
+    /// `NARROW_WIDTH` the findings panel starts collapsed and the bottom area shows tabs.
+    pub(super) fn panels_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
+        let width = ui.available_width();
+        let narrow = self.follow_window_width(ctx);
         self.layout = Layout {
             window: Some(ui.max_rect()),
             ..Layout::default()
@@ -85,6 +92,7 @@ impl MemsightApp {
         if !self.jobs.is_empty() {
             egui::Panel::top("status").show(ui, |ui| self.status_ui(ui));
         }
+        self.follow_window_width(ui.ctx());
         let Some(doc) = self.profilers.get_mut(p) else {
             return;
         };
@@ -94,7 +102,8 @@ impl MemsightApp {
             let width = ui.available_width();
             egui::Panel::left("profiler-findings")
                 .resizable(true)
-                .default_size((width * 0.2).clamp(180.0, 300.0))
+                .default_size((width * 0.2).clamp(160.0, 300.0))
+                .max_size((width * (1.0 - CHART_MIN_SHARE) - 24.0).max(120.0))
                 .show(ui, |ui| {
                     let data = Arc::clone(&doc.data);
                     if let Some(i) = crate::views::findings::findings_ui(

@@ -159,6 +159,8 @@ pub(super) fn operators_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         .resizable(true)
         .sense(Sense::click())
         .auto_shrink([false, false])
+        // The rows take the height the panel has, however small (not egui_extras' 200 px).
+        .min_scrolled_height(0.0)
         .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
     for (k, (_, _, width)) in columns.iter().enumerate() {
         let column = egui_extras::Column::initial(*width)
