@@ -145,6 +145,16 @@ fn cells(data: &Prepared, device: usize, e: usize, t0: i64) -> [(String, String)
     ]
 }
 
+/// The first recorded time of `trace` (the list shows seconds after it); 0 without times.
+fn first_time_us(trace: &memsight_core::model::Trace) -> i64 {
+    trace
+        .time_us
+        .iter()
+        .copied()
+        .find(|&t| t != NO_TIME)
+        .unwrap_or(0)
+}
+
 /// Default column widths that fit the file's widest values, measured in the table's font.
 fn fitted_widths(ui: &Ui, data: &Prepared, device: usize) -> [f32; 9] {
     let s = &data.loaded.snapshot;
@@ -157,12 +167,7 @@ fn fitted_widths(ui: &Ui, data: &Prepared, device: usize) -> [f32; 9] {
         // The widest a figure up to `b` prints: "1023.99 GiB" style.
         format_bytes(b).len().max("999 MiB".len())
     };
-    let t0 = trace
-        .time_us
-        .iter()
-        .copied()
-        .find(|&t| t != NO_TIME)
-        .unwrap_or(0);
+    let t0 = first_time_us(trace);
     let last_time = trace.time_us.iter().rev().copied().find(|&t| t != NO_TIME);
     let samples = [
         trace.len().saturating_sub(1).to_string(),
@@ -228,12 +233,7 @@ pub fn event_list_ui(
         state.widths = Some((device, fitted_widths(ui, data, device)));
     }
     let widths = state.widths.map(|(_, w)| w).unwrap_or_default();
-    let t0 = trace
-        .time_us
-        .iter()
-        .copied()
-        .find(|&t| t != NO_TIME)
-        .unwrap_or(0);
+    let t0 = first_time_us(trace);
     // The table is as wide as its columns; a narrower panel scrolls it sideways, never clips.
     // Its rows take the height left above the header and the sideways scroll bar.
     let rows_height = (ui.available_height()

@@ -21,6 +21,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::palette::{self, ColorBy};
 use crate::prepared::{Prepared, Step};
 use crate::selection::{Command, Selection};
+use crate::views::axes::{byte_grid, grid_marks, nice_step};
 
 const OVERVIEW_HEIGHT: f32 = 44.0;
 /// The least room the y axis' labels get ("1023 MiB").
@@ -347,7 +348,7 @@ fn plot_ui(
         .x_axis_label(unit)
         .x_grid_spacer(move |input| x_grid(&input, time))
         .x_axis_formatter(move |mark, _| x_label(mark.value, mark.step_size, time))
-        .y_grid_spacer(|input| byte_grid(&input))
+        .y_grid_spacer(|input| byte_grid(&input, true))
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
         .y_axis_min_width(Y_AXIS_MIN_WIDTH);
     let shown = plot.show(&mut ui, |plot| {
@@ -376,41 +377,6 @@ fn x_grid(input: &egui_plot::GridInput, time: bool) -> Vec<egui_plot::GridMark> 
     for mark in &mut marks {
         if hi - mark.value < (hi - lo) * 0.02 {
             mark.step_size = step / 5.0;
-        }
-    }
-    marks
-}
-
-/// Grid lines at binary steps for bytes: 1, 2, 4, 8 … GiB read better than 1, 2, 5.
-fn byte_grid(input: &egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
-    let (lo, hi) = input.bounds;
-    let step = 2f64.powf(((hi - lo) / 5.0).max(1.0).log2().ceil());
-    let mut marks = grid_marks(lo, hi, step, step / 4.0);
-    // The top of the chart says its value too, where the last labelled line is far below it.
-    let highest = (hi / step).floor() * step;
-    if hi - highest > (hi - lo) * 0.12 {
-        marks.push(egui_plot::GridMark {
-            value: hi,
-            step_size: step,
-        });
-    }
-    marks
-}
-
-/// Marks every `minor` (faded by `egui_plot`) and every `step` (labelled) over `lo..=hi`.
-pub(crate) fn grid_marks(lo: f64, hi: f64, step: f64, minor: f64) -> Vec<egui_plot::GridMark> {
-    let mut marks = Vec::new();
-    for every in [minor, step] {
-        if every <= 0.0 || (hi - lo) / every > 1000.0 {
-            continue;
-        }
-        let mut v = (lo / every).ceil() * every;
-        while v <= hi {
-            marks.push(egui_plot::GridMark {
-                value: v,
-                step_size: every,
-            });
-            v += every;
         }
     }
     marks
@@ -1227,16 +1193,6 @@ fn paint_call_site_legend(painter: &egui::Painter, data: &Prepared, laid: &Laid,
     }
 }
 
-/// A step of roughly `target` in 1-2-5 multiples.
-pub(crate) fn nice_step(target: f64) -> f64 {
-    let magnitude = 10f64.powf(target.max(1e-9).log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * magnitude)
-        .find(|&s| s >= target)
-        .unwrap_or(10.0 * magnitude)
-}
-
 /// `record_function` steps (`ProfilerStep#N` …) as shaded, labelled spans: only the visible ones.
 fn paint_steps(
     painter: &egui::Painter,
@@ -1544,6 +1500,7 @@ mod tests {
 
     #[test]
     fn nice_steps_are_1_2_5() {
+        use crate::views::axes::nice_step;
         assert!((nice_step(0.7) - 1.0).abs() < 1e-12);
         assert!((nice_step(130.0) - 200.0).abs() < 1e-9);
         assert!((nice_step(4100.0) - 5000.0).abs() < 1e-9);

@@ -3,6 +3,7 @@
 //! curves and tables. Views know nothing of menus, dialogs or tabs (`app`), and read the data
 //! through `Prepared` only.
 
+pub mod axes;
 pub mod event_list;
 pub mod findings;
 pub mod lifecycle;

@@ -149,7 +149,7 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
         .set_margin_fraction(vec2(0.0, 0.0))
         .x_axis_formatter(|mark, _| format_seconds(mark.value, mark.step_size))
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
-        .y_grid_spacer(binary_grid)
+        .y_grid_spacer(|input| crate::views::axes::byte_grid(&input, false))
         .y_axis_min_width(56.0)
         .grid_color(palette::PLOT_GRID)
         .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
@@ -347,30 +347,6 @@ fn line_points(line: &Line, (x0, x1): (f64, f64), columns: usize) -> Vec<[f64; 2
         }
     }
     points
-}
-
-/// Grid lines at binary steps for bytes: 1, 2, 4, 8 … MiB / GiB read better than 1, 2, 5.
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "the signature egui_plot's grid spacers have"
-)]
-fn binary_grid(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
-    let (lo, hi) = input.bounds;
-    let span = (hi - lo).max(1.0);
-    let step = 2f64.powf((span / 5.0).max(1.0).log2().ceil());
-    let mut marks = Vec::new();
-    // Finer lines at a quarter of the step, faded by egui_plot.
-    for (every, size) in [(step / 4.0, step / 4.0), (step, step)] {
-        let mut v = (lo / every).ceil() * every;
-        while v <= hi {
-            marks.push(egui_plot::GridMark {
-                value: v,
-                step_size: size,
-            });
-            v += every;
-        }
-    }
-    marks
 }
 
 /// Seconds with as many decimals as the tick step needs.

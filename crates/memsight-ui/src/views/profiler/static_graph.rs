@@ -76,7 +76,7 @@ fn static_graph_plot(ui: &mut Ui, rank: &Rank) {
             hovered = Some(i);
         }
     }
-    let step = crate::views::lifecycle::nice_step(last as f64 / 8.0).max(1.0);
+    let step = crate::views::axes::nice_step(last as f64 / 8.0).max(1.0);
     let mut n = 0.0;
     while n <= last as f64 {
         painter.text(

@@ -1,0 +1,48 @@
+//! What the plots share about their axes: 1-2-5 steps, and grid lines at binary steps for bytes
+//! (1, 2, 4, 8 … GiB read better than 1, 2, 5), as `egui_plot` grid marks.
+
+/// A step of roughly `target` in 1-2-5 multiples.
+pub fn nice_step(target: f64) -> f64 {
+    let magnitude = 10f64.powf(target.max(1e-9).log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= target)
+        .unwrap_or(10.0 * magnitude)
+}
+
+/// Marks every `minor` (faded by `egui_plot`) and every `step` (labelled) over `lo..=hi`.
+pub fn grid_marks(lo: f64, hi: f64, step: f64, minor: f64) -> Vec<egui_plot::GridMark> {
+    let mut marks = Vec::new();
+    for every in [minor, step] {
+        if every <= 0.0 || (hi - lo) / every > 1000.0 {
+            continue;
+        }
+        let mut v = (lo / every).ceil() * every;
+        while v <= hi {
+            marks.push(egui_plot::GridMark {
+                value: v,
+                step_size: every,
+            });
+            v += every;
+        }
+    }
+    marks
+}
+
+/// Grid lines at binary steps for bytes: 1, 2, 4, 8 … GiB read better than 1, 2, 5. With
+/// `label_top`, the top of the plot is labelled too (where nothing is drawn above it).
+pub fn byte_grid(input: &egui_plot::GridInput, label_top: bool) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    let step = 2f64.powf(((hi - lo) / 5.0).max(1.0).log2().ceil());
+    let mut marks = grid_marks(lo, hi, step, step / 4.0);
+    // The top of the chart says its value too, where the last labelled line is far below it.
+    let highest = (hi / step).floor() * step;
+    if label_top && hi - highest > (hi - lo) * 0.12 {
+        marks.push(egui_plot::GridMark {
+            value: hi,
+            step_size: step,
+        });
+    }
+    marks
+}
