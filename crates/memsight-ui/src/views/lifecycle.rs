@@ -193,7 +193,9 @@ pub fn lifecycle_ui(
         pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT),
         full.max,
     );
-    if chart_rect.width() < 10.0 || chart_rect.height() < 10.0 {
+    if !roomy(chart_rect) {
+        // No room for a chart: nothing is laid out, nothing is waited for.
+        state.plot_frame = None;
         return;
     }
     let ax = axis(data, device, state.use_time);
@@ -273,7 +275,13 @@ pub fn lifecycle_ui(
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
 }
 
-/// Draws an empty plot in `plot_rect` to learn where `egui_plot` puts its frame there.
+/// Whether a chart fits in `rect` (a window can leave it a few pixels).
+fn roomy(rect: Rect) -> bool {
+    rect.width() >= 10.0 && rect.height() >= 10.0
+}
+
+/// Draws an empty plot in `plot_rect` to learn where `egui_plot` puts its frame there (kept only
+/// when a chart fits in it).
 fn measure_plot_frame(
     ui: &mut Ui,
     data: &Prepared,
@@ -281,13 +289,18 @@ fn measure_plot_frame(
     state: &mut LifecycleState,
     plot_rect: Rect,
 ) {
+    if !roomy(plot_rect) {
+        return;
+    }
     let ax = axis(data, device, state.use_time);
     let peak = data.loaded.replays[device].peak_reserved.bytes.max(1024) as f64;
     let view = state.x_range.unwrap_or_else(|| ax.full_range());
     let empty = Arc::new(Mesh::default());
     let frame = plot_ui(ui, plot_rect, &ax, view, (0.0, peak), empty);
-    state.plot_frame = Some((plot_rect, frame));
-    ui.ctx().request_repaint();
+    if roomy(frame) {
+        state.plot_frame = Some((plot_rect, frame));
+        ui.ctx().request_repaint();
+    }
 }
 
 /// The layout's mesh, or, while the layout of this view is on its way, the last one stretched
