@@ -208,7 +208,7 @@ fn small_windows_keep_the_chart_at_half_the_width_and_nothing_overlaps() {
         let details = layout.details.expect("the details panel is open");
         let bottom = layout.bottom.expect("the bottom area is open");
         assert!(
-            chart.width() >= 0.5 * window.width() - 16.0,
+            chart.width() >= 0.5 * window.width(),
             "{width}×{height}: chart {} px of {} px",
             chart.width(),
             window.width()
