@@ -329,6 +329,20 @@ fn the_pool_chart_follows_segment_allocs_and_a_block_click_shows_its_band() {
     // At 1100 px the event list and the pool chart share the bottom area as tabs.
     harness.get_by_label("Pool").click();
     harness.run_steps(2);
+    // With nothing selected, "<" goes to the last segment_alloc of the trace.
+    harness.get_by_label("< segment_alloc").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    let trace = &doc.data.loaded.snapshot.devices[0].trace;
+    let last_alloc = (0..trace.len())
+        .rev()
+        .find(|&i| trace.action[i] == memsight_core::model::Action::SegmentAlloc)
+        .map(|i| i as u32);
+    assert_eq!(doc.selection.event, last_alloc);
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(memsight_ui::selection::Command::SelectEvent(None));
+    harness.run_steps(2);
     // segment_alloc events of the trace, read with Python's pickle: 0 (44040192 bytes at
     // 20617048883200), 8 (at 20617099214848), 12.
     harness.get_by_label("segment_alloc >").click();

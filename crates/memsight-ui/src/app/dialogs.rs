@@ -13,6 +13,8 @@ use crate::app::ExportTarget;
 
 /// "Nothing picked" sooner than this is a dialog that never showed, not a user who cancelled.
 const FASTER_THAN_A_PERSON: Duration = Duration::from_millis(700);
+/// "Nothing picked" sooner than this may be either: the user is told where the browser is.
+const QUICK_CANCEL: Duration = Duration::from_secs(3);
 
 /// Files the open dialog lists: snapshot pickles (plain or gzipped, `torch.save`d) and profiler CSVs.
 pub const SNAPSHOT_EXTENSIONS: [&str; 5] = ["pickle", "pkl", "gz", "pt", "csv"];
@@ -125,6 +127,15 @@ impl Dialogs {
         None
     }
 
+    /// Opens memsight's browser whatever the desktop offers (File → Open with memsight's browser).
+    pub fn start_builtin(&mut self, purpose: Purpose) {
+        // A desktop dialog still waiting may answer later; its answer is then dropped.
+        self.desktop = None;
+        if self.builtin.is_none() {
+            self.open_builtin(purpose, None);
+        }
+    }
+
     /// Polls the desktop's dialog and draws the browser; call once a frame.
     pub fn show(&mut self, ctx: &egui::Context) -> Outcome {
         let mut outcome = Outcome::default();
@@ -137,10 +148,17 @@ impl Dialogs {
                 }
                 Ok(_) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                     let desktop = self.desktop.take().expect("checked above");
-                    if desktop.started.elapsed() < FASTER_THAN_A_PERSON {
+                    let took = desktop.started.elapsed();
+                    if took < FASTER_THAN_A_PERSON {
                         outcome.note = self.open_builtin(
                             desktop.purpose,
                             Some("the desktop's file dialog did not open".into()),
+                        );
+                    } else if took < QUICK_CANCEL {
+                        outcome.note = Some(
+                            "the desktop's file dialog closed without a file; if it never \
+                             appeared, File → Open with memsight's browser…"
+                                .into(),
                         );
                     }
                 }
@@ -155,16 +173,18 @@ impl Dialogs {
             match builtin.dialog.state() {
                 egui_file::State::Open => {}
                 egui_file::State::Selected => {
-                    // Files ticked in the list, else the one double-clicked or typed in.
-                    let mut paths: Vec<PathBuf> = builtin
+                    // The file double-clicked or typed in, when it is not one of those ticked in
+                    // the list (a path typed after ticking wins); else the ticked ones.
+                    let ticked: Vec<PathBuf> = builtin
                         .dialog
                         .selection()
                         .into_iter()
                         .map(Path::to_path_buf)
                         .collect();
-                    if paths.is_empty() {
-                        paths.extend(builtin.dialog.path().map(Path::to_path_buf));
-                    }
+                    let paths = match builtin.dialog.path().map(Path::to_path_buf) {
+                        Some(one) if !ticked.contains(&one) => vec![one],
+                        _ => ticked,
+                    };
                     let purpose = builtin.purpose.clone();
                     self.builtin = None;
                     outcome.picked = self.picked(&purpose, paths);

@@ -78,12 +78,18 @@ impl MemsightApp {
         if let Some(note) = outcome.note {
             self.notices.info(note);
         }
-        let mut exporting = false;
+        // The frame a dialog answers in still shows the dialog: an export waits one frame.
+        let exporting = if let Some((target, path)) = self.pending_export.take() {
+            self.export_screenshot(ctx, target, path);
+            true
+        } else {
+            false
+        };
         match outcome.picked {
             Some(Picked::Open(paths)) => self.open_all(ctx, paths),
             Some(Picked::Export(target, path)) => {
-                self.export_screenshot(ctx, target, path);
-                exporting = true;
+                self.pending_export = Some((target, path));
+                ctx.request_repaint();
             }
             None => {}
         }

@@ -67,6 +67,13 @@ impl MemsightApp {
                 if ui.button("Open profiler folder…").clicked() {
                     self.start_dialog(Purpose::OpenProfilerFolder);
                 }
+                if ui
+                    .button("Open with memsight's browser…")
+                    .on_hover_text("where the desktop's file dialog does not appear")
+                    .clicked()
+                {
+                    self.dialogs.start_builtin(Purpose::OpenSnapshots);
+                }
                 ui.menu_button("Open recent", |ui| {
                     if self.recent.is_empty() {
                         ui.weak("nothing yet");
@@ -184,6 +191,8 @@ impl MemsightApp {
                             .selectable_value(&mut doc.device, d.ordinal, text)
                             .changed()
                         {
+                            // Another device: another trace, so nothing selected carries over.
+                            doc.selection = crate::selection::Selection::default();
                             doc.lifecycle = crate::views::lifecycle::LifecycleState::default();
                         }
                     }

@@ -75,6 +75,8 @@ pub struct MemsightApp {
     recent_store: Option<PathBuf>,
     recent: Vec<PathBuf>,
     pub dialogs: Dialogs,
+    /// An export picked in a dialog, taken next frame (when the dialog is gone from the picture).
+    pending_export: Option<(ExportTarget, PathBuf)>,
     /// Exports finished by the screenshot callback, to report as notices.
     exports_done: Arc<Mutex<Vec<Result<PathBuf, String>>>>,
     show_warnings: bool,
@@ -116,6 +118,7 @@ impl MemsightApp {
             recent_store,
             recent,
             dialogs,
+            pending_export: None,
             exports_done: Arc::new(Mutex::new(Vec::new())),
             show_warnings: false,
             show_findings: true,

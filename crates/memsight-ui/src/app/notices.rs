@@ -118,7 +118,9 @@ impl Notices {
         if let Some(path) = copied {
             self.info(format!("copied {}", path.display()));
         }
-        // Come back to fade the successes out.
-        ctx.request_repaint_after(Duration::from_millis(500));
+        // Come back to fade the successes out (failures stay: nothing to wait for).
+        if self.notices.iter().any(|n| n.level != Level::Error) {
+            ctx.request_repaint_after(Duration::from_millis(500));
+        }
     }
 }

@@ -127,6 +127,8 @@ impl MemsightApp {
     }
 
     pub(super) fn chart_ui(&mut self, ui: &mut Ui) {
+        // Set again below only where a chart is drawn: "Export chart" never saves a stale area.
+        self.chart_rect = None;
         let Some(doc) = self.docs.get_mut(self.active) else {
             ui.centered_and_justified(|ui| {
                 ui.label(if self.jobs.is_empty() {

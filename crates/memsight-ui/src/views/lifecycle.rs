@@ -194,8 +194,7 @@ pub fn lifecycle_ui(
         full.max,
     );
     if !roomy(chart_rect) {
-        // No room for a chart: nothing is laid out, nothing is waited for.
-        state.plot_frame = None;
+        state.no_room();
         return;
     }
     let ax = axis(data, device, state.use_time);
@@ -742,6 +741,13 @@ fn hover_and_click(
 }
 
 impl LifecycleState {
+    /// No room for a chart: nothing is laid out, nothing is waited for.
+    fn no_room(&mut self) {
+        self.plot_frame = None;
+        self.pending = None;
+        self.wanted = None;
+    }
+
     /// True until the layout for the current view has arrived.
     pub fn is_laying_out(&self) -> bool {
         // A chart never drawn (no room for it in a small window) waits for nothing; one whose

@@ -239,7 +239,9 @@ fn segment_alloc_jumps(
     }
     let allocs: &[u32] = state.segment_allocs.as_ref().map_or(&[], |(_, a)| a);
     (
-        selected.is_some_and(|e| allocs.first().is_some_and(|&a| a < e)),
+        allocs
+            .first()
+            .is_some_and(|&a| selected.is_none_or(|e| a < e)),
         allocs
             .last()
             .is_some_and(|&a| selected.is_none_or(|e| a > e)),

@@ -128,6 +128,18 @@ fn y_range(lines: &[Line], x0: f64, x1: f64) -> (f64, f64) {
 /// range. Wheel: zoom around the pointer; drag: pan; Ctrl+drag: pick a range; double-click: all.
 fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &[Line], id: &str) {
     if rect.width() < 80.0 || rect.height() < 60.0 {
+        // Too small to read: say so rather than leave the space blank.
+        ui.put(
+            rect,
+            egui::Label::new(
+                egui::RichText::new(format!(
+                    "{title}: too little room for a plot (View → Overlay ranks, or a taller window)"
+                ))
+                .size(11.0)
+                .color(palette::AXIS),
+            )
+            .truncate(),
+        );
         return;
     }
     let (x0, x1) = doc.view();
