@@ -96,10 +96,11 @@ done
 [ -n "$opened" ] || { echo "gui-smoke: snap.pkl was not opened through the dialog" >&2; cat "$work/app.log" >&2; exit 1; }
 sleep 3
 
-# File -> Export chart as PNG…, then Enter in the dialog's File field (the suggested name).
+# File -> Export chart as PNG… (the menu's sixth row), then Enter in the dialog's File field
+# (the suggested name).
 xdotool mousemove 18 12 click 1
 sleep 1
-xdotool mousemove 80 117 click 1
+xdotool mousemove 80 140 click 1
 sleep 2
 xdotool mousemove 700 596 click 1
 sleep 0.5
