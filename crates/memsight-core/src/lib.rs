@@ -19,6 +19,7 @@ pub use model::Snapshot;
 pub mod report;
 pub mod testing;
 pub mod units;
+pub mod whatif;
 
 pub use replay::{DeviceReplay, replay_all};
 

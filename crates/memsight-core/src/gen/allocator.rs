@@ -82,6 +82,20 @@ pub struct Allocator {
     /// Segments allocated although the free bytes cached in the same pool and stream covered the
     /// request, just not in one piece.
     pub fragmented_growth: Vec<FragmentedGrowth>,
+    /// Events recorded so far, by kind (also those the ring buffer dropped).
+    pub counts: ActionCounts,
+    /// The most reserved at any time.
+    pub peak_reserved_bytes: u64,
+}
+
+/// How many segment events and OOMs the allocator recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActionCounts {
+    pub segment_alloc: u64,
+    pub segment_free: u64,
+    pub segment_map: u64,
+    pub segment_unmap: u64,
+    pub oom: u64,
 }
 
 /// One `segment_alloc` that fragmentation caused.
@@ -116,7 +130,63 @@ impl Allocator {
             recorded: 0,
             stalls: Vec::new(),
             fragmented_growth: Vec::new(),
+            counts: ActionCounts::default(),
+            peak_reserved_bytes: 0,
         }
+    }
+
+    /// Puts a segment that already exists (the pool before a trace starts) at `addr`: `blocks`
+    /// are (address, size, requested bytes; 0 = free) tiling it, in address order. Segments the
+    /// model makes later start above every seeded one. Records nothing.
+    pub fn seed_segment(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stream: i128,
+        expandable: bool,
+        blocks: &[(u64, u64, u64)],
+    ) {
+        // A 2 MiB segment is the small pool's (large-pool segments are 20 MiB, or ≥ 10 MiB).
+        let pool = if size == SMALL_SEGMENT_BYTES && !expandable {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let mut tiles = BTreeMap::new();
+        for &(at, bytes, requested) in blocks {
+            let allocated = requested > 0;
+            tiles.insert(
+                at,
+                GenBlock {
+                    size: bytes,
+                    requested,
+                    stack: None,
+                    allocated,
+                },
+            );
+            if allocated {
+                self.allocated_bytes += requested;
+            } else {
+                self.free.insert((pool, stream, bytes, at));
+            }
+        }
+        self.segments.insert(
+            addr,
+            GenSegment {
+                size,
+                pool,
+                stream,
+                expandable,
+                stack: None,
+                blocks: tiles,
+            },
+        );
+        self.reserved_bytes += size;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
+        let end = (addr + size).div_ceil(SMALL_SEGMENT_BYTES) * SMALL_SEGMENT_BYTES;
+        // An expandable segment reserves a large virtual range to grow into.
+        let end = if expandable { addr + (1 << 40) } else { end };
+        self.next_address = self.next_address.max(end);
     }
 
     pub fn record(
@@ -128,6 +198,18 @@ impl Allocator {
         stack: Option<u32>,
         device_free: Option<u64>,
     ) {
+        match action {
+            Action::SegmentAlloc => self.counts.segment_alloc += 1,
+            Action::SegmentFree => self.counts.segment_free += 1,
+            Action::SegmentMap => self.counts.segment_map += 1,
+            Action::SegmentUnmap => self.counts.segment_unmap += 1,
+            Action::Oom => self.counts.oom += 1,
+            _ => {}
+        }
+        if self.max_entries == 0 {
+            self.recorded += 1;
+            return;
+        }
         if self.trace.len() == self.max_entries {
             self.trace.pop_front();
         }
@@ -316,6 +398,7 @@ impl Allocator {
         );
         self.free.insert((pool, stream, seg_size, addr));
         self.reserved_bytes += seg_size;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
         true
     }
 
@@ -364,6 +447,7 @@ impl Allocator {
         self.tick(20 + (map_bytes >> 21) as i64);
         self.record(Action::SegmentMap, end, map_bytes, stream, stack, None);
         self.reserved_bytes += map_bytes;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
         let Some(seg) = self.segments.get_mut(&seg_addr) else {
             return false;
         };

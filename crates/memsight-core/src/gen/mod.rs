@@ -4,7 +4,7 @@
 //! Used for tests (the detectors' ground truth), benchmarks (files of any size) and the bundled
 //! demo. Deterministic for a given seed.
 
-mod allocator;
+pub(crate) mod allocator;
 pub mod profiler;
 pub mod score;
 pub mod transformer;

@@ -1,0 +1,146 @@
+//! What if (issue 13, first part): the trace's requests replayed through the caching-allocator
+//! model of `gen::allocator`, under the recorded settings or others, and what the model predicts
+//! next to what the file recorded. Fidelity first: with the recorded settings the prediction must
+//! match the file before any other setting's prediction can be trusted.
+//!
+//! Replayed: the pool before the trace (the reverse replay's segments and blocks, seeded as they
+//! were), every `alloc` and
+//! `free_completed` (matched by address), and each burst of recorded `segment_free` /
+//! `segment_unmap` as one release of the cached segments (the program's `empty_cache()`, or the
+//! allocator's own free-and-retry). Not modelled yet: `max_split_size_mb`,
+//! `roundup_power2_divisions`, `garbage_collection_threshold`, the device's capacity (the model
+//! grows without bound unless one is given), private pools.
+
+use rustc_hash::FxHashMap;
+
+use crate::r#gen::allocator::{ActionCounts, Allocator};
+use crate::model::{Action, BlockState, Device};
+use crate::replay::DeviceReplay;
+
+/// Where the model's address space starts (any value; addresses are mapped).
+const MODEL_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+
+/// The allocator settings a replay runs under.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub expandable_segments: bool,
+    /// Replay the recorded releases of cached segments (`empty_cache()` calls and stalls).
+    pub skip_releases: bool,
+    /// Device memory the allocator may reserve; `None`: unbounded.
+    pub capacity_bytes: Option<u64>,
+}
+
+/// What a run did, recorded or predicted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub peak_reserved_bytes: u64,
+    /// `segment_alloc`s, or `segment_map`s with expandable segments.
+    pub segment_allocs: u64,
+    /// `segment_free`s, or `segment_unmap`s.
+    pub segment_frees: u64,
+    pub ooms: u64,
+}
+
+/// What the file recorded for `device`.
+pub fn recorded(device: &Device, replay: &DeviceReplay) -> Outcome {
+    let count = |wanted: &[Action]| {
+        device
+            .trace
+            .action
+            .iter()
+            .filter(|a| wanted.contains(a))
+            .count() as u64
+    };
+    Outcome {
+        peak_reserved_bytes: replay.peak_reserved.bytes.max(0) as u64,
+        segment_allocs: count(&[Action::SegmentAlloc, Action::SegmentMap]),
+        segment_frees: count(&[Action::SegmentFree, Action::SegmentUnmap]),
+        ooms: count(&[Action::Oom]),
+    }
+}
+
+/// Whether the file recorded expandable segments on `device` (a `segment_map`, or a segment
+/// marked expandable in the final pool).
+pub fn recorded_expandable(device: &Device) -> bool {
+    device.trace.action.contains(&Action::SegmentMap)
+        || device.segments.iter().any(|s| s.is_expandable)
+}
+
+/// The trace of `device` replayed through the allocator model under `settings`.
+pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> Outcome {
+    let capacity = settings.capacity_bytes.unwrap_or(u64::MAX / 4);
+    let mut model = Allocator::new(
+        MODEL_BASE_ADDRESS,
+        capacity,
+        settings.expandable_segments,
+        0,
+        0,
+    );
+    // Recorded address → the model's address for the same tensor. The pool before the trace
+    // (from the reverse replay) is seeded as it was, at its own addresses.
+    let mut addresses: FxHashMap<u64, u64> = FxHashMap::default();
+    for seg in replay.pool_after(device, None).segments {
+        if seg.is_expandable && !settings.expandable_segments {
+            continue;
+        }
+        let blocks: Vec<(u64, u64, u64)> = seg
+            .blocks
+            .iter()
+            .map(|b| {
+                let requested = if b.state == BlockState::Inactive {
+                    0
+                } else {
+                    addresses.insert(b.address, b.address);
+                    b.requested_size_bytes.max(1)
+                };
+                (b.address, b.size_bytes, requested)
+            })
+            .collect();
+        model.seed_segment(
+            seg.address,
+            seg.total_size_bytes,
+            i128::from(seg.stream),
+            seg.is_expandable,
+            &blocks,
+        );
+    }
+    // What the model did to hold the blocks from before the trace is not part of the trace.
+    let (before, reserved_before) = (model.counts, model.reserved_bytes);
+    model.peak_reserved_bytes = reserved_before;
+    let trace = &device.trace;
+    let mut releasing = false;
+    for i in 0..trace.len() {
+        let (addr, size, stream) = (trace.addr[i], trace.size_bytes[i], trace.stream[i]);
+        let release = matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
+        if release && !releasing && !settings.skip_releases {
+            model.release_cached(None);
+        }
+        releasing = release;
+        match trace.action[i] {
+            Action::Alloc => {
+                if let Some(at) = model.malloc(size, i128::from(stream), None) {
+                    addresses.insert(addr, at);
+                }
+            }
+            Action::FreeCompleted => {
+                if let Some(at) = addresses.remove(&addr) {
+                    model.free(at);
+                }
+            }
+            _ => {}
+        }
+    }
+    outcome(&model.counts, &before, model.peak_reserved_bytes)
+}
+
+/// What the model recorded in the trace: `counts` less those it had made `before` it.
+fn outcome(counts: &ActionCounts, before: &ActionCounts, peak_reserved_bytes: u64) -> Outcome {
+    Outcome {
+        peak_reserved_bytes,
+        segment_allocs: (counts.segment_alloc + counts.segment_map)
+            - (before.segment_alloc + before.segment_map),
+        segment_frees: (counts.segment_free + counts.segment_unmap)
+            - (before.segment_free + before.segment_unmap),
+        ooms: counts.oom - before.oom,
+    }
+}
