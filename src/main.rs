@@ -93,6 +93,33 @@ enum Command {
         #[arg(long, value_parser = ["warning", "error"])]
         fail_on: Option<String>,
     },
+    /// What if: replay the trace's requests through a model of the caching allocator, under the
+    /// recorded settings (how faithful the model is to this file) or changed ones.
+    #[command(after_help = EXIT_STATUS)]
+    Whatif {
+        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        file: Option<PathBuf>,
+        /// Device ordinal (default: every device with a trace).
+        #[arg(long)]
+        device: Option<u32>,
+        #[arg(
+            long = "set",
+            value_name = "KEY:VALUE",
+            help = "An allocator setting to change, KEY:VALUE (expandable_segments:True); repeatable"
+        )]
+        set: Vec<String>,
+        #[arg(
+            long,
+            help = "Replay without the recorded releases of cached segments (the program's empty_cache() calls)"
+        )]
+        no_empty_cache: bool,
+        /// Device memory in bytes the allocator may reserve (default: unbounded).
+        #[arg(long)]
+        capacity: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
         #[arg(
@@ -153,6 +180,20 @@ fn main() -> ExitCode {
             markdown,
             fail_on,
         }) => commands::analyze(&files, json, markdown, fail_on.as_deref()),
+        Some(Command::Whatif {
+            file,
+            device,
+            set,
+            no_empty_cache,
+            capacity,
+            json,
+        }) => commands::whatif(
+            file.as_deref(),
+            device,
+            &set,
+            (no_empty_cache, capacity),
+            json,
+        ),
         Some(Command::Gen {
             scenario,
             events,

@@ -547,3 +547,45 @@ fn profiler_folders_are_analysed_together_and_render() {
     std::fs::remove_dir_all(dir).expect("clean up");
     std::fs::remove_dir_all(empty).expect("clean up");
 }
+
+/// `whatif`: settings are checked before the file is read (exit 2, listing the valid keys); on a
+/// real file the recorded settings reproduce what it recorded, and JSON says which settings ran.
+#[test]
+fn whatif_checks_its_settings_and_replays_a_real_file() {
+    for (set, says) in [
+        ("foo:1", "unknown allocator setting \"foo\""),
+        (
+            "max_split_size_mb:128",
+            "max_split_size_mb is not modelled yet",
+        ),
+        ("expandable_segments:maybe", "takes True or False"),
+        ("expandable_segments", "is not KEY:VALUE"),
+    ] {
+        let out = memsight(&["whatif", "--set", set]);
+        assert_eq!(out.status.code(), Some(2), "{set}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{set}: {stderr}");
+        assert!(stderr.contains("expandable_segments"), "{stderr}");
+    }
+    let Some(dir) = memsight_core::testing::fixtures_dir() else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let file = dir.join("snapshots").join("cuda_2023_no_time.pickle");
+    let out = memsight(&["whatif", file.to_str().expect("utf-8"), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let device = &report["devices"][0];
+    assert_eq!(device["settings"]["expandable_segments"], false);
+    // 152 segment_alloc events in the trace (Python's pickle).
+    assert_eq!(device["recorded"]["segment_allocs"], 152);
+    assert_eq!(device["predicted"]["segment_allocs"], 152);
+    assert_eq!(
+        device["recorded"]["peak_reserved_bytes"],
+        device["predicted"]["peak_reserved_bytes"]
+    );
+}

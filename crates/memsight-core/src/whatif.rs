@@ -12,6 +12,7 @@
 //! grows without bound unless one is given), private pools.
 
 use rustc_hash::FxHashMap;
+use serde::Serialize;
 
 use crate::r#gen::allocator::{ActionCounts, Allocator};
 use crate::model::{Action, BlockState, Device};
@@ -21,7 +22,7 @@ use crate::replay::DeviceReplay;
 const MODEL_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 
 /// The allocator settings a replay runs under.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Settings {
     pub expandable_segments: bool,
     /// Replay the recorded releases of cached segments (`empty_cache()` calls and stalls).
@@ -31,7 +32,7 @@ pub struct Settings {
 }
 
 /// What a run did, recorded or predicted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Outcome {
     pub peak_reserved_bytes: u64,
     /// `segment_alloc`s, or `segment_map`s with expandable segments.
@@ -39,6 +40,50 @@ pub struct Outcome {
     /// `segment_free`s, or `segment_unmap`s.
     pub segment_frees: u64,
     pub ooms: u64,
+}
+
+/// The `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_NPU_ALLOC_CONF` keys the model follows.
+pub const MODELLED_KEYS: [&str; 1] = ["expandable_segments"];
+/// Keys the allocators know that the model does not follow yet.
+pub const UNMODELLED_KEYS: [&str; 3] = [
+    "max_split_size_mb",
+    "garbage_collection_threshold",
+    "roundup_power2_divisions",
+];
+
+impl Settings {
+    /// Applies one `KEY:VALUE` (as in `PYTORCH_CUDA_ALLOC_CONF`); the error says what is valid.
+    pub fn set(&mut self, key_value: &str) -> Result<(), String> {
+        let Some((key, value)) = key_value.split_once(':') else {
+            return Err(format!(
+                "{key_value:?} is not KEY:VALUE (e.g. expandable_segments:True)"
+            ));
+        };
+        match key.trim() {
+            "expandable_segments" => {
+                self.expandable_segments = match value.trim() {
+                    "True" | "true" | "1" => true,
+                    "False" | "false" | "0" => false,
+                    other => {
+                        return Err(format!(
+                            "expandable_segments takes True or False, not {other:?}"
+                        ));
+                    }
+                };
+                Ok(())
+            }
+            key if UNMODELLED_KEYS.contains(&key) => Err(format!(
+                "{key} is not modelled yet (keys the replay follows: {})",
+                MODELLED_KEYS.join(", ")
+            )),
+            other => Err(format!(
+                "unknown allocator setting {other:?} (keys the replay follows: {}; known but not \
+                 modelled yet: {})",
+                MODELLED_KEYS.join(", "),
+                UNMODELLED_KEYS.join(", ")
+            )),
+        }
+    }
 }
 
 /// What the file recorded for `device`.
