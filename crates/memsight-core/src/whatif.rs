@@ -125,9 +125,6 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
     // (from the reverse replay) is seeded as it was, at its own addresses.
     let mut addresses: FxHashMap<u64, u64> = FxHashMap::default();
     for seg in replay.pool_after(device, None).segments {
-        if seg.is_expandable && !settings.expandable_segments {
-            continue;
-        }
         let blocks: Vec<(u64, u64, u64)> = seg
             .blocks
             .iter()
@@ -145,7 +142,8 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
             seg.address,
             seg.total_size_bytes,
             i128::from(seg.stream),
-            seg.is_expandable,
+            // Without expandable segments, what was mapped before the trace is an ordinary one.
+            seg.is_expandable && settings.expandable_segments,
             &blocks,
         );
     }
