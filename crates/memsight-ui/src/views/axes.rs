@@ -1,6 +1,19 @@
 //! What the plots share about their axes: 1-2-5 steps, and grid lines at binary steps for bytes
 //! (1, 2, 4, 8 … GiB read better than 1, 2, 5), as `egui_plot` grid marks.
 
+/// A plot that only draws: no zoom, drag, scroll or reset of its own and no hover label (the
+/// view and the tooltips are the caller's, so several plots can share one view).
+pub fn drawing_only(plot: egui_plot::Plot<'_>) -> egui_plot::Plot<'_> {
+    plot.allow_zoom(false)
+        .allow_drag(false)
+        .allow_scroll(false)
+        .allow_boxed_zoom(false)
+        .allow_double_click_reset(false)
+        .allow_axis_zoom_drag(false)
+        .show_x(false)
+        .show_y(false)
+}
+
 /// A step of roughly `target` in 1-2-5 multiples.
 pub fn nice_step(target: f64) -> f64 {
     let magnitude = 10f64.powf(target.max(1e-9).log10().floor());

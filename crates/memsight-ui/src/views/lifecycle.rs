@@ -342,18 +342,10 @@ fn plot_ui(
     );
     let time = ax.times.is_some();
     let unit = if time { "time" } else { "event" };
-    let plot = egui_plot::Plot::new("lifecycle-plot")
+    let plot = crate::views::axes::drawing_only(egui_plot::Plot::new("lifecycle-plot"))
         .width(rect.width())
         .height(rect.height())
         .sense(Sense::hover())
-        .allow_zoom(false)
-        .allow_drag(false)
-        .allow_scroll(false)
-        .allow_boxed_zoom(false)
-        .allow_double_click_reset(false)
-        .allow_axis_zoom_drag(false)
-        .show_x(false)
-        .show_y(false)
         .show_background(false)
         .grid_color(palette::PLOT_GRID)
         .set_margin_fraction(vec2(0.0, 0.0))

@@ -147,17 +147,9 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
     let mut ui = ui.new_child(egui::UiBuilder::new().max_rect(rect).id_salt(id));
     ui.add(egui::Label::new(egui::RichText::new(title).size(12.0).color(palette::AXIS)).truncate());
     let height = ui.available_height();
-    let plot = egui_plot::Plot::new(("profiler-curves", id))
+    // The doc owns the view (shared by every rank): the plot only draws it.
+    let plot = crate::views::axes::drawing_only(egui_plot::Plot::new(("profiler-curves", id)))
         .height(height)
-        // The doc owns the view (shared by every rank): the plot only draws it.
-        .allow_zoom(false)
-        .allow_drag(false)
-        .allow_scroll(false)
-        .allow_boxed_zoom(false)
-        .allow_double_click_reset(false)
-        .allow_axis_zoom_drag(false)
-        .show_x(false)
-        .show_y(false)
         .set_margin_fraction(vec2(0.0, 0.0))
         .x_axis_formatter(|mark, _| format_seconds(mark.value, mark.step_size))
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
