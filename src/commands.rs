@@ -29,16 +29,17 @@ impl std::fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// An [`InputError`] from anything printable.
-fn input(message: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn input(message: impl std::fmt::Display) -> anyhow::Error {
     InputError(message.to_string()).into()
 }
 
 /// Returns an [`InputError`] made like `format!`.
 macro_rules! bail_input {
     ($($arg:tt)*) => {
-        return Err(input(format!($($arg)*)))
+        return Err($crate::commands::input(format!($($arg)*)))
     };
 }
+pub(crate) use bail_input;
 
 /// Name of the bundled demo snapshot in `resources/`.
 const DEMO_NAME: &str = "demo_snapshot.pickle.gz";
@@ -122,7 +123,7 @@ pub fn screenshot(
     Ok(())
 }
 
-fn open(file: Option<&Path>) -> Result<Loaded> {
+pub(crate) fn open(file: Option<&Path>) -> Result<Loaded> {
     let snapshot = if let Some(path) = file {
         memsight_core::load_path(path, None).map_err(input)?
     } else {
@@ -131,7 +132,7 @@ fn open(file: Option<&Path>) -> Result<Loaded> {
     Ok(Loaded::new(snapshot))
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
     // As an io::Error, so a closed pipe is recognised as one.
     serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
@@ -516,9 +517,7 @@ pub fn whatif(
 
 pub fn generate(
     scenario: &str,
-    events: usize,
-    seed: u64,
-    protocol: u8,
+    (events, seed, protocol, batch): (usize, u64, u8, u64),
     output: &Path,
 ) -> Result<()> {
     let scenario: Scenario = scenario.parse().map_err(input)?;
@@ -528,11 +527,15 @@ pub fn generate(
     if events == 0 {
         bail_input!("--events must be at least 1");
     }
+    if batch == 0 {
+        bail_input!("--batch must be at least 1");
+    }
     let generated = r#gen::generate(&GenOptions {
         scenario,
         events,
         seed,
         protocol,
+        batch,
     });
     let truth = generated
         .write_files(output)

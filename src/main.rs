@@ -1,6 +1,7 @@
 //! memsight: the command line. Parses arguments and calls into `memsight-core`.
 
 mod commands;
+mod diff;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -120,6 +121,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two recordings: what grew, where, and by how much (two snapshots: per call site
+    /// and category at each peak; two profiler runs or ranks: per operator).
+    #[command(after_help = EXIT_STATUS)]
+    Diff {
+        /// The first recording (A): a snapshot pickle, or profiler data (a rank folder, a parent
+        /// of rank folders).
+        a: PathBuf,
+        /// The second recording (B), of the same kind; A again to compare two of its devices or
+        /// ranks.
+        b: PathBuf,
+        /// A's device ordinal (profiler data: rank index); default: devices paired by index.
+        #[arg(long)]
+        device_a: Option<u32>,
+        /// B's device ordinal (profiler data: rank index).
+        #[arg(long)]
+        device_b: Option<u32>,
+        /// Call sites (operators) to list per device (text default 20; JSON default all).
+        #[arg(long)]
+        top: Option<usize>,
+        /// Print JSON instead of text.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print Markdown instead of text.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
     Gen {
         #[arg(
@@ -135,6 +162,9 @@ enum Command {
         /// Pickle protocol (4 as Python 3.8-3.13 writes, 5 as Python 3.14 does).
         #[arg(long, default_value_t = 4)]
         protocol: u8,
+        /// Sequences per micro-batch (transformer scenarios: activations scale with it).
+        #[arg(long, default_value_t = memsight_core::r#gen::transformer::BATCH)]
+        batch: u64,
         /// Output file; a name ending in .gz is compressed.
         #[arg(short, long)]
         output: PathBuf,
@@ -194,13 +224,32 @@ fn main() -> ExitCode {
             (no_empty_cache, capacity),
             json,
         ),
+        Some(Command::Diff {
+            a,
+            b,
+            device_a,
+            device_b,
+            top,
+            json,
+            markdown,
+        }) => {
+            let format = if json {
+                diff::Format::Json
+            } else if markdown {
+                diff::Format::Markdown
+            } else {
+                diff::Format::Text
+            };
+            diff::diff(&a, &b, (device_a, device_b), top, format)
+        }
         Some(Command::Gen {
             scenario,
             events,
             seed,
             protocol,
+            batch,
             output,
-        }) => commands::generate(&scenario, events, seed, protocol, &output),
+        }) => commands::generate(&scenario, (events, seed, protocol, batch), &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

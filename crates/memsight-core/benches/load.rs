@@ -17,6 +17,7 @@ fn snapshot_bytes(events: usize) -> Vec<u8> {
         events,
         seed: 1,
         protocol: 4,
+        ..GenOptions::default()
     });
     g.write_pickle(Vec::new()).expect("in-memory write")
 }

@@ -15,7 +15,14 @@ pub struct FrameLine {
 
 /// Whether a frame belongs to the machinery rather than to the user's code.
 pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
-    let file = snapshot.str(frame.filename);
+    // Windows paths (`D:\venv\Lib\site-packages\…`) follow the same rules.
+    let raw = snapshot.str(frame.filename);
+    let file: std::borrow::Cow<str> = if raw.contains('\\') {
+        raw.replace('\\', "/").into()
+    } else {
+        raw.into()
+    };
+    let file = file.as_ref();
     let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c"]
         .iter()
         .any(|ext| file.ends_with(ext));
@@ -27,7 +34,6 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         || file.starts_with("torch/")
         || file.contains("site-packages/")
         || file.contains("/lib/python")
-        || file.contains("\\torch\\")
 }
 
 /// The frames of `stack`, innermost first, consecutive repeats collapsed; without the internal

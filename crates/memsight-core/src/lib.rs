@@ -4,6 +4,7 @@
 
 pub mod category;
 pub mod detect;
+pub mod diff;
 pub mod frames;
 pub mod r#gen;
 pub mod lifecycle;

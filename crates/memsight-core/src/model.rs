@@ -336,6 +336,11 @@ impl Snapshot {
         self.strings.get(id as usize).map_or("", |s| s)
     }
 
+    /// Whether the file comes from an Ascend NPU (`torch_npu` frames or settings).
+    pub fn is_npu(&self) -> bool {
+        self.strings.iter().any(|s| s.contains("torch_npu"))
+    }
+
     pub fn device(&self, ordinal: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.ordinal == ordinal)
     }

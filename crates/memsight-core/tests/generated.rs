@@ -18,6 +18,7 @@ fn generate(scenario: Scenario, events: usize, protocol: u8) -> (Generated, Load
         events,
         seed: 11,
         protocol,
+        ..GenOptions::default()
     });
     let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
     let snapshot = load_bytes(&bytes, Path::new(scenario.name())).unwrap_or_else(|e| panic!("{e}"));
@@ -216,6 +217,7 @@ fn gzip_files_load_transparently() {
         events: 3000,
         seed: 3,
         protocol: 4,
+        ..GenOptions::default()
     });
     let truth = g.write_files(&path).expect("write");
     let snapshot = load_path(&path, None).unwrap_or_else(|e| panic!("{e}"));
@@ -236,6 +238,7 @@ fn a_load_can_be_cancelled() {
         events: 20_000,
         seed: 1,
         protocol: 4,
+        ..GenOptions::default()
     });
     let bytes = g.write_pickle(Vec::new()).expect("in-memory write");
     let progress = memsight_core::LoadProgress::default();

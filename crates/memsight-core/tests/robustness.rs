@@ -15,6 +15,7 @@ fn generated(scenario: Scenario, events: usize, protocol: u8) -> Vec<u8> {
         events,
         seed: 7,
         protocol,
+        ..GenOptions::default()
     });
     g.write_pickle(Vec::new()).expect("in-memory write")
 }

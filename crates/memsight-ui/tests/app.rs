@@ -21,6 +21,7 @@ fn generated(scenario: Scenario, events: usize) -> Source {
         events,
         seed: 3,
         protocol: 4,
+        ..GenOptions::default()
     });
     let bytes: &'static [u8] = Box::leak(
         g.write_pickle(Vec::new())

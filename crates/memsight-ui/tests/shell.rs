@@ -22,6 +22,7 @@ fn generated(scenario: Scenario, events: usize) -> Vec<u8> {
         events,
         seed: 5,
         protocol: 4,
+        ..GenOptions::default()
     })
     .write_pickle(Vec::new())
     .expect("in memory")

@@ -56,11 +56,6 @@ fn configured(snapshot: &Snapshot) -> Configured {
     }
 }
 
-/// Whether the file comes from an Ascend NPU (`torch_npu` frames), for the variable's name.
-fn is_npu(snapshot: &Snapshot) -> bool {
-    snapshot.strings.iter().any(|s| s.contains("torch_npu"))
-}
-
 /// Setting advice backed by `findings` (the other detectors' results for this file).
 pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     let have = configured(snapshot);
@@ -99,7 +94,7 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     else {
         return Vec::new();
     };
-    let variable = if is_npu(snapshot) {
+    let variable = if snapshot.is_npu() {
         "PYTORCH_NPU_ALLOC_CONF"
     } else {
         "PYTORCH_CUDA_ALLOC_CONF"

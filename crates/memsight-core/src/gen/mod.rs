@@ -95,6 +95,21 @@ pub struct GenOptions {
     pub seed: u64,
     /// 4 (Python 3.8–3.13) or 5 (Python 3.14).
     pub protocol: u8,
+    /// Sequences per micro-batch of the transformer scenarios: activations scale with it,
+    /// parameters, gradients and optimizer state do not.
+    pub batch: u64,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        Self {
+            scenario: Scenario::Steady,
+            events: 100_000,
+            seed: 1,
+            protocol: 4,
+            batch: transformer::BATCH,
+        }
+    }
 }
 
 /// What was injected, for tests to check detectors against (`FILE.truth.json`).
@@ -390,6 +405,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             target,
             sc == Scenario::TransformerLeak,
             options.seed.is_multiple_of(2),
+            options.batch.max(1),
         );
         annotations = run.annotations;
         step = run.iterations;
@@ -681,6 +697,7 @@ pub fn generate_loaded(scenario: Scenario, events: usize, seed: u64) -> (Generat
         events,
         seed,
         protocol: 4,
+        ..GenOptions::default()
     });
     let bytes = match g.write_pickle(Vec::new()) {
         Ok(bytes) => bytes,

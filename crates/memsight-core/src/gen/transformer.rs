@@ -23,7 +23,8 @@ pub const LEAK_BYTES: u64 = 256 << 10;
 const HIDDEN: u64 = 1024;
 const HEADS: u64 = 16;
 const VOCAB: u64 = 32_000;
-const BATCH: u64 = 4;
+/// Sequences per micro-batch unless `GenOptions::batch` says otherwise.
+pub const BATCH: u64 = 4;
 /// qkv, proj, three experts' fc, two layer norms.
 const PARAMS_PER_LAYER: usize = 7;
 
@@ -165,6 +166,7 @@ pub(super) fn run(
     target: u64,
     leak: bool,
     cpp: bool,
+    batch: u64,
 ) -> Run {
     let s = sites(lib, cpp);
     let mut out = Run {
@@ -209,7 +211,7 @@ pub(super) fn run(
         let mut grads: Vec<u64> = Vec::new();
         for micro in 0..MICRO_BATCHES {
             let seq = 128 * rng.range(2, 8);
-            let tokens = BATCH * seq;
+            let tokens = batch * seq;
             // Forward: every layer saves its activations for backward.
             let mut saved: Vec<Vec<(u64, u64)>> = Vec::new();
             for layer in 0..LAYERS {
@@ -225,7 +227,7 @@ pub(super) fn run(
                 let sizes = [
                     tokens * HIDDEN * 2,
                     3 * tokens * HIDDEN * 2,
-                    BATCH * HEADS * seq * seq * 2,
+                    batch * HEADS * seq * seq * 2,
                     tokens * HIDDEN * 2,
                     tokens * HIDDEN * 2,
                     4 * tokens * HIDDEN * 2 / experts,

@@ -1,0 +1,676 @@
+//! Two recordings side by side: what grew, where, and by how much.
+//!
+//! **Snapshots.** Devices are paired by index among the devices that have a trace (or chosen).
+//! Allocations of A and B are matched by *call site*: a stack's frames (file, function, line)
+//! with the internal frames dropped and repeats collapsed, as [`crate::frames`] shows them (all
+//! frames when every one is internal). What is left unmatched is matched again, in two fallbacks
+//! for two runs of an edited program: by files and functions alone (lines moved), then also
+//! without the `<module>` frames (the script's top level, which names how the program was
+//! started: `python train.py`, a launcher, `-m`). Within one fallback key, each side's call sites
+//! are paired one for one in the order of their lines when both sides have as many (lines that
+//! moved keep their order), else merged into one row. What still has no partner is `only_in`
+//! its side, counted with zeros on the other.
+//!
+//! Per call site and side: the bytes alive at that side's peak allocated (the blocks counted in
+//! allocated right after the peak event, by requested size), the allocations in the trace, the
+//! bytes they requested and the largest. **The sum rule**: every block alive at a peak belongs
+//! to exactly one row, so the rows' `delta_at_peak_bytes` add up to the difference of the peaks
+//! exactly. Where a file's trace and its final segments disagree, the blocks do not add up to
+//! the recorded peak; that remainder is `unattributed_at_peak_bytes` of the side (zero on every
+//! fixture), and the rule reads Σ Δ + Δ unattributed = Δ peak.
+//!
+//! **Profiler runs**: [`profiler`].
+
+pub mod profiler;
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use crate::Loaded;
+use crate::category::{Categories, Category, classify};
+use crate::detect::steps;
+use crate::frames::{headline_frame, is_internal};
+use crate::model::{Action, BlockState, Device, NO_STACK, Snapshot, StackId};
+use crate::replay::{DeviceReplay, LifetimeId};
+
+/// One frame of a call site, as both files can name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SiteFrame {
+    pub filename: String,
+    pub line: i64,
+    pub name: String,
+}
+
+impl SiteFrame {
+    /// `name (file:line)`, or `name` for C++ frames.
+    pub fn text(&self) -> String {
+        if self.filename == "??" {
+            self.name.clone()
+        } else {
+            format!("{} ({}:{})", self.name, self.filename, self.line)
+        }
+    }
+}
+
+/// The call site of `stack`: its frames innermost first, internal ones dropped (all kept when
+/// every frame is internal), consecutive repeats collapsed. Empty for no stack.
+pub fn call_site(snapshot: &Snapshot, stack: StackId) -> Vec<SiteFrame> {
+    let frames: Vec<_> = snapshot.stack_frames(stack).collect();
+    let keep_internal = frames.iter().all(|f| is_internal(snapshot, f));
+    let mut site: Vec<SiteFrame> = Vec::new();
+    for frame in frames {
+        if !keep_internal && is_internal(snapshot, frame) {
+            continue;
+        }
+        let frame = SiteFrame {
+            filename: snapshot.str(frame.filename).to_string(),
+            line: frame.line,
+            name: snapshot.str(frame.name).to_string(),
+        };
+        if site.last() != Some(&frame) {
+            site.push(frame);
+        }
+    }
+    site
+}
+
+/// What one side's allocations from one call site did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SiteFigures {
+    /// Requested bytes of its blocks alive at the side's peak allocated.
+    pub bytes_at_peak: u64,
+    /// `alloc` events in the trace.
+    pub allocs: u64,
+    /// Bytes those allocations requested, together.
+    pub bytes_requested: u64,
+    /// The largest of them.
+    pub largest_bytes: u64,
+}
+
+impl SiteFigures {
+    fn add(&mut self, other: &SiteFigures) {
+        self.bytes_at_peak += other.bytes_at_peak;
+        self.allocs += other.allocs;
+        self.bytes_requested += other.bytes_requested;
+        self.largest_bytes = self.largest_bytes.max(other.largest_bytes);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes_at_peak == 0 && self.allocs == 0
+    }
+}
+
+/// Which recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    A,
+    B,
+}
+
+/// How a row's call sites were paired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matched {
+    /// Same files, functions and lines (or a site only one side has).
+    Exact,
+    /// Same files and functions, other lines.
+    FileFunction,
+    /// Same files and functions below the script's top level (`<module>` frames), which differ.
+    WithoutEntryPoint,
+}
+
+/// One row of the call-site table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CallSiteDiff {
+    /// The call site's frames (A's, where both have it), innermost first.
+    pub stack: Vec<SiteFrame>,
+    /// The frame that names it ([`headline_frame`]).
+    pub top_frame: String,
+    pub a: SiteFigures,
+    pub b: SiteFigures,
+    /// `b.bytes_at_peak - a.bytes_at_peak`.
+    pub delta_at_peak_bytes: i64,
+    /// The side that has it, when only one does.
+    pub only_in: Option<Side>,
+    pub matched_by: Matched,
+    /// The stacks of each file this row stands for (to find its blocks on screen).
+    #[serde(skip)]
+    pub stacks_a: Vec<StackId>,
+    #[serde(skip)]
+    pub stacks_b: Vec<StackId>,
+}
+
+/// One side's device as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceFigures {
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub peak_active_bytes: u64,
+    /// The event right after which allocated peaked (`None`: before the first event).
+    pub peak_event: Option<u32>,
+    pub events: u64,
+    pub allocs: u64,
+    pub bytes_requested: u64,
+    /// `segment_alloc` + `segment_map` events.
+    pub segment_allocs: u64,
+    /// `segment_free` + `segment_unmap` events.
+    pub segment_frees: u64,
+    /// Training iterations, when something in the file marks them.
+    pub iterations: Option<u64>,
+    /// Peak allocated minus the bytes of the blocks alive at the peak (see the module doc).
+    pub unattributed_at_peak_bytes: i64,
+    /// The pool maps expandable segments (`segment_map` events or expandable segments).
+    pub expandable_segments: bool,
+}
+
+/// Bytes alive at each side's peak of one category.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryDiff {
+    pub category: Category,
+    pub a_bytes: u64,
+    pub b_bytes: u64,
+    pub delta_bytes: i64,
+}
+
+/// One pair of devices compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceDiff {
+    pub device_a: u32,
+    pub device_b: u32,
+    pub a: DeviceFigures,
+    pub b: DeviceFigures,
+    /// Largest |Δ at peak| first, then most bytes at either peak.
+    pub call_sites: Vec<CallSiteDiff>,
+    /// Every category, in [`Category::ALL`] order.
+    pub categories: Vec<CategoryDiff>,
+    /// Both sides made the same requests: every call site allocated as often and as many bytes
+    /// on both (so what differs in reserved bytes is the allocator's segment layout).
+    pub same_requests: bool,
+}
+
+impl DeviceDiff {
+    /// `b.peak_allocated - a.peak_allocated`.
+    pub fn peak_allocated_delta_bytes(&self) -> i64 {
+        self.b.peak_allocated_bytes as i64 - self.a.peak_allocated_bytes as i64
+    }
+}
+
+/// Two recordings compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    pub a: String,
+    pub b: String,
+    pub devices: Vec<DeviceDiff>,
+    /// What a reader must know to read the figures (different kinds of device, …).
+    pub notes: Vec<String>,
+}
+
+/// Why two recordings cannot be compared.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DiffError {
+    #[error(
+        "{file} has no trace to compare (it records only the final pool; record with \
+         torch.cuda.memory._record_memory_history() before the dump)"
+    )]
+    NoTrace { file: String },
+    #[error("{file} has no device {ordinal} with a trace (devices with one: {available})")]
+    NoDevice {
+        file: String,
+        ordinal: u32,
+        available: String,
+    },
+}
+
+/// One recording: its name (the path, for messages and output) and what was loaded.
+#[derive(Clone, Copy)]
+pub struct Recording<'a> {
+    pub name: &'a str,
+    pub loaded: &'a Loaded,
+}
+
+impl<'a> Recording<'a> {
+    /// Device `i` (index into `snapshot.devices`) with its categories.
+    fn input<'c>(&self, i: usize, categories: &'c Categories) -> DeviceInput<'c>
+    where
+        'a: 'c,
+    {
+        DeviceInput {
+            snapshot: &self.loaded.snapshot,
+            device: &self.loaded.snapshot.devices[i],
+            replay: &self.loaded.replays[i],
+            categories,
+        }
+    }
+
+    /// Indexes (into `snapshot.devices`) of the devices with a trace, by ordinal.
+    fn traced(&self) -> Vec<usize> {
+        let devices = &self.loaded.snapshot.devices;
+        let mut traced: Vec<usize> = (0..devices.len())
+            .filter(|&i| !devices[i].trace.is_empty())
+            .collect();
+        traced.sort_by_key(|&i| devices[i].ordinal);
+        traced
+    }
+
+    fn chosen(&self, ordinal: u32) -> Result<usize, DiffError> {
+        let traced = self.traced();
+        let devices = &self.loaded.snapshot.devices;
+        traced
+            .iter()
+            .copied()
+            .find(|&i| devices[i].ordinal == ordinal)
+            .ok_or_else(|| DiffError::NoDevice {
+                file: self.name.to_string(),
+                ordinal,
+                available: traced
+                    .iter()
+                    .map(|&i| devices[i].ordinal.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+/// One device of one recording, with what the diff reads of it.
+#[derive(Clone, Copy)]
+pub struct DeviceInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub device: &'a Device,
+    pub replay: &'a DeviceReplay,
+    pub categories: &'a Categories,
+}
+
+/// Compares `a` with `b`: the devices given (`None`: paired by index among the devices with a
+/// trace; one given: the other side's first traced device), on rayon.
+pub fn diff(
+    a: Recording,
+    b: Recording,
+    device_a: Option<u32>,
+    device_b: Option<u32>,
+) -> Result<Diff, DiffError> {
+    for side in [a, b] {
+        if side.traced().is_empty() {
+            return Err(DiffError::NoTrace {
+                file: side.name.to_string(),
+            });
+        }
+    }
+    let pairs: Vec<(usize, usize)> = match (device_a, device_b) {
+        (None, None) => a.traced().into_iter().zip(b.traced()).collect(),
+        (da, db) => {
+            let pick = |side: Recording, d: Option<u32>| match d {
+                Some(ordinal) => side.chosen(ordinal),
+                None => Ok(side.traced()[0]),
+            };
+            vec![(pick(a, da)?, pick(b, db)?)]
+        }
+    };
+    let categorized = |side: Recording, i: usize| {
+        let (snapshot, replay) = (&side.loaded.snapshot, &side.loaded.replays[i]);
+        classify(snapshot, &snapshot.devices[i], replay)
+    };
+    let devices = pairs
+        .par_iter()
+        .map(|&(ia, ib)| {
+            let (cat_a, cat_b) = rayon::join(|| categorized(a, ia), || categorized(b, ib));
+            diff_devices(&a.input(ia, &cat_a), &b.input(ib, &cat_b))
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if let (Some(kind_a), Some(kind_b)) = (
+        device_kind(&a.loaded.snapshot),
+        device_kind(&b.loaded.snapshot),
+    ) && kind_a != kind_b
+    {
+        notes.push(format!(
+            "A is from {kind_a}, B from {kind_b}: compared by call site; their allocators lay out \
+             segments differently, so reserved bytes and segment counts differ by design"
+        ));
+    }
+    Ok(Diff {
+        a: a.name.to_string(),
+        b: b.name.to_string(),
+        devices,
+        notes,
+    })
+}
+
+/// The kind of device a file names in its strings (frames, settings), when it names one:
+/// `torch_npu` for an Ascend NPU, `cuda` for CUDA.
+fn device_kind(snapshot: &Snapshot) -> Option<&'static str> {
+    if snapshot.is_npu() {
+        Some("an Ascend NPU (torch_npu)")
+    } else if snapshot
+        .strings
+        .iter()
+        .any(|s| s.contains("cuda") || s.contains("CUDA"))
+    {
+        Some("CUDA")
+    } else {
+        None
+    }
+}
+
+/// One side's figures per call site, keyed by the call site's frames.
+struct SideSites {
+    figures: DeviceFigures,
+    /// Call site → (figures, the stacks it stands for).
+    sites: FxHashMap<Vec<SiteFrame>, (SiteFigures, Vec<StackId>)>,
+    /// Bytes at the peak by category.
+    categories: [u64; Category::ALL.len()],
+}
+
+/// The blocks counted in allocated right after `event`.
+fn alive_at(replay: &DeviceReplay, event: Option<u32>) -> impl Iterator<Item = LifetimeId> + '_ {
+    replay
+        .lifetimes
+        .iter()
+        .enumerate()
+        .filter(move |(_, l)| {
+            l.is_live_after(event) && l.state_after(event) == BlockState::ActiveAllocated
+        })
+        .map(|(id, _)| id as LifetimeId)
+}
+
+fn side_sites(input: &DeviceInput) -> SideSites {
+    let DeviceInput {
+        snapshot,
+        device,
+        replay,
+        categories,
+    } = *input;
+    let trace = &device.trace;
+    let mut per_stack: FxHashMap<StackId, SiteFigures> = FxHashMap::default();
+    let mut figures = DeviceFigures {
+        peak_allocated_bytes: replay.peak_allocated.bytes.max(0) as u64,
+        peak_reserved_bytes: replay.peak_reserved.bytes.max(0) as u64,
+        peak_active_bytes: replay.peak_active.bytes.max(0) as u64,
+        peak_event: replay.peak_allocated.event,
+        events: trace.len() as u64,
+        iterations: steps::find(snapshot, device, replay, categories).map(|s| s.count() as u64),
+        ..DeviceFigures::default()
+    };
+    for (i, &action) in trace.action.iter().enumerate() {
+        match action {
+            Action::Alloc => {
+                let size = trace.size_bytes[i];
+                let f = per_stack.entry(trace.stack[i]).or_default();
+                f.allocs += 1;
+                f.bytes_requested += size;
+                f.largest_bytes = f.largest_bytes.max(size);
+                figures.allocs += 1;
+                figures.bytes_requested += size;
+            }
+            Action::SegmentAlloc => figures.segment_allocs += 1,
+            Action::SegmentMap => {
+                figures.segment_allocs += 1;
+                figures.expandable_segments = true;
+            }
+            Action::SegmentFree | Action::SegmentUnmap => figures.segment_frees += 1,
+            _ => {}
+        }
+    }
+    figures.expandable_segments |= device.segments.iter().any(|s| s.is_expandable);
+    let mut category_bytes = [0u64; Category::ALL.len()];
+    let mut alive_bytes: u64 = 0;
+    for id in alive_at(replay, figures.peak_event) {
+        let lifetime = &replay.lifetimes[id as usize];
+        let size = lifetime.requested_size_bytes;
+        per_stack.entry(lifetime.stack).or_default().bytes_at_peak += size;
+        alive_bytes += size;
+        let category = categories
+            .of_lifetime
+            .get(id as usize)
+            .copied()
+            .unwrap_or(Category::Unknown);
+        let k = Category::ALL
+            .iter()
+            .position(|&c| c == category)
+            .unwrap_or(0);
+        category_bytes[k] += size;
+    }
+    figures.unattributed_at_peak_bytes = figures.peak_allocated_bytes as i64 - alive_bytes as i64;
+    // Stacks with the same call site (they differ in internal frames) are one site.
+    let mut stacks: Vec<(StackId, SiteFigures)> = per_stack.into_iter().collect();
+    stacks.sort_unstable_by_key(|&(stack, _)| stack);
+    let mut sites: FxHashMap<Vec<SiteFrame>, (SiteFigures, Vec<StackId>)> = FxHashMap::default();
+    for (stack, f) in stacks {
+        let key = if stack == NO_STACK {
+            Vec::new()
+        } else {
+            call_site(snapshot, stack)
+        };
+        let site = sites.entry(key).or_default();
+        site.0.add(&f);
+        site.1.push(stack);
+    }
+    SideSites {
+        figures,
+        sites,
+        categories: category_bytes,
+    }
+}
+
+/// One side's call site while rows are matched.
+struct Site {
+    key: Vec<SiteFrame>,
+    figures: SiteFigures,
+    stacks: Vec<StackId>,
+}
+
+impl Site {
+    fn lines(&self) -> Vec<i64> {
+        self.key.iter().map(|f| f.line).collect()
+    }
+}
+
+/// Frames without line numbers (the first fallback).
+fn file_function(site: &[SiteFrame]) -> Option<Vec<(String, String)>> {
+    let key: Vec<(String, String)> = site
+        .iter()
+        .map(|f| (f.filename.clone(), f.name.clone()))
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+/// Frames without line numbers and without the `<module>` frames (the second fallback): the
+/// script's top level names how the program was started (`python train.py`, a launcher, `-m`),
+/// not where it allocates. A site made only of top-level frames has no such key: two scripts'
+/// top levels are not one call site.
+fn without_entry_point(site: &[SiteFrame]) -> Option<Vec<(String, String)>> {
+    let key: Vec<(String, String)> = site
+        .iter()
+        .filter(|f| f.name != "<module>")
+        .map(|f| (f.filename.clone(), f.name.clone()))
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+/// Pairs the sites of `a` and `b` whose `key` is equal into rows (`how`): one for one where both
+/// sides have as many with that key, in the order of their lines (lines that moved keep their
+/// order); else all of a side's as one row. Sites without a key (`None`) are not paired.
+/// Returns what has no partner.
+fn pair_by<K: Ord>(
+    a: Vec<Site>,
+    b: Vec<Site>,
+    key: impl Fn(&[SiteFrame]) -> Option<K>,
+    how: Matched,
+    rows: &mut Vec<CallSiteDiff>,
+) -> (Vec<Site>, Vec<Site>) {
+    let mut groups: BTreeMap<K, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    for (k, site) in a.iter().enumerate() {
+        if let Some(key) = key(&site.key) {
+            groups.entry(key).or_default().0.push(k);
+        }
+    }
+    for (k, site) in b.iter().enumerate() {
+        if let Some(key) = key(&site.key) {
+            groups.entry(key).or_default().1.push(k);
+        }
+    }
+    let paired: Vec<(Vec<usize>, Vec<usize>)> = groups
+        .into_values()
+        .filter(|(ka, kb)| !ka.is_empty() && !kb.is_empty())
+        .collect();
+    let (mut a, mut b): (Vec<Option<Site>>, Vec<Option<Site>>) = (
+        a.into_iter().map(Some).collect(),
+        b.into_iter().map(Some).collect(),
+    );
+    let take = |sites: &mut Vec<Option<Site>>, ks: &[usize]| -> Vec<Site> {
+        let mut taken: Vec<Site> = ks.iter().filter_map(|&k| sites[k].take()).collect();
+        taken.sort_by_key(Site::lines);
+        taken
+    };
+    for (ka, kb) in paired {
+        let (sa, sb) = (take(&mut a, &ka), take(&mut b, &kb));
+        if sa.len() == sb.len() {
+            for (x, y) in sa.into_iter().zip(sb) {
+                rows.push(row(x, y, how));
+            }
+        } else {
+            rows.push(row(merged(sa), merged(sb), how));
+        }
+    }
+    (
+        a.into_iter().flatten().collect(),
+        b.into_iter().flatten().collect(),
+    )
+}
+
+/// Several call sites of one side as one: their figures together, under the first's frames.
+fn merged(sites: Vec<Site>) -> Site {
+    let mut all = Site {
+        key: sites.first().map(|s| s.key.clone()).unwrap_or_default(),
+        figures: SiteFigures::default(),
+        stacks: Vec::new(),
+    };
+    for site in sites {
+        all.figures.add(&site.figures);
+        all.stacks.extend(site.stacks);
+    }
+    all
+}
+
+/// Compares two devices (of one file or two).
+pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
+    let (side_a, side_b) = rayon::join(|| side_sites(a), || side_sites(b));
+    let sites = |map: FxHashMap<Vec<SiteFrame>, (SiteFigures, Vec<StackId>)>| -> Vec<Site> {
+        map.into_iter()
+            .map(|(key, (figures, stacks))| Site {
+                key,
+                figures,
+                stacks,
+            })
+            .collect()
+    };
+    let mut rows: Vec<CallSiteDiff> = Vec::new();
+    let (rest_a, rest_b) = pair_by(
+        sites(side_a.sites),
+        sites(side_b.sites),
+        |site: &[SiteFrame]| Some(site.to_vec()),
+        Matched::Exact,
+        &mut rows,
+    );
+    let (rest_a, rest_b) = pair_by(
+        rest_a,
+        rest_b,
+        file_function,
+        Matched::FileFunction,
+        &mut rows,
+    );
+    let (rest_a, rest_b) = pair_by(
+        rest_a,
+        rest_b,
+        without_entry_point,
+        Matched::WithoutEntryPoint,
+        &mut rows,
+    );
+    let nothing = || Site {
+        key: Vec::new(),
+        figures: SiteFigures::default(),
+        stacks: Vec::new(),
+    };
+    for site in rest_a {
+        rows.push(row(site, nothing(), Matched::Exact));
+    }
+    for site in rest_b {
+        rows.push(row(nothing(), site, Matched::Exact));
+    }
+    // Sites that only had blocks freed before either peak and no allocation: nothing to show.
+    rows.retain(|r| !(r.a.is_empty() && r.b.is_empty()));
+    for r in &mut rows {
+        r.top_frame = name_row(r, a.snapshot, b.snapshot);
+    }
+    rows.sort_by(|x, y| {
+        let biggest = |r: &CallSiteDiff| r.a.bytes_at_peak.max(r.b.bytes_at_peak);
+        y.delta_at_peak_bytes
+            .unsigned_abs()
+            .cmp(&x.delta_at_peak_bytes.unsigned_abs())
+            .then(biggest(y).cmp(&biggest(x)))
+            .then(
+                y.b.bytes_requested
+                    .max(y.a.bytes_requested)
+                    .cmp(&x.b.bytes_requested.max(x.a.bytes_requested)),
+            )
+            .then_with(|| x.stack.cmp(&y.stack))
+    });
+    let categories = Category::ALL
+        .iter()
+        .enumerate()
+        .map(|(k, &category)| CategoryDiff {
+            category,
+            a_bytes: side_a.categories[k],
+            b_bytes: side_b.categories[k],
+            delta_bytes: side_b.categories[k] as i64 - side_a.categories[k] as i64,
+        })
+        .collect();
+    let same_requests = side_a.figures.allocs == side_b.figures.allocs
+        && rows
+            .iter()
+            .all(|r| r.a.allocs == r.b.allocs && r.a.bytes_requested == r.b.bytes_requested);
+    DeviceDiff {
+        same_requests,
+        device_a: a.device.ordinal,
+        device_b: b.device.ordinal,
+        a: side_a.figures,
+        b: side_b.figures,
+        call_sites: rows,
+        categories,
+    }
+}
+
+fn row(a: Site, b: Site, matched_by: Matched) -> CallSiteDiff {
+    let only_in = match (a.figures.is_empty(), b.figures.is_empty()) {
+        (false, true) => Some(Side::A),
+        (true, false) => Some(Side::B),
+        _ => None,
+    };
+    CallSiteDiff {
+        stack: if a.stacks.is_empty() { b.key } else { a.key },
+        top_frame: String::new(),
+        delta_at_peak_bytes: b.figures.bytes_at_peak as i64 - a.figures.bytes_at_peak as i64,
+        a: a.figures,
+        b: b.figures,
+        only_in,
+        matched_by,
+        stacks_a: a.stacks,
+        stacks_b: b.stacks,
+    }
+}
+
+/// The row's headline: its first stack's [`headline_frame`] (A's where it has one).
+fn name_row(row: &CallSiteDiff, a: &Snapshot, b: &Snapshot) -> String {
+    let first = |stacks: &[StackId], snapshot: &Snapshot| {
+        stacks
+            .iter()
+            .find(|&&s| s != NO_STACK)
+            .and_then(|&s| headline_frame(snapshot, s))
+    };
+    first(&row.stacks_a, a)
+        .or_else(|| first(&row.stacks_b, b))
+        .unwrap_or_else(|| "(no stack recorded)".to_string())
+}
