@@ -448,6 +448,15 @@ fn print_profiler(result: &ProfilerDiff, top: usize, markdown: bool) -> Result<(
             )));
         }
         print_table(&mut out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
+        for (side, f) in [("A", &r.a), ("B", &r.b)] {
+            if f.coarse_times {
+                writeln!(
+                    out,
+                    "note: {side}'s memory_record.csv has rounded timestamps: its curves' peaks hold, \
+                     their moments (and memory outside the allocator) do not\n"
+                )?;
+            }
+        }
         let curves: Vec<Vec<String>> = r
             .curves
             .iter()

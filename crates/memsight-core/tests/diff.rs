@@ -427,3 +427,84 @@ fn a_leak_is_the_largest_growth_against_a_clean_run() {
         );
     }
 }
+
+fn profiler_run(name: &str) -> Option<memsight_core::profiler::ProfilerRun> {
+    let path = common::fixture("profiler", name)?;
+    Some(memsight_core::profiler::open(&[path]).expect("the fixture opens"))
+}
+
+/// Figures from `python3 scripts/profiler_figures.py --diff A B` (Python's csv module).
+#[test]
+fn profiler_runs_compare_by_operator() {
+    use memsight_core::diff::profiler;
+    let (Some(a), Some(b)) = (
+        profiler_run("rank0_level0"),
+        profiler_run("static_graph_rank1"),
+    ) else {
+        return;
+    };
+    let same = profiler::diff(("a", &a), ("a", &a), None, None).expect("rank 0 of each");
+    let r = &same.ranks[0];
+    assert_eq!(r.a, r.b);
+    assert_eq!(r.operators.len(), 58);
+    assert!(
+        r.operators
+            .iter()
+            .all(|o| o.delta_at_peak_bytes == 0 && o.only_in.is_none())
+    );
+
+    let d = profiler::diff(("a", &a), ("b", &b), None, None).expect("rank 0 of each");
+    let r = &d.ranks[0];
+    assert_eq!(r.a.operator_peak_bytes, 510_196_224);
+    assert_eq!(r.b.operator_peak_bytes, 3_044_880_384);
+    assert_eq!((r.a.operator_rows, r.b.operator_rows), (184, 21));
+    // Every operator's bytes at the peak add up to the peak, on both sides.
+    let at_peak =
+        |side: fn(&profiler::OperatorDiff) -> u64| r.operators.iter().map(side).sum::<u64>();
+    assert_eq!(at_peak(|o| o.a.bytes_at_peak), r.a.operator_peak_bytes);
+    assert_eq!(at_peak(|o| o.b.bytes_at_peak), r.b.operator_peak_bytes);
+    // APP reserved is flat on rank 0: its last sample at the peak, less operator reserved then.
+    assert_eq!(r.a.outside_allocator_bytes, Some(611_164_160.0));
+    // static_graph_rank1's curve times were rounded (1.69512E+15): no moment to line up.
+    assert!(r.b.coarse_times);
+    assert_eq!(r.b.outside_allocator_bytes, None);
+    assert_eq!(r.operators.len(), 61);
+    let only = |side| {
+        r.operators
+            .iter()
+            .filter(|o| o.only_in == Some(side))
+            .count()
+    };
+    assert_eq!((only(Side::A), only(Side::B)), (54, 3));
+    let top: Vec<(&str, i64)> = r
+        .operators
+        .iter()
+        .take(8)
+        .map(|o| (o.name.as_str(), o.delta_at_peak_bytes))
+        .collect();
+    assert_eq!(
+        top,
+        [
+            ("aten::_convolution", 1_233_126_912),
+            ("aten::native_batch_norm", 1_027_609_088),
+            ("aten::max_pool2d_with_indices", 321_718_784),
+            ("aten::div", 308_280_832),
+            ("aten::_foreach_add", -245_276_160),
+            ("aten::mm", -234_489_344),
+            ("aten::npu_dtype_cast", 154_141_184),
+            ("aten::empty_strided", -19_266_048),
+        ]
+    );
+    let conv = &r.operators[0];
+    assert_eq!(
+        (conv.a.count, conv.a.total_bytes, conv.a.largest_bytes),
+        (5, 63_949_312, 25_609_728)
+    );
+    assert_eq!(
+        (conv.b.count, conv.b.total_bytes, conv.b.largest_bytes),
+        (3, 1_233_126_912, 822_084_096)
+    );
+    // A rank that is not there is an error naming the run's ranks.
+    let err = profiler::diff(("a", &a), ("b", &b), Some(0), Some(4)).expect_err("one rank");
+    assert!(err.contains("b has no rank 4"), "{err}");
+}

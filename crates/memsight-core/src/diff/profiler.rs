@@ -53,9 +53,12 @@ pub struct RankFigures {
     /// When (µs), `None` without operator rows.
     pub operator_peak_us: Option<f64>,
     pub operator_rows: u64,
-    /// At the APP curve's peak reserved: APP reserved minus operator reserved (`None` without
-    /// both curves).
+    /// At the APP curve's peak reserved (its last sample at that value): APP reserved minus the
+    /// operator reserved of the last operator sample at or before it (`None` without both, or
+    /// when the curves' times were rounded and samples cannot be lined up).
     pub outside_allocator_bytes: Option<f64>,
+    /// `memory_record.csv`'s timestamps were rounded (a spreadsheet's scientific notation).
+    pub coarse_times: bool,
 }
 
 /// One pair of ranks compared.
@@ -242,18 +245,22 @@ fn rank_figures(rank: &Rank) -> (RankFigures, FxHashMap<String, OperatorFigures>
             f.largest_bytes = f.largest_bytes.max(size);
         }
     }
-    let outside = rank.curve(APP_COMPONENT).and_then(|app| {
-        let ops = rank.curve(OPERATOR_COMPONENT)?;
-        let (app_peak, k) = app.peak_reserved()?;
-        let t = app.time_us[k];
-        let i = ops.time_us.partition_point(|&x| x <= t).checked_sub(1)?;
-        Some(app_peak - ops.reserved_bytes[i]).filter(|v| !v.is_nan())
-    });
+    let outside = rank
+        .curve(APP_COMPONENT)
+        .filter(|_| !rank.coarse_times)
+        .and_then(|app| {
+            let ops = rank.curve(OPERATOR_COMPONENT)?;
+            let (app_peak, k) = app.peak_reserved()?;
+            let t = app.time_us[k];
+            let i = ops.time_us.partition_point(|&x| x <= t).checked_sub(1)?;
+            Some(app_peak - ops.reserved_bytes[i]).filter(|v| !v.is_nan())
+        });
     let figures = RankFigures {
         operator_peak_bytes: best.max(0) as u64,
         operator_peak_us: peak_us,
         operator_rows: rows.len() as u64,
         outside_allocator_bytes: outside,
+        coarse_times: rank.coarse_times,
     };
     (figures, operators)
 }

@@ -1,0 +1,434 @@
+//! The compare view: two recordings side by side. Their allocated / reserved curves overlaid
+//! (x as each trace's fraction, or aligned by iteration when both have iterations), the summary
+//! and the call-site table of core `diff` sorted by |Δ at peak|, and both lifecycle charts, each
+//! on its own y scale, with the clicked call site's bands highlighted in both.
+//!
+//! The comparison is computed on a thread when the view opens (core `diff::diff_devices`, the
+//! curves' per-bucket maxima); frames only draw what it made.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError, channel};
+
+use egui::{Rect, Sense, Ui, UiBuilder, pos2, vec2};
+use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoints};
+use memsight_core::category::classify;
+use memsight_core::detect::steps;
+use memsight_core::diff::{self, CallSiteDiff, DeviceDiff, DeviceInput, Matched, Side};
+use memsight_core::replay::LifetimeId;
+use memsight_core::units::format_bytes;
+use rustc_hash::FxHashSet;
+
+use crate::palette;
+use crate::prepared::Prepared;
+use crate::selection::{Command, Selection};
+use crate::views::lifecycle::{LifecycleState, lifecycle_ui};
+
+/// Points per overlaid curve (per-bucket maxima: a peak is never averaged away).
+const CURVE_POINTS: usize = 2000;
+/// Rows of the call-site table.
+const TABLE_ROWS: usize = 200;
+
+/// One side's curves, x in trace fraction and, when known, in iterations.
+struct Curves {
+    /// `(x as fraction of the trace, allocated, reserved)` per bucket.
+    by_fraction: Vec<[f64; 3]>,
+    /// The same buckets with x in iterations, when the trace has them.
+    by_iteration: Option<Vec<[f64; 3]>>,
+}
+
+/// What the thread made.
+pub struct Compared {
+    pub diff: DeviceDiff,
+    curves: [Curves; 2],
+}
+
+/// One compare tab.
+pub struct CompareDoc {
+    pub name: String,
+    /// The two recordings (A, B) and the device shown of each (index into `snapshot.devices`).
+    pub data: [Arc<Prepared>; 2],
+    pub names: [String; 2],
+    pub devices: [usize; 2],
+    pending: Option<Receiver<Compared>>,
+    pub compared: Option<Arc<Compared>>,
+    /// The call-site row clicked (index into `diff.call_sites`).
+    pub selected: Option<usize>,
+    /// Its blocks on each side, for the charts.
+    highlight: [Option<FxHashSet<LifetimeId>>; 2],
+    pub charts: [LifecycleState; 2],
+    selections: [Selection; 2],
+    /// x by iteration instead of trace fraction (when both sides have iterations).
+    pub by_iteration: bool,
+}
+
+impl CompareDoc {
+    /// Starts comparing device `devices[0]` of `a` with `devices[1]` of `b` on a thread.
+    pub fn new(
+        ctx: &egui::Context,
+        (a, name_a): (Arc<Prepared>, String),
+        (b, name_b): (Arc<Prepared>, String),
+        devices: [usize; 2],
+    ) -> Self {
+        let (tx, rx) = channel();
+        let data = [Arc::clone(&a), Arc::clone(&b)];
+        let ctx = ctx.clone();
+        std::thread::spawn(move || {
+            let compared = compare(&a, &b, devices);
+            let _ = tx.send(compared);
+            ctx.request_repaint();
+        });
+        Self {
+            name: format!("{} ⇄ {}", short(&name_a), short(&name_b)),
+            data,
+            names: [name_a, name_b],
+            devices,
+            pending: Some(rx),
+            compared: None,
+            selected: None,
+            highlight: [None, None],
+            charts: [LifecycleState::default(), LifecycleState::default()],
+            selections: [Selection::default(), Selection::default()],
+            by_iteration: false,
+        }
+    }
+
+    /// True until the comparison is there and both charts are laid out.
+    pub fn is_busy(&self) -> bool {
+        self.compared.is_none() || self.charts.iter().any(LifecycleState::is_laying_out)
+    }
+
+    fn poll(&mut self) {
+        let Some(rx) = &self.pending else { return };
+        match rx.try_recv() {
+            Ok(compared) => {
+                self.compared = Some(Arc::new(compared));
+                self.pending = None;
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => self.pending = None,
+        }
+    }
+
+    /// Selects call-site row `row` (`None`: none): its blocks are highlighted on both charts.
+    pub fn select(&mut self, row: Option<usize>) {
+        self.selected = row;
+        let Some(compared) = self.compared.clone() else {
+            return;
+        };
+        let site = row.and_then(|r| compared.diff.call_sites.get(r));
+        for side in 0..2 {
+            self.highlight[side] = site.map(|site| {
+                let stacks = if side == 0 { &site.stacks_a } else { &site.stacks_b };
+                let stacks: FxHashSet<u32> = stacks.iter().copied().collect();
+                let replay = &self.data[side].loaded.replays[self.devices[side]];
+                replay
+                    .lifetimes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| stacks.contains(&l.stack))
+                    .map(|(id, _)| id as LifetimeId)
+                    .collect()
+            });
+        }
+    }
+}
+
+/// A file name without its folders.
+fn short(name: &str) -> &str {
+    name.rsplit(['/', '\\']).next().unwrap_or(name)
+}
+
+/// The comparison and both sides' curves (on the calling thread).
+fn compare(a: &Prepared, b: &Prepared, devices: [usize; 2]) -> Compared {
+    let sides = [a, b];
+    let prepare = |k: usize| {
+        let (loaded, i) = (&sides[k].loaded, devices[k]);
+        let device = &loaded.snapshot.devices[i];
+        let categories = classify(&loaded.snapshot, device, &loaded.replays[i]);
+        let steps = steps::find(&loaded.snapshot, device, &loaded.replays[i], &categories);
+        (categories, steps)
+    };
+    let ((cat_a, steps_a), (cat_b, steps_b)) = rayon::join(|| prepare(0), || prepare(1));
+    let input = |k: usize, categories| DeviceInput {
+        snapshot: &sides[k].loaded.snapshot,
+        device: &sides[k].loaded.snapshot.devices[devices[k]],
+        replay: &sides[k].loaded.replays[devices[k]],
+        categories,
+    };
+    let diff = diff::diff_devices(&input(0, &cat_a), &input(1, &cat_b));
+    let both_have_steps = steps_a.is_some() && steps_b.is_some();
+    let curves = |k: usize, steps: Option<&steps::Steps>| {
+        let replay = &sides[k].loaded.replays[devices[k]];
+        curves(replay, steps.filter(|_| both_have_steps))
+    };
+    Compared {
+        curves: [curves(0, steps_a.as_ref()), curves(1, steps_b.as_ref())],
+        diff,
+    }
+}
+
+/// Per-bucket maxima of allocated and reserved, at most [`CURVE_POINTS`] buckets.
+fn curves(replay: &memsight_core::DeviceReplay, steps: Option<&steps::Steps>) -> Curves {
+    let (allocated, reserved) = (replay.allocated_bytes(), replay.reserved_bytes());
+    let n = allocated.len();
+    let bucket = n.div_ceil(CURVE_POINTS).max(1);
+    // x of an event in iterations: k + the fraction of iteration k it lies at.
+    let iteration_x = |e: usize| -> f64 {
+        let Some(s) = steps else { return 0.0 };
+        let bounds = &s.bounds;
+        let k = bounds.partition_point(|&b| b as usize <= e);
+        if k == 0 {
+            let first = f64::from(bounds[0]).max(1.0);
+            return e as f64 / first - 1.0;
+        }
+        let (start, end) = (bounds[k - 1] as usize, bounds.get(k).map_or(n, |&b| b as usize));
+        (k - 1) as f64 + (e - start) as f64 / (end - start).max(1) as f64
+    };
+    let mut by_fraction = Vec::with_capacity(n / bucket + 1);
+    let mut by_iteration = Vec::with_capacity(n / bucket + 1);
+    for start in (0..n).step_by(bucket) {
+        let end = (start + bucket).min(n);
+        let max = |v: &[i64]| v[start..end].iter().copied().max().unwrap_or(0) as f64;
+        let (a, r) = (max(allocated), max(reserved));
+        by_fraction.push([end as f64 / n as f64, a, r]);
+        by_iteration.push([iteration_x(end - 1), a, r]);
+    }
+    Curves {
+        by_fraction,
+        by_iteration: steps.map(|_| by_iteration),
+    }
+}
+
+/// The whole compare tab inside `ui`.
+pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
+    doc.poll();
+    let Some(compared) = doc.compared.clone() else {
+        ui.centered_and_justified(|ui| ui.label("comparing…"));
+        return;
+    };
+    let d = &compared.diff;
+    summary_ui(ui, doc, d);
+    let rest = ui.available_rect_before_wrap();
+    ui.allocate_rect(rest, Sense::hover());
+    let top_height = (rest.height() * 0.42).max(160.0).min(rest.height() - 120.0);
+    let top = Rect::from_min_size(rest.min, vec2(rest.width(), top_height));
+    let curves_rect = Rect::from_min_max(top.min, pos2(top.min.x + top.width() * 0.4, top.max.y));
+    let table_rect = Rect::from_min_max(pos2(curves_rect.max.x + 8.0, top.min.y), top.max);
+    let charts = Rect::from_min_max(pos2(rest.min.x, top.max.y + 6.0), rest.max);
+    ui.scope_builder(UiBuilder::new().max_rect(curves_rect), |ui| {
+        curves_ui(ui, doc, &compared);
+    });
+    ui.scope_builder(UiBuilder::new().max_rect(table_rect), |ui| {
+        table_ui(ui, doc, d);
+    });
+    let half = (charts.width() - 8.0) / 2.0;
+    for side in 0..2 {
+        let x0 = charts.min.x + side as f32 * (half + 8.0);
+        let rect = Rect::from_min_size(pos2(x0, charts.min.y), vec2(half, charts.height()));
+        ui.scope_builder(UiBuilder::new().max_rect(rect).id_salt(("compare-chart", side)), |ui| {
+            let name = format!(
+                "{}: {} (device {})",
+                ["A", "B"][side],
+                short(&doc.names[side]),
+                doc.data[side].loaded.snapshot.devices[doc.devices[side]].ordinal
+            );
+            ui.label(egui::RichText::new(name).strong());
+            let mut commands: Vec<Command> = Vec::new();
+            lifecycle_ui(
+                ui,
+                &doc.data[side],
+                doc.devices[side],
+                &mut doc.charts[side],
+                &doc.selections[side],
+                &mut commands,
+                doc.highlight[side].as_ref(),
+            );
+            // Zoom and pan are the chart's own; picking a block belongs to the file's tab.
+            let (device, replay) = (
+                &doc.data[side].loaded.snapshot.devices[doc.devices[side]],
+                &doc.data[side].loaded.replays[doc.devices[side]],
+            );
+            doc.selections[side].apply(
+                commands
+                    .into_iter()
+                    .filter(|c| matches!(c, Command::SelectEvent(_) | Command::Pin(_)))
+                    .collect(),
+                device,
+                replay,
+            );
+        });
+    }
+}
+
+fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(egui::RichText::new(format!("A: {}", doc.names[0])).color(palette::COMPARE_A));
+        ui.label(egui::RichText::new(format!("B: {}", doc.names[1])).color(palette::COMPARE_B));
+    });
+    ui.horizontal_wrapped(|ui| {
+        let quantity = |ui: &mut Ui, what: &str, a: u64, b: u64| {
+            let delta = b as i64 - a as i64;
+            let percent = if a == 0 || delta == 0 {
+                String::new()
+            } else {
+                format!(" ({:+.1} %)", delta as f64 / a as f64 * 100.0)
+            };
+            let text = format!(
+                "{what} {} → {}, Δ {}{percent}",
+                format_bytes(a as i64),
+                format_bytes(b as i64),
+                signed(delta)
+            );
+            ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Extend));
+            ui.separator();
+        };
+        quantity(ui, "peak allocated", d.a.peak_allocated_bytes, d.b.peak_allocated_bytes);
+        quantity(ui, "peak reserved", d.a.peak_reserved_bytes, d.b.peak_reserved_bytes);
+        quantity(ui, "peak active", d.a.peak_active_bytes, d.b.peak_active_bytes);
+        ui.label(format!("allocations {} → {}", d.a.allocs, d.b.allocs));
+        if let (Some(ia), Some(ib)) = (d.a.iterations, d.b.iterations) {
+            ui.separator();
+            ui.label(format!("iterations {ia} → {ib}"));
+        }
+    });
+    let grown: Vec<String> = d
+        .categories
+        .iter()
+        .filter(|c| c.delta_bytes != 0)
+        .map(|c| format!("{} {}", c.category.name().replace('_', " "), signed(c.delta_bytes)))
+        .collect();
+    if d.same_requests {
+        ui.label(format!(
+            "Same requests ({} allocations, every call site alike): what differs in reserved comes from the segment layout ({} vs {} segment allocs / maps).",
+            d.a.allocs, d.a.segment_allocs, d.b.segment_allocs
+        ));
+    } else if !grown.is_empty() {
+        ui.label(format!("At the peaks, by category: {}", grown.join(", ")));
+    }
+}
+
+fn signed(bytes: i64) -> String {
+    if bytes > 0 {
+        format!("+{}", format_bytes(bytes))
+    } else {
+        format_bytes(bytes)
+    }
+}
+
+fn curves_ui(ui: &mut Ui, doc: &mut CompareDoc, compared: &Compared) {
+    let iterations = compared.curves.iter().all(|c| c.by_iteration.is_some());
+    ui.horizontal(|ui| {
+        ui.strong("allocated / reserved");
+        if iterations {
+            ui.checkbox(&mut doc.by_iteration, "aligned by iteration");
+        } else {
+            ui.weak("x: fraction of each trace");
+        }
+    });
+    let by_iteration = iterations && doc.by_iteration;
+    let colors = [palette::COMPARE_A, palette::COMPARE_B];
+    let plot = Plot::new("compare-curves")
+        .legend(Legend::default())
+        .allow_scroll(false)
+        .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
+        .x_axis_label(if by_iteration { "iteration" } else { "fraction of the trace" })
+        .show_axes([true, true]);
+    plot.show(ui, |plot_ui| {
+        for side in 0..2 {
+            let curves = &compared.curves[side];
+            let points = if by_iteration {
+                curves.by_iteration.as_deref().unwrap_or(&curves.by_fraction)
+            } else {
+                &curves.by_fraction
+            };
+            let label = ["A", "B"][side];
+            let allocated: PlotPoints = points.iter().map(|p| [p[0], p[1]]).collect();
+            let reserved: PlotPoints = points.iter().map(|p| [p[0], p[2]]).collect();
+            plot_ui.line(Line::new(format!("{label} allocated"), allocated).color(colors[side]).width(1.5));
+            plot_ui.line(
+                Line::new(format!("{label} reserved"), reserved)
+                    .color(colors[side])
+                    .style(LineStyle::dashed_loose())
+                    .width(1.0),
+            );
+        }
+    });
+}
+
+/// The call-site table: one row per call site, largest |Δ at peak| first; a click highlights it.
+fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
+    let only = |side| d.call_sites.iter().filter(|c| c.only_in == Some(side)).count();
+    ui.horizontal(|ui| {
+        ui.strong("call sites by |Δ at peak|");
+        ui.weak(format!(
+            "{} ({} only in A, {} only in B); click a row: its blocks on both charts",
+            d.call_sites.len(),
+            only(Side::A),
+            only(Side::B)
+        ));
+    });
+    let rows = d.call_sites.len().min(TABLE_ROWS);
+    let mut clicked = None;
+    egui_extras::TableBuilder::new(ui)
+        .id_salt("compare-table")
+        .striped(true)
+        .resizable(true)
+        .sense(Sense::click())
+        .auto_shrink([false, false])
+        .min_scrolled_height(0.0)
+        .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+        .column(egui_extras::Column::initial(84.0).at_least(50.0).clip(true))
+        .column(egui_extras::Column::initial(76.0).at_least(50.0).clip(true))
+        .column(egui_extras::Column::initial(76.0).at_least(50.0).clip(true))
+        .column(egui_extras::Column::initial(90.0).at_least(50.0).clip(true))
+        .column(egui_extras::Column::remainder().at_least(80.0).clip(true))
+        .header(20.0, |mut header| {
+            for title in ["Δ at peak", "A at peak", "B at peak", "allocs A → B", "call site"] {
+                header.col(|ui| {
+                    ui.strong(title);
+                });
+            }
+        })
+        .body(|body| {
+            body.rows(18.0, rows, |mut row| {
+                let k = row.index();
+                let site: &CallSiteDiff = &d.call_sites[k];
+                row.set_selected(doc.selected == Some(k));
+                let tag = match (site.only_in, site.matched_by) {
+                    (Some(Side::A), _) => "  [only in A]",
+                    (Some(Side::B), _) => "  [only in B]",
+                    (None, Matched::Exact) => "",
+                    (None, Matched::FileFunction) => "  [lines moved]",
+                    (None, Matched::WithoutEntryPoint) => "  [other entry point]",
+                };
+                let frames: Vec<String> = site.stack.iter().map(diff::SiteFrame::text).collect();
+                let hover = if frames.is_empty() {
+                    "no stack recorded".to_string()
+                } else {
+                    frames.join("\n")
+                };
+                let cells = [
+                    signed(site.delta_at_peak_bytes),
+                    format_bytes(site.a.bytes_at_peak as i64),
+                    format_bytes(site.b.bytes_at_peak as i64),
+                    format!("{} → {}", site.a.allocs, site.b.allocs),
+                    format!("{}{tag}", site.top_frame),
+                ];
+                for (c, text) in cells.into_iter().enumerate() {
+                    row.col(|ui| {
+                        let label = ui.add(egui::Label::new(text).truncate().selectable(false));
+                        if c == 4 {
+                            label.on_hover_text(&hover);
+                        }
+                    });
+                }
+                if row.response().clicked() {
+                    clicked = Some(k);
+                }
+            });
+        });
+    if let Some(k) = clicked {
+        let next = if doc.selected == Some(k) { None } else { Some(k) };
+        doc.select(next);
+    }
+}
