@@ -82,7 +82,7 @@ pub fn app(files: Vec<PathBuf>) -> Result<()> {
 }
 
 pub fn screenshot(
-    file: Option<&Path>,
+    (file, other): (Option<&Path>, Option<&Path>),
     output: &Path,
     view: &str,
     device: Option<u32>,
@@ -93,8 +93,17 @@ pub fn screenshot(
         "app" => View::App,
         "timeline" => View::Timeline,
         "pool" => View::Pool,
-        other => bail_input!("--view must be `app`, `timeline` or `pool`, not `{other}`"),
+        "diff" => View::Diff,
+        other => bail_input!("--view must be `app`, `timeline`, `pool` or `diff`, not `{other}`"),
     };
+    match (view, file, other) {
+        (View::Diff, Some(_), Some(_)) => {}
+        (View::Diff, _, _) => bail_input!(
+            "--view diff needs two snapshots: memsight screenshot --view diff A B -o FILE"
+        ),
+        (_, _, Some(b)) => bail_input!("a second file ({}) is only for --view diff", b.display()),
+        _ => {}
+    }
     if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
         bail_input!("--width and --height must be between 64 and 8192 pixels");
     }
@@ -108,7 +117,13 @@ pub fn screenshot(
         view,
         event,
     };
-    let app = headless::prepared_app(&source(file)?, &options).map_err(input)?;
+    let app = match (view, other) {
+        (View::Diff, Some(b)) => {
+            headless::prepared_compare(&source(file)?, &source(Some(b))?, &options)
+                .map_err(input)?
+        }
+        _ => headless::prepared_app(&source(file)?, &options).map_err(input)?,
+    };
     let image =
         headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
     // Written whole or not at all: a temporary file renamed into place.

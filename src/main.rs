@@ -52,14 +52,16 @@ enum Command {
         /// Snapshot pickle (optionally .gz) or profiler data (a rank folder, a parent of rank
         /// folders, a profiler CSV); the bundled demo when omitted.
         file: Option<PathBuf>,
+        /// With --view diff: the snapshot to compare FILE with (B).
+        other: Option<PathBuf>,
         /// The image to write: a name ending in .png, .jpg or .jpeg (written whole or not at all).
         #[arg(short, long)]
         output: PathBuf,
         #[arg(
             long,
             default_value = "app",
-            value_parser = ["app", "timeline", "pool"],
-            help = "app: the whole window; timeline or pool: that chart alone (profiler data: timeline is the memory curves)"
+            value_parser = ["app", "timeline", "pool", "diff"],
+            help = "app: the whole window; timeline or pool: that chart alone (profiler data: timeline is the memory curves); diff: the compare view of FILE and OTHER"
         )]
         view: String,
         /// Device ordinal to show (default: the busiest device).
@@ -189,6 +191,7 @@ fn main() -> ExitCode {
         }) => commands::state(file.as_deref(), device, event, json),
         Some(Command::Screenshot {
             file,
+            other,
             output,
             view,
             device,
@@ -197,7 +200,7 @@ fn main() -> ExitCode {
             select_event,
             event,
         }) => commands::screenshot(
-            file.as_deref(),
+            (file.as_deref(), other.as_deref()),
             &output,
             &view,
             device,

@@ -127,6 +127,51 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
     Ok(app)
 }
 
+/// An app showing the compare view of two snapshots (`memsight screenshot --view diff A B`):
+/// `options.device` on both sides, else each file's busiest device.
+pub fn prepared_compare(
+    a: &Source,
+    b: &Source,
+    options: &ScreenshotOptions,
+) -> Result<MemsightApp, String> {
+    let mut docs = Vec::new();
+    for source in [a, b] {
+        let prepared = match source.load(None)? {
+            Opened::Snapshot(prepared) => *prepared,
+            Opened::Profiler(_) => {
+                return Err(format!(
+                    "{} is profiler data: --view diff compares two snapshots (memsight diff \
+                     compares profiler runs)",
+                    source.name()
+                ));
+            }
+        };
+        let path = source.path().map(std::path::Path::to_path_buf);
+        let mut doc = Document::new(source.name(), path, prepared);
+        if let Some(d) = options.device {
+            if !doc
+                .data
+                .loaded
+                .snapshot
+                .devices
+                .iter()
+                .any(|dev| dev.ordinal == d)
+            {
+                return Err(format!("{} has no device {d}", source.name()));
+            }
+            doc.device = d;
+        }
+        docs.push(doc);
+    }
+    let mut app = MemsightApp::with_documents(docs);
+    app.compare(&egui::Context::default(), 0, 1);
+    if let Some(error) = app.errors().pop() {
+        return Err(error);
+    }
+    app.view = options.view;
+    Ok(app)
+}
+
 /// What to say when no renderer can be made (no GPU driver, no Mesa, a backend that is absent).
 pub const NO_ADAPTER: &str = "no graphics adapter for rendering: install Mesa (Debian / Ubuntu: apt-get install \
                               libegl-mesa0 libgl1-mesa-dri, or scripts/install-deps.sh) and try WGPU_BACKEND=gl";

@@ -40,6 +40,13 @@ impl MemsightApp {
             ExportTarget::Window => "window",
             ExportTarget::Chart => "chart",
         };
+        if let Some(doc) = self.active_compare.and_then(|c| self.compares.get(c)) {
+            return format!(
+                "{}-vs-{}-compare-{what}.png",
+                file_stem(crate::views::compare::short(&doc.names[0])),
+                file_stem(crate::views::compare::short(&doc.names[1]))
+            );
+        }
         if let Some(doc) = self.active_profiler.and_then(|p| self.profilers.get(p)) {
             return format!("{}-profiler-{what}.png", file_stem(&doc.name));
         }
@@ -111,6 +118,12 @@ impl MemsightApp {
 
     /// Closes the file shown (snapshot or profiler run); the next one left takes its place.
     pub(super) fn close_active(&mut self) {
+        if let Some(c) = self.active_compare.take() {
+            if c < self.compares.len() {
+                self.compares.remove(c);
+            }
+            return;
+        }
         if let Some(p) = self.active_profiler.take() {
             if p < self.profilers.len() {
                 self.profilers.remove(p);

@@ -85,6 +85,17 @@ impl MemsightApp {
                     }
                 });
                 ui.separator();
+                let snapshot_shown = self.active_profiler.is_none()
+                    && self.active_compare.is_none()
+                    && self.active < self.docs.len();
+                ui.add_enabled_ui(snapshot_shown, |ui| {
+                    ui.menu_button("Compare with…", |ui| {
+                        self.compare_menu_ui(ui, self.active)
+                    })
+                    .response
+                    .on_disabled_hover_text("show a snapshot's tab first");
+                });
+                ui.separator();
                 if ui
                     .add_enabled(
                         self.chart_rect.is_some(),
@@ -98,7 +109,9 @@ impl MemsightApp {
                     self.start_export(ExportTarget::Window);
                 }
                 ui.separator();
-                let open = !self.docs.is_empty() || !self.profilers.is_empty();
+                let open = !self.docs.is_empty()
+                    || !self.profilers.is_empty()
+                    || !self.compares.is_empty();
                 if ui
                     .add_enabled(open, egui::Button::new("Close tab").shortcut_text("Ctrl+W"))
                     .clicked()
@@ -118,26 +131,39 @@ impl MemsightApp {
                     .clicked()
                 {
                     self.active_profiler = Some(i);
+                    self.active_compare = None;
                 }
             }
-            for (i, doc) in self.docs.iter().enumerate() {
-                if ui
+            let tabs: Vec<(String, String)> = self
+                .docs
+                .iter()
+                .map(|doc| {
+                    let hover = doc
+                        .path
+                        .as_ref()
+                        .map_or_else(|| "bundled demo".to_string(), |p| p.display().to_string());
+                    (doc.name.clone(), hover)
+                })
+                .collect();
+            for (i, (name, hover)) in tabs.into_iter().enumerate() {
+                let tab = ui
                     .selectable_label(
-                        self.active_profiler.is_none() && i == self.active,
-                        &doc.name,
+                        self.active_profiler.is_none()
+                            && self.active_compare.is_none()
+                            && i == self.active,
+                        name,
                     )
-                    .on_hover_text(
-                        doc.path.as_ref().map_or_else(
-                            || "bundled demo".to_string(),
-                            |p| p.display().to_string(),
-                        ),
-                    )
-                    .clicked()
-                {
+                    .on_hover_text(format!("{hover}\n(right-click: compare with…)"));
+                if tab.clicked() {
                     self.active = i;
                     self.active_profiler = None;
+                    self.active_compare = None;
                 }
+                tab.context_menu(|ui| {
+                    ui.menu_button("Compare with…", |ui| self.compare_menu_ui(ui, i));
+                });
             }
+            self.compare_tabs_ui(ui);
         });
     }
 

@@ -5,6 +5,7 @@
 //! (open, load, export, recent files), `menus.rs` (menu bar, progress, summary), `panels.rs` (the
 //! layout around the chart), `dialogs.rs` (file dialogs that always appear), `notices.rs`.
 
+mod compare;
 pub mod dialogs;
 mod files;
 mod menus;
@@ -53,6 +54,8 @@ pub enum View {
     App,
     Timeline,
     Pool,
+    /// The compare view of two snapshots (`memsight screenshot --view diff A B`).
+    Diff,
 }
 
 /// What a screenshot covers.
@@ -68,6 +71,9 @@ pub struct MemsightApp {
     /// Open profiler runs; while `active_profiler` is set, the window shows that one.
     profilers: Vec<ProfilerDoc>,
     active_profiler: Option<usize>,
+    /// Open compare tabs; while `active_compare` is set, the window shows that one.
+    compares: Vec<crate::views::compare::CompareDoc>,
+    active_compare: Option<usize>,
     jobs: Vec<LoadJob>,
     /// Saved, copied, failed: transient messages in the corner; failures stay until dismissed.
     pub notices: Notices,
@@ -113,6 +119,8 @@ impl MemsightApp {
             active: 0,
             profilers: Vec::new(),
             active_profiler: None,
+            compares: Vec::new(),
+            active_compare: None,
             jobs,
             notices: Notices::default(),
             recent_store,
@@ -144,6 +152,14 @@ impl MemsightApp {
         app.profilers.push(doc);
         app.active_profiler = Some(0);
         app
+    }
+
+    pub fn compares(&self) -> &[crate::views::compare::CompareDoc] {
+        &self.compares
+    }
+
+    pub fn compares_mut(&mut self) -> &mut [crate::views::compare::CompareDoc] {
+        &mut self.compares
     }
 
     pub fn profilers(&self) -> &[ProfilerDoc] {
@@ -180,6 +196,9 @@ impl MemsightApp {
                 && d.device_index()
                     .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         };
+        if let Some(c) = self.active_compare.and_then(|c| self.compares.get(c)) {
+            return !self.jobs.is_empty() || c.is_busy();
+        }
         !self.jobs.is_empty()
             || (self.active_profiler.is_none()
                 && self
@@ -231,12 +250,16 @@ impl MemsightApp {
                 self.notices.show(&ctx);
             }
         }
+        if let Some(c) = self.active_compare.filter(|&c| c < self.compares.len()) {
+            self.compare_root(ui, c);
+            return;
+        }
         if let Some(p) = self.active_profiler.filter(|&p| p < self.profilers.len()) {
             self.profiler_root(ui, p);
             return;
         }
         match self.view {
-            View::App => {}
+            View::App | View::Diff => {}
             View::Timeline => {
                 egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
                 return;

@@ -118,7 +118,11 @@ impl CompareDoc {
         let site = row.and_then(|r| compared.diff.call_sites.get(r));
         for side in 0..2 {
             self.highlight[side] = site.map(|site| {
-                let stacks = if side == 0 { &site.stacks_a } else { &site.stacks_b };
+                let stacks = if side == 0 {
+                    &site.stacks_a
+                } else {
+                    &site.stacks_b
+                };
                 let stacks: FxHashSet<u32> = stacks.iter().copied().collect();
                 let replay = &self.data[side].loaded.replays[self.devices[side]];
                 replay
@@ -134,7 +138,7 @@ impl CompareDoc {
 }
 
 /// A file name without its folders.
-fn short(name: &str) -> &str {
+pub fn short(name: &str) -> &str {
     name.rsplit(['/', '\\']).next().unwrap_or(name)
 }
 
@@ -181,7 +185,10 @@ fn curves(replay: &memsight_core::DeviceReplay, steps: Option<&steps::Steps>) ->
             let first = f64::from(bounds[0]).max(1.0);
             return e as f64 / first - 1.0;
         }
-        let (start, end) = (bounds[k - 1] as usize, bounds.get(k).map_or(n, |&b| b as usize));
+        let (start, end) = (
+            bounds[k - 1] as usize,
+            bounds.get(k).map_or(n, |&b| b as usize),
+        );
         (k - 1) as f64 + (e - start) as f64 / (end - start).max(1) as f64
     };
     let mut by_fraction = Vec::with_capacity(n / bucket + 1);
@@ -225,38 +232,36 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
     for side in 0..2 {
         let x0 = charts.min.x + side as f32 * (half + 8.0);
         let rect = Rect::from_min_size(pos2(x0, charts.min.y), vec2(half, charts.height()));
-        ui.scope_builder(UiBuilder::new().max_rect(rect).id_salt(("compare-chart", side)), |ui| {
-            let name = format!(
-                "{}: {} (device {})",
-                ["A", "B"][side],
-                short(&doc.names[side]),
-                doc.data[side].loaded.snapshot.devices[doc.devices[side]].ordinal
-            );
-            ui.label(egui::RichText::new(name).strong());
-            let mut commands: Vec<Command> = Vec::new();
-            lifecycle_ui(
-                ui,
-                &doc.data[side],
-                doc.devices[side],
-                &mut doc.charts[side],
-                &doc.selections[side],
-                &mut commands,
-                doc.highlight[side].as_ref(),
-            );
-            // Zoom and pan are the chart's own; picking a block belongs to the file's tab.
-            let (device, replay) = (
-                &doc.data[side].loaded.snapshot.devices[doc.devices[side]],
-                &doc.data[side].loaded.replays[doc.devices[side]],
-            );
-            doc.selections[side].apply(
-                commands
-                    .into_iter()
-                    .filter(|c| matches!(c, Command::SelectEvent(_) | Command::Pin(_)))
-                    .collect(),
-                device,
-                replay,
-            );
-        });
+        ui.scope_builder(
+            UiBuilder::new()
+                .max_rect(rect)
+                .id_salt(("compare-chart", side)),
+            |ui| {
+                let name = format!(
+                    "{}: {} (device {})",
+                    ["A", "B"][side],
+                    short(&doc.names[side]),
+                    doc.data[side].loaded.snapshot.devices[doc.devices[side]].ordinal
+                );
+                ui.label(egui::RichText::new(name).strong());
+                let mut commands: Vec<Command> = Vec::new();
+                lifecycle_ui(
+                    ui,
+                    &doc.data[side],
+                    doc.devices[side],
+                    &mut doc.charts[side],
+                    &doc.selections[side],
+                    &mut commands,
+                    doc.highlight[side].as_ref(),
+                );
+                // Each chart keeps its own selection (a picked block, a zoom to events).
+                let (device, replay) = (
+                    &doc.data[side].loaded.snapshot.devices[doc.devices[side]],
+                    &doc.data[side].loaded.replays[doc.devices[side]],
+                );
+                doc.selections[side].apply(commands, device, replay);
+            },
+        );
     }
 }
 
@@ -282,9 +287,24 @@ fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
             ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Extend));
             ui.separator();
         };
-        quantity(ui, "peak allocated", d.a.peak_allocated_bytes, d.b.peak_allocated_bytes);
-        quantity(ui, "peak reserved", d.a.peak_reserved_bytes, d.b.peak_reserved_bytes);
-        quantity(ui, "peak active", d.a.peak_active_bytes, d.b.peak_active_bytes);
+        quantity(
+            ui,
+            "peak allocated",
+            d.a.peak_allocated_bytes,
+            d.b.peak_allocated_bytes,
+        );
+        quantity(
+            ui,
+            "peak reserved",
+            d.a.peak_reserved_bytes,
+            d.b.peak_reserved_bytes,
+        );
+        quantity(
+            ui,
+            "peak active",
+            d.a.peak_active_bytes,
+            d.b.peak_active_bytes,
+        );
         ui.label(format!("allocations {} → {}", d.a.allocs, d.b.allocs));
         if let (Some(ia), Some(ib)) = (d.a.iterations, d.b.iterations) {
             ui.separator();
@@ -295,7 +315,13 @@ fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
         .categories
         .iter()
         .filter(|c| c.delta_bytes != 0)
-        .map(|c| format!("{} {}", c.category.name().replace('_', " "), signed(c.delta_bytes)))
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.category.name().replace('_', " "),
+                signed(c.delta_bytes)
+            )
+        })
         .collect();
     if d.same_requests {
         ui.label(format!(
@@ -328,23 +354,35 @@ fn curves_ui(ui: &mut Ui, doc: &mut CompareDoc, compared: &Compared) {
     let by_iteration = iterations && doc.by_iteration;
     let colors = [palette::COMPARE_A, palette::COMPARE_B];
     let plot = Plot::new("compare-curves")
-        .legend(Legend::default())
+        .legend(Legend::default().position(egui_plot::Corner::RightBottom))
         .allow_scroll(false)
+        .y_grid_spacer(|input| crate::views::axes::byte_grid(&input, false))
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
-        .x_axis_label(if by_iteration { "iteration" } else { "fraction of the trace" })
+        .x_axis_label(if by_iteration {
+            "iteration"
+        } else {
+            "fraction of the trace"
+        })
         .show_axes([true, true]);
     plot.show(ui, |plot_ui| {
         for side in 0..2 {
             let curves = &compared.curves[side];
             let points = if by_iteration {
-                curves.by_iteration.as_deref().unwrap_or(&curves.by_fraction)
+                curves
+                    .by_iteration
+                    .as_deref()
+                    .unwrap_or(&curves.by_fraction)
             } else {
                 &curves.by_fraction
             };
             let label = ["A", "B"][side];
             let allocated: PlotPoints = points.iter().map(|p| [p[0], p[1]]).collect();
             let reserved: PlotPoints = points.iter().map(|p| [p[0], p[2]]).collect();
-            plot_ui.line(Line::new(format!("{label} allocated"), allocated).color(colors[side]).width(1.5));
+            plot_ui.line(
+                Line::new(format!("{label} allocated"), allocated)
+                    .color(colors[side])
+                    .width(1.5),
+            );
             plot_ui.line(
                 Line::new(format!("{label} reserved"), reserved)
                     .color(colors[side])
@@ -357,7 +395,12 @@ fn curves_ui(ui: &mut Ui, doc: &mut CompareDoc, compared: &Compared) {
 
 /// The call-site table: one row per call site, largest |Δ at peak| first; a click highlights it.
 fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
-    let only = |side| d.call_sites.iter().filter(|c| c.only_in == Some(side)).count();
+    let only = |side| {
+        d.call_sites
+            .iter()
+            .filter(|c| c.only_in == Some(side))
+            .count()
+    };
     ui.horizontal(|ui| {
         ui.strong("call sites by |Δ at peak|");
         ui.weak(format!(
@@ -383,7 +426,13 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
         .column(egui_extras::Column::initial(90.0).at_least(50.0).clip(true))
         .column(egui_extras::Column::remainder().at_least(80.0).clip(true))
         .header(20.0, |mut header| {
-            for title in ["Δ at peak", "A at peak", "B at peak", "allocs A → B", "call site"] {
+            for title in [
+                "Δ at peak",
+                "A at peak",
+                "B at peak",
+                "allocs A → B",
+                "call site",
+            ] {
                 header.col(|ui| {
                     ui.strong(title);
                 });
@@ -428,7 +477,11 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
             });
         });
     if let Some(k) = clicked {
-        let next = if doc.selected == Some(k) { None } else { Some(k) };
+        let next = if doc.selected == Some(k) {
+            None
+        } else {
+            Some(k)
+        };
         doc.select(next);
     }
 }

@@ -1,9 +1,10 @@
 //! The views of an open file, each drawing one part of the window from a document's state: the
 //! lifecycle chart, the pool-state chart, the event list, the findings; and a profiler run's
-//! curves and tables. Views know nothing of menus, dialogs or tabs (`app`), and read the data
+//! curves and tables; two files compared (`compare`). Views know nothing of menus, dialogs or tabs (`app`), and read the data
 //! through `Prepared` only.
 
 pub mod axes;
+pub mod compare;
 pub mod event_list;
 pub mod findings;
 pub mod lifecycle;
