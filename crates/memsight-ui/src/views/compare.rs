@@ -78,7 +78,7 @@ impl CompareDoc {
             ctx.request_repaint();
         });
         Self {
-            name: format!("{} ⇄ {}", short(&name_a), short(&name_b)),
+            name: format!("{} vs {}", short(&name_a), short(&name_b)),
             data,
             names: [name_a, name_b],
             devices,
@@ -107,6 +107,11 @@ impl CompareDoc {
             Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => self.pending = None,
         }
+    }
+
+    /// How many blocks of side `side` (0: A, 1: B) are highlighted (`None`: no row selected).
+    pub fn highlighted(&self, side: usize) -> Option<usize> {
+        self.highlight.get(side)?.as_ref().map(FxHashSet::len)
     }
 
     /// Selects call-site row `row` (`None`: none): its blocks are highlighted on both charts.

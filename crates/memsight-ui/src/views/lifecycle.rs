@@ -1080,8 +1080,10 @@ fn band_rects(
         let x0 = rect.left() + c as f32 * col_w;
         let mut next_open = FxHashMap::default();
         for run in &col.runs {
-            let Band::Lifetime(id) = run.band else {
-                continue;
+            // A run of allocations thinner than a pixel stands for its largest: where that one
+            // is wanted, so is the run (else a call site of many small blocks never shows).
+            let id = match run.band {
+                Band::Lifetime(id) | Band::Merged { largest: id, .. } => id,
             };
             if !wanted(id) {
                 continue;
