@@ -589,3 +589,180 @@ fn whatif_checks_its_settings_and_replays_a_real_file() {
         device["predicted"]["peak_reserved_bytes"]
     );
 }
+
+/// `diff`: two generated runs in a Chinese folder (batch 2 and 4 of one training loop) compared
+/// in text, Markdown and JSON (the keys, the sum rule); wrong pairs are input errors;
+/// `screenshot --view diff` renders the compare view.
+#[test]
+fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
+    let dir = temp_dir("diff").join("对比");
+    std::fs::create_dir_all(&dir).expect("folder");
+    let (a, b) = (dir.join("批量2.pkl"), dir.join("批量4.pkl"));
+    for (path, batch) in [(&a, "2"), (&b, "4")] {
+        let out = memsight(&[
+            "gen",
+            "--scenario",
+            "transformer",
+            "--events",
+            "8000",
+            "--seed",
+            "4",
+            "--batch",
+            batch,
+            "-o",
+            path.to_str().expect("utf-8"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (a, b) = (a.to_str().expect("utf-8"), b.to_str().expect("utf-8"));
+
+    let text = memsight(&["diff", a, b]);
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    for line in [
+        "peak allocated",
+        "peak reserved",
+        "call sites by |Δ at peak|",
+        "forward (model.py:",
+        "activation",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let markdown = memsight(&["diff", a, b, "--markdown", "--top", "3"]);
+    let markdown = String::from_utf8_lossy(&markdown.stdout);
+    assert!(markdown.starts_with("## memsight diff"), "{markdown}");
+    assert!(markdown.contains("| Δ at peak | A at peak |"), "{markdown}");
+
+    let report = stdout_json(&memsight(&["diff", a, b, "--json"]));
+    assert_eq!(report["a"], a);
+    let device = &report["devices"][0];
+    assert_eq!(device["device_a"], 0);
+    for key in [
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "peak_active_bytes",
+    ] {
+        assert!(device["a"][key].as_u64().is_some_and(|v| v > 0), "{key}");
+    }
+    let sites = device["call_sites"].as_array().expect("call sites");
+    let site = &sites[0];
+    for key in [
+        "stack",
+        "top_frame",
+        "a",
+        "b",
+        "delta_at_peak_bytes",
+        "only_in",
+    ] {
+        assert!(site.get(key).is_some(), "{key}");
+    }
+    assert!(site["stack"][0].get("filename").is_some() && site["stack"][0].get("line").is_some());
+    for key in [
+        "bytes_at_peak",
+        "allocs",
+        "bytes_requested",
+        "largest_bytes",
+    ] {
+        assert!(site["a"][key].is_u64(), "{key}");
+    }
+    // The deltas at peak add up to the difference of the peaks.
+    let delta: i64 = sites
+        .iter()
+        .map(|s| s["delta_at_peak_bytes"].as_i64().expect("bytes"))
+        .sum();
+    let peak = |side: &str| {
+        device[side]["peak_allocated_bytes"]
+            .as_i64()
+            .expect("bytes")
+    };
+    assert_eq!(delta, peak("b") - peak("a"));
+    assert!(delta > 0, "twice the batch, a higher peak");
+    let top = stdout_json(&memsight(&["diff", a, b, "--json", "--top", "3"]));
+    assert_eq!(
+        top["devices"][0]["call_sites"].as_array().map(Vec::len),
+        Some(3)
+    );
+
+    // What cannot be compared says so, naming the files (exit 2).
+    let fixtures = memsight_core::testing::fixtures_dir();
+    let mut refused = vec![
+        (
+            vec!["diff", a, b, "--device-a", "7"],
+            "has no device 7 with a trace (devices with one: 0)".to_string(),
+        ),
+        (
+            vec!["diff", a, "/nonexistent/x.pkl"],
+            "/nonexistent/x.pkl".to_string(),
+        ),
+    ];
+    let (legacy, profiler);
+    if let Some(f) = &fixtures {
+        legacy = f
+            .join("snapshots/cuda_legacy_list.pkl")
+            .to_string_lossy()
+            .into_owned();
+        profiler = f
+            .join("profiler/rank0_level0")
+            .to_string_lossy()
+            .into_owned();
+        refused.push((
+            vec!["diff", &legacy, a],
+            format!("{legacy} has no trace to compare"),
+        ));
+        refused.push((
+            vec!["diff", a, &profiler],
+            "cannot compare a snapshot with profiler data".to_string(),
+        ));
+    }
+    for (args, says) in &refused {
+        let out = memsight(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says.as_str()), "{args:?}: {stderr}");
+    }
+
+    // The compare view as a picture.
+    let png = dir.join("对比.png");
+    let out = memsight(&[
+        "screenshot",
+        "--view",
+        "diff",
+        a,
+        b,
+        "-o",
+        png.to_str().expect("utf-8"),
+        "--width",
+        "1200",
+        "--height",
+        "800",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&png).expect("PNG written");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let size =
+        |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    assert_eq!((size(16), size(20)), (1200, 800));
+    let out = memsight(&[
+        "screenshot",
+        "--view",
+        "diff",
+        a,
+        "-o",
+        png.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--view diff needs two snapshots"));
+    std::fs::remove_dir_all(dir.parent().expect("temp dir")).expect("clean up");
+}
