@@ -90,7 +90,7 @@ fn quantity(name: &str, a: i64, b: i64, bytes: bool) -> [String; 5] {
     } else if a == 0 {
         "new".into()
     } else {
-        format!("{:+.1} %", delta as f64 / a as f64 * 100.0)
+        format!("{:+.1} %", delta as f64 / (a as f64).abs() * 100.0)
     };
     let signed = if delta > 0 {
         format!("+{}", show(delta))
@@ -161,7 +161,15 @@ fn print_table(
         let rule: Vec<&str> = header.iter().map(|_| "---").collect();
         writeln!(out, "|{}|", rule.join("|"))?;
         for row in rows {
-            let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+            // Frames such as `<module>` would read as HTML tags.
+            let cells: Vec<String> = row
+                .iter()
+                .map(|c| {
+                    c.replace('|', "\\|")
+                        .replace('<', "&lt;")
+                        .replace('>', "&gt;")
+                })
+                .collect();
             writeln!(out, "| {} |", cells.join(" | "))?;
         }
         return writeln!(out);
@@ -211,6 +219,13 @@ fn signed_bytes(v: i64) -> String {
 fn verdict(d: &DeviceDiff) -> Option<String> {
     if !d.same_requests {
         return None;
+    }
+    if !d.differs_only_in_layout() {
+        return Some(format!(
+            "Same requests: {} allocations, every call site alike, but not the same blocks alive \
+             at the peaks (freed in another order).",
+            d.a.allocs
+        ));
     }
     let reserved = d.b.peak_reserved_bytes as i64 - d.a.peak_reserved_bytes as i64;
     let layout = |f: &DeviceFigures| {
@@ -267,6 +282,9 @@ fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
             3,
             &format!("device {} (A) vs device {} (B)", d.device_a, d.device_b),
         )?;
+        for note in &d.notes {
+            writeln!(out, "note: {note}\n")?;
+        }
         let rows: Vec<Vec<String>> = summary(d).into_iter().map(Vec::from).collect();
         print_table(&mut out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
         let categories: Vec<Vec<String>> = d
@@ -319,6 +337,7 @@ fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
                     (None, diff::Matched::Exact) => "",
                     (None, diff::Matched::FileFunction) => " [lines moved]",
                     (None, diff::Matched::WithoutEntryPoint) => " [other entry point]",
+                    (None, diff::Matched::FileNames) => " [other folder]",
                 };
                 vec![
                     signed_bytes(c.delta_at_peak_bytes),
@@ -374,13 +393,8 @@ fn profiler(
     let run_a = memsight_core::profiler::open(&[a.to_path_buf()]).map_err(input)?;
     let run_b = memsight_core::profiler::open(&[b.to_path_buf()]).map_err(input)?;
     let (name_a, name_b) = (a.display().to_string(), b.display().to_string());
-    let mut result = profiler_diff::diff(
-        (&name_a, &run_a),
-        (&name_b, &run_b),
-        rank_a.map(|r| r as usize),
-        rank_b.map(|r| r as usize),
-    )
-    .map_err(input)?;
+    let mut result =
+        profiler_diff::diff((&name_a, &run_a), (&name_b, &run_b), rank_a, rank_b).map_err(input)?;
     if format == Format::Json {
         if let Some(top) = top {
             for r in &mut result.ranks {
@@ -413,6 +427,9 @@ fn print_profiler(result: &ProfilerDiff, top: usize, markdown: bool) -> Result<(
         )?;
     } else {
         writeln!(out, "A: {}\nB: {}", result.a, result.b)?;
+    }
+    for note in &result.notes {
+        writeln!(out, "note: {note}")?;
     }
     if !markdown {
         writeln!(out)?;

@@ -696,7 +696,7 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
     let mut refused = vec![
         (
             vec!["diff", a, b, "--device-a", "7"],
-            "has no device 7 with a trace (devices with one: 0)".to_string(),
+            "no device 7 with a trace (devices with one: 0)".to_string(),
         ),
         (
             vec!["diff", a, "/nonexistent/x.pkl"],
@@ -715,7 +715,7 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
             .into_owned();
         refused.push((
             vec!["diff", &legacy, a],
-            format!("{legacy} has no trace to compare"),
+            format!("no trace to compare: the file records only the final pool (record with torch.cuda.memory._record_memory_history() before the dump): {legacy}"),
         ));
         refused.push((
             vec!["diff", a, &profiler],

@@ -167,4 +167,19 @@ mod tests {
         let s = snapshot(&[("??", 0, "at::empty")]);
         assert_eq!(display_frames(&s, 0, false).len(), 1);
     }
+
+    #[test]
+    fn windows_paths_follow_the_same_rules() {
+        let s = snapshot(&[
+            (
+                r"D:\venv\Lib\site-packages\einops\_backends.py",
+                291,
+                "einsum",
+            ),
+            (r"D:\work\model.py", 39, "forward"),
+        ]);
+        let lines = display_frames(&s, 0, false);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0].text, r"forward (D:\work\model.py:39)");
+    }
 }

@@ -336,9 +336,14 @@ impl Snapshot {
         self.strings.get(id as usize).map_or("", |s| s)
     }
 
-    /// Whether the file comes from an Ascend NPU (`torch_npu` frames or settings).
+    /// Whether the file comes from an Ascend NPU: `torch_npu` frames or settings, or the
+    /// `workspace_snapshot` entries only `torch_npu` writes.
     pub fn is_npu(&self) -> bool {
         self.strings.iter().any(|s| s.contains("torch_npu"))
+            || self
+                .devices
+                .iter()
+                .any(|d| d.trace.action.contains(&Action::WorkspaceSnapshot))
     }
 
     pub fn device(&self, ordinal: u32) -> Option<&Device> {

@@ -38,6 +38,14 @@ fn compare(a: &Loaded, b: &Loaded) -> DeviceDiff {
 /// Every block alive at a peak is in exactly one row: the rows' deltas add up to the difference
 /// of the peaks, and each side's rows to its peak.
 fn assert_sum_rule(d: &DeviceDiff) {
+    // These files' traces agree with their segments: every byte of a peak is in some block.
+    assert_eq!(
+        (
+            d.a.unattributed_at_peak_bytes,
+            d.b.unattributed_at_peak_bytes
+        ),
+        (0, 0)
+    );
     let sum_a: u64 = d.call_sites.iter().map(|c| c.a.bytes_at_peak).sum();
     let sum_b: u64 = d.call_sites.iter().map(|c| c.b.bytes_at_peak).sum();
     assert_eq!(
@@ -306,7 +314,8 @@ fn files_without_a_trace_or_device_are_errors_that_name_them() {
             file: "legacy.pkl".into()
         }
     );
-    assert!(err.to_string().contains("legacy.pkl has no trace"));
+    assert!(err.to_string().starts_with("no trace to compare"), "{err}");
+    assert!(err.to_string().ends_with(": legacy.pkl"), "{err}");
     let err = diff::diff(
         Recording {
             name: "npu.pkl",
@@ -322,7 +331,7 @@ fn files_without_a_trace_or_device_are_errors_that_name_them() {
     .expect_err("no device 3");
     assert_eq!(
         err.to_string(),
-        "npu.pkl has no device 3 with a trace (devices with one: 0)"
+        "no device 3 with a trace (devices with one: 0): npu.pkl"
     );
 }
 
@@ -505,6 +514,14 @@ fn profiler_runs_compare_by_operator() {
         (3, 1_233_126_912, 822_084_096)
     );
     // A rank that is not there is an error naming the run's ranks.
+    // static_graph_rank1 is rank 1, rank0_level0 has no number after "rank" but 0: chosen, they
+    // compare; a rank that is not there is an error naming the run's ranks.
+    let chosen = profiler::diff(("a", &a), ("b", &b), Some(0), Some(1)).expect("both ranks");
+    assert_eq!(chosen.ranks[0].rank_b, "static_graph_rank1");
     let err = profiler::diff(("a", &a), ("b", &b), Some(0), Some(4)).expect_err("one rank");
-    assert!(err.contains("b has no rank 4"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("no rank 4 (ranks there: 1 (static_graph_rank1)): b"),
+        "{err}"
+    );
 }

@@ -89,7 +89,8 @@ fn compare_with_from_the_file_menu_opens_a_compare_tab_whose_rows_highlight_both
     let top = diff.call_sites[0].top_frame.clone();
     assert!(top.starts_with("forward (model.py"), "{top}");
     harness.get_by_label_contains("peak allocated");
-    harness.get_by_label_contains("only in A");
+    // The same program: every call site on both sides.
+    harness.get_by_label_contains("(0 only in A, 0 only in B)");
     assert_eq!(compare.highlighted(0), None);
 
     // A click on the top row highlights its blocks on both charts; a second click clears it.

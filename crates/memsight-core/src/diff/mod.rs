@@ -1,12 +1,14 @@
 //! Two recordings side by side: what grew, where, and by how much.
 //!
-//! **Snapshots.** Devices are paired by index among the devices that have a trace (or chosen).
+//! **Snapshots.** Devices are paired by index among the devices that have a trace (or chosen;
+//! devices left without a partner are named in the notes).
 //! Allocations of A and B are matched by *call site*: a stack's frames (file, function, line)
 //! with the internal frames dropped and repeats collapsed, as [`crate::frames`] shows them (all
-//! frames when every one is internal). What is left unmatched is matched again, in two fallbacks
-//! for two runs of an edited program: by files and functions alone (lines moved), then also
-//! without the `<module>` frames (the script's top level, which names how the program was
-//! started: `python train.py`, a launcher, `-m`). Within one fallback key, each side's call sites
+//! frames when every one is internal). What is left unmatched is matched again, in three
+//! fallbacks for two runs of an edited program: by files and functions alone (lines moved), then
+//! also without the outermost `<module>` frames (the script's top level, which names how the
+//! program was started: `python train.py`, a launcher, `-m`), then by file names instead of
+//! paths (another checkout or job folder). Within one fallback key, each side's call sites
 //! are paired one for one in the order of their lines when both sides have as many (lines that
 //! moved keep their order), else merged into one row. What still has no partner is `only_in`
 //! its side, counted with zeros on the other.
@@ -121,6 +123,8 @@ pub enum Matched {
     FileFunction,
     /// Same files and functions below the script's top level (`<module>` frames), which differ.
     WithoutEntryPoint,
+    /// Same file names and functions below the top level, in other folders.
+    FileNames,
 }
 
 /// One row of the call-site table.
@@ -188,14 +192,25 @@ pub struct DeviceDiff {
     /// Every category, in [`Category::ALL`] order.
     pub categories: Vec<CategoryDiff>,
     /// Both sides made the same requests: every call site allocated as often and as many bytes
-    /// on both (so what differs in reserved bytes is the allocator's segment layout).
+    /// on both (and something was allocated).
     pub same_requests: bool,
+    /// What a reader must know to read this pair (different kinds of device, a remainder the
+    /// blocks do not explain).
+    pub notes: Vec<String>,
 }
 
 impl DeviceDiff {
     /// `b.peak_allocated - a.peak_allocated`.
     pub fn peak_allocated_delta_bytes(&self) -> i64 {
         self.b.peak_allocated_bytes as i64 - self.a.peak_allocated_bytes as i64
+    }
+
+    /// The same requests, and the same blocks alive at both peaks: whatever differs in reserved
+    /// bytes comes from how the allocator laid out its segments.
+    pub fn differs_only_in_layout(&self) -> bool {
+        self.same_requests
+            && self.peak_allocated_delta_bytes() == 0
+            && self.call_sites.iter().all(|c| c.delta_at_peak_bytes == 0)
     }
 }
 
@@ -205,7 +220,7 @@ pub struct Diff {
     pub a: String,
     pub b: String,
     pub devices: Vec<DeviceDiff>,
-    /// What a reader must know to read the figures (different kinds of device, …).
+    /// What a reader must know to read the figures (devices without a partner, …).
     pub notes: Vec<String>,
 }
 
@@ -213,11 +228,11 @@ pub struct Diff {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DiffError {
     #[error(
-        "{file} has no trace to compare (it records only the final pool; record with \
-         torch.cuda.memory._record_memory_history() before the dump)"
+        "no trace to compare: the file records only the final pool (record with \
+         torch.cuda.memory._record_memory_history() before the dump): {file}"
     )]
     NoTrace { file: String },
-    #[error("{file} has no device {ordinal} with a trace (devices with one: {available})")]
+    #[error("no device {ordinal} with a trace (devices with one: {available}): {file}")]
     NoDevice {
         file: String,
         ordinal: u32,
@@ -299,14 +314,33 @@ pub fn diff(
             });
         }
     }
+    let mut notes = Vec::new();
     let pairs: Vec<(usize, usize)> = match (device_a, device_b) {
-        (None, None) => a.traced().into_iter().zip(b.traced()).collect(),
+        (None, None) => {
+            let (ta, tb) = (a.traced(), b.traced());
+            for (side, traced, other) in [("A", &ta, tb.len()), ("B", &tb, ta.len())] {
+                if traced.len() > other {
+                    let loaded = if side == "A" { a.loaded } else { b.loaded };
+                    let alone: Vec<String> = traced[other..]
+                        .iter()
+                        .map(|&i| loaded.snapshot.devices[i].ordinal.to_string())
+                        .collect();
+                    notes.push(format!(
+                        "{side}'s devices {} have no partner (choose with --device-a / --device-b)",
+                        alone.join(", ")
+                    ));
+                }
+            }
+            ta.into_iter().zip(tb).collect()
+        }
         (da, db) => {
-            let pick = |side: Recording, d: Option<u32>| match d {
-                Some(ordinal) => side.chosen(ordinal),
-                None => Ok(side.traced()[0]),
+            // One given: the other side's device of that ordinal where it has one traced.
+            let pick = |side: Recording, d: Option<u32>, other: Option<u32>| match (d, other) {
+                (Some(ordinal), _) => side.chosen(ordinal),
+                (None, Some(ordinal)) => side.chosen(ordinal).or_else(|_| Ok(side.traced()[0])),
+                (None, None) => Ok(side.traced()[0]),
             };
-            vec![(pick(a, da)?, pick(b, db)?)]
+            vec![(pick(a, da, db)?, pick(b, db, da)?)]
         }
     };
     let categorized = |side: Recording, i: usize| {
@@ -320,17 +354,6 @@ pub fn diff(
             diff_devices(&a.input(ia, &cat_a), &b.input(ib, &cat_b))
         })
         .collect();
-    let mut notes = Vec::new();
-    if let (Some(kind_a), Some(kind_b)) = (
-        device_kind(&a.loaded.snapshot),
-        device_kind(&b.loaded.snapshot),
-    ) && kind_a != kind_b
-    {
-        notes.push(format!(
-            "A is from {kind_a}, B from {kind_b}: compared by call site; their allocators lay out \
-             segments differently, so reserved bytes and segment counts differ by design"
-        ));
-    }
     Ok(Diff {
         a: a.name.to_string(),
         b: b.name.to_string(),
@@ -482,10 +505,34 @@ fn file_function(site: &[SiteFrame]) -> Option<Vec<(String, String)>> {
 /// not where it allocates. A site made only of top-level frames has no such key: two scripts'
 /// top levels are not one call site.
 fn without_entry_point(site: &[SiteFrame]) -> Option<Vec<(String, String)>> {
-    let key: Vec<(String, String)> = site
+    let key: Vec<(String, String)> = inside_entry_point(site)
         .iter()
-        .filter(|f| f.name != "<module>")
         .map(|f| (f.filename.clone(), f.name.clone()))
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+/// The frames below the outermost run of `<module>` frames (frames are innermost first).
+fn inside_entry_point(site: &[SiteFrame]) -> &[SiteFrame] {
+    let keep = site.len()
+        - site
+            .iter()
+            .rev()
+            .take_while(|f| f.name == "<module>")
+            .count();
+    &site[..keep]
+}
+
+/// [`without_entry_point`] with file names instead of paths (the last fallback): the same code
+/// run from another checkout, node or job folder (`/home/a/repo/train.py`,
+/// `/scratch/job7/repo/train.py`).
+fn file_names(site: &[SiteFrame]) -> Option<Vec<(String, String)>> {
+    let key: Vec<(String, String)> = inside_entry_point(site)
+        .iter()
+        .map(|f| {
+            let name = f.filename.rsplit(['/', '\\']).next().unwrap_or(&f.filename);
+            (name.to_string(), f.name.clone())
+        })
         .collect();
     (!key.is_empty()).then_some(key)
 }
@@ -541,6 +588,37 @@ fn pair_by<K: Ord>(
     )
 }
 
+/// The rows of the call-site table: exact matches, then each fallback on what is left, then
+/// what has no partner on its own.
+fn rows_of(a: Vec<Site>, b: Vec<Site>) -> Vec<CallSiteDiff> {
+    let mut rows = Vec::new();
+    let exact = |site: &[SiteFrame]| Some(site.to_vec());
+    let (a, b) = pair_by(a, b, exact, Matched::Exact, &mut rows);
+    let (a, b) = pair_by(a, b, file_function, Matched::FileFunction, &mut rows);
+    let (a, b) = pair_by(
+        a,
+        b,
+        without_entry_point,
+        Matched::WithoutEntryPoint,
+        &mut rows,
+    );
+    let (a, b) = pair_by(a, b, file_names, Matched::FileNames, &mut rows);
+    let nothing = || Site {
+        key: Vec::new(),
+        figures: SiteFigures::default(),
+        stacks: Vec::new(),
+    };
+    rows.extend(
+        a.into_iter()
+            .map(|site| row(site, nothing(), Matched::Exact)),
+    );
+    rows.extend(
+        b.into_iter()
+            .map(|site| row(nothing(), site, Matched::Exact)),
+    );
+    rows
+}
+
 /// Several call sites of one side as one: their figures together, under the first's frames.
 fn merged(sites: Vec<Site>) -> Site {
     let mut all = Site {
@@ -567,39 +645,7 @@ pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
             })
             .collect()
     };
-    let mut rows: Vec<CallSiteDiff> = Vec::new();
-    let (rest_a, rest_b) = pair_by(
-        sites(side_a.sites),
-        sites(side_b.sites),
-        |site: &[SiteFrame]| Some(site.to_vec()),
-        Matched::Exact,
-        &mut rows,
-    );
-    let (rest_a, rest_b) = pair_by(
-        rest_a,
-        rest_b,
-        file_function,
-        Matched::FileFunction,
-        &mut rows,
-    );
-    let (rest_a, rest_b) = pair_by(
-        rest_a,
-        rest_b,
-        without_entry_point,
-        Matched::WithoutEntryPoint,
-        &mut rows,
-    );
-    let nothing = || Site {
-        key: Vec::new(),
-        figures: SiteFigures::default(),
-        stacks: Vec::new(),
-    };
-    for site in rest_a {
-        rows.push(row(site, nothing(), Matched::Exact));
-    }
-    for site in rest_b {
-        rows.push(row(nothing(), site, Matched::Exact));
-    }
+    let mut rows = rows_of(sites(side_a.sites), sites(side_b.sites));
     // Sites that only had blocks freed before either peak and no allocation: nothing to show.
     rows.retain(|r| !(r.a.is_empty() && r.b.is_empty()));
     for r in &mut rows {
@@ -628,12 +674,31 @@ pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
             delta_bytes: side_b.categories[k] as i64 - side_a.categories[k] as i64,
         })
         .collect();
-    let same_requests = side_a.figures.allocs == side_b.figures.allocs
+    let same_requests = side_a.figures.allocs > 0
         && rows
             .iter()
             .all(|r| r.a.allocs == r.b.allocs && r.a.bytes_requested == r.b.bytes_requested);
+    let mut notes = Vec::new();
+    if let (Some(kind_a), Some(kind_b)) = (device_kind(a.snapshot), device_kind(b.snapshot))
+        && kind_a != kind_b
+    {
+        notes.push(format!(
+            "A is from {kind_a}, B from {kind_b}: compared by call site; their allocators lay out \
+             segments differently, so reserved bytes and segment counts differ by design"
+        ));
+    }
+    for (side, f) in [("A", &side_a.figures), ("B", &side_b.figures)] {
+        if f.unattributed_at_peak_bytes != 0 {
+            notes.push(format!(
+                "{side}'s trace and final segments disagree: {} of its peak is in no block of the \
+                 trace (counted apart from the call sites)",
+                crate::units::format_bytes(f.unattributed_at_peak_bytes)
+            ));
+        }
+    }
     DeviceDiff {
         same_requests,
+        notes,
         device_a: a.device.ordinal,
         device_b: b.device.ordinal,
         a: side_a.figures,
@@ -673,4 +738,119 @@ fn name_row(row: &CallSiteDiff, a: &Snapshot, b: &Snapshot) -> String {
     first(&row.stacks_a, a)
         .or_else(|| first(&row.stacks_b, b))
         .unwrap_or_else(|| "(no stack recorded)".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call site of frames `(file, function, line)`, innermost first, with `allocs` allocations.
+    fn site(frames: &[(&str, &str, i64)], allocs: u64) -> Site {
+        Site {
+            key: frames
+                .iter()
+                .map(|&(filename, name, line)| SiteFrame {
+                    filename: filename.into(),
+                    line,
+                    name: name.into(),
+                })
+                .collect(),
+            figures: SiteFigures {
+                bytes_at_peak: allocs * 512,
+                allocs,
+                bytes_requested: allocs * 512,
+                largest_bytes: 512,
+            },
+            stacks: vec![allocs as StackId],
+        }
+    }
+
+    /// Rows of A's and B's sites after every fallback, as (A's allocs, B's allocs, matched by);
+    /// what has no partner is a row of its own.
+    fn paired(a: Vec<Site>, b: Vec<Site>) -> Vec<(u64, u64, Matched)> {
+        let rows = rows_of(a, b);
+        let mut out: Vec<_> = rows
+            .iter()
+            .map(|r| (r.a.allocs, r.b.allocs, r.matched_by))
+            .collect();
+        out.sort_by_key(|r| (r.0, r.1));
+        out
+    }
+
+    #[test]
+    fn moved_lines_pair_in_line_order_and_unequal_groups_merge() {
+        // Every line one lower in A: each call site finds its own.
+        let step = |line, allocs| {
+            site(
+                &[("train.py", "step", line), ("train.py", "main", 40)],
+                allocs,
+            )
+        };
+        assert_eq!(
+            paired(
+                vec![step(11, 3), step(15, 800)],
+                vec![step(12, 3), step(16, 800)]
+            ),
+            [
+                (3, 3, Matched::FileFunction),
+                (800, 800, Matched::FileFunction)
+            ]
+        );
+        // Two call sites in A, one in B: one row of all of them (nothing paired by guess).
+        assert_eq!(
+            paired(vec![step(11, 3), step(15, 800)], vec![step(12, 803)]),
+            [(803, 803, Matched::FileFunction)]
+        );
+    }
+
+    #[test]
+    fn only_the_outermost_top_level_frames_are_the_entry_point() {
+        let launcher = |entry: &str, line| {
+            site(
+                &[
+                    ("model.py", "forward", 9),
+                    ("train.py", "main", 30),
+                    (entry, "<module>", line),
+                ],
+                5,
+            )
+        };
+        assert_eq!(
+            paired(
+                vec![launcher("run_fsdp.py", 15)],
+                vec![launcher("train.py", 60)]
+            ),
+            [(5, 5, Matched::WithoutEntryPoint)]
+        );
+        // An import-time `<module>` frame inside the stack is part of the call site.
+        let at_import = |module: &str| {
+            site(
+                &[
+                    ("ops.py", "build", 3),
+                    (module, "<module>", 1),
+                    ("train.py", "main", 20),
+                    ("train.py", "<module>", 2),
+                ],
+                7,
+            )
+        };
+        let rows = paired(vec![at_import("a.py")], vec![at_import("b.py")]);
+        assert_eq!(
+            rows,
+            [(0, 7, Matched::Exact), (7, 0, Matched::Exact)],
+            "two call sites"
+        );
+        // Two top levels alone are not one call site.
+        let top = |file: &str| site(&[(file, "<module>", 1)], 2);
+        assert_eq!(paired(vec![top("a.py")], vec![top("b.py")]).len(), 2);
+    }
+
+    #[test]
+    fn another_checkout_pairs_by_file_names() {
+        let at = |root: &str| site(&[(&format!("{root}/repo/train.py"), "step", 7)], 4);
+        assert_eq!(
+            paired(vec![at("/home/a")], vec![at("/scratch/job7")]),
+            [(4, 4, Matched::FileNames)]
+        );
+    }
 }

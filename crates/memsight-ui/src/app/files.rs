@@ -122,6 +122,14 @@ impl MemsightApp {
             if c < self.compares.len() {
                 self.compares.remove(c);
             }
+            // Back to a file; with none open, to a profiler run, else to another compare tab.
+            if self.docs.is_empty() {
+                if !self.profilers.is_empty() {
+                    self.active_profiler = Some(0);
+                } else if !self.compares.is_empty() {
+                    self.active_compare = Some(c.min(self.compares.len() - 1));
+                }
+            }
             return;
         }
         if let Some(p) = self.active_profiler.take() {
@@ -136,6 +144,9 @@ impl MemsightApp {
             self.active = self.active.saturating_sub(1);
             if self.docs.is_empty() && !self.profilers.is_empty() {
                 self.active_profiler = Some(0);
+            } else if self.docs.is_empty() && !self.compares.is_empty() {
+                // Its compare tabs hold the files they compare: they stay.
+                self.active_compare = Some(0);
             }
         }
     }
@@ -153,6 +164,7 @@ impl MemsightApp {
                     self.profilers
                         .push(ProfilerDoc::new(job.source.name(), prepared));
                     self.active_profiler = Some(self.profilers.len() - 1);
+                    self.active_compare = None;
                 }
                 Some(Ok(Opened::Snapshot(prepared))) => {
                     let prepared = *prepared;
@@ -173,6 +185,7 @@ impl MemsightApp {
                         .push(Document::new(job.source.name(), path, prepared));
                     self.active = self.docs.len() - 1;
                     self.active_profiler = None;
+                    self.active_compare = None;
                 }
                 Some(Err(message)) => self.notices.error(message),
             }

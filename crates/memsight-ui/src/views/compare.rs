@@ -42,15 +42,22 @@ pub struct Compared {
     curves: [Curves; 2],
 }
 
+/// The next `CompareDoc::key`.
+static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One compare tab.
 pub struct CompareDoc {
     pub name: String,
     /// The two recordings (A, B) and the device shown of each (index into `snapshot.devices`).
     pub data: [Arc<Prepared>; 2],
     pub names: [String; 2],
-    pub devices: [usize; 2],
-    pending: Option<Receiver<Compared>>,
+    pub device_indexes: [usize; 2],
+    /// Unique for the life of the process: each tab keeps its own plot and table state.
+    key: u64,
+    pending: Option<Receiver<Result<Compared, String>>>,
     pub compared: Option<Arc<Compared>>,
+    /// Why the comparison could not be made (a failure of the thread).
+    pub failed: Option<String>,
     /// The call-site row clicked (index into `diff.call_sites`).
     pub selected: Option<usize>,
     /// Its blocks on each side, for the charts.
@@ -62,18 +69,29 @@ pub struct CompareDoc {
 }
 
 impl CompareDoc {
-    /// Starts comparing device `devices[0]` of `a` with `devices[1]` of `b` on a thread.
+    /// Starts comparing device `device_indexes[0]` of `a` with `device_indexes[1]` of `b` (indexes
+    /// into `snapshot.devices`) on a thread.
     pub fn new(
         ctx: &egui::Context,
         (a, name_a): (Arc<Prepared>, String),
         (b, name_b): (Arc<Prepared>, String),
-        devices: [usize; 2],
+        device_indexes: [usize; 2],
     ) -> Self {
         let (tx, rx) = channel();
         let data = [Arc::clone(&a), Arc::clone(&b)];
         let ctx = ctx.clone();
         std::thread::spawn(move || {
-            let compared = compare(&a, &b, devices);
+            let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                compare(&a, &b, device_indexes)
+            }))
+            .map_err(|panic| {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("unknown");
+                format!("the comparison failed: {why}")
+            });
             let _ = tx.send(compared);
             ctx.request_repaint();
         });
@@ -81,9 +99,11 @@ impl CompareDoc {
             name: format!("{} vs {}", short(&name_a), short(&name_b)),
             data,
             names: [name_a, name_b],
-            devices,
+            device_indexes,
+            key: NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pending: Some(rx),
             compared: None,
+            failed: None,
             selected: None,
             highlight: [None, None],
             charts: [LifecycleState::default(), LifecycleState::default()],
@@ -94,18 +114,25 @@ impl CompareDoc {
 
     /// True until the comparison is there and both charts are laid out.
     pub fn is_busy(&self) -> bool {
-        self.compared.is_none() || self.charts.iter().any(LifecycleState::is_laying_out)
+        self.pending.is_some() || self.charts.iter().any(LifecycleState::is_laying_out)
     }
 
     fn poll(&mut self) {
         let Some(rx) = &self.pending else { return };
         match rx.try_recv() {
-            Ok(compared) => {
+            Ok(Ok(compared)) => {
                 self.compared = Some(Arc::new(compared));
                 self.pending = None;
             }
+            Ok(Err(why)) => {
+                self.failed = Some(why);
+                self.pending = None;
+            }
             Err(TryRecvError::Empty) => {}
-            Err(TryRecvError::Disconnected) => self.pending = None,
+            Err(TryRecvError::Disconnected) => {
+                self.failed = Some("the comparison stopped before it finished".into());
+                self.pending = None;
+            }
         }
     }
 
@@ -129,7 +156,7 @@ impl CompareDoc {
                     &site.stacks_b
                 };
                 let stacks: FxHashSet<u32> = stacks.iter().copied().collect();
-                let replay = &self.data[side].loaded.replays[self.devices[side]];
+                let replay = &self.data[side].loaded.replays[self.device_indexes[side]];
                 replay
                     .lifetimes
                     .iter()
@@ -148,10 +175,10 @@ pub fn short(name: &str) -> &str {
 }
 
 /// The comparison and both sides' curves (on the calling thread).
-fn compare(a: &Prepared, b: &Prepared, devices: [usize; 2]) -> Compared {
+fn compare(a: &Prepared, b: &Prepared, device_indexes: [usize; 2]) -> Compared {
     let sides = [a, b];
     let prepare = |k: usize| {
-        let (loaded, i) = (&sides[k].loaded, devices[k]);
+        let (loaded, i) = (&sides[k].loaded, device_indexes[k]);
         let device = &loaded.snapshot.devices[i];
         let categories = classify(&loaded.snapshot, device, &loaded.replays[i]);
         let steps = steps::find(&loaded.snapshot, device, &loaded.replays[i], &categories);
@@ -160,14 +187,14 @@ fn compare(a: &Prepared, b: &Prepared, devices: [usize; 2]) -> Compared {
     let ((cat_a, steps_a), (cat_b, steps_b)) = rayon::join(|| prepare(0), || prepare(1));
     let input = |k: usize, categories| DeviceInput {
         snapshot: &sides[k].loaded.snapshot,
-        device: &sides[k].loaded.snapshot.devices[devices[k]],
-        replay: &sides[k].loaded.replays[devices[k]],
+        device: &sides[k].loaded.snapshot.devices[device_indexes[k]],
+        replay: &sides[k].loaded.replays[device_indexes[k]],
         categories,
     };
     let diff = diff::diff_devices(&input(0, &cat_a), &input(1, &cat_b));
     let both_have_steps = steps_a.is_some() && steps_b.is_some();
     let curves = |k: usize, steps: Option<&steps::Steps>| {
-        let replay = &sides[k].loaded.replays[devices[k]];
+        let replay = &sides[k].loaded.replays[device_indexes[k]];
         curves(replay, steps.filter(|_| both_have_steps))
     };
     Compared {
@@ -214,6 +241,10 @@ fn curves(replay: &memsight_core::DeviceReplay, steps: Option<&steps::Steps>) ->
 /// The whole compare tab inside `ui`.
 pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
     doc.poll();
+    if let Some(why) = &doc.failed {
+        ui.colored_label(palette::ERROR_TEXT, why);
+        return;
+    }
     let Some(compared) = doc.compared.clone() else {
         ui.centered_and_justified(|ui| ui.label("comparing…"));
         return;
@@ -222,17 +253,31 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
     summary_ui(ui, doc, d);
     let rest = ui.available_rect_before_wrap();
     ui.allocate_rect(rest, Sense::hover());
-    let top_height = (rest.height() * 0.42).max(160.0).min(rest.height() - 120.0);
+    if rest.width() < 200.0 || rest.height() < 200.0 {
+        ui.label("the window is too small for the compare view");
+        return;
+    }
+    let top_height = (rest.height() * 0.42).clamp(80.0, rest.height() - 120.0);
     let top = Rect::from_min_size(rest.min, vec2(rest.width(), top_height));
     let curves_rect = Rect::from_min_max(top.min, pos2(top.min.x + top.width() * 0.4, top.max.y));
     let table_rect = Rect::from_min_max(pos2(curves_rect.max.x + 8.0, top.min.y), top.max);
     let charts = Rect::from_min_max(pos2(rest.min.x, top.max.y + 6.0), rest.max);
-    ui.scope_builder(UiBuilder::new().max_rect(curves_rect), |ui| {
-        curves_ui(ui, doc, &compared);
-    });
-    ui.scope_builder(UiBuilder::new().max_rect(table_rect), |ui| {
-        table_ui(ui, doc, d);
-    });
+    ui.scope_builder(
+        UiBuilder::new()
+            .max_rect(curves_rect)
+            .id_salt(("compare-curves", doc.key)),
+        |ui| {
+            curves_ui(ui, doc, &compared);
+        },
+    );
+    ui.scope_builder(
+        UiBuilder::new()
+            .max_rect(table_rect)
+            .id_salt(("compare-table", doc.key)),
+        |ui| {
+            table_ui(ui, doc, d);
+        },
+    );
     let half = (charts.width() - 8.0) / 2.0;
     for side in 0..2 {
         let x0 = charts.min.x + side as f32 * (half + 8.0);
@@ -240,20 +285,20 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
         ui.scope_builder(
             UiBuilder::new()
                 .max_rect(rect)
-                .id_salt(("compare-chart", side)),
+                .id_salt(("compare-chart", doc.key, side)),
             |ui| {
                 let name = format!(
                     "{}: {} (device {})",
                     ["A", "B"][side],
                     short(&doc.names[side]),
-                    doc.data[side].loaded.snapshot.devices[doc.devices[side]].ordinal
+                    doc.data[side].loaded.snapshot.devices[doc.device_indexes[side]].ordinal
                 );
                 ui.label(egui::RichText::new(name).strong());
                 let mut commands: Vec<Command> = Vec::new();
                 lifecycle_ui(
                     ui,
                     &doc.data[side],
-                    doc.devices[side],
+                    doc.device_indexes[side],
                     &mut doc.charts[side],
                     &doc.selections[side],
                     &mut commands,
@@ -261,8 +306,8 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
                 );
                 // Each chart keeps its own selection (a picked block, a zoom to events).
                 let (device, replay) = (
-                    &doc.data[side].loaded.snapshot.devices[doc.devices[side]],
-                    &doc.data[side].loaded.replays[doc.devices[side]],
+                    &doc.data[side].loaded.snapshot.devices[doc.device_indexes[side]],
+                    &doc.data[side].loaded.replays[doc.device_indexes[side]],
                 );
                 doc.selections[side].apply(commands, device, replay);
             },
@@ -328,10 +373,18 @@ fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
             )
         })
         .collect();
-    if d.same_requests {
+    for note in &d.notes {
+        ui.colored_label(palette::WARNING_TEXT, note);
+    }
+    if d.differs_only_in_layout() {
         ui.label(format!(
-            "Same requests ({} allocations, every call site alike): what differs in reserved comes from the segment layout ({} vs {} segment allocs / maps).",
+            "Same requests ({} allocations, every call site alike) and the same blocks at both peaks: what differs in reserved comes from the segment layout ({} vs {} segment allocs / maps).",
             d.a.allocs, d.a.segment_allocs, d.b.segment_allocs
+        ));
+    } else if d.same_requests {
+        ui.label(format!(
+            "Same requests ({} allocations, every call site alike), freed in another order.",
+            d.a.allocs
         ));
     } else if !grown.is_empty() {
         ui.label(format!("At the peaks, by category: {}", grown.join(", ")));
@@ -358,7 +411,7 @@ fn curves_ui(ui: &mut Ui, doc: &mut CompareDoc, compared: &Compared) {
     });
     let by_iteration = iterations && doc.by_iteration;
     let colors = [palette::COMPARE_A, palette::COMPARE_B];
-    let plot = Plot::new("compare-curves")
+    let plot = Plot::new(("compare-curves", doc.key))
         .legend(Legend::default().position(egui_plot::Corner::RightBottom))
         .allow_scroll(false)
         .y_grid_spacer(|input| crate::views::axes::byte_grid(&input, false))
@@ -408,9 +461,13 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
     };
     ui.horizontal(|ui| {
         ui.strong("call sites by |Δ at peak|");
+        let shown = if d.call_sites.len() > TABLE_ROWS {
+            format!("the first {TABLE_ROWS} of {}", d.call_sites.len())
+        } else {
+            d.call_sites.len().to_string()
+        };
         ui.weak(format!(
-            "{} ({} only in A, {} only in B); click a row: its blocks on both charts",
-            d.call_sites.len(),
+            "{shown} ({} only in A, {} only in B); click a row: its blocks on both charts",
             only(Side::A),
             only(Side::B)
         ));
@@ -418,7 +475,7 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
     let rows = d.call_sites.len().min(TABLE_ROWS);
     let mut clicked = None;
     egui_extras::TableBuilder::new(ui)
-        .id_salt("compare-table")
+        .id_salt(("compare-table", doc.key))
         .striped(true)
         .resizable(true)
         .sense(Sense::click())
@@ -454,6 +511,7 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
                     (None, Matched::Exact) => "",
                     (None, Matched::FileFunction) => "  [lines moved]",
                     (None, Matched::WithoutEntryPoint) => "  [other entry point]",
+                    (None, Matched::FileNames) => "  [other folder]",
                 };
                 let frames: Vec<String> = site.stack.iter().map(diff::SiteFrame::text).collect();
                 let hover = if frames.is_empty() {

@@ -1071,19 +1071,21 @@ fn band_rects(
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
     wanted: &dyn Fn(LifetimeId) -> bool,
-) -> Vec<(Rect, LifetimeId)> {
+) -> Vec<(Rect, LifetimeId, bool)> {
     let col_w = rect.width() / laid.columns.len().max(1) as f32;
     // Open rectangles of the previous column, by lifetime.
     let mut open: FxHashMap<LifetimeId, usize> = FxHashMap::default();
-    let mut rects: Vec<(Rect, LifetimeId)> = Vec::new();
+    // (rect, lifetime, whether it stands for a merged run).
+    let mut rects: Vec<(Rect, LifetimeId, bool)> = Vec::new();
     for (c, col) in laid.columns.iter().enumerate() {
         let x0 = rect.left() + c as f32 * col_w;
         let mut next_open = FxHashMap::default();
         for run in &col.runs {
             // A run of allocations thinner than a pixel stands for its largest: where that one
             // is wanted, so is the run (else a call site of many small blocks never shows).
-            let id = match run.band {
-                Band::Lifetime(id) | Band::Merged { largest: id, .. } => id,
+            let (id, merged) = match run.band {
+                Band::Lifetime(id) => (id, false),
+                Band::Merged { largest, .. } => (largest, true),
             };
             if !wanted(id) {
                 continue;
@@ -1101,7 +1103,7 @@ fn band_rects(
                     next_open.insert(id, k);
                 }
                 _ => {
-                    rects.push((here, id));
+                    rects.push((here, id, merged));
                     next_open.insert(id, rects.len() - 1);
                 }
             }
@@ -1118,7 +1120,7 @@ fn paint_selection(
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
-    for (r, _) in band_rects(laid, rect, y_of, &|id| id == selected) {
+    for (r, _, _) in band_rects(laid, rect, y_of, &|id| id == selected) {
         painter.rect_stroke(
             r,
             0.0,
@@ -1139,8 +1141,15 @@ fn paint_dimmed_except(
     y_of: &dyn Fn(f64) -> f32,
 ) {
     painter.rect_filled(rect, 0.0, palette::DIM);
-    for (r, id) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
-        painter.rect_filled(r, 0.0, data.band_color(device, id, laid.key.color_by));
+    for (r, id, merged) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
+        let color = data.band_color(device, id, laid.key.color_by);
+        // A merged run holds other blocks too: drawn paler than the blocks it is sure of.
+        let color = if merged {
+            color.gamma_multiply(0.5)
+        } else {
+            color
+        };
+        painter.rect_filled(r, 0.0, color);
     }
 }
 
