@@ -42,7 +42,13 @@ pub fn diff(
             );
         }
     }
-    let (loaded_a, loaded_b) = (open(Some(a))?, open(Some(b))?);
+    // Both files load at once (each load is one thread; the replays use the rest).
+    let (loaded_a, loaded_b) = std::thread::scope(|scope| {
+        let b = scope.spawn(|| open(Some(b)));
+        let a = open(Some(a));
+        (a, b.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let (loaded_a, loaded_b) = (loaded_a?, loaded_b?);
     let (name_a, name_b) = (a.display().to_string(), b.display().to_string());
     let result = diff::diff(
         Recording {

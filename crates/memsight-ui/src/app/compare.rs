@@ -56,8 +56,45 @@ impl MemsightApp {
         }
     }
 
-    /// "Compare with" entries for document `a`: every other open snapshot.
+    /// Opens a compare tab of two devices of document `a` (indexes into its devices).
+    fn compare_devices(&mut self, ctx: &egui::Context, a: usize, devices: [usize; 2]) {
+        let Some(doc) = self.docs.get(a) else { return };
+        let name = |i: usize| {
+            format!(
+                "{} (device {})",
+                doc.name, doc.data.loaded.snapshot.devices[i].ordinal
+            )
+        };
+        self.compares.push(CompareDoc::new(
+            ctx,
+            (Arc::clone(&doc.data), name(devices[0])),
+            (Arc::clone(&doc.data), name(devices[1])),
+            devices,
+        ));
+        self.active_compare = Some(self.compares.len() - 1);
+        self.active_profiler = None;
+    }
+
+    /// "Compare with" entries for document `a`: every other open snapshot, and the other devices
+    /// of this one that have a trace.
     pub(super) fn compare_menu_ui(&mut self, ui: &mut Ui, a: usize) {
+        let mut offered = false;
+        if let Some(doc) = self.docs.get(a)
+            && let Some(shown) = doc.device_index()
+        {
+            let devices = &doc.data.loaded.snapshot.devices;
+            let others: Vec<(usize, u32)> = (0..devices.len())
+                .filter(|&i| i != shown && !devices[i].trace.is_empty())
+                .map(|i| (i, devices[i].ordinal))
+                .collect();
+            for (i, ordinal) in others {
+                offered = true;
+                if ui.button(format!("device {ordinal} of this file")).clicked() {
+                    self.compare_devices(ui.ctx(), a, [shown, i]);
+                    ui.close();
+                }
+            }
+        }
         let others: Vec<(usize, String)> = self
             .docs
             .iter()
@@ -65,7 +102,7 @@ impl MemsightApp {
             .filter(|&(i, _)| i != a)
             .map(|(i, d)| (i, d.name.clone()))
             .collect();
-        if others.is_empty() {
+        if others.is_empty() && !offered {
             ui.weak("open another snapshot first (File → Open…)");
         }
         for (b, name) in others {
