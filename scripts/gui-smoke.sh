@@ -4,7 +4,8 @@
 # xdotool, and a picture of the screen is taken and checked to be more than one colour. Then,
 # with no desktop portal (no D-Bus session, as on plain X11, remote X, containers, WSL): Ctrl+O
 # must put a file dialog on screen (memsight's own), a snapshot is opened through it (typed into
-# its File field), and File -> Export chart as PNG… writes the PNG where the dialog says.
+# its File field), and File -> Export chart as PNG… writes the PNG where the dialog says. Then
+# File -> Compare with… -> the first file opens a compare tab, and Ctrl+E exports that view.
 # Needs: xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests). Usage:
 #   scripts/gui-smoke.sh [path/to/memsight] [output.png]
 set -euo pipefail
@@ -114,3 +115,36 @@ done
 size="$(identify -format '%wx%h' "$png")"
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died during open/export:" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "gui-smoke: Ctrl+O showed a dialog without a portal ($changed pixels changed), opened snap.pkl through it, exported the chart ($size PNG)"
+
+# File -> Compare with… (below the exports) -> the other open file: a compare tab of snap.pkl (A)
+# and 内存快照.pkl (B); then Ctrl+E exports the compare view under both names.
+import -window root "$work/before-compare.png"
+xdotool mousemove 18 12 click 1
+sleep 1
+xdotool mousemove 60 195
+sleep 1
+xdotool mousemove 200 195
+sleep 0.3
+xdotool mousemove 280 195 click 1
+sleep 5
+import -window root "$work/compare.png"
+changed="$(compare -metric AE "$work/before-compare.png" "$work/compare.png" null: 2>&1 || true)"
+# (ImageMagick may print a large count as 1.0e+06: compared as a number, not as text.)
+if awk -v n="${changed%% *}" 'BEGIN { exit !(n + 0 < 100000) }'; then
+    echo "gui-smoke: File -> Compare with… changed only $changed pixels: no compare tab" >&2
+    exit 1
+fi
+xdotool windowfocus "$window" 2>/dev/null || true
+xdotool key ctrl+e
+sleep 2
+xdotool mousemove 700 596 click 1
+sleep 0.5
+xdotool key End Return
+png="$work/snap-vs-内存快照-compare-chart.png"
+for _ in $(seq 20); do
+    [ -s "$png" ] && break
+    sleep 1
+done
+[ -s "$png" ] || { echo "gui-smoke: the compare export wrote no $png" >&2; ls -la "$work" >&2; exit 1; }
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died in the compare tab:" >&2; cat "$work/app.log" >&2; exit 1; }
+echo "gui-smoke: File -> Compare with… opened a compare tab ($changed pixels changed), exported it ($(identify -format '%wx%h' "$png") PNG)"

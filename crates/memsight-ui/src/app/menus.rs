@@ -85,17 +85,6 @@ impl MemsightApp {
                     }
                 });
                 ui.separator();
-                let snapshot_shown = self.active_profiler.is_none()
-                    && self.active_compare.is_none()
-                    && self.active < self.docs.len();
-                ui.add_enabled_ui(snapshot_shown, |ui| {
-                    ui.menu_button("Compare with…", |ui| {
-                        self.compare_menu_ui(ui, self.active)
-                    })
-                    .response
-                    .on_disabled_hover_text("show a snapshot's tab first");
-                });
-                ui.separator();
                 if ui
                     .add_enabled(
                         self.chart_rect.is_some(),
@@ -108,6 +97,18 @@ impl MemsightApp {
                 if shortcut_button(ui, "Export window as PNG…", "Ctrl+Shift+E").clicked() {
                     self.start_export(ExportTarget::Window);
                 }
+                ui.separator();
+                // Below the exports, so the rows above keep their places.
+                let snapshot_shown = self.active_profiler.is_none()
+                    && self.active_compare.is_none()
+                    && self.active < self.docs.len();
+                ui.add_enabled_ui(snapshot_shown, |ui| {
+                    ui.menu_button("Compare with…", |ui| {
+                        self.compare_menu_ui(ui, self.active)
+                    })
+                    .response
+                    .on_disabled_hover_text("show a snapshot's tab first");
+                });
                 ui.separator();
                 let open = !self.docs.is_empty()
                     || !self.profilers.is_empty()

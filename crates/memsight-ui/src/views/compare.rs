@@ -376,7 +376,12 @@ fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
     for note in &d.notes {
         ui.colored_label(palette::WARNING_TEXT, note);
     }
-    if d.differs_only_in_layout() {
+    if d.differs_only_in_layout() && d.a.peak_reserved_bytes == d.b.peak_reserved_bytes {
+        ui.label(format!(
+            "Same requests ({} allocations, every call site alike), the same blocks at both peaks and the same peak reserved.",
+            d.a.allocs
+        ));
+    } else if d.differs_only_in_layout() {
         ui.label(format!(
             "Same requests ({} allocations, every call site alike) and the same blocks at both peaks: what differs in reserved comes from the segment layout ({} vs {} segment allocs / maps).",
             d.a.allocs, d.a.segment_allocs, d.b.segment_allocs
