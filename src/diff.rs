@@ -15,10 +15,23 @@ const DEFAULT_TOP: usize = 20;
 
 /// How the comparison is printed.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+enum Format {
     Text,
     Markdown,
     Json,
+}
+
+impl Format {
+    /// From `--json` and `--markdown` (which clap keeps apart).
+    fn from_flags(json: bool, markdown: bool) -> Self {
+        if json {
+            Self::Json
+        } else if markdown {
+            Self::Markdown
+        } else {
+            Self::Text
+        }
+    }
 }
 
 pub fn diff(
@@ -26,8 +39,9 @@ pub fn diff(
     b: &Path,
     (device_a, device_b): (Option<u32>, Option<u32>),
     top: Option<usize>,
-    format: Format,
+    (json, markdown): (bool, bool),
 ) -> Result<()> {
+    let format = Format::from_flags(json, markdown);
     let is_profiler = memsight_core::profiler::is_profiler_path;
     match (is_profiler(a), is_profiler(b)) {
         (true, true) => return profiler(a, b, (device_a, device_b), top, format),
@@ -46,7 +60,11 @@ pub fn diff(
     let (loaded_a, loaded_b) = std::thread::scope(|scope| {
         let b = scope.spawn(|| open(Some(b)));
         let a = open(Some(a));
-        (a, b.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        (
+            a,
+            b.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
     });
     let (loaded_a, loaded_b) = (loaded_a?, loaded_b?);
     let (name_a, name_b) = (a.display().to_string(), b.display().to_string());
@@ -260,13 +278,6 @@ fn verdict(d: &DeviceDiff) -> Option<String> {
 
 fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
-        if markdown {
-            writeln!(out, "{} {text}\n", "#".repeat(level))
-        } else {
-            writeln!(out, "{text}")
-        }
-    };
     if markdown {
         writeln!(
             out,
@@ -283,108 +294,95 @@ fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
         writeln!(out)?;
     }
     for d in &result.devices {
-        heading(
-            &mut out,
-            3,
-            &format!("device {} (A) vs device {} (B)", d.device_a, d.device_b),
-        )?;
-        for note in &d.notes {
-            writeln!(out, "note: {note}\n")?;
+        print_device(&mut out, d, top, markdown)?;
+    }
+    Ok(())
+}
+
+/// One device pair: the summary, the categories, the call sites.
+fn print_device(
+    out: &mut std::io::StdoutLock,
+    d: &DeviceDiff,
+    top: usize,
+    markdown: bool,
+) -> Result<()> {
+    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
+        if markdown {
+            writeln!(out, "{} {text}\n", "#".repeat(level))
+        } else {
+            writeln!(out, "{text}")
         }
-        let rows: Vec<Vec<String>> = summary(d).into_iter().map(Vec::from).collect();
-        print_table(&mut out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
-        let categories: Vec<Vec<String>> = d
-            .categories
+    };
+    heading(
+        out,
+        3,
+        &format!("device {} (A) vs device {} (B)", d.device_a, d.device_b),
+    )?;
+    for note in &d.notes {
+        writeln!(out, "note: {note}\n")?;
+    }
+    let rows: Vec<Vec<String>> = summary(d).into_iter().map(Vec::from).collect();
+    print_table(out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
+    let categories: Vec<Vec<String>> = d
+        .categories
+        .iter()
+        .filter(|c| c.a_bytes > 0 || c.b_bytes > 0)
+        .map(|c| {
+            vec![
+                c.category.name().replace('_', " "),
+                format_bytes(c.a_bytes as i64),
+                format_bytes(c.b_bytes as i64),
+                signed_bytes(c.delta_bytes),
+            ]
+        })
+        .collect();
+    if !categories.is_empty() {
+        heading(out, 4, "at each peak, by category")?;
+        print_table(out, &["category", "A", "B", "Δ"], &categories, markdown)?;
+    }
+    let only = |side| {
+        d.call_sites
             .iter()
-            .filter(|c| c.a_bytes > 0 || c.b_bytes > 0)
-            .map(|c| {
-                vec![
-                    c.category.name().replace('_', " "),
-                    format_bytes(c.a_bytes as i64),
-                    format_bytes(c.b_bytes as i64),
-                    signed_bytes(c.delta_bytes),
-                ]
-            })
-            .collect();
-        if !categories.is_empty() {
-            heading(&mut out, 4, "at each peak, by category")?;
-            print_table(
-                &mut out,
-                &["category", "A", "B", "Δ"],
-                &categories,
-                markdown,
-            )?;
-        }
-        let only = |side| {
-            d.call_sites
-                .iter()
-                .filter(|c| c.only_in == Some(side))
-                .count()
-        };
-        let shown = d.call_sites.len().min(top);
-        heading(
-            &mut out,
-            4,
-            &format!(
-                "call sites by |Δ at peak|: {shown} of {} ({} only in A, {} only in B)",
-                d.call_sites.len(),
-                only(Side::A),
-                only(Side::B)
-            ),
+            .filter(|c| c.only_in == Some(side))
+            .count()
+    };
+    let shown = d.call_sites.len().min(top);
+    heading(
+        out,
+        4,
+        &format!(
+            "call sites by |Δ at peak|: {shown} of {} ({} only in A, {} only in B)",
+            d.call_sites.len(),
+            only(Side::A),
+            only(Side::B)
+        ),
+    )?;
+    let rows = call_site_rows(d, top);
+    print_table(
+        out,
+        &[
+            "Δ at peak",
+            "A at peak",
+            "B at peak",
+            "allocs",
+            "requested",
+            "call site",
+        ],
+        &rows,
+        markdown,
+    )?;
+    if let Some(verdict) = verdict(d) {
+        writeln!(out, "{verdict}\n")?;
+    }
+    let unattributed = d.b.unattributed_at_peak_bytes - d.a.unattributed_at_peak_bytes;
+    if d.a.unattributed_at_peak_bytes != 0 || d.b.unattributed_at_peak_bytes != 0 {
+        writeln!(
+            out,
+            "not in any block (the trace and the final segments disagree): A {}, B {}, Δ {}\n",
+            format_bytes(d.a.unattributed_at_peak_bytes),
+            format_bytes(d.b.unattributed_at_peak_bytes),
+            signed_bytes(unattributed)
         )?;
-        let rows: Vec<Vec<String>> = d
-            .call_sites
-            .iter()
-            .take(top)
-            .map(|c| {
-                let tag = match (c.only_in, c.matched_by) {
-                    (Some(Side::A), _) => " [only in A]",
-                    (Some(Side::B), _) => " [only in B]",
-                    (None, diff::Matched::Exact) => "",
-                    (None, diff::Matched::FileFunction) => " [lines moved]",
-                    (None, diff::Matched::WithoutEntryPoint) => " [other entry point]",
-                    (None, diff::Matched::FileNames) => " [other folder]",
-                };
-                vec![
-                    signed_bytes(c.delta_at_peak_bytes),
-                    format_bytes(c.a.bytes_at_peak as i64),
-                    format_bytes(c.b.bytes_at_peak as i64),
-                    format!("{} → {}", c.a.allocs, c.b.allocs),
-                    format!(
-                        "{} → {}",
-                        format_bytes(c.a.bytes_requested as i64),
-                        format_bytes(c.b.bytes_requested as i64)
-                    ),
-                    format!("{}{tag}", c.top_frame),
-                ]
-            })
-            .collect();
-        print_table(
-            &mut out,
-            &[
-                "Δ at peak",
-                "A at peak",
-                "B at peak",
-                "allocs",
-                "requested",
-                "call site",
-            ],
-            &rows,
-            markdown,
-        )?;
-        if let Some(verdict) = verdict(d) {
-            writeln!(out, "{verdict}\n")?;
-        }
-        let unattributed = d.b.unattributed_at_peak_bytes - d.a.unattributed_at_peak_bytes;
-        if d.a.unattributed_at_peak_bytes != 0 || d.b.unattributed_at_peak_bytes != 0 {
-            writeln!(
-                out,
-                "not in any block (the trace and the final segments disagree): A {}, B {}, Δ {}\n",
-                format_bytes(d.a.unattributed_at_peak_bytes),
-                format_bytes(d.b.unattributed_at_peak_bytes),
-                signed_bytes(unattributed)
-            )?;
-        }
     }
     Ok(())
 }
@@ -418,13 +416,6 @@ fn profiler(
 
 fn print_profiler(result: &ProfilerDiff, top: usize, markdown: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
-        if markdown {
-            writeln!(out, "{} {text}\n", "#".repeat(level))
-        } else {
-            writeln!(out, "{text}")
-        }
-    };
     if markdown {
         writeln!(
             out,
@@ -440,122 +431,174 @@ fn print_profiler(result: &ProfilerDiff, top: usize, markdown: bool) -> Result<(
     if !markdown {
         writeln!(out)?;
     }
-    let bytes = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format_bytes(v as i64));
     for r in &result.ranks {
-        heading(
-            &mut out,
-            3,
-            &format!("{} (A) vs {} (B)", r.rank_a, r.rank_b),
-        )?;
-        let n = |v: u64| v as i64;
-        let mut rows: Vec<Vec<String>> = vec![
-            Vec::from(quantity(
-                "operator peak",
-                n(r.a.operator_peak_bytes),
-                n(r.b.operator_peak_bytes),
-                true,
-            )),
-            Vec::from(quantity(
-                "operator rows",
-                n(r.a.operator_rows),
-                n(r.b.operator_rows),
-                false,
-            )),
-        ];
-        if let (Some(oa), Some(ob)) = (r.a.outside_allocator_bytes, r.b.outside_allocator_bytes) {
-            rows.push(Vec::from(quantity(
-                "outside the allocator",
-                oa as i64,
-                ob as i64,
-                true,
-            )));
+        print_rank(&mut out, r, top, markdown)?;
+    }
+    Ok(())
+}
+
+/// One rank pair: the summary, the curve peaks, the operators.
+fn print_rank(
+    out: &mut std::io::StdoutLock,
+    r: &profiler_diff::RankDiff,
+    top: usize,
+    markdown: bool,
+) -> Result<()> {
+    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
+        if markdown {
+            writeln!(out, "{} {text}\n", "#".repeat(level))
+        } else {
+            writeln!(out, "{text}")
         }
-        print_table(&mut out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
-        for (side, f) in [("A", &r.a), ("B", &r.b)] {
-            if f.coarse_times {
-                writeln!(
-                    out,
-                    "note: {side}'s memory_record.csv has rounded timestamps: its curves' peaks hold, \
-                     their moments (and memory outside the allocator) do not\n"
-                )?;
-            }
-        }
-        let curves: Vec<Vec<String>> = r
-            .curves
-            .iter()
-            .map(|c| {
-                vec![
-                    c.component.clone(),
-                    bytes(c.a_peak_allocated_bytes),
-                    bytes(c.b_peak_allocated_bytes),
-                    bytes(c.a_peak_reserved_bytes),
-                    bytes(c.b_peak_reserved_bytes),
-                ]
-            })
-            .collect();
-        if !curves.is_empty() {
-            heading(&mut out, 4, "curve peaks (memory_record.csv)")?;
-            print_table(
-                &mut out,
-                &[
-                    "component",
-                    "allocated A",
-                    "allocated B",
-                    "reserved A",
-                    "reserved B",
-                ],
-                &curves,
-                markdown,
+    };
+    heading(out, 3, &format!("{} (A) vs {} (B)", r.rank_a, r.rank_b))?;
+    let n = |v: u64| v as i64;
+    let mut rows: Vec<Vec<String>> = vec![
+        Vec::from(quantity(
+            "operator peak",
+            n(r.a.operator_peak_bytes),
+            n(r.b.operator_peak_bytes),
+            true,
+        )),
+        Vec::from(quantity(
+            "operator rows",
+            n(r.a.operator_rows),
+            n(r.b.operator_rows),
+            false,
+        )),
+    ];
+    if let (Some(oa), Some(ob)) = (r.a.outside_allocator_bytes, r.b.outside_allocator_bytes) {
+        rows.push(Vec::from(quantity(
+            "outside the allocator",
+            oa as i64,
+            ob as i64,
+            true,
+        )));
+    }
+    print_table(out, &["", "A", "B", "Δ", "Δ %"], &rows, markdown)?;
+    for (side, f) in [("A", &r.a), ("B", &r.b)] {
+        if f.coarse_times {
+            writeln!(
+                out,
+                "note: {side}'s memory_record.csv has rounded timestamps: its curves' peaks hold, \
+                 their moments (and memory outside the allocator) do not\n"
             )?;
         }
-        let shown = r.operators.len().min(top);
-        heading(
-            &mut out,
-            4,
-            &format!("operators by |Δ at peak|: {shown} of {}", r.operators.len()),
-        )?;
-        let rows: Vec<Vec<String>> = r
-            .operators
-            .iter()
-            .take(top)
-            .map(|o| {
-                let tag = match o.only_in {
-                    Some(Side::A) => " [only in A]",
-                    Some(Side::B) => " [only in B]",
-                    None => "",
-                };
-                let name = if o.name.is_empty() {
-                    "(allocated before the capture)"
-                } else {
-                    &o.name
-                };
-                vec![
-                    signed_bytes(o.delta_at_peak_bytes),
-                    format_bytes(o.a.bytes_at_peak as i64),
-                    format_bytes(o.b.bytes_at_peak as i64),
-                    format!("{} → {}", o.a.count, o.b.count),
-                    format!(
-                        "{} → {}",
-                        format_bytes(o.a.largest_bytes as i64),
-                        format_bytes(o.b.largest_bytes as i64)
-                    ),
-                    format!("{name}{tag}"),
-                ]
-            })
-            .collect();
+    }
+    let curves = curve_rows(r);
+    if !curves.is_empty() {
+        heading(out, 4, "curve peaks (memory_record.csv)")?;
         print_table(
-            &mut out,
+            out,
             &[
-                "Δ at peak",
-                "A at peak",
-                "B at peak",
-                "count",
-                "largest",
-                "operator",
+                "component",
+                "allocated A",
+                "allocated B",
+                "reserved A",
+                "reserved B",
             ],
-            &rows,
+            &curves,
             markdown,
         )?;
     }
+    let shown = r.operators.len().min(top);
+    heading(
+        out,
+        4,
+        &format!("operators by |Δ at peak|: {shown} of {}", r.operators.len()),
+    )?;
+    let rows = operator_rows(r, top);
+    print_table(
+        out,
+        &[
+            "Δ at peak",
+            "A at peak",
+            "B at peak",
+            "count",
+            "largest",
+            "operator",
+        ],
+        &rows,
+        markdown,
+    )?;
     Ok(())
+}
+
+/// The call-site table's rows: the first `top` by |Δ at peak|.
+fn call_site_rows(d: &DeviceDiff, top: usize) -> Vec<Vec<String>> {
+    d.call_sites
+        .iter()
+        .take(top)
+        .map(|c| {
+            let tag = match (c.only_in, c.matched_by) {
+                (Some(Side::A), _) => " [only in A]",
+                (Some(Side::B), _) => " [only in B]",
+                (None, diff::Matched::Exact) => "",
+                (None, diff::Matched::FileFunction) => " [lines moved]",
+                (None, diff::Matched::WithoutEntryPoint) => " [other entry point]",
+                (None, diff::Matched::FileNames) => " [other folder]",
+            };
+            vec![
+                signed_bytes(c.delta_at_peak_bytes),
+                format_bytes(c.a.bytes_at_peak as i64),
+                format_bytes(c.b.bytes_at_peak as i64),
+                format!("{} → {}", c.a.allocs, c.b.allocs),
+                format!(
+                    "{} → {}",
+                    format_bytes(c.a.bytes_requested as i64),
+                    format_bytes(c.b.bytes_requested as i64)
+                ),
+                format!("{}{tag}", c.top_frame),
+            ]
+        })
+        .collect()
+}
+
+/// The operator table's rows: the first `top` by |Δ at peak|.
+fn operator_rows(r: &profiler_diff::RankDiff, top: usize) -> Vec<Vec<String>> {
+    r.operators
+        .iter()
+        .take(top)
+        .map(|o| {
+            let tag = match o.only_in {
+                Some(Side::A) => " [only in A]",
+                Some(Side::B) => " [only in B]",
+                None => "",
+            };
+            let name = if o.name.is_empty() {
+                "(allocated before the capture)"
+            } else {
+                &o.name
+            };
+            vec![
+                signed_bytes(o.delta_at_peak_bytes),
+                format_bytes(o.a.bytes_at_peak as i64),
+                format_bytes(o.b.bytes_at_peak as i64),
+                format!("{} → {}", o.a.count, o.b.count),
+                format!(
+                    "{} → {}",
+                    format_bytes(o.a.largest_bytes as i64),
+                    format_bytes(o.b.largest_bytes as i64)
+                ),
+                format!("{name}{tag}"),
+            ]
+        })
+        .collect()
+}
+
+/// Each component's curve peaks, A and B.
+fn curve_rows(r: &profiler_diff::RankDiff) -> Vec<Vec<String>> {
+    let bytes = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format_bytes(v as i64));
+    r.curves
+        .iter()
+        .map(|c| {
+            vec![
+                c.component.clone(),
+                bytes(c.a_peak_allocated_bytes),
+                bytes(c.b_peak_allocated_bytes),
+                bytes(c.a_peak_reserved_bytes),
+                bytes(c.b_peak_reserved_bytes),
+            ]
+        })
+        .collect()
 }

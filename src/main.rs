@@ -235,16 +235,7 @@ fn main() -> ExitCode {
             top,
             json,
             markdown,
-        }) => {
-            let format = if json {
-                diff::Format::Json
-            } else if markdown {
-                diff::Format::Markdown
-            } else {
-                diff::Format::Text
-            };
-            diff::diff(&a, &b, (device_a, device_b), top, format)
-        }
+        }) => diff::diff(&a, &b, (device_a, device_b), top, (json, markdown)),
         Some(Command::Gen {
             scenario,
             events,

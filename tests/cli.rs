@@ -590,12 +590,9 @@ fn whatif_checks_its_settings_and_replays_a_real_file() {
     );
 }
 
-/// `diff`: two generated runs in a Chinese folder (batch 2 and 4 of one training loop) compared
-/// in text, Markdown and JSON (the keys, the sum rule); wrong pairs are input errors;
-/// `screenshot --view diff` renders the compare view.
-#[test]
-fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
-    let dir = temp_dir("diff").join("对比");
+/// Two generated runs (batch 2 and 4 of one training loop) in a Chinese folder of their own.
+fn two_runs(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp_dir(name).join("对比");
     std::fs::create_dir_all(&dir).expect("folder");
     let (a, b) = (dir.join("批量2.pkl"), dir.join("批量4.pkl"));
     for (path, batch) in [(&a, "2"), (&b, "4")] {
@@ -618,8 +615,15 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let (a, b) = (a.to_str().expect("utf-8"), b.to_str().expect("utf-8"));
+    (a, b)
+}
 
+/// `diff` in text, Markdown and JSON: the keys, and the deltas at peak add up to the
+/// difference of the peaks.
+#[test]
+fn diff_compares_two_runs_in_text_markdown_and_json() {
+    let (a, b) = two_runs("diff");
+    let (a, b) = (a.to_str().expect("utf-8"), b.to_str().expect("utf-8"));
     let text = memsight(&["diff", a, b]);
     assert!(
         text.status.success(),
@@ -653,7 +657,7 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
         assert!(device["a"][key].as_u64().is_some_and(|v| v > 0), "{key}");
     }
     let sites = device["call_sites"].as_array().expect("call sites");
-    let site = &sites[0];
+    let first = &sites[0];
     for key in [
         "stack",
         "top_frame",
@@ -662,18 +666,17 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
         "delta_at_peak_bytes",
         "only_in",
     ] {
-        assert!(site.get(key).is_some(), "{key}");
+        assert!(first.get(key).is_some(), "{key}");
     }
-    assert!(site["stack"][0].get("filename").is_some() && site["stack"][0].get("line").is_some());
+    assert!(first["stack"][0].get("filename").is_some() && first["stack"][0].get("line").is_some());
     for key in [
         "bytes_at_peak",
         "allocs",
         "bytes_requested",
         "largest_bytes",
     ] {
-        assert!(site["a"][key].is_u64(), "{key}");
+        assert!(first["a"][key].is_u64(), "{key}");
     }
-    // The deltas at peak add up to the difference of the peaks.
     let delta: i64 = sites
         .iter()
         .map(|s| s["delta_at_peak_bytes"].as_i64().expect("bytes"))
@@ -690,9 +693,14 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
         top["devices"][0]["call_sites"].as_array().map(Vec::len),
         Some(3)
     );
+}
 
-    // What cannot be compared says so, naming the files (exit 2).
-    let fixtures = memsight_core::testing::fixtures_dir();
+/// What `diff` cannot compare says so, naming the file (exit 2); `screenshot --view diff` renders
+/// the compare view and wants two snapshots.
+#[test]
+fn diff_refuses_what_it_cannot_compare_and_renders_the_compare_view() {
+    let (a, b) = two_runs("diff-refused");
+    let (a, b) = (a.to_str().expect("utf-8"), b.to_str().expect("utf-8"));
     let mut refused = vec![
         (
             vec!["diff", a, b, "--device-a", "7"],
@@ -704,7 +712,7 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
         ),
     ];
     let (legacy, profiler);
-    if let Some(f) = &fixtures {
+    if let Some(f) = memsight_core::testing::fixtures_dir() {
         legacy = f
             .join("snapshots/cuda_legacy_list.pkl")
             .to_string_lossy()
@@ -729,40 +737,33 @@ fn diff_compares_two_runs_and_refuses_what_it_cannot_compare() {
         assert!(stderr.contains(says.as_str()), "{args:?}: {stderr}");
     }
 
-    // The compare view as a picture.
-    let png = dir.join("对比.png");
-    let out = memsight(&[
+    let png = std::path::Path::new(a).with_file_name("对比.png");
+    let png = png.to_str().expect("utf-8");
+    let args = [
         "screenshot",
         "--view",
         "diff",
         a,
         b,
         "-o",
-        png.to_str().expect("utf-8"),
+        png,
         "--width",
         "1200",
         "--height",
         "800",
-    ]);
+    ];
+    let out = memsight(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bytes = std::fs::read(&png).expect("PNG written");
+    let bytes = std::fs::read(png).expect("PNG written");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    let size =
+    let be32 =
         |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-    assert_eq!((size(16), size(20)), (1200, 800));
-    let out = memsight(&[
-        "screenshot",
-        "--view",
-        "diff",
-        a,
-        "-o",
-        png.to_str().expect("utf-8"),
-    ]);
+    assert_eq!((be32(16), be32(20)), (1200, 800));
+    let out = memsight(&["screenshot", "--view", "diff", a, "-o", png]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--view diff needs two snapshots"));
-    std::fs::remove_dir_all(dir.parent().expect("temp dir")).expect("clean up");
 }

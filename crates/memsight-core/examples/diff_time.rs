@@ -8,6 +8,9 @@ use std::time::Instant;
 use memsight_core::Loaded;
 use memsight_core::diff::{Recording, diff};
 
+/// Runs of each part; the median is quoted.
+const RUNS: usize = 5;
+
 fn median(mut ms: Vec<f64>) -> f64 {
     ms.sort_by(f64::total_cmp);
     ms[ms.len() / 2]
@@ -25,7 +28,6 @@ fn main() {
             std::process::exit(1)
         })
     };
-    const RUNS: usize = 5;
     let (mut load_ms, mut diff_ms, mut total_ms) = (Vec::new(), Vec::new(), Vec::new());
     let mut rows = 0;
     for _ in 0..RUNS {

@@ -1,6 +1,6 @@
 //! Comparing two recordings (issue 14). Expected figures of real files come from
 //! `scripts/diff_figures.py` (Python's pickle, independent of memsight):
-//!     python3 scripts/diff_figures.py A B
+//! `python3 scripts/diff_figures.py A B`.
 //! Generated pairs carry their truth in how they were made (batch size, an injected leak).
 
 mod common;
@@ -72,102 +72,114 @@ fn assert_sum_rule(d: &DeviceDiff) {
 /// allocs, bytes requested, segment allocs, segment frees)` per fixture, from the script's
 /// self-diffs (its `call_sites_total` less the sites whose blocks were all freed before the peak
 /// and that allocate nothing in the trace: one in `cuda_modern_compilectx`).
-const SELF_FIGURES: [(&str, usize, u64, u64, u32, u64, u64, u64, u64); 6] = [
-    (
-        "cuda_2023_no_time.pickle",
-        33,
-        5_876_132_840,
-        6_471_811_072,
-        3697,
-        3505,
-        28_040_399_084,
-        152,
-        0,
-    ),
-    (
-        "cuda_cppframes_snapshotevents.pickle",
-        33,
-        108_258_676,
-        134_217_728,
-        759,
-        1935,
-        1_516_882_910,
-        7,
-        0,
-    ),
-    (
-        "cuda_ctx512_forward_mixed.pickle",
-        51,
-        39_860_763_648,
-        40_514_879_488,
-        6762,
-        2702,
-        53_562_176_512,
-        638,
-        597,
-    ),
-    (
-        "cuda_modern_compilectx.pickle",
-        43,
-        13_923_997_700,
-        14_180_941_824,
-        1402,
-        1721,
-        58_890_300_607,
-        0,
-        0,
-    ),
-    (
-        "npu_snapshot_expandable.pkl",
-        7,
-        597_327_488,
-        643_825_664,
-        7430,
-        2899,
-        4_747_481_944,
-        45,
-        0,
-    ),
-    (
-        "npu_snapshot_with_empty_cache.pkl",
-        7,
-        597_327_488,
-        662_700_032,
-        7498,
-        2899,
-        4_747_481_944,
-        79,
-        54,
-    ),
+/// One fixture's figures from the script's self-diff.
+struct Expected {
+    file: &'static str,
+    sites: usize,
+    peak_allocated_bytes: u64,
+    peak_reserved_bytes: u64,
+    peak_event: u32,
+    allocs: u64,
+    bytes_requested: u64,
+    segment_allocs: u64,
+    segment_frees: u64,
+}
+
+const SELF_FIGURES: [Expected; 6] = [
+    Expected {
+        file: "cuda_2023_no_time.pickle",
+        sites: 33,
+        peak_allocated_bytes: 5_876_132_840,
+        peak_reserved_bytes: 6_471_811_072,
+        peak_event: 3697,
+        allocs: 3505,
+        bytes_requested: 28_040_399_084,
+        segment_allocs: 152,
+        segment_frees: 0,
+    },
+    Expected {
+        file: "cuda_cppframes_snapshotevents.pickle",
+        sites: 33,
+        peak_allocated_bytes: 108_258_676,
+        peak_reserved_bytes: 134_217_728,
+        peak_event: 759,
+        allocs: 1935,
+        bytes_requested: 1_516_882_910,
+        segment_allocs: 7,
+        segment_frees: 0,
+    },
+    Expected {
+        file: "cuda_ctx512_forward_mixed.pickle",
+        sites: 51,
+        peak_allocated_bytes: 39_860_763_648,
+        peak_reserved_bytes: 40_514_879_488,
+        peak_event: 6762,
+        allocs: 2702,
+        bytes_requested: 53_562_176_512,
+        segment_allocs: 638,
+        segment_frees: 597,
+    },
+    Expected {
+        file: "cuda_modern_compilectx.pickle",
+        sites: 43,
+        peak_allocated_bytes: 13_923_997_700,
+        peak_reserved_bytes: 14_180_941_824,
+        peak_event: 1402,
+        allocs: 1721,
+        bytes_requested: 58_890_300_607,
+        segment_allocs: 0,
+        segment_frees: 0,
+    },
+    Expected {
+        file: "npu_snapshot_expandable.pkl",
+        sites: 7,
+        peak_allocated_bytes: 597_327_488,
+        peak_reserved_bytes: 643_825_664,
+        peak_event: 7430,
+        allocs: 2899,
+        bytes_requested: 4_747_481_944,
+        segment_allocs: 45,
+        segment_frees: 0,
+    },
+    Expected {
+        file: "npu_snapshot_with_empty_cache.pkl",
+        sites: 7,
+        peak_allocated_bytes: 597_327_488,
+        peak_reserved_bytes: 662_700_032,
+        peak_event: 7498,
+        allocs: 2899,
+        bytes_requested: 4_747_481_944,
+        segment_allocs: 79,
+        segment_frees: 54,
+    },
 ];
 
 #[test]
 fn a_file_against_itself_differs_nowhere() {
-    for (name, sites, peak, reserved, event, allocs, requested, seg_allocs, seg_frees) in
-        SELF_FIGURES
-    {
+    for e in &SELF_FIGURES {
+        let name = e.file;
         let Some(loaded) = load(name) else { return };
         let d = compare(&loaded, &loaded);
         assert_eq!(d.a, d.b, "{name}");
-        assert_eq!(d.a.peak_allocated_bytes, peak, "{name}");
+        assert_eq!(d.a.peak_allocated_bytes, e.peak_allocated_bytes, "{name}");
         assert_eq!(
-            d.a.peak_active_bytes, peak,
+            d.a.peak_active_bytes, e.peak_allocated_bytes,
             "{name}: active peaks with allocated here"
         );
-        assert_eq!(d.a.peak_reserved_bytes, reserved, "{name}");
-        assert_eq!(d.a.peak_event, Some(event), "{name}");
-        assert_eq!(d.a.allocs, allocs, "{name}");
-        assert_eq!(d.a.bytes_requested, requested, "{name}");
+        assert_eq!(d.a.peak_reserved_bytes, e.peak_reserved_bytes, "{name}");
+        assert_eq!(d.a.peak_event, Some(e.peak_event), "{name}");
+        assert_eq!(d.a.allocs, e.allocs, "{name}");
+        assert_eq!(d.a.bytes_requested, e.bytes_requested, "{name}");
         assert_eq!(
             (d.a.segment_allocs, d.a.segment_frees),
-            (seg_allocs, seg_frees),
+            (e.segment_allocs, e.segment_frees),
             "{name}"
         );
         assert_eq!(
             d.a.unattributed_at_peak_bytes, 0,
             "{name}: the blocks explain the peak"
         );
-        assert_eq!(d.call_sites.len(), sites, "{name}");
+        assert_eq!(d.call_sites.len(), e.sites, "{name}");
         for row in &d.call_sites {
             assert_eq!(row.a, row.b, "{name}: {}", row.top_frame);
             assert_eq!(row.delta_at_peak_bytes, 0);
@@ -524,4 +536,25 @@ fn profiler_runs_compare_by_operator() {
             .starts_with("no rank 4 (ranks there: 1 (static_graph_rank1)): b"),
         "{err}"
     );
+}
+
+#[test]
+fn a_cuda_file_against_an_npu_file_compares_by_call_site_and_says_so() {
+    // The transformer loop with C++ frames (an even seed) names CUDA's allocator; the `npu`
+    // scenario writes torch_npu's workspace entries.
+    let (cuda, npu) = (
+        generated(Scenario::Transformer, 4),
+        generated(Scenario::Npu, 4),
+    );
+    let d = compare(&cuda, &npu);
+    assert_sum_rule(&d);
+    assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+    assert!(
+        d.notes[0].starts_with("A is from CUDA, B from an Ascend NPU (torch_npu)"),
+        "{}",
+        d.notes[0]
+    );
+    // Two CUDA files: nothing to say.
+    let other = generated(Scenario::Transformer, 6);
+    assert!(compare(&cuda, &other).notes.is_empty());
 }

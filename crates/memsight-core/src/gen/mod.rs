@@ -403,9 +403,11 @@ pub fn generate(options: &GenOptions) -> Generated {
             &mut rng,
             stream_raw,
             target,
-            sc == Scenario::TransformerLeak,
-            options.seed.is_multiple_of(2),
-            options.batch.max(1),
+            transformer::Shape {
+                leak: sc == Scenario::TransformerLeak,
+                cpp: options.seed.is_multiple_of(2),
+                batch: options.batch.max(1),
+            },
         );
         annotations = run.annotations;
         step = run.iterations;

@@ -28,6 +28,17 @@ pub const BATCH: u64 = 4;
 /// qkv, proj, three experts' fc, two layer norms.
 const PARAMS_PER_LAYER: usize = 7;
 
+/// How the loop is run.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Shape {
+    /// Inject the leak.
+    pub leak: bool,
+    /// Stacks carry C++ frames.
+    pub cpp: bool,
+    /// Sequences per micro-batch.
+    pub batch: u64,
+}
+
 /// What one run produced, for the generator's truth.
 pub(super) struct Run {
     /// `(name, is_start, time_us)`.
@@ -164,10 +175,9 @@ pub(super) fn run(
     rng: &mut Rng,
     stream: i128,
     target: u64,
-    leak: bool,
-    cpp: bool,
-    batch: u64,
+    shape: Shape,
 ) -> Run {
+    let Shape { leak, cpp, batch } = shape;
     let s = sites(lib, cpp);
     let mut out = Run {
         annotations: Vec::new(),

@@ -89,7 +89,10 @@ impl MemsightApp {
                 .collect();
             for (i, ordinal) in others {
                 offered = true;
-                if ui.button(format!("device {ordinal} of this file")).clicked() {
+                if ui
+                    .button(format!("device {ordinal} of this file"))
+                    .clicked()
+                {
                     self.compare_devices(ui.ctx(), a, [shown, i]);
                     ui.close();
                 }

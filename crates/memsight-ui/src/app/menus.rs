@@ -58,71 +58,72 @@ impl MemsightApp {
         }
     }
 
+    /// The File menu: open, recent, exports, compare, close.
+    fn file_menu(&mut self, ui: &mut Ui) {
+        if shortcut_button(ui, "Open…", "Ctrl+O").clicked() {
+            self.start_dialog(Purpose::OpenSnapshots);
+        }
+        if ui.button("Open profiler folder…").clicked() {
+            self.start_dialog(Purpose::OpenProfilerFolder);
+        }
+        if ui
+            .button("Open with memsight's browser…")
+            .on_hover_text("where the desktop's file dialog does not appear")
+            .clicked()
+        {
+            self.dialogs.start_builtin(Purpose::OpenSnapshots);
+        }
+        ui.menu_button("Open recent", |ui| {
+            if self.recent.is_empty() {
+                ui.weak("nothing yet");
+            }
+            for p in self.recent.clone() {
+                if ui.button(p.display().to_string()).clicked() {
+                    self.open(ui.ctx(), p);
+                }
+            }
+        });
+        ui.separator();
+        if ui
+            .add_enabled(
+                self.chart_rect.is_some(),
+                egui::Button::new("Export chart as PNG…").shortcut_text("Ctrl+E"),
+            )
+            .clicked()
+        {
+            self.start_export(ExportTarget::Chart);
+        }
+        if shortcut_button(ui, "Export window as PNG…", "Ctrl+Shift+E").clicked() {
+            self.start_export(ExportTarget::Window);
+        }
+        ui.separator();
+        // Below the exports, so the rows above keep their places.
+        let snapshot_shown = self.active_profiler.is_none()
+            && self.active_compare.is_none()
+            && self.active < self.docs.len();
+        ui.add_enabled_ui(snapshot_shown, |ui| {
+            ui.menu_button("Compare with…", |ui| {
+                self.compare_menu_ui(ui, self.active);
+            })
+            .response
+            .on_disabled_hover_text("show a snapshot's tab first");
+        });
+        ui.separator();
+        let open = !self.docs.is_empty() || !self.profilers.is_empty() || !self.compares.is_empty();
+        if ui
+            .add_enabled(open, egui::Button::new("Close tab").shortcut_text("Ctrl+W"))
+            .clicked()
+        {
+            self.close_active();
+        }
+        if ui.button("Quit").clicked() {
+            ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
     pub(super) fn menu_ui(&mut self, ui: &mut Ui) {
         egui::MenuBar::new().ui(ui, |ui| {
-            ui.menu_button("File", |ui| {
-                if shortcut_button(ui, "Open…", "Ctrl+O").clicked() {
-                    self.start_dialog(Purpose::OpenSnapshots);
-                }
-                if ui.button("Open profiler folder…").clicked() {
-                    self.start_dialog(Purpose::OpenProfilerFolder);
-                }
-                if ui
-                    .button("Open with memsight's browser…")
-                    .on_hover_text("where the desktop's file dialog does not appear")
-                    .clicked()
-                {
-                    self.dialogs.start_builtin(Purpose::OpenSnapshots);
-                }
-                ui.menu_button("Open recent", |ui| {
-                    if self.recent.is_empty() {
-                        ui.weak("nothing yet");
-                    }
-                    for p in self.recent.clone() {
-                        if ui.button(p.display().to_string()).clicked() {
-                            self.open(ui.ctx(), p);
-                        }
-                    }
-                });
-                ui.separator();
-                if ui
-                    .add_enabled(
-                        self.chart_rect.is_some(),
-                        egui::Button::new("Export chart as PNG…").shortcut_text("Ctrl+E"),
-                    )
-                    .clicked()
-                {
-                    self.start_export(ExportTarget::Chart);
-                }
-                if shortcut_button(ui, "Export window as PNG…", "Ctrl+Shift+E").clicked() {
-                    self.start_export(ExportTarget::Window);
-                }
-                ui.separator();
-                // Below the exports, so the rows above keep their places.
-                let snapshot_shown = self.active_profiler.is_none()
-                    && self.active_compare.is_none()
-                    && self.active < self.docs.len();
-                ui.add_enabled_ui(snapshot_shown, |ui| {
-                    ui.menu_button("Compare with…", |ui| {
-                        self.compare_menu_ui(ui, self.active)
-                    })
-                    .response
-                    .on_disabled_hover_text("show a snapshot's tab first");
-                });
-                ui.separator();
-                let open = !self.docs.is_empty()
-                    || !self.profilers.is_empty()
-                    || !self.compares.is_empty();
-                if ui
-                    .add_enabled(open, egui::Button::new("Close tab").shortcut_text("Ctrl+W"))
-                    .clicked()
-                {
-                    self.close_active();
-                }
-                if ui.button("Quit").clicked() {
-                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
-                }
-            });
+            ui.menu_button("File", |ui| self.file_menu(ui));
             ui.menu_button("View", |ui| self.view_menu(ui));
             ui.separator();
             for (i, doc) in self.profilers.iter().enumerate() {

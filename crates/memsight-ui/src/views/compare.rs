@@ -281,10 +281,10 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
     let half = (charts.width() - 8.0) / 2.0;
     for side in 0..2 {
         let x0 = charts.min.x + side as f32 * (half + 8.0);
-        let rect = Rect::from_min_size(pos2(x0, charts.min.y), vec2(half, charts.height()));
+        let chart_rect = Rect::from_min_size(pos2(x0, charts.min.y), vec2(half, charts.height()));
         ui.scope_builder(
             UiBuilder::new()
-                .max_rect(rect)
+                .max_rect(chart_rect)
                 .id_salt(("compare-chart", doc.key, side)),
             |ui| {
                 let name = format!(
