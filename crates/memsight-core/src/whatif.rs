@@ -4,20 +4,24 @@
 //! match the file before any other setting's prediction can be trusted.
 //!
 //! Replayed: the pool before the trace (the reverse replay's segments and blocks, seeded as they
-//! were), every `alloc` and
-//! `free_completed` (matched by address), and each burst of recorded `segment_free` /
-//! `segment_unmap` as one release of the cached segments (the program's `empty_cache()`, or the
-//! allocator's own free-and-retry). Not modelled yet: `max_split_size_mb`,
+//! were, each in the pool its `segment_type` names), every `alloc` and `free_completed` (matched
+//! by address), and each burst of recorded `segment_free` / `segment_unmap` as one release of the
+//! cached segments (the program's `empty_cache()`, or the allocator's own free-and-retry).
+//! `torch_npu`'s 32-byte padding of every request is applied where the file's blocks show it
+//! (`request_padding_bytes`). Every fixture replays as recorded (peak reserved and segment
+//! counts; `tests/whatif.rs`). Not modelled yet: `max_split_size_mb`,
 //! `roundup_power2_divisions`, `garbage_collection_threshold`, the device's capacity (the model
 //! grows without bound unless one is given), private pools.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::r#gen::allocator::{ActionCounts, Allocator};
-use crate::model::{Action, BlockState, Device};
+use crate::r#gen::allocator::{ActionCounts, Allocator, PoolKind};
+use crate::model::{Action, BlockState, Device, SegmentType};
 use crate::replay::DeviceReplay;
 
+/// `torch_npu`'s padding of every request (`AddPadSize()`, `NPUCachingAllocator.cpp`).
+const NPU_PAD_BYTES: u64 = 32;
 /// Where the model's address space starts (any value; addresses are mapped).
 const MODEL_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 
@@ -112,6 +116,32 @@ pub fn recorded_expandable(device: &Device) -> bool {
 }
 
 /// The trace of `device` replayed through the allocator model under `settings`.
+/// The padding the allocator adds to every request, as the file shows it: `torch_npu` adds 32
+/// bytes before rounding to 512 (`AddPadSize()` in `NPUCachingAllocator.cpp`), so a live block
+/// whose request is a multiple of 512 is 512 bytes larger than it; `CUDA` adds nothing, so such a
+/// block is exactly its request. 0 when no block says.
+fn request_padding_bytes(device: &Device) -> u64 {
+    let (mut padded, mut exact) = (0, 0);
+    for b in device.segments.iter().flat_map(|s| &s.blocks) {
+        if b.state == BlockState::Inactive
+            || b.requested_size_bytes == 0
+            || !b.requested_size_bytes.is_multiple_of(512)
+        {
+            continue;
+        }
+        if b.size_bytes == b.requested_size_bytes + 512 {
+            padded += 1;
+        } else if b.size_bytes == b.requested_size_bytes {
+            exact += 1;
+        }
+    }
+    if padded > 0 && exact == 0 {
+        NPU_PAD_BYTES
+    } else {
+        0
+    }
+}
+
 pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> Outcome {
     let capacity = settings.capacity_bytes.unwrap_or(u64::MAX / 4);
     let mut model = Allocator::new(
@@ -121,10 +151,21 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
         0,
         0,
     );
+    model.pad_bytes = request_padding_bytes(device);
     // Recorded address → the model's address for the same tensor. The pool before the trace
-    // (from the reverse replay) is seeded as it was, at its own addresses.
+    // (from the reverse replay) is seeded as it was, at its own addresses, in the pool the file
+    // says its segment is in.
     let mut addresses: FxHashMap<u64, u64> = FxHashMap::default();
     for seg in replay.pool_after(device, None).segments {
+        let pool = device
+            .segments
+            .iter()
+            .find(|s| (s.address..s.address + s.total_size_bytes).contains(&seg.address))
+            .and_then(|s| match s.segment_type {
+                SegmentType::Small => Some(PoolKind::Small),
+                SegmentType::Large => Some(PoolKind::Large),
+                SegmentType::Unknown => None,
+            });
         let blocks: Vec<(u64, u64, u64)> = seg
             .blocks
             .iter()
@@ -141,7 +182,7 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
         model.seed_segment(
             seg.address,
             seg.total_size_bytes,
-            i128::from(seg.stream),
+            (i128::from(seg.stream), pool),
             // Without expandable segments, what was mapped before the trace is an ordinary one.
             seg.is_expandable && settings.expandable_segments,
             &blocks,

@@ -4,7 +4,10 @@
 //! 20 MiB segments (bigger requests get a segment of their own, rounded to 2 MiB); best fit per
 //! stream with splitting and coalescing; optional expandable segments that grow by mapping pages;
 //! `empty_cache`; and, when the device is full, the free-every-cached-segment-and-retry path
-//! before an `oom`.
+//! before an `oom`. `pad_bytes` is `torch_npu`'s padding of every request before the rounding
+//! (`AddPadSize()`, 32 bytes, added in `round_size()` of `torch_npu/csrc/core/npu/
+//! NPUCachingAllocator.cpp`, Ascend/pytorch 9e73e708, lines 161-174 and 2202-2215); the padded
+//! size picks the pool and the segment size, the trace records the request.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -86,6 +89,8 @@ pub struct Allocator {
     pub counts: ActionCounts,
     /// The most reserved at any time.
     pub peak_reserved_bytes: u64,
+    /// Bytes added to every request before the rounding (`torch_npu`: 32; `CUDA`: 0).
+    pub pad_bytes: u64,
 }
 
 /// How many segment events and OOMs the allocator recorded.
@@ -132,26 +137,29 @@ impl Allocator {
             fragmented_growth: Vec::new(),
             counts: ActionCounts::default(),
             peak_reserved_bytes: 0,
+            pad_bytes: 0,
         }
     }
 
-    /// Puts a segment that already exists (the pool before a trace starts) at `addr`: `blocks`
-    /// are (address, size, requested bytes; 0 = free) tiling it, in address order. Segments the
-    /// model makes later start above every seeded one. Records nothing.
+    /// Puts a segment that already exists (the pool before a trace starts) at `addr`, in `pool`
+    /// (`None`: the pool its size says): `blocks` are (address, size, requested bytes; 0 = free)
+    /// tiling it, in address order. Segments the model makes later start above every seeded
+    /// one. Records nothing.
     pub fn seed_segment(
         &mut self,
         addr: u64,
         size: u64,
-        stream: i128,
+        (stream, pool): (i128, Option<PoolKind>),
         expandable: bool,
         blocks: &[(u64, u64, u64)],
     ) {
-        // A 2 MiB segment is the small pool's (large-pool segments are 20 MiB, or ≥ 10 MiB).
-        let pool = if size == SMALL_SEGMENT_BYTES && !expandable {
+        // A 2 MiB segment is the small pool's (large-pool segments are 20 MiB, or ≥ 10 MiB); an
+        // expandable segment of either pool can have any size, so only the file can say.
+        let pool = pool.unwrap_or(if size == SMALL_SEGMENT_BYTES && !expandable {
             PoolKind::Small
         } else {
             PoolKind::Large
-        };
+        });
         let mut tiles = BTreeMap::new();
         for &(at, bytes, requested) in blocks {
             let allocated = requested > 0;
@@ -231,7 +239,7 @@ impl Allocator {
 
     /// Hands out a block for `requested` bytes, or records an `oom` and returns `None`.
     pub fn malloc(&mut self, requested: u64, stream: i128, stack: Option<u32>) -> Option<u64> {
-        let size = round_size(requested);
+        let size = round_size(requested + self.pad_bytes);
         let pool = if size <= SMALL_REQUEST_MAX_BYTES {
             PoolKind::Small
         } else {
@@ -278,7 +286,7 @@ impl Allocator {
         requested: u64,
         stack: Option<u32>,
     ) -> bool {
-        let size = round_size(requested);
+        let size = round_size(requested + self.pad_bytes);
         let cached_free_bytes: u64 = self
             .free
             .range((pool, stream, 0, 0)..=(pool, stream, u64::MAX, u64::MAX))
