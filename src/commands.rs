@@ -423,11 +423,68 @@ struct WhatIfDevice {
     predicted: memsight_core::whatif::Outcome,
 }
 
+/// `whatif --sweep` as text: per device, one line per setting tried, best first.
+fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
+    let mut last = None;
+    for d in devices {
+        if last != Some(d.device) {
+            let r = &d.recorded;
+            writeln!(
+                out,
+                "device {}: recorded peak reserved {}, {} segment allocs / maps, {} frees, {} OOMs",
+                d.device,
+                format_bytes(r.peak_reserved_bytes as i64),
+                r.segment_allocs,
+                r.segment_frees,
+                r.ooms
+            )?;
+            writeln!(
+                out,
+                "  {:<44} {:>10} {:>8} {:>7} {:>6} {:>5} {:>7} {:>10}",
+                "settings (best first)", "peak", "Δ", "allocs", "frees", "ooms", "stalls", "unused"
+            )?;
+            last = Some(d.device);
+        }
+        let (r, p, s) = (&d.recorded, &d.predicted, &d.settings);
+        let name = format!(
+            "expandable_segments:{}{}",
+            if s.expandable_segments {
+                "True"
+            } else {
+                "False"
+            },
+            if s.skip_releases {
+                ", no empty_cache()"
+            } else {
+                ""
+            }
+        );
+        writeln!(
+            out,
+            "  {name:<44} {:>10} {:>+7.1}% {:>7} {:>6} {:>5} {:>7} {:>10}",
+            format_bytes(p.peak_reserved_bytes as i64),
+            (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
+                / (r.peak_reserved_bytes as f64).max(1.0)
+                * 100.0,
+            p.segment_allocs,
+            p.segment_frees,
+            p.ooms,
+            p.stalls.unwrap_or(0),
+            format_bytes(p.peak_fragmentation_bytes as i64)
+        )?;
+    }
+    writeln!(
+        out,
+        "(peak: predicted peak reserved, Δ against the recorded one; unused: reserved minus allocated at that peak)"
+    )?;
+    Ok(())
+}
+
 pub fn whatif(
     file: Option<&Path>,
     device: Option<u32>,
     set: &[String],
-    (no_empty_cache, capacity): (bool, Option<u64>),
+    (no_empty_cache, capacity, sweep): (bool, Option<u64>, bool),
     json: bool,
 ) -> Result<()> {
     use memsight_core::whatif::{self, Settings};
@@ -451,12 +508,20 @@ pub fn whatif(
             skip_releases: no_empty_cache,
             capacity_bytes: capacity,
         };
-        devices.push(WhatIfDevice {
-            device: dev.ordinal,
-            settings,
-            recorded: whatif::recorded(dev, replay),
-            predicted: whatif::predict(dev, replay, &settings),
-        });
+        let recorded = whatif::recorded(dev, replay);
+        let tried = if sweep {
+            whatif::sweep(dev, replay, &settings)
+        } else {
+            vec![(settings, whatif::predict(dev, replay, &settings))]
+        };
+        for (settings, predicted) in tried {
+            devices.push(WhatIfDevice {
+                device: dev.ordinal,
+                settings,
+                recorded,
+                predicted,
+            });
+        }
     }
     if devices.is_empty() {
         bail_input!(
@@ -480,6 +545,10 @@ pub fn whatif(
         });
     }
     let mut out = std::io::stdout().lock();
+    if sweep {
+        print_sweep(&mut out, &devices)?;
+        return Ok(());
+    }
     for d in &devices {
         writeln!(
             out,
@@ -520,6 +589,27 @@ pub fn whatif(
             ("ooms", r.ooms, p.ooms),
         ] {
             writeln!(out, "  {what:<16} {a:>12} {b:>12}")?;
+        }
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>12}",
+            "unused at peak",
+            format_bytes(r.peak_fragmentation_bytes as i64),
+            format_bytes(p.peak_fragmentation_bytes as i64)
+        )?;
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>12}",
+            "stalls",
+            "-",
+            p.stalls.unwrap_or(0)
+        )?;
+        match p.first_divergence_event {
+            None => writeln!(out, "  reserved bytes follow the file at every alloc")?,
+            Some(e) => writeln!(
+                out,
+                "  reserved bytes first differ from the file after event {e}"
+            )?,
         }
     }
     writeln!(

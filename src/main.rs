@@ -119,6 +119,10 @@ enum Command {
         /// Device memory in bytes the allocator may reserve (default: unbounded).
         #[arg(long)]
         capacity: Option<u64>,
+        /// Try expandable segments switched and the recorded empty_cache() calls left out, one
+        /// by one and together (on every core), ranked by OOMs and predicted peak reserved.
+        #[arg(long)]
+        sweep: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -219,12 +223,13 @@ fn main() -> ExitCode {
             set,
             no_empty_cache,
             capacity,
+            sweep,
             json,
         }) => commands::whatif(
             file.as_deref(),
             device,
             &set,
-            (no_empty_cache, capacity),
+            (no_empty_cache, capacity, sweep),
             json,
         ),
         Some(Command::Diff {

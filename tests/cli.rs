@@ -588,6 +588,42 @@ fn whatif_checks_its_settings_and_replays_a_real_file() {
         device["recorded"]["peak_reserved_bytes"],
         device["predicted"]["peak_reserved_bytes"]
     );
+    // The model follows the file event by event, and says so.
+    assert_eq!(
+        device["predicted"]["first_divergence_event"],
+        serde_json::Value::Null
+    );
+    assert_eq!(device["predicted"]["stalls"], 0);
+    assert_eq!(
+        device["recorded"]["peak_fragmentation_bytes"],
+        device["predicted"]["peak_fragmentation_bytes"]
+    );
+
+    // --sweep: the recorded settings and three changes, best first. On the empty_cache NPU run,
+    // expandable segments lower the peak (the same workload recorded with them: 614 MiB).
+    let file = dir
+        .join("snapshots")
+        .join("npu_snapshot_with_empty_cache.pkl");
+    let out = memsight(&["whatif", file.to_str().expect("utf-8"), "--sweep", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let tried = report["devices"].as_array().expect("one entry per setting");
+    assert_eq!(tried.len(), 4);
+    assert_eq!(tried[0]["settings"]["expandable_segments"], true);
+    assert_eq!(tried[0]["predicted"]["peak_reserved_bytes"], 614u64 << 20);
+    let as_recorded = tried
+        .iter()
+        .find(|t| {
+            t["settings"]["expandable_segments"] == false && t["settings"]["skip_releases"] == false
+        })
+        .expect("the recorded settings are tried");
+    assert_eq!(as_recorded["predicted"]["segment_allocs"], 79);
+    assert_eq!(
+        as_recorded["predicted"]["peak_reserved_bytes"],
+        as_recorded["recorded"]["peak_reserved_bytes"]
+    );
+    let text = memsight(&["whatif", file.to_str().expect("utf-8"), "--sweep"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("settings (best first)"), "{text}");
 }
 
 /// Two generated runs (batch 2 and 4 of one training loop) in a Chinese folder of their own.

@@ -44,6 +44,15 @@ pub struct Outcome {
     /// `segment_free`s, or `segment_unmap`s.
     pub segment_frees: u64,
     pub ooms: u64,
+    /// Reserved minus allocated bytes when reserved peaked: what the cache held unused then.
+    pub peak_fragmentation_bytes: u64,
+    /// Free-and-retry bursts (a failed device allocation released the cache): the model's own;
+    /// `None` for what the file recorded (not counted from the trace here; `analyze` reports
+    /// the recorded stalls).
+    pub stalls: Option<u64>,
+    /// The first `alloc` after which the model's reserved bytes differ from the recorded ones
+    /// (`None`: never, or for what the file recorded).
+    pub first_divergence_event: Option<u32>,
 }
 
 /// The `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_NPU_ALLOC_CONF` keys the model follows.
@@ -100,11 +109,23 @@ pub fn recorded(device: &Device, replay: &DeviceReplay) -> Outcome {
             .filter(|a| wanted.contains(a))
             .count() as u64
     };
+    // As the model measures it: after the `alloc` that the peak's segment was made for (the
+    // first one at the peak), not between the `segment_alloc` and it.
+    let peak = replay.peak_reserved;
+    let after_alloc = peak.event.and_then(|e| {
+        (e as usize..device.trace.len())
+            .take_while(|&i| replay.reserved_bytes()[i] == peak.bytes)
+            .find(|&i| device.trace.action[i] == Action::Alloc)
+    });
+    let at_peak = replay.totals_after(after_alloc.map(|i| i as u32).or(peak.event));
     Outcome {
         peak_reserved_bytes: replay.peak_reserved.bytes.max(0) as u64,
         segment_allocs: count(&[Action::SegmentAlloc, Action::SegmentMap]),
         segment_frees: count(&[Action::SegmentFree, Action::SegmentUnmap]),
         ooms: count(&[Action::Oom]),
+        peak_fragmentation_bytes: (at_peak.reserved_bytes - at_peak.allocated_bytes).max(0) as u64,
+        stalls: None,
+        first_divergence_event: None,
     }
 }
 
@@ -115,7 +136,6 @@ pub fn recorded_expandable(device: &Device) -> bool {
         || device.segments.iter().any(|s| s.is_expandable)
 }
 
-/// The trace of `device` replayed through the allocator model under `settings`.
 /// The padding the allocator adds to every request, as the file shows it: `torch_npu` adds 32
 /// bytes before rounding to 512 (`AddPadSize()` in `NPUCachingAllocator.cpp`), so a live block
 /// whose request is a multiple of 512 is 512 bytes larger than it; `CUDA` adds nothing, so such a
@@ -142,6 +162,7 @@ fn request_padding_bytes(device: &Device) -> u64 {
     }
 }
 
+/// The trace of `device` replayed through the allocator model under `settings`.
 pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> Outcome {
     let capacity = settings.capacity_bytes.unwrap_or(u64::MAX / 4);
     let mut model = Allocator::new(
@@ -193,6 +214,10 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
     model.peak_reserved_bytes = reserved_before;
     let trace = &device.trace;
     let mut releasing = false;
+    let recorded_reserved = replay.reserved_bytes();
+    let mut first_divergence_event = None;
+    let mut peak_fragmentation_bytes = reserved_before.saturating_sub(model.allocated_bytes);
+    let mut peak_seen = reserved_before;
     for i in 0..trace.len() {
         let (addr, size, stream) = (trace.addr[i], trace.size_bytes[i], trace.stream[i]);
         let release = matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
@@ -205,6 +230,18 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
                 if let Some(at) = model.malloc(size, i128::from(stream), None) {
                     addresses.insert(addr, at);
                 }
+                if first_divergence_event.is_none()
+                    && recorded_reserved
+                        .get(i)
+                        .is_some_and(|&r| r != model.reserved_bytes as i64)
+                {
+                    first_divergence_event = Some(i as u32);
+                }
+                if model.reserved_bytes > peak_seen {
+                    peak_seen = model.reserved_bytes;
+                    peak_fragmentation_bytes =
+                        model.reserved_bytes.saturating_sub(model.allocated_bytes);
+                }
             }
             Action::FreeCompleted => {
                 if let Some(at) = addresses.remove(&addr) {
@@ -214,7 +251,41 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
             _ => {}
         }
     }
-    outcome(&model.counts, &before, model.peak_reserved_bytes)
+    Outcome {
+        peak_fragmentation_bytes,
+        stalls: Some(model.stalls.len() as u64),
+        first_divergence_event,
+        ..outcome(&model.counts, &before, model.peak_reserved_bytes)
+    }
+}
+
+/// The settings a sweep tries for a device recorded under `base`: `base` itself, then
+/// expandable segments switched, the recorded `empty_cache()` releases left out, and both.
+pub fn sweep_settings(base: &Settings) -> Vec<Settings> {
+    let mut tried = vec![*base];
+    for (flip_expandable, skip_releases) in [(true, false), (false, true), (true, true)] {
+        let s = Settings {
+            expandable_segments: base.expandable_segments ^ flip_expandable,
+            skip_releases: base.skip_releases || skip_releases,
+            ..*base
+        };
+        if !tried.contains(&s) {
+            tried.push(s);
+        }
+    }
+    tried
+}
+
+/// Every setting of [`sweep_settings`] replayed (on rayon), fewest OOMs and lowest predicted peak
+/// reserved first.
+pub fn sweep(device: &Device, replay: &DeviceReplay, base: &Settings) -> Vec<(Settings, Outcome)> {
+    use rayon::prelude::*;
+    let mut results: Vec<(Settings, Outcome)> = sweep_settings(base)
+        .into_par_iter()
+        .map(|s| (s, predict(device, replay, &s)))
+        .collect();
+    results.sort_by_key(|(_, o)| (o.ooms, o.peak_reserved_bytes, o.stalls));
+    results
 }
 
 /// What the model recorded in the trace: `counts` less those it had made `before` it.
@@ -226,5 +297,6 @@ fn outcome(counts: &ActionCounts, before: &ActionCounts, peak_reserved_bytes: u6
         segment_frees: (counts.segment_free + counts.segment_unmap)
             - (before.segment_free + before.segment_unmap),
         ooms: counts.oom - before.oom,
+        ..Outcome::default()
     }
 }
