@@ -423,6 +423,74 @@ struct WhatIfDevice {
     predicted: memsight_core::whatif::Outcome,
 }
 
+/// `whatif` as text: per device, recorded against predicted.
+fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
+    for d in devices {
+        writeln!(
+            out,
+            "device {}: expandable_segments:{}{}{}",
+            d.device,
+            if d.settings.expandable_segments {
+                "True"
+            } else {
+                "False"
+            },
+            if d.settings.skip_releases {
+                ", without the recorded empty_cache() releases"
+            } else {
+                ""
+            },
+            d.settings
+                .capacity_bytes
+                .map_or_else(String::new, |c| format!(
+                    ", capacity {}",
+                    format_bytes(c as i64)
+                ))
+        )?;
+        writeln!(out, "  {:<16} {:>12} {:>12}", "", "recorded", "predicted")?;
+        let (r, p) = (&d.recorded, &d.predicted);
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>12} ({:+.1} %)",
+            "peak reserved",
+            format_bytes(r.peak_reserved_bytes as i64),
+            format_bytes(p.peak_reserved_bytes as i64),
+            (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
+                / (r.peak_reserved_bytes as f64).max(1.0)
+                * 100.0
+        )?;
+        for (what, a, b) in [
+            ("segment allocs", r.segment_allocs, p.segment_allocs),
+            ("segment frees", r.segment_frees, p.segment_frees),
+            ("ooms", r.ooms, p.ooms),
+        ] {
+            writeln!(out, "  {what:<16} {a:>12} {b:>12}")?;
+        }
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>12}",
+            "unused at peak",
+            format_bytes(r.peak_fragmentation_bytes as i64),
+            format_bytes(p.peak_fragmentation_bytes as i64)
+        )?;
+        writeln!(
+            out,
+            "  {:<16} {:>12} {:>12}",
+            "stalls",
+            "-",
+            p.stalls.unwrap_or(0)
+        )?;
+        match p.first_divergence_event {
+            None => writeln!(out, "  reserved bytes follow the file at every alloc")?,
+            Some(e) => writeln!(
+                out,
+                "  reserved bytes first differ from the file after event {e}"
+            )?,
+        }
+    }
+    Ok(())
+}
+
 /// `whatif --sweep` as text: per device, one line per setting tried, best first.
 fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
     let mut last = None;
@@ -549,69 +617,7 @@ pub fn whatif(
         print_sweep(&mut out, &devices)?;
         return Ok(());
     }
-    for d in &devices {
-        writeln!(
-            out,
-            "device {}: expandable_segments:{}{}{}",
-            d.device,
-            if d.settings.expandable_segments {
-                "True"
-            } else {
-                "False"
-            },
-            if d.settings.skip_releases {
-                ", without the recorded empty_cache() releases"
-            } else {
-                ""
-            },
-            d.settings
-                .capacity_bytes
-                .map_or_else(String::new, |c| format!(
-                    ", capacity {}",
-                    format_bytes(c as i64)
-                ))
-        )?;
-        writeln!(out, "  {:<16} {:>12} {:>12}", "", "recorded", "predicted")?;
-        let (r, p) = (&d.recorded, &d.predicted);
-        writeln!(
-            out,
-            "  {:<16} {:>12} {:>12} ({:+.1} %)",
-            "peak reserved",
-            format_bytes(r.peak_reserved_bytes as i64),
-            format_bytes(p.peak_reserved_bytes as i64),
-            (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                / (r.peak_reserved_bytes as f64).max(1.0)
-                * 100.0
-        )?;
-        for (what, a, b) in [
-            ("segment allocs", r.segment_allocs, p.segment_allocs),
-            ("segment frees", r.segment_frees, p.segment_frees),
-            ("ooms", r.ooms, p.ooms),
-        ] {
-            writeln!(out, "  {what:<16} {a:>12} {b:>12}")?;
-        }
-        writeln!(
-            out,
-            "  {:<16} {:>12} {:>12}",
-            "unused at peak",
-            format_bytes(r.peak_fragmentation_bytes as i64),
-            format_bytes(p.peak_fragmentation_bytes as i64)
-        )?;
-        writeln!(
-            out,
-            "  {:<16} {:>12} {:>12}",
-            "stalls",
-            "-",
-            p.stalls.unwrap_or(0)
-        )?;
-        match p.first_divergence_event {
-            None => writeln!(out, "  reserved bytes follow the file at every alloc")?,
-            Some(e) => writeln!(
-                out,
-                "  reserved bytes first differ from the file after event {e}"
-            )?,
-        }
-    }
+    print_whatif(&mut out, &devices)?;
     writeln!(
         out,
         "(the model follows expandable_segments and the recorded releases; {} are not modelled yet)",

@@ -119,7 +119,7 @@ enum Command {
         /// Device memory in bytes the allocator may reserve (default: unbounded).
         #[arg(long)]
         capacity: Option<u64>,
-        /// Try expandable segments switched and the recorded empty_cache() calls left out, one
+        /// Try expandable segments switched and the recorded `empty_cache()` calls left out, one
         /// by one and together (on every core), ranked by OOMs and predicted peak reserved.
         #[arg(long)]
         sweep: bool,
