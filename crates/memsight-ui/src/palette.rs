@@ -103,6 +103,8 @@ fn hsv(h: f32, s: f32, v: f32) -> Color32 {
 /// The two recordings of a comparison: A and B.
 pub const COMPARE_A: Color32 = Color32::from_rgb(40, 100, 200);
 pub const COMPARE_B: Color32 = Color32::from_rgb(220, 110, 20);
+/// The clicked call site's blocks on both charts of a comparison.
+pub const COMPARE_HIGHLIGHT: Color32 = Color32::from_rgb(200, 0, 120);
 /// Profiler curves: operator (PTA+GE) allocated, reserved, active; the process (APP); others.
 pub const CURVE_ALLOCATED: Color32 = Color32::from_rgb(40, 100, 200);
 pub const CURVE_RESERVED: Color32 = Color32::from_rgb(30, 30, 30);

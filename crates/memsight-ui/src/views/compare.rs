@@ -106,7 +106,13 @@ impl CompareDoc {
             failed: None,
             selected: None,
             highlight: [None, None],
-            charts: [LifecycleState::default(), LifecycleState::default()],
+            // One colour for the clicked call site on both charts (their palettes differ: each
+            // file numbers its stacks its own way).
+            charts: [(); 2].map(|()| {
+                let mut chart = LifecycleState::default();
+                chart.highlight_color = Some(palette::COMPARE_HIGHLIGHT);
+                chart
+            }),
             selections: [Selection::default(), Selection::default()],
             by_iteration: false,
         }

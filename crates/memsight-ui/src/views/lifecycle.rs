@@ -45,6 +45,9 @@ pub struct LifecycleState {
     /// The colour legend on the chart (call sites or categories).
     pub hide_legend: bool,
     pub show_internal_frames: bool,
+    /// The colour of highlighted bands (`None`: their own); the compare view gives both charts
+    /// one, so a call site reads the same in A and B.
+    pub highlight_color: Option<Color32>,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
     /// The view of the last frame: the layout is current when it has this key.
@@ -256,7 +259,16 @@ pub fn lifecycle_ui(
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
     if let Some(keep) = highlight {
-        paint_dimmed_except(&painter, data, device, laid, keep, chart_rect, &y_of);
+        let color = state.highlight_color;
+        paint_dimmed_except(
+            &painter,
+            data,
+            device,
+            (laid, color),
+            keep,
+            chart_rect,
+            &y_of,
+        );
     }
     if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
@@ -1135,14 +1147,15 @@ fn paint_dimmed_except(
     painter: &egui::Painter,
     data: &Prepared,
     device: usize,
-    laid: &Laid,
+    (laid, highlight_color): (&Laid, Option<Color32>),
     keep: &FxHashSet<LifetimeId>,
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
     painter.rect_filled(rect, 0.0, palette::DIM);
     for (r, id, merged) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
-        let color = data.band_color(device, id, laid.key.color_by);
+        let color =
+            highlight_color.unwrap_or_else(|| data.band_color(device, id, laid.key.color_by));
         // A merged run holds other blocks too: drawn paler than the blocks it is sure of.
         let color = if merged {
             color.gamma_multiply(0.5)
