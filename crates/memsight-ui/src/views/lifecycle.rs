@@ -259,16 +259,7 @@ pub fn lifecycle_ui(
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
     if let Some(keep) = highlight {
-        let color = state.highlight_color;
-        paint_dimmed_except(
-            &painter,
-            data,
-            device,
-            (laid, color),
-            keep,
-            chart_rect,
-            &y_of,
-        );
+        paint_dimmed_except(&painter, data, device, state, keep, chart_rect, &y_of);
     }
     if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
@@ -1147,11 +1138,13 @@ fn paint_dimmed_except(
     painter: &egui::Painter,
     data: &Prepared,
     device: usize,
-    (laid, highlight_color): (&Laid, Option<Color32>),
+    state: &LifecycleState,
     keep: &FxHashSet<LifetimeId>,
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
+    let Some(laid) = &state.laid else { return };
+    let highlight_color = state.highlight_color;
     painter.rect_filled(rect, 0.0, palette::DIM);
     for (r, id, merged) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
         let color =
