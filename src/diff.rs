@@ -276,23 +276,44 @@ fn verdict(d: &DeviceDiff) -> Option<String> {
     })
 }
 
-fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+/// The two recordings' names and the notes about the pairing.
+fn print_header(
+    out: &mut std::io::StdoutLock,
+    (a, b): (&str, &str),
+    notes: &[String],
+    markdown: bool,
+) -> Result<()> {
     if markdown {
-        writeln!(
-            out,
-            "## memsight diff\n\n- A: `{}`\n- B: `{}`\n",
-            result.a, result.b
-        )?;
+        writeln!(out, "## memsight diff\n\n- A: `{a}`\n- B: `{b}`\n")?;
     } else {
-        writeln!(out, "A: {}\nB: {}", result.a, result.b)?;
+        writeln!(out, "A: {a}\nB: {b}")?;
     }
-    for note in &result.notes {
+    for note in notes {
         writeln!(out, "note: {note}")?;
     }
     if !markdown {
         writeln!(out)?;
     }
+    Ok(())
+}
+
+/// A heading: Markdown's `#`s, or the text alone.
+fn heading(
+    out: &mut std::io::StdoutLock,
+    markdown: bool,
+    level: usize,
+    text: &str,
+) -> std::io::Result<()> {
+    if markdown {
+        writeln!(out, "{} {text}\n", "#".repeat(level))
+    } else {
+        writeln!(out, "{text}")
+    }
+}
+
+fn print_snapshots(result: &Diff, top: usize, markdown: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    print_header(&mut out, (&result.a, &result.b), &result.notes, markdown)?;
     for d in &result.devices {
         print_device(&mut out, d, top, markdown)?;
     }
@@ -306,15 +327,9 @@ fn print_device(
     top: usize,
     markdown: bool,
 ) -> Result<()> {
-    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
-        if markdown {
-            writeln!(out, "{} {text}\n", "#".repeat(level))
-        } else {
-            writeln!(out, "{text}")
-        }
-    };
     heading(
         out,
+        markdown,
         3,
         &format!("device {} (A) vs device {} (B)", d.device_a, d.device_b),
     )?;
@@ -337,7 +352,7 @@ fn print_device(
         })
         .collect();
     if !categories.is_empty() {
-        heading(out, 4, "at each peak, by category")?;
+        heading(out, markdown, 4, "at each peak, by category")?;
         print_table(out, &["category", "A", "B", "Δ"], &categories, markdown)?;
     }
     let only = |side| {
@@ -349,6 +364,7 @@ fn print_device(
     let shown = d.call_sites.len().min(top);
     heading(
         out,
+        markdown,
         4,
         &format!(
             "call sites by |Δ at peak|: {shown} of {} ({} only in A, {} only in B)",
@@ -416,21 +432,7 @@ fn profiler(
 
 fn print_profiler(result: &ProfilerDiff, top: usize, markdown: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    if markdown {
-        writeln!(
-            out,
-            "## memsight diff\n\n- A: `{}`\n- B: `{}`\n",
-            result.a, result.b
-        )?;
-    } else {
-        writeln!(out, "A: {}\nB: {}", result.a, result.b)?;
-    }
-    for note in &result.notes {
-        writeln!(out, "note: {note}")?;
-    }
-    if !markdown {
-        writeln!(out)?;
-    }
+    print_header(&mut out, (&result.a, &result.b), &result.notes, markdown)?;
     for r in &result.ranks {
         print_rank(&mut out, r, top, markdown)?;
     }
@@ -444,14 +446,12 @@ fn print_rank(
     top: usize,
     markdown: bool,
 ) -> Result<()> {
-    let heading = |out: &mut std::io::StdoutLock, level: usize, text: &str| {
-        if markdown {
-            writeln!(out, "{} {text}\n", "#".repeat(level))
-        } else {
-            writeln!(out, "{text}")
-        }
-    };
-    heading(out, 3, &format!("{} (A) vs {} (B)", r.rank_a, r.rank_b))?;
+    heading(
+        out,
+        markdown,
+        3,
+        &format!("{} (A) vs {} (B)", r.rank_a, r.rank_b),
+    )?;
     let n = |v: u64| v as i64;
     let mut rows: Vec<Vec<String>> = vec![
         Vec::from(quantity(
@@ -487,7 +487,7 @@ fn print_rank(
     }
     let curves = curve_rows(r);
     if !curves.is_empty() {
-        heading(out, 4, "curve peaks (memory_record.csv)")?;
+        heading(out, markdown, 4, "curve peaks (memory_record.csv)")?;
         print_table(
             out,
             &[
@@ -504,6 +504,7 @@ fn print_rank(
     let shown = r.operators.len().min(top);
     heading(
         out,
+        markdown,
         4,
         &format!("operators by |Δ at peak|: {shown} of {}", r.operators.len()),
     )?;

@@ -64,28 +64,7 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
     };
     let mut doc = Document::new(source.name(), path, prepared);
     if let Some(d) = options.device {
-        if !doc
-            .data
-            .loaded
-            .snapshot
-            .devices
-            .iter()
-            .any(|dev| dev.ordinal == d)
-        {
-            let known: Vec<String> = doc
-                .data
-                .loaded
-                .snapshot
-                .devices
-                .iter()
-                .map(|dev| dev.ordinal.to_string())
-                .collect();
-            return Err(format!(
-                "device {d} has no events or segments (devices: {})",
-                known.join(", ")
-            ));
-        }
-        doc.device = d;
+        show_device(&mut doc, d)?;
     }
     if let Some(e) = options.select_event {
         let i = doc
@@ -127,6 +106,20 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
     Ok(app)
 }
 
+/// Shows device `d` of `doc`; `Err` lists the devices there are.
+fn show_device(doc: &mut Document, d: u32) -> Result<(), String> {
+    let devices = &doc.data.loaded.snapshot.devices;
+    if !devices.iter().any(|dev| dev.ordinal == d) {
+        let known: Vec<String> = devices.iter().map(|dev| dev.ordinal.to_string()).collect();
+        return Err(format!(
+            "device {d} has no events or segments (devices: {})",
+            known.join(", ")
+        ));
+    }
+    doc.device = d;
+    Ok(())
+}
+
 /// An app showing the compare view of two snapshots (`memsight screenshot --view diff A B`):
 /// `options.device` on both sides, else each file's busiest device.
 pub fn prepared_compare(
@@ -149,17 +142,7 @@ pub fn prepared_compare(
         let path = source.path().map(std::path::Path::to_path_buf);
         let mut doc = Document::new(source.name(), path, prepared);
         if let Some(d) = options.device {
-            if !doc
-                .data
-                .loaded
-                .snapshot
-                .devices
-                .iter()
-                .any(|dev| dev.ordinal == d)
-            {
-                return Err(format!("{} has no device {d}", source.name()));
-            }
-            doc.device = d;
+            show_device(&mut doc, d).map_err(|e| format!("{}: {e}", source.name()))?;
         }
         docs.push(doc);
     }
