@@ -300,8 +300,8 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
                     doc.data[side].loaded.snapshot.devices[doc.device_indexes[side]].ordinal
                 );
                 ui.label(egui::RichText::new(name).strong());
-            // Room for the y axis' top label above the plot.
-            ui.add_space(6.0);
+                // Room for the y axis' top label above the plot.
+                ui.add_space(6.0);
                 let mut commands: Vec<Command> = Vec::new();
                 lifecycle_ui(
                     ui,
