@@ -423,29 +423,22 @@ struct WhatIfDevice {
     predicted: memsight_core::whatif::Outcome,
 }
 
+/// A count the model may not know (`None`: the capacity is unknown), as text.
+fn known(count: Option<u64>) -> String {
+    count.map_or_else(|| "n/a".to_string(), |c| c.to_string())
+}
+
 /// `whatif` as text: per device, recorded against predicted.
 fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
     for d in devices {
+        writeln!(out, "device {}: {}", d.device, d.settings.describe())?;
         writeln!(
             out,
-            "device {}: expandable_segments:{}{}{}",
-            d.device,
-            if d.settings.expandable_segments {
-                "True"
-            } else {
-                "False"
-            },
-            if d.settings.skip_releases {
-                ", without the recorded empty_cache() releases"
-            } else {
-                ""
-            },
-            d.settings
-                .capacity_bytes
-                .map_or_else(String::new, |c| format!(
-                    ", capacity {}",
-                    format_bytes(c as i64)
-                ))
+            "  capacity: {}",
+            d.settings.capacity_bytes.map_or_else(
+                || "unknown (no oom in the file; --capacity BYTES): OOMs and stalls are not predicted".to_string(),
+                |c| format_bytes(c as i64)
+            )
         )?;
         writeln!(out, "  {:<16} {:>12} {:>12}", "", "recorded", "predicted")?;
         let (r, p) = (&d.recorded, &d.predicted);
@@ -455,16 +448,16 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
             "peak reserved",
             format_bytes(r.peak_reserved_bytes as i64),
             format_bytes(p.peak_reserved_bytes as i64),
-            (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                / (r.peak_reserved_bytes as f64).max(1.0)
-                * 100.0
+            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes)
         )?;
         for (what, a, b) in [
             ("segment allocs", r.segment_allocs, p.segment_allocs),
             ("segment frees", r.segment_frees, p.segment_frees),
-            ("ooms", r.ooms, p.ooms),
         ] {
             writeln!(out, "  {what:<16} {a:>12} {b:>12}")?;
+        }
+        for (what, a, b) in [("stalls", r.stalls, p.stalls), ("ooms", r.ooms, p.ooms)] {
+            writeln!(out, "  {what:<16} {:>12} {:>12}", known(a), known(b))?;
         }
         writeln!(
             out,
@@ -472,13 +465,6 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
             "unused at peak",
             format_bytes(r.peak_fragmentation_bytes as i64),
             format_bytes(p.peak_fragmentation_bytes as i64)
-        )?;
-        writeln!(
-            out,
-            "  {:<16} {:>12} {:>12}",
-            "stalls",
-            "-",
-            p.stalls.unwrap_or(0)
         )?;
         match p.first_divergence_event {
             None => writeln!(out, "  reserved bytes follow the file at every alloc")?,
@@ -491,59 +477,60 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
     Ok(())
 }
 
+fn percent_change(predicted: u64, recorded: u64) -> f64 {
+    (predicted as f64 - recorded as f64) / (recorded as f64).max(1.0) * 100.0
+}
+
 /// `whatif --sweep` as text: per device, one line per setting tried, best first.
 fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
     let mut last = None;
+    let width = devices
+        .iter()
+        .map(|d| d.settings.describe().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("settings (best first)".len());
     for d in devices {
         if last != Some(d.device) {
             let r = &d.recorded;
             writeln!(
                 out,
-                "device {}: recorded peak reserved {}, {} segment allocs / maps, {} frees, {} OOMs",
+                "device {}: recorded peak reserved {}, {} segment allocs / maps, {} frees, {} stalls, {} OOMs; capacity {}",
                 d.device,
                 format_bytes(r.peak_reserved_bytes as i64),
                 r.segment_allocs,
                 r.segment_frees,
-                r.ooms
+                known(r.stalls),
+                known(r.ooms),
+                d.settings
+                    .capacity_bytes
+                    .map_or_else(|| "unknown".to_string(), |c| format_bytes(c as i64))
             )?;
             writeln!(
                 out,
-                "  {:<44} {:>10} {:>8} {:>7} {:>6} {:>5} {:>7} {:>10}",
-                "settings (best first)", "peak", "Δ", "allocs", "frees", "ooms", "stalls", "unused"
+                "  {:<width$} {:>10} {:>8} {:>7} {:>6} {:>6} {:>5} {:>10}",
+                "settings (best first)", "peak", "Δ", "allocs", "frees", "stalls", "ooms", "unused"
             )?;
             last = Some(d.device);
         }
-        let (r, p, s) = (&d.recorded, &d.predicted, &d.settings);
-        let name = format!(
-            "expandable_segments:{}{}",
-            if s.expandable_segments {
-                "True"
-            } else {
-                "False"
-            },
-            if s.skip_releases {
-                ", no empty_cache()"
-            } else {
-                ""
-            }
-        );
+        let (r, p) = (&d.recorded, &d.predicted);
         writeln!(
             out,
-            "  {name:<44} {:>10} {:>+7.1}% {:>7} {:>6} {:>5} {:>7} {:>10}",
+            "  {:<width$} {:>10} {:>+7.1}% {:>7} {:>6} {:>6} {:>5} {:>10}",
+            d.settings.describe(),
             format_bytes(p.peak_reserved_bytes as i64),
-            (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                / (r.peak_reserved_bytes as f64).max(1.0)
-                * 100.0,
+            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes),
             p.segment_allocs,
             p.segment_frees,
-            p.ooms,
-            p.stalls.unwrap_or(0),
+            known(p.stalls),
+            known(p.ooms),
             format_bytes(p.peak_fragmentation_bytes as i64)
         )?;
     }
     writeln!(
         out,
-        "(peak: predicted peak reserved, Δ against the recorded one; unused: reserved minus allocated at that peak)"
+        "(peak: predicted peak reserved, Δ against the recorded one; unused: reserved minus allocated at that peak; \
+         n/a: the capacity is unknown, give --capacity BYTES)"
     )?;
     Ok(())
 }
@@ -555,32 +542,32 @@ pub fn whatif(
     (no_empty_cache, capacity, sweep): (bool, Option<u64>, bool),
     json: bool,
 ) -> Result<()> {
-    use memsight_core::whatif::{self, Settings};
+    use memsight_core::whatif::{self, Change, Recording, Settings};
     // Settings are checked before the file is read: a typo costs nothing.
-    let mut changes = Settings::default();
-    let mut expandable_set = None;
+    let mut changes = Vec::new();
     for key_value in set {
-        changes.set(key_value).map_err(input)?;
-        if key_value.trim_start().starts_with("expandable_segments") {
-            expandable_set = Some(changes.expandable_segments);
-        }
+        changes.extend(Change::parse_all(key_value).map_err(input)?);
     }
     let loaded = open(file)?;
     let mut devices = Vec::new();
-    for (dev, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
+    for (i, dev) in loaded.snapshot.devices.iter().enumerate() {
         if dev.trace.is_empty() || device.is_some_and(|d| d != dev.ordinal) {
             continue;
         }
-        let settings = Settings {
-            expandable_segments: expandable_set.unwrap_or_else(|| whatif::recorded_expandable(dev)),
-            skip_releases: no_empty_cache,
-            capacity_bytes: capacity,
-        };
-        let recorded = whatif::recorded(dev, replay);
+        let recording = Recording::of(&loaded, i);
+        let mut settings = Settings::recorded(&recording);
+        for change in &changes {
+            settings.apply(change);
+        }
+        settings.skip_releases |= no_empty_cache;
+        if capacity.is_some() {
+            settings.capacity_bytes = capacity;
+        }
+        let recorded = whatif::recorded(&recording);
         let tried = if sweep {
-            whatif::sweep(dev, replay, &settings)
+            whatif::sweep(&recording, &settings)
         } else {
-            vec![(settings, whatif::predict(dev, replay, &settings))]
+            vec![(settings, whatif::predict(&recording, &settings))]
         };
         for (settings, predicted) in tried {
             devices.push(WhatIfDevice {
@@ -615,14 +602,9 @@ pub fn whatif(
     let mut out = std::io::stdout().lock();
     if sweep {
         print_sweep(&mut out, &devices)?;
-        return Ok(());
+    } else {
+        print_whatif(&mut out, &devices)?;
     }
-    print_whatif(&mut out, &devices)?;
-    writeln!(
-        out,
-        "(the model follows expandable_segments and the recorded releases; {} are not modelled yet)",
-        whatif::UNMODELLED_KEYS.join(", ")
-    )?;
     Ok(())
 }
 

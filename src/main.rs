@@ -108,7 +108,7 @@ enum Command {
         #[arg(
             long = "set",
             value_name = "KEY:VALUE",
-            help = "An allocator setting to change, KEY:VALUE (expandable_segments:True); repeatable"
+            help = "An allocator setting to change, KEY:VALUE as in PYTORCH_CUDA_ALLOC_CONF (expandable_segments:True, max_split_size_mb:128, roundup_power2_divisions:4, garbage_collection_threshold:0.8; several with commas); repeatable. The rest stays as the file recorded it"
         )]
         set: Vec<String>,
         #[arg(
@@ -116,11 +116,14 @@ enum Command {
             help = "Replay without the recorded releases of cached segments (the program's empty_cache() calls)"
         )]
         no_empty_cache: bool,
-        /// Device memory in bytes the allocator may reserve (default: unbounded).
+        /// Device memory in bytes the allocator may reserve (default: what the file's `oom` entry
+        /// says, else unknown: then OOMs and stalls are not predicted).
         #[arg(long)]
         capacity: Option<u64>,
-        /// Try expandable segments switched and the recorded `empty_cache()` calls left out, one
-        /// by one and together (on every core), ranked by OOMs and predicted peak reserved.
+        /// Try the common settings one by one and in pairs (expandable segments, max_split_size_mb
+        /// 128 / 512, roundup_power2_divisions 4, the recorded `empty_cache()` calls left out, and
+        /// garbage_collection_threshold where the capacity is known), on every core, ranked by
+        /// OOMs, predicted peak reserved and stalls.
         #[arg(long)]
         sweep: bool,
         /// Print JSON instead of text.

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use memsight_core::whatif::{self, Settings};
+use memsight_core::whatif::{self, Recording, Settings};
 
 fn main() {
     let mut files: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
@@ -38,24 +38,18 @@ fn main() {
         let name = path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        for (device, replay) in loaded.snapshot.devices.iter().zip(&loaded.replays) {
+        for (i, device) in loaded.snapshot.devices.iter().enumerate() {
             if device.trace.is_empty() {
                 continue;
             }
-            let settings = Settings {
-                expandable_segments: whatif::recorded_expandable(device),
-                ..Settings::default()
-            };
-            let recorded = whatif::recorded(device, replay);
-            let predicted = whatif::predict(device, replay, &settings);
+            let recording = Recording::of(&loaded, i);
+            let settings = Settings::recorded(&recording);
+            let recorded = whatif::recorded(&recording);
+            let predicted = whatif::predict(&recording, &settings);
             println!(
                 "| {name} | {} | {} | {} / {} ({:+.1} %) | {} / {} | {} / {} |",
                 device.ordinal,
-                if settings.expandable_segments {
-                    "expandable"
-                } else {
-                    "default"
-                },
+                settings.describe(),
                 mib(recorded.peak_reserved_bytes),
                 mib(predicted.peak_reserved_bytes),
                 percent(predicted.peak_reserved_bytes, recorded.peak_reserved_bytes),
@@ -92,8 +86,8 @@ fn cross_check() {
         skip_releases: true,
         ..Settings::default()
     };
-    let predicted = whatif::predict(&plain.snapshot.devices[0], &plain.replays[0], &settings);
-    let recorded = whatif::recorded(&expandable.snapshot.devices[0], &expandable.replays[0]);
+    let predicted = whatif::predict(&Recording::of(&plain, 0), &settings);
+    let recorded = whatif::recorded(&Recording::of(&expandable, 0));
     println!(
         "\ncross-check: npu_snapshot_with_empty_cache.pkl with expandable segments and no releases \
          predicts {} peak reserved and {} segment_map; npu_snapshot_expandable.pkl recorded {} ({:+.1} %) and {}",

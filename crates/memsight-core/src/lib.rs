@@ -2,6 +2,7 @@
 //!
 //! Nothing here draws: the UI crate and the command line build on these types.
 
+pub mod allocator;
 pub mod category;
 pub mod detect;
 pub mod diff;

@@ -1,38 +1,336 @@
-//! What if (issue 13, first part): the trace's requests replayed through the caching-allocator
-//! model of `gen::allocator`, under the recorded settings or others, and what the model predicts
-//! next to what the file recorded. Fidelity first: with the recorded settings the prediction must
-//! match the file before any other setting's prediction can be trusted.
+//! What if: the trace's requests replayed through the caching-allocator model (`allocator`),
+//! under the recorded settings or others, and what the model predicts next to what the file
+//! recorded. Fidelity first: with the recorded settings the prediction must match the file before
+//! any other setting's prediction can be trusted (`tests/whatif.rs`: every fixture does).
 //!
 //! Replayed: the pool before the trace (the reverse replay's segments and blocks, seeded as they
 //! were, each in the pool its `segment_type` names), every `alloc` and `free_completed` (matched
-//! by address), and each burst of recorded `segment_free` / `segment_unmap` as one release of the
-//! cached segments (the program's `empty_cache()`, or the allocator's own free-and-retry).
-//! `torch_npu`'s 32-byte padding of every request is applied where the file's blocks show it
-//! (`request_padding_bytes`). Every fixture replays as recorded (peak reserved and segment
-//! counts; `tests/whatif.rs`). Not modelled yet: `max_split_size_mb`,
-//! `roundup_power2_divisions`, `garbage_collection_threshold`, the device's capacity (the model
-//! grows without bound unless one is given), private pools.
+//! by address), and each run of recorded `segment_free` / `segment_unmap` that the program asked
+//! for (`empty_cache()`) as one release of the cached segments. A run the allocator made itself
+//! (a stall: a request waited on it) is the model's to make where the device's capacity is known;
+//! where it is not, the model cannot run out of memory, so the recorded stall is replayed as a
+//! release instead. `torch_npu`'s 32-byte padding of every request is applied where the file's
+//! blocks show it (`request_padding_bytes`).
+//!
+//! An `oom` entry is the request that failed: it is replayed as one, and under other settings it
+//! may fit (then it stays allocated: the file cannot say when the program would have freed it).
+//!
+//! The capacity: `--capacity`, else what the file shows (`capacity_from_file`: an `oom` entry,
+//! or a stall), else unknown: then the model grows without bound, predicts no OOM and no stall,
+//! and garbage collection (which needs a memory fraction) does nothing.
+
+use std::fmt::Write as _;
 
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-use crate::r#gen::allocator::{ActionCounts, Allocator, PoolKind};
-use crate::model::{Action, BlockState, Device, SegmentType};
-use crate::replay::DeviceReplay;
+use crate::allocator::{ActionCounts, Allocator, Config, PoolKind, ROUNDUP_INTERVALS};
+use crate::detect::stall::{ReleaseBurst, release_bursts};
+use crate::model::{Action, BlockState, Device, SegmentType, SettingValue, Snapshot};
+use crate::replay::{DeviceReplay, PoolBlock, PoolSegment, PoolState, Totals};
 
 /// `torch_npu`'s padding of every request (`AddPadSize()`, `NPUCachingAllocator.cpp`).
 const NPU_PAD_BYTES: u64 = 32;
 /// Where the model's address space starts (any value; addresses are mapped).
 const MODEL_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
+/// The model's capacity when none is known.
+const UNBOUNDED_BYTES: u64 = u64::MAX / 4;
+const MIB: u64 = 1 << 20;
+/// `max_split_size_mb` must be above `kLargeBuffer` (20 MiB).
+const MAX_SPLIT_MIN_MB: u64 = 20;
+
+/// One recorded device: what a replay reads.
+#[derive(Clone, Copy)]
+pub struct Recording<'a> {
+    pub snapshot: &'a Snapshot,
+    pub device: &'a Device,
+    pub replay: &'a DeviceReplay,
+}
+
+impl<'a> Recording<'a> {
+    /// The `index`-th device of `loaded` (in the order of `snapshot.devices`).
+    pub fn of(loaded: &'a crate::Loaded, index: usize) -> Self {
+        Self {
+            snapshot: &loaded.snapshot,
+            device: &loaded.snapshot.devices[index],
+            replay: &loaded.replays[index],
+        }
+    }
+}
+
+/// `roundup_power2_divisions`, one value per power-of-two interval from 1 MiB (0 or 1: plain
+/// 512-byte rounding). JSON: one number when every interval has the same, else the 16.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Divisions(pub [u32; ROUNDUP_INTERVALS]);
+
+impl Divisions {
+    fn uniform(&self) -> Option<u32> {
+        self.0.iter().all(|&d| d == self.0[0]).then_some(self.0[0])
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.iter().any(|&d| d > 1)
+    }
+}
+
+impl Serialize for Divisions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.uniform() {
+            Some(d) => s.serialize_u32(d),
+            None => self.0.serialize(s),
+        }
+    }
+}
 
 /// The allocator settings a replay runs under.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Settings {
     pub expandable_segments: bool,
-    /// Replay the recorded releases of cached segments (`empty_cache()` calls and stalls).
+    /// `None`: not set (blocks of any size are split).
+    pub max_split_size_mb: Option<u64>,
+    pub roundup_power2_divisions: Divisions,
+    /// `None`: off.
+    pub garbage_collection_threshold: Option<f64>,
+    /// Leave out the recorded releases the program asked for (its `empty_cache()` calls).
     pub skip_releases: bool,
-    /// Device memory the allocator may reserve; `None`: unbounded.
+    /// Device memory the allocator may reserve; `None`: unknown (unbounded).
     pub capacity_bytes: Option<u64>,
+}
+
+/// One `KEY:VALUE` of an allocator configuration, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Change {
+    ExpandableSegments(bool),
+    MaxSplitSizeMb(Option<u64>),
+    RoundupPower2Divisions(Divisions),
+    GarbageCollectionThreshold(Option<f64>),
+}
+
+/// The `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_NPU_ALLOC_CONF` keys the model follows.
+pub const MODELLED_KEYS: [&str; 4] = [
+    "expandable_segments",
+    "max_split_size_mb",
+    "roundup_power2_divisions",
+    "garbage_collection_threshold",
+];
+
+/// Splits `a:1,b:[x:1,y:2]` at the commas outside brackets.
+fn split_entries(text: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+/// `roundup_power2_divisions`: one power of two for every size, or per interval as in
+/// `[256:1,512:2,>:8]` (sizes in MiB, powers of two; each value holds from the previous interval
+/// up to its own, the first one from 0, `>` for every size above the last).
+fn parse_divisions(value: &str) -> Result<Divisions, String> {
+    let division = |text: &str| -> Result<u32, String> {
+        match text.trim().parse::<u32>() {
+            Ok(d) if d == 0 || d.is_power_of_two() => Ok(d),
+            _ => Err(format!(
+                "roundup_power2_divisions takes a power of two (1, 2, 4, 8 …), not {text:?}"
+            )),
+        }
+    };
+    let Some(list) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) else {
+        return Ok(Divisions([division(value)?; ROUNDUP_INTERVALS]));
+    };
+    let mut out = [0; ROUNDUP_INTERVALS];
+    let mut last = None;
+    for entry in list.split(',') {
+        let Some((size, d)) = entry.split_once(':') else {
+            return Err(format!(
+                "roundup_power2_divisions entry {entry:?} is not SIZE_MB:DIVISIONS (e.g. [256:1,512:2,>:8])"
+            ));
+        };
+        let d = division(d)?;
+        if size.trim() == ">" {
+            let from = last.map_or(0, |l: usize| l + 1);
+            out[from..].fill(d);
+            continue;
+        }
+        let mb = match size.trim().parse::<u64>() {
+            Ok(mb) if mb.is_power_of_two() => mb,
+            _ => {
+                return Err(format!(
+                    "roundup_power2_divisions: the interval {size:?} is not a power of two in MiB (1, 2, … 32768)"
+                ));
+            }
+        };
+        let index = (mb.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
+        let from = last.map_or(0, |l| l + 1);
+        if from <= index {
+            out[from..=index].fill(d);
+        }
+        last = Some(index);
+    }
+    Ok(Divisions(out))
+}
+
+impl Change {
+    /// Every `KEY:VALUE` of `text` (one, or a whole `PYTORCH_CUDA_ALLOC_CONF` with commas); the
+    /// error names what is valid.
+    pub fn parse_all(text: &str) -> Result<Vec<Change>, String> {
+        split_entries(text).into_iter().map(Self::parse).collect()
+    }
+
+    fn parse(key_value: &str) -> Result<Change, String> {
+        let Some((key, value)) = key_value.split_once(':') else {
+            return Err(format!(
+                "{key_value:?} is not KEY:VALUE (e.g. expandable_segments:True)"
+            ));
+        };
+        let value = value.trim();
+        match key.trim() {
+            "expandable_segments" => match value {
+                "True" | "true" | "1" => Ok(Change::ExpandableSegments(true)),
+                "False" | "false" | "0" => Ok(Change::ExpandableSegments(false)),
+                other => Err(format!(
+                    "expandable_segments takes True or False, not {other:?}"
+                )),
+            },
+            "max_split_size_mb" => match value.parse::<u64>() {
+                Ok(mb) if mb > MAX_SPLIT_MIN_MB => Ok(Change::MaxSplitSizeMb(Some(mb))),
+                _ if value.eq_ignore_ascii_case("none") => Ok(Change::MaxSplitSizeMb(None)),
+                _ => Err(format!(
+                    "max_split_size_mb takes a whole number of MiB above {MAX_SPLIT_MIN_MB} \
+                     (e.g. 128), or none; not {value:?}"
+                )),
+            },
+            "garbage_collection_threshold" => match value.parse::<f64>() {
+                Ok(t) if t > 0.0 && t < 1.0 => Ok(Change::GarbageCollectionThreshold(Some(t))),
+                Ok(t) if t == 0.0 => Ok(Change::GarbageCollectionThreshold(None)),
+                _ => Err(format!(
+                    "garbage_collection_threshold takes a fraction between 0 and 1 (e.g. 0.8), \
+                     not {value:?}"
+                )),
+            },
+            "roundup_power2_divisions" => {
+                parse_divisions(value).map(Change::RoundupPower2Divisions)
+            }
+            other => Err(format!(
+                "unknown allocator setting {other:?} (the replay follows: {})",
+                MODELLED_KEYS.join(", ")
+            )),
+        }
+    }
+}
+
+impl Settings {
+    /// The settings `recording` was made under, as far as the file says: its
+    /// `allocator_settings` (`CUDA`, `PyTorch` ≥ 2.3), expandable segments seen in the trace or
+    /// the pool, and the capacity an `oom` entry gives.
+    pub fn recorded(recording: &Recording) -> Settings {
+        let mut s = Settings {
+            expandable_segments: recorded_expandable(recording.device),
+            capacity_bytes: capacity_from_file(recording).map(|c| c.bytes),
+            ..Settings::default()
+        };
+        for (key, value) in &recording.snapshot.allocator_settings {
+            match (key.as_str(), value) {
+                ("expandable_segments", SettingValue::Bool(true)) => s.expandable_segments = true,
+                ("max_split_size", SettingValue::Int(bytes)) if *bytes > 0 => {
+                    let bytes = *bytes as u64;
+                    // `SIZE_MAX` (no limit) can arrive as a huge number.
+                    if bytes < 1 << 50 {
+                        s.max_split_size_mb = Some(bytes / MIB);
+                    }
+                }
+                ("garbage_collection_threshold", SettingValue::Float(t)) if *t > 0.0 => {
+                    s.garbage_collection_threshold = Some(*t);
+                }
+                ("roundup_power2_divisions", SettingValue::Map(per_mb)) => {
+                    for (mb, d) in per_mb {
+                        if let (Ok(mb), Ok(d)) = (mb.parse::<u64>(), u32::try_from(*d))
+                            && mb.is_power_of_two()
+                        {
+                            let i = (mb.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
+                            s.roundup_power2_divisions.0[i] = d;
+                        }
+                    }
+                }
+                ("roundup_power2_divisions", SettingValue::Int(d)) => {
+                    s.roundup_power2_divisions = Divisions([*d as u32; ROUNDUP_INTERVALS]);
+                }
+                _ => {}
+            }
+        }
+        s
+    }
+
+    pub fn apply(&mut self, change: &Change) {
+        match *change {
+            Change::ExpandableSegments(on) => self.expandable_segments = on,
+            Change::MaxSplitSizeMb(mb) => self.max_split_size_mb = mb,
+            Change::RoundupPower2Divisions(d) => self.roundup_power2_divisions = d,
+            Change::GarbageCollectionThreshold(t) => self.garbage_collection_threshold = t,
+        }
+    }
+
+    /// These settings as `PYTORCH_CUDA_ALLOC_CONF` would write them (the keys that are set),
+    /// and a word on the replay's own options.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "expandable_segments:{}",
+            if self.expandable_segments {
+                "True"
+            } else {
+                "False"
+            }
+        );
+        if let Some(mb) = self.max_split_size_mb {
+            let _ = write!(out, ",max_split_size_mb:{mb}");
+        }
+        if self.roundup_power2_divisions.is_set() {
+            match self.roundup_power2_divisions.uniform() {
+                Some(d) => {
+                    let _ = write!(out, ",roundup_power2_divisions:{d}");
+                }
+                None => {
+                    let per: Vec<String> = self
+                        .roundup_power2_divisions
+                        .0
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| format!("{}:{d}", 1u64 << i))
+                        .collect();
+                    let _ = write!(out, ",roundup_power2_divisions:[{}]", per.join(","));
+                }
+            }
+        }
+        if let Some(t) = self.garbage_collection_threshold {
+            let _ = write!(out, ",garbage_collection_threshold:{t}");
+        }
+        if self.skip_releases {
+            out.push_str(" (no empty_cache)");
+        }
+        out
+    }
+
+    fn config(&self, pad_bytes: u64) -> Config {
+        Config {
+            expandable_segments: self.expandable_segments,
+            max_split_size_bytes: self.max_split_size_mb.map(|mb| mb * MIB),
+            roundup_power2_divisions: self.roundup_power2_divisions.0,
+            garbage_collection_threshold: self.garbage_collection_threshold,
+            pad_bytes,
+        }
+    }
 }
 
 /// What a run did, recorded or predicted.
@@ -43,64 +341,23 @@ pub struct Outcome {
     pub segment_allocs: u64,
     /// `segment_free`s, or `segment_unmap`s.
     pub segment_frees: u64,
-    pub ooms: u64,
+    /// Free-and-retry bursts: a failed device allocation made the allocator release cached
+    /// segments. Predicted: `None` where the capacity is unknown (the model cannot run out).
+    pub stalls: Option<u64>,
+    /// Bytes those bursts released.
+    pub stall_released_bytes: Option<u64>,
+    /// Predicted: `None` where the capacity is unknown.
+    pub ooms: Option<u64>,
     /// Reserved minus allocated bytes when reserved peaked: what the cache held unused then.
     pub peak_fragmentation_bytes: u64,
-    /// Free-and-retry bursts (a failed device allocation released the cache): the model's own;
-    /// `None` for what the file recorded (not counted from the trace here; `analyze` reports
-    /// the recorded stalls).
-    pub stalls: Option<u64>,
     /// The first `alloc` after which the model's reserved bytes differ from the recorded ones
     /// (`None`: never, or for what the file recorded).
     pub first_divergence_event: Option<u32>,
 }
 
-/// The `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_NPU_ALLOC_CONF` keys the model follows.
-pub const MODELLED_KEYS: [&str; 1] = ["expandable_segments"];
-/// Keys the allocators know that the model does not follow yet.
-pub const UNMODELLED_KEYS: [&str; 3] = [
-    "max_split_size_mb",
-    "garbage_collection_threshold",
-    "roundup_power2_divisions",
-];
-
-impl Settings {
-    /// Applies one `KEY:VALUE` (as in `PYTORCH_CUDA_ALLOC_CONF`); the error says what is valid.
-    pub fn set(&mut self, key_value: &str) -> Result<(), String> {
-        let Some((key, value)) = key_value.split_once(':') else {
-            return Err(format!(
-                "{key_value:?} is not KEY:VALUE (e.g. expandable_segments:True)"
-            ));
-        };
-        match key.trim() {
-            "expandable_segments" => {
-                self.expandable_segments = match value.trim() {
-                    "True" | "true" | "1" => true,
-                    "False" | "false" | "0" => false,
-                    other => {
-                        return Err(format!(
-                            "expandable_segments takes True or False, not {other:?}"
-                        ));
-                    }
-                };
-                Ok(())
-            }
-            key if UNMODELLED_KEYS.contains(&key) => Err(format!(
-                "{key} is not modelled yet (keys the replay follows: {})",
-                MODELLED_KEYS.join(", ")
-            )),
-            other => Err(format!(
-                "unknown allocator setting {other:?} (keys the replay follows: {}; known but not \
-                 modelled yet: {})",
-                MODELLED_KEYS.join(", "),
-                UNMODELLED_KEYS.join(", ")
-            )),
-        }
-    }
-}
-
-/// What the file recorded for `device`.
-pub fn recorded(device: &Device, replay: &DeviceReplay) -> Outcome {
+/// What the file recorded for the device.
+pub fn recorded(recording: &Recording) -> Outcome {
+    let (device, replay) = (recording.device, recording.replay);
     let count = |wanted: &[Action]| {
         device
             .trace
@@ -118,13 +375,18 @@ pub fn recorded(device: &Device, replay: &DeviceReplay) -> Outcome {
             .find(|&i| device.trace.action[i] == Action::Alloc)
     });
     let at_peak = replay.totals_after(after_alloc.map(|i| i as u32).or(peak.event));
+    let stalls: Vec<_> = release_bursts(recording.snapshot, device)
+        .into_iter()
+        .filter(ReleaseBurst::is_stall)
+        .collect();
     Outcome {
         peak_reserved_bytes: replay.peak_reserved.bytes.max(0) as u64,
         segment_allocs: count(&[Action::SegmentAlloc, Action::SegmentMap]),
         segment_frees: count(&[Action::SegmentFree, Action::SegmentUnmap]),
-        ooms: count(&[Action::Oom]),
+        stalls: Some(stalls.len() as u64),
+        stall_released_bytes: Some(stalls.iter().map(|b| b.freed_bytes).sum()),
+        ooms: Some(count(&[Action::Oom])),
         peak_fragmentation_bytes: (at_peak.reserved_bytes - at_peak.allocated_bytes).max(0) as u64,
-        stalls: None,
         first_divergence_event: None,
     }
 }
@@ -134,6 +396,44 @@ pub fn recorded(device: &Device, replay: &DeviceReplay) -> Outcome {
 pub fn recorded_expandable(device: &Device) -> bool {
     device.trace.action.contains(&Action::SegmentMap)
         || device.segments.iter().any(|s| s.is_expandable)
+}
+
+/// The device memory the allocator could have, where the file says, and how it says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub bytes: u64,
+    pub source: String,
+}
+
+/// The capacity the file shows: at the first `oom`, what was reserved plus the free bytes the
+/// driver reported; else, where the allocator stalled (a device allocation failed), just under
+/// the smallest reserved + segment that failed, if that is no lower than the peak reserved.
+pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
+    let (device, replay) = (recording.device, recording.replay);
+    let reserved = |event: usize| replay.reserved_bytes().get(event).map(|&r| r.max(0) as u64);
+    if let Some(&(event, free)) = device.trace.oom_device_free_bytes.first() {
+        return Some(Capacity {
+            bytes: reserved(event as usize)? + free,
+            source: format!("the oom at event {event}: reserved then plus the device's free bytes"),
+        });
+    }
+    let peak = replay.peak_reserved.bytes.max(0) as u64;
+    release_bursts(recording.snapshot, device)
+        .into_iter()
+        .filter_map(|b| {
+            let retry = b.retry_event?;
+            (device.trace.action[retry] != Action::Oom).then_some(())?;
+            let before = b.first_event.checked_sub(1).map_or(Some(0), reserved)?;
+            Some((before + device.trace.size_bytes[retry], b.first_event))
+        })
+        .min()
+        .map(|(failed, event)| Capacity {
+            bytes: failed - crate::allocator::MIN_BLOCK_BYTES,
+            source: format!(
+                "the stall at event {event}: just under the reserved bytes plus the segment that did not fit"
+            ),
+        })
+        .filter(|c| c.bytes >= peak)
 }
 
 /// The padding the allocator adds to every request, as the file shows it: `torch_npu` adds 32
@@ -162,19 +462,107 @@ fn request_padding_bytes(device: &Device) -> u64 {
     }
 }
 
-/// The trace of `device` replayed through the allocator model under `settings`.
-pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> Outcome {
-    let capacity = settings.capacity_bytes.unwrap_or(u64::MAX / 4);
-    let mut model = Allocator::new(
+/// A prediction with the model's reserved bytes after every trace event.
+#[derive(Clone, Debug, Default)]
+pub struct Prediction {
+    pub outcome: Outcome,
+    /// Per trace event, the model's reserved bytes after it.
+    pub reserved_bytes: Vec<u64>,
+}
+
+/// The trace of the device replayed through the allocator model under `settings`.
+pub fn predict(recording: &Recording, settings: &Settings) -> Outcome {
+    run(recording, settings, usize::MAX, |_, _| true).0
+}
+
+/// [`predict`], with the model's reserved bytes after every event.
+pub fn predict_curve(recording: &Recording, settings: &Settings) -> Prediction {
+    let mut reserved_bytes = Vec::with_capacity(recording.device.trace.len());
+    let outcome = run(recording, settings, usize::MAX, |_, model| {
+        reserved_bytes.push(model.reserved_bytes);
+        true
+    })
+    .0;
+    Prediction {
+        outcome,
+        reserved_bytes,
+    }
+}
+
+/// The model's pool after event `event` (`None`: before the first) under `settings`, in the
+/// model's own addresses; blocks are linked to the file's lifetimes where the tensor is the same.
+pub fn predicted_pool_after(
+    recording: &Recording,
+    settings: &Settings,
+    event: Option<u32>,
+) -> PoolState {
+    let events = event.map_or(0, |e| e as usize + 1);
+    let (_, model, addresses) = run(recording, settings, events, |_, _| true);
+    let lifetime_of: FxHashMap<u64, u64> = addresses
+        .iter()
+        .map(|(&recorded, &modelled)| (modelled, recorded))
+        .collect();
+    let live = recording.replay.pool_after(recording.device, event);
+    let lifetimes: FxHashMap<u64, _> = live
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter_map(|b| b.lifetime.map(|l| (b.address, l)))
+        .collect();
+    let segments = model
+        .segments
+        .iter()
+        .filter(|(_, s)| s.size > 0)
+        .map(|(&address, s)| PoolSegment {
+            address,
+            total_size_bytes: s.size,
+            stream: u32::try_from(s.stream).unwrap_or(0),
+            pool: 0,
+            is_expandable: s.expandable,
+            blocks: s
+                .blocks
+                .iter()
+                .map(|(&at, b)| PoolBlock {
+                    address: at,
+                    size_bytes: b.size,
+                    requested_size_bytes: b.requested,
+                    state: if b.allocated {
+                        BlockState::ActiveAllocated
+                    } else {
+                        BlockState::Inactive
+                    },
+                    size_exact: true,
+                    lifetime: lifetime_of
+                        .get(&at)
+                        .and_then(|recorded| lifetimes.get(recorded).copied()),
+                })
+                .collect(),
+        })
+        .collect();
+    PoolState {
+        event,
+        totals: Totals {
+            allocated_bytes: model.allocated_bytes as i64,
+            active_bytes: model.allocated_bytes as i64,
+            reserved_bytes: model.reserved_bytes as i64,
+        },
+        segments,
+        unplaced_blocks: Vec::new(),
+    }
+}
+
+/// The model seeded with the pool before the trace; and the recorded → model addresses of the
+/// blocks live then.
+fn seeded_model(recording: &Recording, settings: &Settings) -> (Allocator, FxHashMap<u64, u64>) {
+    let (device, replay) = (recording.device, recording.replay);
+    let mut model = Allocator::with_config(
         MODEL_BASE_ADDRESS,
-        capacity,
-        settings.expandable_segments,
+        settings.capacity_bytes.unwrap_or(UNBOUNDED_BYTES),
+        settings.config(request_padding_bytes(device)),
         0,
         0,
     );
-    model.pad_bytes = request_padding_bytes(device);
-    // Recorded address → the model's address for the same tensor. The pool before the trace
-    // (from the reverse replay) is seeded as it was, at its own addresses, in the pool the file
+    // The pool before the trace is seeded as it was, at its own addresses, in the pool the file
     // says its segment is in.
     let mut addresses: FxHashMap<u64, u64> = FxHashMap::default();
     for seg in replay.pool_after(device, None).segments {
@@ -209,25 +597,50 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
             &blocks,
         );
     }
+    (model, addresses)
+}
+
+/// Replays the first `events` events of the trace, calling `observe` after each (it returns
+/// whether to go on); the outcome, the model then, and the recorded → model addresses of the
+/// blocks it holds.
+fn run(
+    recording: &Recording,
+    settings: &Settings,
+    events: usize,
+    mut observe: impl FnMut(usize, &Allocator) -> bool,
+) -> (Outcome, Allocator, FxHashMap<u64, u64>) {
+    let (device, replay) = (recording.device, recording.replay);
+    let (mut model, mut addresses) = seeded_model(recording, settings);
+    let trace = &device.trace;
     // What the model did to hold the blocks from before the trace is not part of the trace.
     let (before, reserved_before) = (model.counts, model.reserved_bytes);
     model.peak_reserved_bytes = reserved_before;
-    let trace = &device.trace;
-    let mut releasing = false;
+    // Which recorded releases to replay, by their first event.
+    let capacity_known = settings.capacity_bytes.is_some();
+    let mut releases = vec![false; trace.len()];
+    for burst in release_bursts(recording.snapshot, device) {
+        let replayed = if burst.is_stall() {
+            !capacity_known
+        } else {
+            !settings.skip_releases
+        };
+        releases[burst.first_event] = replayed;
+    }
     let recorded_reserved = replay.reserved_bytes();
     let mut first_divergence_event = None;
     let mut peak_fragmentation_bytes = reserved_before.saturating_sub(model.allocated_bytes);
     let mut peak_seen = reserved_before;
-    for i in 0..trace.len() {
-        let (addr, size, stream) = (trace.addr[i], trace.size_bytes[i], trace.stream[i]);
-        let release = matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
-        if release && !releasing && !settings.skip_releases {
+    let end = events.min(trace.len());
+    let stalls_before = model.stalls.len();
+    for i in 0..end {
+        let (addr, size) = (trace.addr[i], trace.size_bytes[i]);
+        let stream = i128::from(trace.stream[i]);
+        if releases[i] {
             model.release_cached(None);
         }
-        releasing = release;
         match trace.action[i] {
             Action::Alloc => {
-                if let Some(at) = model.malloc(size, i128::from(stream), None) {
+                if let Some(at) = model.malloc(size, stream, None) {
                     addresses.insert(addr, at);
                 }
                 if first_divergence_event.is_none()
@@ -243,6 +656,10 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
                         model.reserved_bytes.saturating_sub(model.allocated_bytes);
                 }
             }
+            // The request that failed: under other settings it may fit, and then it lives on.
+            Action::Oom => {
+                model.malloc(size, stream, None);
+            }
             Action::FreeCompleted => {
                 if let Some(at) = addresses.remove(&addr) {
                     model.free(at);
@@ -250,25 +667,74 @@ pub fn predict(device: &Device, replay: &DeviceReplay, settings: &Settings) -> O
             }
             _ => {}
         }
+        if !observe(i, &model) {
+            break;
+        }
     }
-    Outcome {
+    let stalls = &model.stalls[stalls_before..];
+    let outcome = Outcome {
         peak_fragmentation_bytes,
-        stalls: Some(model.stalls.len() as u64),
+        stalls: capacity_known.then_some(stalls.len() as u64),
+        stall_released_bytes: capacity_known.then(|| {
+            stalls
+                .iter()
+                .map(|s| s.reserved_before_bytes - s.reserved_after_bytes)
+                .sum()
+        }),
         first_divergence_event,
-        ..outcome(&model.counts, &before, model.peak_reserved_bytes)
-    }
+        ..outcome(
+            &model.counts,
+            &before,
+            model.peak_reserved_bytes,
+            capacity_known,
+        )
+    };
+    (outcome, model, addresses)
 }
 
-/// The settings a sweep tries for a device recorded under `base`: `base` itself, then
-/// expandable segments switched, the recorded `empty_cache()` releases left out, and both.
-pub fn sweep_settings(base: &Settings) -> Vec<Settings> {
-    let mut tried = vec![*base];
-    for (flip_expandable, skip_releases) in [(true, false), (false, true), (true, true)] {
-        let s = Settings {
-            expandable_segments: base.expandable_segments ^ flip_expandable,
-            skip_releases: base.skip_releases || skip_releases,
-            ..*base
+/// The settings a sweep tries for a device recorded under `base`: `base` itself, then the common
+/// changes one by one and in the pairs people use, each only where it changes something:
+/// expandable segments switched; `max_split_size_mb` 128 and 512; `roundup_power2_divisions:4`;
+/// the recorded `empty_cache()` calls left out, alone and with expandable segments; and, where
+/// the capacity is known (garbage collection acts only then), `garbage_collection_threshold`
+/// 0.8, and 0.6 with `max_split_size_mb:128` (`PyTorch`'s documented pair).
+pub fn sweep_settings(recording: &Recording, base: &Settings) -> Vec<Settings> {
+    let with = |changes: &[Change]| {
+        let mut s = *base;
+        for c in changes {
+            s.apply(c);
+        }
+        s
+    };
+    let program_releases = release_bursts(recording.snapshot, recording.device)
+        .iter()
+        .any(|b| !b.is_stall());
+    let mut candidates = vec![
+        *base,
+        with(&[Change::ExpandableSegments(!base.expandable_segments)]),
+        with(&[Change::MaxSplitSizeMb(Some(128))]),
+        with(&[Change::MaxSplitSizeMb(Some(512))]),
+        with(&[Change::RoundupPower2Divisions(Divisions(
+            [4; ROUNDUP_INTERVALS],
+        ))]),
+    ];
+    if program_releases && !base.skip_releases {
+        let skip = |mut s: Settings| {
+            s.skip_releases = true;
+            s
         };
+        candidates.push(skip(*base));
+        candidates.push(skip(with(&[Change::ExpandableSegments(true)])));
+    }
+    if base.capacity_bytes.is_some() {
+        candidates.push(with(&[Change::GarbageCollectionThreshold(Some(0.8))]));
+        candidates.push(with(&[
+            Change::GarbageCollectionThreshold(Some(0.6)),
+            Change::MaxSplitSizeMb(Some(128)),
+        ]));
+    }
+    let mut tried: Vec<Settings> = Vec::new();
+    for s in candidates {
         if !tried.contains(&s) {
             tried.push(s);
         }
@@ -276,27 +742,83 @@ pub fn sweep_settings(base: &Settings) -> Vec<Settings> {
     tried
 }
 
-/// Every setting of [`sweep_settings`] replayed (on rayon), fewest OOMs and lowest predicted peak
-/// reserved first.
-pub fn sweep(device: &Device, replay: &DeviceReplay, base: &Settings) -> Vec<(Settings, Outcome)> {
+/// Every setting of [`sweep_settings`] replayed (on rayon), fewest OOMs, then lowest predicted
+/// peak reserved, then fewest stalls first.
+pub fn sweep(recording: &Recording, base: &Settings) -> Vec<(Settings, Outcome)> {
     use rayon::prelude::*;
-    let mut results: Vec<(Settings, Outcome)> = sweep_settings(base)
+    let mut results: Vec<(Settings, Outcome)> = sweep_settings(recording, base)
         .into_par_iter()
-        .map(|s| (s, predict(device, replay, &s)))
+        .map(|s| (s, predict(recording, &s)))
         .collect();
     results.sort_by_key(|(_, o)| (o.ooms, o.peak_reserved_bytes, o.stalls));
     results
 }
 
 /// What the model recorded in the trace: `counts` less those it had made `before` it.
-fn outcome(counts: &ActionCounts, before: &ActionCounts, peak_reserved_bytes: u64) -> Outcome {
+fn outcome(
+    counts: &ActionCounts,
+    before: &ActionCounts,
+    peak_reserved_bytes: u64,
+    capacity_known: bool,
+) -> Outcome {
     Outcome {
         peak_reserved_bytes,
         segment_allocs: (counts.segment_alloc + counts.segment_map)
             - (before.segment_alloc + before.segment_map),
         segment_frees: (counts.segment_free + counts.segment_unmap)
             - (before.segment_free + before.segment_unmap),
-        ooms: counts.oom - before.oom,
+        ooms: capacity_known.then_some(counts.oom - before.oom),
         ..Outcome::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_like_the_allocator_and_name_what_is_valid() {
+        let all = Change::parse_all(
+            "expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.6,\
+             roundup_power2_divisions:[256:1,512:2,>:8]",
+        )
+        .expect("valid");
+        let mut s = Settings::default();
+        for c in &all {
+            s.apply(c);
+        }
+        assert!(s.expandable_segments);
+        assert_eq!(s.max_split_size_mb, Some(128));
+        assert_eq!(s.garbage_collection_threshold, Some(0.6));
+        // 1 up to 256 MiB (intervals 0..=8), 2 for 512 MiB, 8 above.
+        let d = s.roundup_power2_divisions.0;
+        assert_eq!(&d[..=8], &[1; 9]);
+        assert_eq!(d[9], 2);
+        assert!(d[10..].iter().all(|&x| x == 8));
+        for (bad, says) in [
+            ("max_split_size_mb:10", "above 20"),
+            ("garbage_collection_threshold:1.5", "between 0 and 1"),
+            ("roundup_power2_divisions:3", "power of two"),
+            ("expandable_segments:yes", "True or False"),
+            ("pinned_memory:1", "expandable_segments, max_split_size_mb"),
+            ("expandable_segments", "KEY:VALUE"),
+        ] {
+            let err = Change::parse_all(bad).expect_err(bad);
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn describe_writes_the_alloc_conf() {
+        let mut s = Settings::default();
+        for c in
+            Change::parse_all("max_split_size_mb:256,roundup_power2_divisions:4").expect("valid")
+        {
+            s.apply(&c);
+        }
+        assert_eq!(
+            s.describe(),
+            "expandable_segments:False,max_split_size_mb:256,roundup_power2_divisions:4"
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use memsight_core::whatif::{self, Settings};
+use memsight_core::whatif::{self, Recording, Settings};
 
 /// Replays every traced device of the fixture `name` under its recorded settings and returns
 /// (recorded, predicted) per device.
@@ -17,16 +17,14 @@ fn fidelity(name: &str) -> Option<Vec<(whatif::Outcome, whatif::Outcome)>> {
             .snapshot
             .devices
             .iter()
-            .zip(&loaded.replays)
-            .filter(|(d, _)| !d.trace.is_empty())
-            .map(|(device, replay)| {
-                let settings = Settings {
-                    expandable_segments: whatif::recorded_expandable(device),
-                    ..Settings::default()
-                };
+            .enumerate()
+            .filter(|(_, d)| !d.trace.is_empty())
+            .map(|(i, _)| {
+                let recording = Recording::of(&loaded, i);
+                let settings = Settings::recorded(&recording);
                 (
-                    whatif::recorded(device, replay),
-                    whatif::predict(device, replay, &settings),
+                    whatif::recorded(&recording),
+                    whatif::predict(&recording, &settings),
                 )
             })
             .collect(),
@@ -112,22 +110,20 @@ fn expandable_segments_predicted_from_the_empty_cache_run() {
         |path| memsight_core::Loaded::new(memsight_core::load_path(path, None).expect("loads"));
     let (a, b) = (open(&a), open(&b));
     let traced = |l: &memsight_core::Loaded| {
-        let i = l
-            .snapshot
+        l.snapshot
             .devices
             .iter()
             .position(|d| !d.trace.is_empty())
-            .expect("a trace");
-        (l.snapshot.devices[i].clone(), l.replays[i].clone())
+            .expect("a trace")
     };
-    let ((device_a, replay_a), (device_b, replay_b)) = (traced(&a), traced(&b));
+    let (recording_a, recording_b) = (Recording::of(&a, traced(&a)), Recording::of(&b, traced(&b)));
     let settings = Settings {
         expandable_segments: true,
         skip_releases: true,
         ..Settings::default()
     };
-    let predicted = whatif::predict(&device_a, &replay_a, &settings);
-    let recorded = whatif::recorded(&device_b, &replay_b);
+    let predicted = whatif::predict(&recording_a, &settings);
+    let recorded = whatif::recorded(&recording_b);
     assert_eq!(recorded.peak_reserved_bytes, 614 << 20);
     assert_eq!(recorded.segment_allocs, 45);
     let off = |p: u64, r: u64| (p as f64 - r as f64).abs() / r as f64;

@@ -14,7 +14,7 @@ mod oom;
 mod outlier;
 mod peak;
 mod settings;
-mod stall;
+pub mod stall;
 pub mod steps;
 
 use serde::Serialize;

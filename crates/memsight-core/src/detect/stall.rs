@@ -69,6 +69,36 @@ fn bursts(snapshot: &Snapshot, device: &Device) -> Vec<Burst> {
     out
 }
 
+/// One run of recorded segment releases: a stall when a request waited on it, else the program
+/// emptying the cache itself. Event indices are the trace's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseBurst {
+    pub first_event: usize,
+    pub last_event: usize,
+    pub freed_bytes: u64,
+    /// The `segment_alloc` / `segment_map` / `oom` of the request that waited: a stall.
+    pub retry_event: Option<usize>,
+}
+
+impl ReleaseBurst {
+    pub fn is_stall(&self) -> bool {
+        self.retry_event.is_some()
+    }
+}
+
+/// The runs of segment releases in `device`'s trace, told apart as this detector tells them.
+pub fn release_bursts(snapshot: &Snapshot, device: &Device) -> Vec<ReleaseBurst> {
+    bursts(snapshot, device)
+        .into_iter()
+        .map(|b| ReleaseBurst {
+            first_event: b.first,
+            last_event: b.last,
+            freed_bytes: b.freed_bytes,
+            retry_event: b.retry,
+        })
+        .collect()
+}
+
 /// Whether the file shows expandable segments in use (mapped pages, expandable segments in the
 /// pool, or the setting on).
 pub(super) fn uses_expandable_segments(snapshot: &Snapshot, device: &Device) -> bool {

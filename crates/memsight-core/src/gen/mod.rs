@@ -4,7 +4,7 @@
 //! Used for tests (the detectors' ground truth), benchmarks (files of any size) and the bundled
 //! demo. Deterministic for a given seed.
 
-pub(crate) mod allocator;
+use crate::allocator;
 pub mod profiler;
 pub mod score;
 pub mod transformer;
@@ -562,12 +562,12 @@ pub fn generate(options: &GenOptions) -> Generated {
     truth.stalls = a
         .stalls
         .iter()
-        .filter_map(|&(first, last, before, after)| {
+        .filter_map(|s| {
             Some(StallTruth {
-                first_event: in_trace(first)?,
-                last_event: in_trace(last)?,
-                reserved_before_bytes: before,
-                reserved_after_bytes: after,
+                first_event: in_trace(s.first_event)?,
+                last_event: in_trace(s.last_event)?,
+                reserved_before_bytes: s.reserved_before_bytes,
+                reserved_after_bytes: s.reserved_after_bytes,
             })
         })
         .collect();
@@ -737,7 +737,7 @@ impl Generated {
         w.end_dict_item();
         if cuda {
             w.entry("allocator_settings", |w| {
-                let expandable = self.allocator.expandable;
+                let expandable = self.allocator.config.expandable_segments;
                 w.begin_dict();
                 let conf = if expandable {
                     "expandable_segments:True"

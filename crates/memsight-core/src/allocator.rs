@@ -1,0 +1,991 @@
+//! The model of the `PyTorch` caching allocator: the generator's (it writes the traces the
+//! allocator would) and the what-if replay's (`whatif`), one model for both.
+//!
+//! The rules, each as `c10/cuda/CUDACachingAllocator.cpp` has it (ARCHITECTURE.md's table gives
+//! the source lines): requests rounded to 512 bytes, or to a power-of-two division with
+//! `roundup_power2_divisions`; a small pool (requests ≤ 1 MiB) of 2 MiB segments and a large pool
+//! of 20 MiB segments (requests of 10 MiB and more get a segment of their own, rounded to 2 MiB);
+//! best fit per pool by (stream, size, address), where a block of `max_split_size_mb` or more is
+//! neither split nor handed to a much smaller request; splitting when the remainder is ≥ 512 bytes
+//! (small pool, expandable segments) or > 1 MiB (large pool); coalescing on free; expandable
+//! segments, one per pool and stream, growing by mapping pages; `empty_cache`; and, when the
+//! device is full, garbage collection by age (`garbage_collection_threshold`, with a memory
+//! fraction), freeing oversize cached blocks (`max_split_size_mb`), then freeing every cached
+//! segment and retrying (the stall), before an `oom`.
+//!
+//! `torch_npu`'s allocator is a port: `pad_bytes` is its padding of every request before the
+//! rounding (`AddPadSize()`, 32 bytes, added in `round_size()` of `torch_npu/csrc/core/npu/
+//! NPUCachingAllocator.cpp`, Ascend/pytorch 9e73e708, lines 161-174 and 2202-2215); the padded
+//! size picks the pool and the segment size, the trace records the request.
+//!
+//! Not modelled: private pools (CUDA graphs), `empty_cache` unmapping free pages inside an
+//! expandable segment (only its free tail is unmapped), `torch_npu`'s 16 KiB alignment of large
+//! blocks in expandable segments.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap;
+
+use crate::model::Action;
+
+/// `kMinBlockSize`: every block is a multiple of this.
+pub const MIN_BLOCK_BYTES: u64 = 512;
+/// `kSmallSize`: the small pool's largest request.
+pub const SMALL_REQUEST_MAX_BYTES: u64 = 1 << 20;
+/// `kSmallBuffer`: the small pool's segments.
+pub const SMALL_SEGMENT_BYTES: u64 = 2 << 20;
+/// `kLargeBuffer`: the large pool's shared segments.
+pub const LARGE_SEGMENT_BYTES: u64 = 20 << 20;
+/// `kMinLargeAlloc`: requests below this share 20 MiB segments; bigger ones get their own.
+const LARGE_SHARED_MAX_BYTES: u64 = 10 << 20;
+/// `kRoundLarge`: a segment of its own is rounded to this.
+const ROUND_LARGE_SEGMENT_BYTES: u64 = 2 << 20;
+/// `roundup_power2_divisions` has one value per power-of-two interval from 1 MiB to 64 GiB.
+pub const ROUNDUP_INTERVALS: usize = 16;
+
+/// The caching allocator's plain request rounding (to 512 bytes).
+pub fn round_size(requested: u64) -> u64 {
+    requested.max(1).div_ceil(MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+}
+
+/// The next of `divisions` equal steps between the powers of two around `size`
+/// (`roundup_power2_next_division`); a power of two stays as it is.
+fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << (63 - size.leading_zeros());
+    let step = floor >> (63 - divisions.leading_zeros());
+    if step == 0 {
+        return floor << 1;
+    }
+    let rounded_down = size & !(step - 1);
+    if rounded_down == size {
+        size
+    } else {
+        rounded_down + step
+    }
+}
+
+/// The `PYTORCH_CUDA_ALLOC_CONF` / `PYTORCH_NPU_ALLOC_CONF` settings the model follows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    pub expandable_segments: bool,
+    /// `max_split_size_mb`, in bytes; `None`: not set (no limit).
+    pub max_split_size_bytes: Option<u64>,
+    /// `roundup_power2_divisions` per interval (1 MiB, 2 MiB, … 32 GiB and up); 0 or 1: plain
+    /// 512-byte rounding.
+    pub roundup_power2_divisions: [u32; ROUNDUP_INTERVALS],
+    /// `garbage_collection_threshold` (a fraction of the capacity); `None`: off. It acts only
+    /// where a memory fraction is set (`set_fraction`), which the model takes to be when the
+    /// capacity is known.
+    pub garbage_collection_threshold: Option<f64>,
+    /// Bytes added to every request before the rounding (`torch_npu`: 32; `CUDA`: 0).
+    pub pad_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            expandable_segments: false,
+            max_split_size_bytes: None,
+            roundup_power2_divisions: [0; ROUNDUP_INTERVALS],
+            garbage_collection_threshold: None,
+            pad_bytes: 0,
+        }
+    }
+}
+
+impl Config {
+    /// The block size for a request (`round_size`).
+    pub fn round(&self, requested: u64) -> u64 {
+        let size = requested + self.pad_bytes;
+        if size < MIN_BLOCK_BYTES {
+            return MIN_BLOCK_BYTES;
+        }
+        let interval = (63 - size.leading_zeros()).saturating_sub(20) as usize;
+        let divisions =
+            u64::from(self.roundup_power2_divisions[interval.min(ROUNDUP_INTERVALS - 1)]);
+        if divisions > 1 && size > MIN_BLOCK_BYTES * divisions {
+            roundup_power2_next_division(size, divisions)
+        } else {
+            round_size(size)
+        }
+    }
+
+    fn max_split_bytes(&self) -> u64 {
+        self.max_split_size_bytes.unwrap_or(u64::MAX)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PoolKind {
+    Small,
+    Large,
+}
+
+/// One recorded trace entry.
+#[derive(Clone, Debug)]
+pub struct GenEvent {
+    pub action: Action,
+    pub addr: u64,
+    pub size: u64,
+    pub stream: i128,
+    pub time_us: i64,
+    /// Index into the scenario's stack library; `None`: no frames recorded.
+    pub stack: Option<u32>,
+    pub device_free: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct GenBlock {
+    pub size: u64,
+    pub requested: u64,
+    /// `None`: free (inactive).
+    pub stack: Option<u32>,
+    pub allocated: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct GenSegment {
+    pub size: u64,
+    pub pool: PoolKind,
+    pub stream: i128,
+    pub expandable: bool,
+    pub stack: Option<u32>,
+    /// By address, tiling the segment.
+    pub blocks: BTreeMap<u64, GenBlock>,
+}
+
+impl GenSegment {
+    /// Whether the segment is one free block (`!is_split()` in the allocator).
+    fn is_whole_and_free(&self) -> bool {
+        self.blocks.len() == 1 && self.blocks.values().all(|b| !b.allocated)
+    }
+}
+
+/// A free block's key: (pool, stream, size, address), the allocator's best-fit order.
+type FreeKey = (PoolKind, i128, u64, u64);
+
+/// The free blocks of both pools, and what garbage collection needs to know of their age.
+#[derive(Default)]
+struct FreeBlocks {
+    set: BTreeSet<FreeKey>,
+    /// Per block address: `get_free_blocks_call_count` when it became free (`gc_count_base`).
+    since: FxHashMap<u64, u64>,
+    /// `get_free_blocks_call_count` per pool (small, large): counted only with garbage collection.
+    calls: [u64; 2],
+    track_age: bool,
+}
+
+impl FreeBlocks {
+    fn insert(&mut self, key: FreeKey) {
+        self.set.insert(key);
+        if self.track_age {
+            self.since.insert(key.3, self.calls[key.0 as usize]);
+        }
+    }
+
+    fn remove(&mut self, key: &FreeKey) {
+        self.set.remove(key);
+    }
+
+    /// How many searches of its pool the block at `addr` has sat through free (`gc_count()`).
+    fn age(&self, pool: PoolKind, addr: u64) -> u64 {
+        self.calls[pool as usize] - self.since.get(&addr).copied().unwrap_or(0)
+    }
+
+    /// The free blocks of `pool` and `stream` of at least `size` bytes, smallest first.
+    fn at_least(
+        &self,
+        pool: PoolKind,
+        stream: i128,
+        size: u64,
+    ) -> std::collections::btree_set::Range<'_, FreeKey> {
+        self.set
+            .range((pool, stream, size, 0)..=(pool, stream, u64::MAX, u64::MAX))
+    }
+}
+
+/// The allocator plus the ring buffer of what it recorded.
+pub struct Allocator {
+    pub segments: BTreeMap<u64, GenSegment>,
+    free: FreeBlocks,
+    next_address: u64,
+    pub capacity_bytes: u64,
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    pub config: Config,
+    pub clock_us: i64,
+    /// The newest `max_entries` events.
+    pub trace: VecDeque<GenEvent>,
+    pub max_entries: usize,
+    /// Events recorded so far, including those the ring buffer dropped.
+    pub recorded: u64,
+    /// Each time a failed device allocation made the allocator free cached segments and retry.
+    pub stalls: Vec<Stall>,
+    /// Segments allocated although the free bytes cached in the same pool and stream covered the
+    /// request, just not in one piece.
+    pub fragmented_growth: Vec<FragmentedGrowth>,
+    /// Events recorded so far, by kind (also those the ring buffer dropped).
+    pub counts: ActionCounts,
+    /// The most reserved at any time.
+    pub peak_reserved_bytes: u64,
+}
+
+/// One free-and-retry: the releases a failed device allocation caused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// Recorded index of the first release.
+    pub first_event: u64,
+    /// Recorded index of the last release.
+    pub last_event: u64,
+    pub reserved_before_bytes: u64,
+    pub reserved_after_bytes: u64,
+}
+
+/// How many segment events and OOMs the allocator recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActionCounts {
+    pub segment_alloc: u64,
+    pub segment_free: u64,
+    pub segment_map: u64,
+    pub segment_unmap: u64,
+    pub oom: u64,
+}
+
+/// One `segment_alloc` that fragmentation caused.
+#[derive(Clone, Copy, Debug)]
+pub struct FragmentedGrowth {
+    /// Recorded index of the `segment_alloc`.
+    pub event: u64,
+    pub requested_bytes: u64,
+    pub cached_free_bytes: u64,
+    pub stack: Option<u32>,
+}
+
+impl Allocator {
+    pub fn new(
+        base_address: u64,
+        capacity_bytes: u64,
+        expandable: bool,
+        max_entries: usize,
+        start_us: i64,
+    ) -> Self {
+        Self::with_config(
+            base_address,
+            capacity_bytes,
+            Config {
+                expandable_segments: expandable,
+                ..Config::default()
+            },
+            max_entries,
+            start_us,
+        )
+    }
+
+    pub fn with_config(
+        base_address: u64,
+        capacity_bytes: u64,
+        config: Config,
+        max_entries: usize,
+        start_us: i64,
+    ) -> Self {
+        let mut free = FreeBlocks::default();
+        free.track_age = config.garbage_collection_threshold.is_some();
+        Self {
+            segments: BTreeMap::new(),
+            free,
+            next_address: base_address,
+            capacity_bytes,
+            reserved_bytes: 0,
+            allocated_bytes: 0,
+            config,
+            clock_us: start_us,
+            trace: VecDeque::with_capacity(max_entries.min(1 << 22)),
+            max_entries,
+            recorded: 0,
+            stalls: Vec::new(),
+            fragmented_growth: Vec::new(),
+            counts: ActionCounts::default(),
+            peak_reserved_bytes: 0,
+        }
+    }
+
+    /// Puts a segment that already exists (the pool before a trace starts) at `addr`, in `pool`
+    /// (`None`: the pool its size says): `blocks` are (address, size, requested bytes; 0 = free)
+    /// tiling it, in address order. Segments the model makes later start above every seeded
+    /// one. Records nothing.
+    pub fn seed_segment(
+        &mut self,
+        addr: u64,
+        size: u64,
+        (stream, pool): (i128, Option<PoolKind>),
+        expandable: bool,
+        blocks: &[(u64, u64, u64)],
+    ) {
+        // A 2 MiB segment is the small pool's (large-pool segments are 20 MiB, or ≥ 10 MiB); an
+        // expandable segment of either pool can have any size, so only the file can say.
+        let pool = pool.unwrap_or(if size == SMALL_SEGMENT_BYTES && !expandable {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        });
+        let mut tiles = BTreeMap::new();
+        for &(at, bytes, requested) in blocks {
+            let allocated = requested > 0;
+            tiles.insert(
+                at,
+                GenBlock {
+                    size: bytes,
+                    requested,
+                    stack: None,
+                    allocated,
+                },
+            );
+            if allocated {
+                self.allocated_bytes += requested;
+            } else {
+                self.free.insert((pool, stream, bytes, at));
+            }
+        }
+        self.segments.insert(
+            addr,
+            GenSegment {
+                size,
+                pool,
+                stream,
+                expandable,
+                stack: None,
+                blocks: tiles,
+            },
+        );
+        self.reserved_bytes += size;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
+        let end = (addr + size).div_ceil(SMALL_SEGMENT_BYTES) * SMALL_SEGMENT_BYTES;
+        // An expandable segment reserves a large virtual range to grow into.
+        let end = if expandable { addr + (1 << 40) } else { end };
+        self.next_address = self.next_address.max(end);
+    }
+
+    pub fn record(
+        &mut self,
+        action: Action,
+        addr: u64,
+        size: u64,
+        stream: i128,
+        stack: Option<u32>,
+        device_free: Option<u64>,
+    ) {
+        match action {
+            Action::SegmentAlloc => self.counts.segment_alloc += 1,
+            Action::SegmentFree => self.counts.segment_free += 1,
+            Action::SegmentMap => self.counts.segment_map += 1,
+            Action::SegmentUnmap => self.counts.segment_unmap += 1,
+            Action::Oom => self.counts.oom += 1,
+            _ => {}
+        }
+        if self.max_entries == 0 {
+            self.recorded += 1;
+            return;
+        }
+        if self.trace.len() == self.max_entries {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(GenEvent {
+            action,
+            addr,
+            size,
+            stream,
+            time_us: self.clock_us,
+            stack,
+            device_free,
+        });
+        self.recorded += 1;
+    }
+
+    pub fn tick(&mut self, us: i64) {
+        self.clock_us += us.max(1);
+    }
+
+    /// Hands out a block for `requested` bytes, or records an `oom` and returns `None`
+    /// (`DeviceCachingAllocator::malloc`).
+    pub fn malloc(&mut self, requested: u64, stream: i128, stack: Option<u32>) -> Option<u64> {
+        let size = self.config.round(requested);
+        let pool = if size <= SMALL_REQUEST_MAX_BYTES {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
+        let addr = match self.get_free_block(pool, stream, size) {
+            Some(addr) => addr,
+            None => {
+                if self.garbage_collects() {
+                    self.garbage_collect(stack);
+                }
+                // A new segment; else free the oversize cached blocks and retry; else free
+                // every cached segment and retry (the allocator stall); else out of memory.
+                let grown = self.grow_for(pool, stream, requested, size, stack);
+                let grown = grown.or_else(|| {
+                    self.releasing(|a| a.release_available(pool, stream, size, stack))
+                        .then(|| self.grow_for(pool, stream, requested, size, stack))
+                        .flatten()
+                });
+                let grown = grown.or_else(|| {
+                    self.releasing(|a| {
+                        a.release_cached(stack);
+                        true
+                    });
+                    self.grow_for(pool, stream, requested, size, stack)
+                });
+                let Some(addr) = grown else {
+                    let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
+                    self.record(Action::Oom, 0, requested, stream, stack, Some(device_free));
+                    return None;
+                };
+                addr
+            }
+        };
+        self.take_block(addr, pool, stream, size, requested, stack);
+        self.allocated_bytes += requested;
+        self.record(Action::Alloc, addr, requested, stream, stack, None);
+        Some(addr)
+    }
+
+    /// Runs `release` (which frees cached segments) and notes a stall when it freed any.
+    fn releasing(&mut self, release: impl FnOnce(&mut Self) -> bool) -> bool {
+        let (reserved_before_bytes, first_event) = (self.reserved_bytes, self.recorded);
+        let released = release(self);
+        if self.reserved_bytes < reserved_before_bytes {
+            self.stalls.push(Stall {
+                first_event,
+                last_event: self.recorded.saturating_sub(1),
+                reserved_before_bytes,
+                reserved_after_bytes: self.reserved_bytes,
+            });
+        }
+        released
+    }
+
+    /// Whether garbage collection runs: a threshold is set, and so is a memory fraction (the
+    /// allocator collects only under `set_fraction`; here: the capacity is bounded).
+    fn garbage_collects(&self) -> bool {
+        self.config.garbage_collection_threshold.is_some() && self.capacity_bytes < u64::MAX / 8
+    }
+
+    /// Grows the pool for a request, noting when the cached free bytes would have covered it;
+    /// the address of the free block the request then takes.
+    fn grow_for(
+        &mut self,
+        pool: PoolKind,
+        stream: i128,
+        requested: u64,
+        size: u64,
+        stack: Option<u32>,
+    ) -> Option<u64> {
+        let cached_free_bytes: u64 = self.free.at_least(pool, stream, 0).map(|k| k.2).sum();
+        let event = self.recorded;
+        let grew = self.grow(pool, stream, size, stack);
+        if grew.is_some() && !self.config.expandable_segments && cached_free_bytes >= size {
+            self.fragmented_growth.push(FragmentedGrowth {
+                event,
+                requested_bytes: requested,
+                cached_free_bytes,
+                stack,
+            });
+        }
+        grew
+    }
+
+    /// The cached block a request of `size` takes, if one may (`get_free_block`): the best fit
+    /// by (stream, size, address), where an expandable segment's free tail counts as the size it
+    /// can grow to (so any other block that fits goes first), a block of `max_split_size` or more
+    /// goes to no request below it, and a request of `max_split_size` or more takes no block 20
+    /// MiB (`kLargeBuffer`) larger than itself.
+    fn get_free_block(&mut self, pool: PoolKind, stream: i128, size: u64) -> Option<u64> {
+        if self.free.track_age {
+            self.free.calls[pool as usize] += 1;
+        }
+        let mut fits = self.free.at_least(pool, stream, size);
+        let mut best = *fits.next()?;
+        if self.is_expandable_tail(best.3)
+            && let Some(&next) = fits.next()
+        {
+            best = next;
+        }
+        let max_split = self.config.max_split_bytes();
+        let block_size = best.2;
+        if size < max_split && block_size >= max_split {
+            return None;
+        }
+        if size >= max_split && block_size >= size.saturating_add(LARGE_SEGMENT_BYTES) {
+            return None;
+        }
+        Some(best.3)
+    }
+
+    /// Whether `addr` is the free block at the end of an expandable segment (the one that grows).
+    fn is_expandable_tail(&self, addr: u64) -> bool {
+        self.segment_of(addr)
+            .and_then(|s| self.segments.get(&s))
+            .is_some_and(|seg| seg.expandable && seg.blocks.keys().next_back() == Some(&addr))
+    }
+
+    fn segment_of(&self, addr: u64) -> Option<u64> {
+        self.segments
+            .range(..=addr)
+            .next_back()
+            .filter(|(s, seg)| addr < *s + seg.size)
+            .map(|(&s, _)| s)
+    }
+
+    fn take_block(
+        &mut self,
+        addr: u64,
+        pool: PoolKind,
+        stream: i128,
+        size: u64,
+        requested: u64,
+        stack: Option<u32>,
+    ) {
+        let max_split = self.config.max_split_bytes();
+        let expandable = self.config.expandable_segments;
+        let Some(seg_addr) = self.segment_of(addr) else {
+            return;
+        };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
+        self.free.remove(&(pool, stream, block.size, addr));
+        let remaining = block.size - size;
+        // `shouldSplit`.
+        let split = if pool == PoolKind::Small || expandable {
+            remaining >= MIN_BLOCK_BYTES
+        } else {
+            size < max_split && remaining > SMALL_REQUEST_MAX_BYTES
+        };
+        if split {
+            block.size = size;
+            seg.blocks.insert(
+                addr + size,
+                GenBlock {
+                    size: remaining,
+                    requested: 0,
+                    stack: None,
+                    allocated: false,
+                },
+            );
+            self.free.insert((pool, stream, remaining, addr + size));
+        }
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
+        block.requested = requested;
+        block.stack = stack;
+        block.allocated = true;
+    }
+
+    /// Adds memory for a request of `size`: a new segment, or more pages of an expandable one;
+    /// the free block the request takes, or `None` when the device has no room.
+    fn grow(&mut self, pool: PoolKind, stream: i128, size: u64, stack: Option<u32>) -> Option<u64> {
+        if self.config.expandable_segments {
+            return self.map_pages(pool, stream, size, stack);
+        }
+        // `get_allocation_size`.
+        let seg_size = match pool {
+            PoolKind::Small => SMALL_SEGMENT_BYTES,
+            PoolKind::Large if size < LARGE_SHARED_MAX_BYTES => LARGE_SEGMENT_BYTES,
+            PoolKind::Large => size.div_ceil(ROUND_LARGE_SEGMENT_BYTES) * ROUND_LARGE_SEGMENT_BYTES,
+        };
+        if self.reserved_bytes + seg_size > self.capacity_bytes {
+            return None;
+        }
+        let addr = self.next_address;
+        self.next_address += seg_size.div_ceil(SMALL_SEGMENT_BYTES) * SMALL_SEGMENT_BYTES;
+        self.tick(40 + (seg_size >> 20) as i64);
+        self.record(Action::SegmentAlloc, addr, seg_size, stream, stack, None);
+        let mut blocks = BTreeMap::new();
+        blocks.insert(
+            addr,
+            GenBlock {
+                size: seg_size,
+                requested: 0,
+                stack: None,
+                allocated: false,
+            },
+        );
+        self.segments.insert(
+            addr,
+            GenSegment {
+                size: seg_size,
+                pool,
+                stream,
+                expandable: false,
+                stack,
+                blocks,
+            },
+        );
+        self.free.insert((pool, stream, seg_size, addr));
+        self.reserved_bytes += seg_size;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
+        Some(addr)
+    }
+
+    fn map_pages(
+        &mut self,
+        pool: PoolKind,
+        stream: i128,
+        size: u64,
+        stack: Option<u32>,
+    ) -> Option<u64> {
+        let page = if pool == PoolKind::Small {
+            SMALL_SEGMENT_BYTES
+        } else {
+            LARGE_SEGMENT_BYTES
+        };
+        let existing = self
+            .segments
+            .iter()
+            .find(|(_, s)| s.expandable && s.pool == pool && s.stream == stream)
+            .map(|(&a, _)| a);
+        let seg_addr = existing.unwrap_or_else(|| {
+            // Reserve a large virtual range for the segment to grow into.
+            let addr = self.next_address;
+            self.next_address += 1 << 40;
+            self.segments.insert(
+                addr,
+                GenSegment {
+                    size: 0,
+                    pool,
+                    stream,
+                    expandable: true,
+                    stack,
+                    blocks: BTreeMap::new(),
+                },
+            );
+            addr
+        });
+        let seg = self.segments.get(&seg_addr)?;
+        let end = seg_addr + seg.size;
+        let tail_free = seg
+            .blocks
+            .iter()
+            .next_back()
+            .filter(|(_, b)| !b.allocated)
+            .map_or(0, |(_, b)| b.size);
+        let map_bytes = (size - tail_free.min(size)).div_ceil(page) * page;
+        if self.reserved_bytes + map_bytes > self.capacity_bytes {
+            return None;
+        }
+        self.tick(20 + (map_bytes >> 21) as i64);
+        self.record(Action::SegmentMap, end, map_bytes, stream, stack, None);
+        self.reserved_bytes += map_bytes;
+        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
+        let seg = self.segments.get_mut(&seg_addr)?;
+        seg.size += map_bytes;
+        let tail = seg
+            .blocks
+            .iter()
+            .next_back()
+            .filter(|(_, b)| !b.allocated)
+            .map(|(&a, b)| (a, b.size));
+        if let Some((addr, old)) = tail {
+            self.free.remove(&(pool, stream, old, addr));
+            if let Some(b) = seg.blocks.get_mut(&addr) {
+                b.size += map_bytes;
+            }
+            self.free.insert((pool, stream, old + map_bytes, addr));
+            Some(addr)
+        } else {
+            seg.blocks.insert(
+                end,
+                GenBlock {
+                    size: map_bytes,
+                    requested: 0,
+                    stack: None,
+                    allocated: false,
+                },
+            );
+            self.free.insert((pool, stream, map_bytes, end));
+            Some(end)
+        }
+    }
+
+    /// The tensor at `addr` is freed: `free_requested`, then `free_completed`, then coalescing.
+    pub fn free(&mut self, addr: u64) {
+        let Some(seg_addr) = self.segment_of(addr) else {
+            return;
+        };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
+        let (pool, stream) = (seg.pool, seg.stream);
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return;
+        };
+        if !block.allocated {
+            return;
+        }
+        block.allocated = false;
+        let (requested, stack) = (block.requested, block.stack.take());
+        self.allocated_bytes -= requested;
+        self.record(Action::FreeRequested, addr, requested, stream, stack, None);
+        self.tick(1);
+        self.record(Action::FreeCompleted, addr, requested, stream, stack, None);
+
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
+        let mut start = addr;
+        let mut size = seg.blocks.get(&addr).map_or(0, |b| b.size);
+        if let Some((&next, nb)) = seg.blocks.range(addr + 1..).next()
+            && !nb.allocated
+            && next == addr + size
+        {
+            self.free.remove(&(pool, stream, nb.size, next));
+            size += nb.size;
+            seg.blocks.remove(&next);
+        }
+        if let Some((&prev, pb)) = seg.blocks.range(..addr).next_back()
+            && !pb.allocated
+            && prev + pb.size == addr
+        {
+            self.free.remove(&(pool, stream, pb.size, prev));
+            size += pb.size;
+            seg.blocks.remove(&addr);
+            start = prev;
+        }
+        if let Some(b) = seg.blocks.get_mut(&start) {
+            b.size = size;
+            b.requested = 0;
+        }
+        self.free.insert((pool, stream, size, start));
+    }
+
+    /// Gives the segment at `addr` back to the device, if it is one free block (`release_block`);
+    /// its size, or 0.
+    fn release_segment(&mut self, addr: u64, context: Option<u32>) -> u64 {
+        if !self
+            .segments
+            .get(&addr)
+            .is_some_and(|s| !s.expandable && s.is_whole_and_free())
+        {
+            return 0;
+        }
+        let Some(seg) = self.segments.remove(&addr) else {
+            return 0;
+        };
+        self.free.remove(&(seg.pool, seg.stream, seg.size, addr));
+        self.reserved_bytes -= seg.size;
+        // cudaFree synchronizes the device: slow.
+        self.tick(800 + (seg.size >> 17) as i64);
+        self.record(
+            Action::SegmentFree,
+            addr,
+            seg.size,
+            seg.stream,
+            context.or(seg.stack),
+            None,
+        );
+        seg.size
+    }
+
+    /// Frees cached blocks of `max_split_size` or more for a request of `size` that failed
+    /// (`release_available_cached_blocks`): the smallest such block that is as large as the
+    /// request (or as `max_split_size`), else the largest ones until they add up to it. Whether
+    /// it freed enough.
+    fn release_available(
+        &mut self,
+        pool: PoolKind,
+        stream: i128,
+        size: u64,
+        context: Option<u32>,
+    ) -> bool {
+        let Some(max_split) = self.config.max_split_size_bytes else {
+            return false;
+        };
+        let key = size.max(max_split);
+        let fit = self.free.at_least(pool, stream, key).next().copied();
+        if let Some(block) = fit
+            && !self
+                .segment_of(block.3)
+                .is_some_and(|s| self.segments[&s].expandable)
+        {
+            return self.release_segment(block.3, context) > 0;
+        }
+        // No single block is large enough: free the oversize ones, largest first.
+        let below = fit.map_or(u64::MAX, |b| b.2);
+        let candidates: Vec<FreeKey> = self
+            .free
+            .set
+            .range((pool, stream, 0, 0)..(pool, stream, below, fit.map_or(0, |b| b.3)))
+            .rev()
+            .take_while(|b| b.2 >= max_split)
+            .copied()
+            .collect();
+        let mut released = 0;
+        for block in candidates {
+            if released >= key {
+                break;
+            }
+            released += self.release_segment(block.3, context);
+        }
+        released >= key
+    }
+
+    /// Frees the oldest cached segments of the large pool once reserved passes
+    /// `garbage_collection_threshold` of the capacity (`garbage_collect_cached_blocks`): rounds
+    /// of freeing every one whose age (searches of the pool it sat through free) is at least the
+    /// average, until as much as reserved is over the threshold is freed.
+    fn garbage_collect(&mut self, context: Option<u32>) {
+        let Some(fraction) = self.config.garbage_collection_threshold else {
+            return;
+        };
+        let threshold = (fraction * self.capacity_bytes as f64) as u64;
+        if self.reserved_bytes <= threshold {
+            return;
+        }
+        let target = self.reserved_bytes - threshold;
+        let mut freeable: Vec<(u64, u64)> = self
+            .free
+            .set
+            .range((PoolKind::Large, i128::MIN, 0, 0)..)
+            .filter(|b| {
+                self.segments
+                    .get(&b.3)
+                    .is_some_and(|s| !s.expandable && s.is_whole_and_free())
+            })
+            .map(|b| (b.3, self.free.age(PoolKind::Large, b.3)))
+            .collect();
+        let mut total_age: u64 = freeable.iter().map(|b| b.1).sum();
+        let mut reclaimed = 0;
+        while reclaimed < target && !freeable.is_empty() {
+            let average = total_age as f64 / freeable.len() as f64;
+            let (old, young): (Vec<_>, Vec<_>) =
+                freeable.into_iter().partition(|b| b.1 as f64 >= average);
+            if old.is_empty() {
+                break;
+            }
+            for (addr, age) in old {
+                reclaimed += self.release_segment(addr, context);
+                total_age -= age;
+            }
+            freeable = young;
+        }
+    }
+
+    /// Releases every cached segment that holds no live block (`torch.cuda.empty_cache()`,
+    /// `release_cached_blocks`); an expandable segment gives back its free pages at the end.
+    /// The releases carry `context` (the `empty_cache()` call, or the request that waits for
+    /// them), as `PyTorch` records them.
+    pub fn release_cached(&mut self, context: Option<u32>) {
+        let empty: Vec<u64> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| !s.expandable && s.is_whole_and_free())
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in empty {
+            self.release_segment(addr, context);
+        }
+        let expandable: Vec<u64> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| s.expandable)
+            .map(|(&a, _)| a)
+            .collect();
+        for seg_addr in expandable {
+            self.unmap_free_tail(seg_addr, context);
+        }
+    }
+
+    /// Unmaps the whole pages of the free block at the end of the expandable segment at
+    /// `seg_addr`.
+    fn unmap_free_tail(&mut self, seg_addr: u64, context: Option<u32>) {
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return;
+        };
+        let page = if seg.pool == PoolKind::Small {
+            SMALL_SEGMENT_BYTES
+        } else {
+            LARGE_SEGMENT_BYTES
+        };
+        let Some((&tail_addr, tail)) = seg.blocks.iter().next_back() else {
+            return;
+        };
+        if tail.allocated {
+            return;
+        }
+        let seg_end = seg_addr + seg.size;
+        let keep_from = seg_addr + (tail_addr - seg_addr).div_ceil(page) * page;
+        if keep_from >= seg_end {
+            return;
+        }
+        let unmap = seg_end - keep_from;
+        let (pool, stream, tail_size) = (seg.pool, seg.stream, tail.size);
+        self.free.remove(&(pool, stream, tail_size, tail_addr));
+        if keep_from > tail_addr {
+            if let Some(b) = seg.blocks.get_mut(&tail_addr) {
+                b.size = keep_from - tail_addr;
+            }
+            self.free
+                .insert((pool, stream, keep_from - tail_addr, tail_addr));
+        } else {
+            seg.blocks.remove(&tail_addr);
+        }
+        seg.size -= unmap;
+        let stack = context.or(seg.stack);
+        self.reserved_bytes -= unmap;
+        self.tick(300 + (unmap >> 18) as i64);
+        self.record(Action::SegmentUnmap, keep_from, unmap, stream, stack, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_and_coalesces_back_to_one_free_block() {
+        let mut a = Allocator::new(1 << 40, 1 << 34, false, 1000, 0);
+        let x = a.malloc(1000, 0, None).expect("fits");
+        let y = a.malloc(3000, 0, None).expect("fits");
+        assert_eq!(
+            y,
+            x + 1024,
+            "1000 bytes round to 1024 and the next block follows"
+        );
+        a.free(x);
+        a.free(y);
+        let seg = a.segments.values().next().expect("one segment");
+        assert_eq!(seg.blocks.len(), 1);
+        assert_eq!(seg.size, SMALL_SEGMENT_BYTES);
+    }
+
+    #[test]
+    fn full_device_frees_cache_then_reports_oom() {
+        let mut a = Allocator::new(1 << 40, 60 << 20, false, 1000, 0);
+        let big = a.malloc(40 << 20, 0, None).expect("fits");
+        a.free(big);
+        // 50 MiB does not fit next to the cached 40 MiB segment: release it and retry.
+        assert!(a.malloc(50 << 20, 0, None).is_some());
+        assert_eq!(a.stalls.len(), 1);
+        assert!(a.malloc(30 << 20, 0, None).is_none());
+        assert_eq!(a.trace.back().map(|e| e.action), Some(Action::Oom));
+    }
+
+    #[test]
+    fn expandable_segment_maps_pages_and_unmaps_free_tail() {
+        let mut a = Allocator::new(1 << 40, 1 << 34, true, 1000, 0);
+        let x = a.malloc(30 << 20, 0, None).expect("fits");
+        assert_eq!(a.reserved_bytes, 40 << 20);
+        a.free(x);
+        a.release_cached(None);
+        assert_eq!(a.reserved_bytes, 0);
+        let actions: Vec<Action> = a.trace.iter().map(|e| e.action).collect();
+        assert!(actions.contains(&Action::SegmentMap) && actions.contains(&Action::SegmentUnmap));
+    }
+}
