@@ -988,4 +988,125 @@ mod tests {
         let actions: Vec<Action> = a.trace.iter().map(|e| e.action).collect();
         assert!(actions.contains(&Action::SegmentMap) && actions.contains(&Action::SegmentUnmap));
     }
+    const MIB: u64 = 1 << 20;
+
+    fn with(config: Config, capacity_bytes: u64) -> Allocator {
+        Allocator::with_config(1 << 40, capacity_bytes, config, 1000, 0)
+    }
+
+    fn segment_sizes_mib(a: &Allocator) -> Vec<u64> {
+        let mut sizes: Vec<u64> = a.segments.values().map(|s| s.size / MIB).collect();
+        sizes.sort_unstable();
+        sizes
+    }
+
+    #[test]
+    fn roundup_power2_divisions_rounds_to_the_next_division() {
+        // PyTorch's documentation: with 4 divisions, 1200 MiB lies between 1024 and 2048 MiB,
+        // whose divisions are 1024, 1280, 1536 and 1792; it rounds to 1280 MiB.
+        let four = Config {
+            roundup_power2_divisions: [4; ROUNDUP_INTERVALS],
+            ..Config::default()
+        };
+        assert_eq!(four.round(1200 * MIB), 1280 * MIB);
+        assert_eq!(four.round(1280 * MIB), 1280 * MIB);
+        assert_eq!(four.round(1024 * MIB), 1024 * MIB, "a power of two stays");
+        // Up to 512 × divisions bytes, the plain 512-byte rounding.
+        assert_eq!(four.round(1000), 1024);
+        assert_eq!(four.round(5000), 5120);
+        assert_eq!(Config::default().round(1200 * MIB), 1200 * MIB);
+    }
+
+    #[test]
+    fn max_split_size_keeps_big_blocks_whole_and_away_from_small_requests() {
+        let config = Config {
+            max_split_size_bytes: Some(100 * MIB),
+            ..Config::default()
+        };
+        let mut a = with(config, u64::MAX / 4);
+        let big = a.malloc(200 * MIB, 0, None).expect("fits");
+        a.free(big);
+        // 50 MiB is below max_split: the free 200 MiB block is not for it.
+        a.malloc(50 * MIB, 0, None).expect("fits");
+        assert_eq!(segment_sizes_mib(&a), [50, 200]);
+        // 190 MiB is above it: a block up to 20 MiB larger serves it, whole (not split).
+        assert_eq!(a.malloc(190 * MIB, 0, None), Some(big));
+        assert_eq!(a.segments[&big].blocks.len(), 1);
+        // Without the setting, the 50 MiB request splits the cached 200 MiB block.
+        let mut b = with(Config::default(), u64::MAX / 4);
+        let big = b.malloc(200 * MIB, 0, None).expect("fits");
+        b.free(big);
+        assert_eq!(b.malloc(50 * MIB, 0, None), Some(big));
+        assert_eq!(segment_sizes_mib(&b), [200]);
+    }
+
+    #[test]
+    fn a_full_device_first_frees_the_oversize_blocks_it_may() {
+        let config = Config {
+            max_split_size_bytes: Some(100 * MIB),
+            ..Config::default()
+        };
+        let mut a = with(config, 300 * MIB);
+        let big = a.malloc(200 * MIB, 0, None).expect("fits");
+        a.free(big);
+        // 150 MiB may not take the 200 MiB block (20 MiB larger or more), and 200 + 150 MiB
+        // does not fit: the oversize block is freed and the new segment made.
+        a.malloc(150 * MIB, 0, None)
+            .expect("fits after the release");
+        assert_eq!(segment_sizes_mib(&a), [150]);
+        assert_eq!((a.counts.segment_free, a.stalls.len()), (1, 1));
+        assert_eq!(
+            a.stalls[0].reserved_before_bytes - a.stalls[0].reserved_after_bytes,
+            200 * MIB
+        );
+    }
+
+    #[test]
+    fn garbage_collection_frees_the_cached_segments_older_than_average() {
+        let config = Config {
+            garbage_collection_threshold: Some(0.5),
+            ..Config::default()
+        };
+        let mut a = with(config, 100 * MIB);
+        // Searches of the large pool: 1 (x), 2 (y), 3 (z). x is free from search 1, y from 2:
+        // at z's, ages 2 and 1, average 1.5: only x goes; reserved (62 MiB) was 12 over 50.
+        let x = a.malloc(30 * MIB, 0, None).expect("fits");
+        a.free(x);
+        let y = a.malloc(32 * MIB, 0, None).expect("fits");
+        a.free(y);
+        a.malloc(34 * MIB, 0, None).expect("fits");
+        assert_eq!(segment_sizes_mib(&a), [32, 34]);
+        assert!(a.stalls.is_empty(), "garbage collection is not a stall");
+        // Without a capacity there is no memory fraction, and the allocator does not collect.
+        let mut b = with(config, u64::MAX / 4);
+        let x = b.malloc(30 * MIB, 0, None).expect("fits");
+        b.free(x);
+        let y = b.malloc(32 * MIB, 0, None).expect("fits");
+        b.free(y);
+        b.malloc(34 * MIB, 0, None).expect("fits");
+        assert_eq!(segment_sizes_mib(&b), [30, 32, 34]);
+    }
+
+    #[test]
+    fn expandable_segments_prefer_any_other_block_to_the_growing_tail_and_split_finely() {
+        let config = Config {
+            expandable_segments: true,
+            ..Config::default()
+        };
+        let mut a = with(config, u64::MAX / 4);
+        // One 20 MiB page: x [0, 10), y [10, 16), the free tail [16, 20).
+        let x = a.malloc(10 * MIB, 0, None).expect("fits");
+        a.malloc(6 * MIB, 0, None).expect("fits");
+        a.free(x);
+        // For 3 MiB the 4 MiB tail is the best fit by size, but it counts as what it can grow
+        // to: the free 10 MiB block goes first.
+        let small = a.malloc(3 * MIB, 0, None);
+        assert_eq!(small, Some(x));
+        a.free(x);
+        // 0.5 MiB left over is split off (≥ 512 bytes; the large pool otherwise keeps ≤ 1 MiB).
+        assert_eq!(a.malloc(9 * MIB + MIB / 2, 0, None), Some(x));
+        let seg = a.segments.values().next().expect("one segment");
+        assert_eq!(seg.blocks.len(), 4, "{:?}", seg.blocks);
+        assert_eq!(a.reserved_bytes, 20 * MIB);
+    }
 }

@@ -136,3 +136,60 @@ fn expandable_segments_predicted_from_the_empty_cache_run() {
         "{predicted:?}"
     );
 }
+
+/// Where the file shows the device's capacity (an `oom` entry; a stall), the replay uses it and
+/// predicts stalls and OOMs. Generated files share the model, so this checks the plumbing, not
+/// the model: the recorded stall and OOM must come back under the recorded settings.
+#[test]
+fn the_capacity_a_file_shows_brings_stalls_and_ooms_into_the_prediction() {
+    use memsight_core::r#gen::{Scenario, generate_loaded};
+    for (scenario, stalls, ooms) in [(Scenario::Stall, 2, 0), (Scenario::Oom, 1, 1)] {
+        let (_, loaded) = generate_loaded(scenario, 20_000, 1);
+        let recording = Recording::of(&loaded, 0);
+        let capacity = whatif::capacity_from_file(&recording).expect("the file shows it");
+        let settings = Settings::recorded(&recording);
+        assert_eq!(settings.capacity_bytes, Some(capacity.bytes));
+        let recorded = whatif::recorded(&recording);
+        let predicted = whatif::predict(&recording, &settings);
+        assert_eq!(
+            (recorded.stalls, recorded.ooms),
+            (Some(stalls), Some(ooms)),
+            "{scenario:?}"
+        );
+        assert_eq!(
+            (predicted.stalls, predicted.ooms),
+            (Some(stalls), Some(ooms)),
+            "{scenario:?}: {}",
+            capacity.source
+        );
+        assert_eq!(predicted.peak_reserved_bytes, recorded.peak_reserved_bytes);
+    }
+}
+
+/// The predicted curve and pool agree with the outcome: the curve's maximum is the predicted
+/// peak, and the pool after an event holds what the curve says.
+#[test]
+fn the_predicted_curve_and_pool_agree() {
+    let Some(path) = common::fixture("snapshots", "npu_snapshot_with_empty_cache.pkl") else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let loaded = memsight_core::Loaded::new(memsight_core::load_path(&path, None).expect("loads"));
+    let recording = Recording::of(&loaded, 0);
+    let mut settings = Settings::recorded(&recording);
+    settings.expandable_segments = true;
+    let prediction = whatif::predict_curve(&recording, &settings);
+    assert_eq!(
+        prediction.reserved_bytes.len(),
+        recording.device.trace.len()
+    );
+    assert_eq!(
+        prediction.reserved_bytes.iter().max().copied(),
+        Some(prediction.outcome.peak_reserved_bytes)
+    );
+    let event = recording.device.trace.len() as u32 / 2;
+    let pool = whatif::predicted_pool_after(&recording, &settings, Some(event));
+    let reserved: u64 = pool.segments.iter().map(|s| s.total_size_bytes).sum();
+    assert_eq!(reserved, prediction.reserved_bytes[event as usize]);
+    assert_eq!(pool.totals.reserved_bytes as u64, reserved);
+}
