@@ -549,7 +549,7 @@ pub fn whatif(
         changes.extend(Change::parse_all(key_value).map_err(input)?);
     }
     let loaded = open(file)?;
-    let mut devices = Vec::new();
+    let (mut devices, mut notes) = (Vec::new(), Vec::new());
     for (i, dev) in loaded.snapshot.devices.iter().enumerate() {
         if dev.trace.is_empty() || device.is_some_and(|d| d != dev.ordinal) {
             continue;
@@ -563,7 +563,19 @@ pub fn whatif(
         if capacity.is_some() {
             settings.capacity_bytes = capacity;
         }
+        if let Some(why) = settings.refused_by(&recording) {
+            bail_input!("device {}: {why}", dev.ordinal);
+        }
         let recorded = whatif::recorded(&recording);
+        let before = recording.replay.totals_after(None).reserved_bytes;
+        if before > 0 && !json {
+            notes.push(format!(
+                "device {}: {} was reserved before the trace's first event; the replay keeps that \
+                 pool as the recorded settings made it",
+                dev.ordinal,
+                format_bytes(before)
+            ));
+        }
         let tried = if sweep {
             whatif::sweep(&recording, &settings)
         } else {
@@ -604,6 +616,9 @@ pub fn whatif(
         print_sweep(&mut out, &devices)?;
     } else {
         print_whatif(&mut out, &devices)?;
+    }
+    for note in notes {
+        writeln!(out, "note: {note}")?;
     }
     Ok(())
 }

@@ -558,7 +558,7 @@ fn whatif_checks_its_settings_and_replays_a_real_file() {
             "unknown allocator setting \"foo\" (the replay follows: expandable_segments, \
              max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold)",
         ),
-        ("max_split_size_mb:12", "above 20"),
+        ("max_split_size_mb:12", "at least 20"),
         ("garbage_collection_threshold:2", "between 0 and 1"),
         ("roundup_power2_divisions:[256:3]", "power of two"),
         ("expandable_segments:maybe", "takes True or False"),

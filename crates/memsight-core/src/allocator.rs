@@ -82,6 +82,10 @@ pub struct Config {
     pub garbage_collection_threshold: Option<f64>,
     /// Bytes added to every request before the rounding (`torch_npu`: 32; `CUDA`: 0).
     pub pad_bytes: u64,
+    /// `torch_npu` with expandable segments starts every block of 2 MiB or more at a multiple
+    /// of this (`base_addr_aligned_kb`, 16 KiB by default; `malloc`, `NPUCachingAllocator.cpp`
+    /// lines 1396-1422), giving the bytes before it back to the pool; 0: `CUDA`, which does not.
+    pub align_large_bytes: u64,
 }
 
 impl Default for Config {
@@ -92,6 +96,7 @@ impl Default for Config {
             roundup_power2_divisions: [0; ROUNDUP_INTERVALS],
             garbage_collection_threshold: None,
             pad_bytes: 0,
+            align_large_bytes: 0,
         }
     }
 }
@@ -446,7 +451,7 @@ impl Allocator {
                 addr
             }
         };
-        self.take_block(addr, pool, stream, size, requested, stack);
+        let addr = self.take_block(addr, pool, stream, size, (requested, stack));
         self.allocated_bytes += requested;
         self.record(Action::Alloc, addr, requested, stream, stack, None);
         Some(addr)
@@ -539,27 +544,51 @@ impl Allocator {
             .map(|(&s, _)| s)
     }
 
+    /// Gives the free block at `addr` to a request of `size` (`alloc_found_block`), split as
+    /// `shouldSplit` says; the address the request gets (`torch_npu` may align it).
     fn take_block(
         &mut self,
         addr: u64,
         pool: PoolKind,
         stream: i128,
         size: u64,
-        requested: u64,
-        stack: Option<u32>,
-    ) {
+        (requested, stack): (u64, Option<u32>),
+    ) -> u64 {
         let max_split = self.config.max_split_bytes();
         let expandable = self.config.expandable_segments;
-        let Some(seg_addr) = self.segment_of(addr) else {
-            return;
-        };
-        let Some(seg) = self.segments.get_mut(&seg_addr) else {
-            return;
+        let align = self.config.align_large_bytes;
+        let Some(seg) = self
+            .segment_of(addr)
+            .and_then(|s| self.segments.get_mut(&s))
+        else {
+            return addr;
         };
         let Some(block) = seg.blocks.get_mut(&addr) else {
-            return;
+            return addr;
         };
         self.free.remove(&(pool, stream, block.size, addr));
+        let mut addr = addr;
+        if expandable && align > 0 && size >= ROUND_LARGE_SEGMENT_BYTES && addr % align != 0 {
+            let offset = align - addr % align;
+            if offset + size <= block.size {
+                let rest = block.size - offset;
+                block.size = offset;
+                self.free.insert((pool, stream, offset, addr));
+                addr += offset;
+                seg.blocks.insert(
+                    addr,
+                    GenBlock {
+                        size: rest,
+                        requested: 0,
+                        stack: None,
+                        allocated: false,
+                    },
+                );
+            }
+        }
+        let Some(block) = seg.blocks.get_mut(&addr) else {
+            return addr;
+        };
         let remaining = block.size - size;
         // `shouldSplit`.
         let split = if pool == PoolKind::Small || expandable {
@@ -581,11 +610,12 @@ impl Allocator {
             self.free.insert((pool, stream, remaining, addr + size));
         }
         let Some(block) = seg.blocks.get_mut(&addr) else {
-            return;
+            return addr;
         };
         block.requested = requested;
         block.stack = stack;
         block.allocated = true;
+        addr
     }
 
     /// Adds memory for a request of `size`: a new segment, or more pages of an expandable one;
@@ -958,6 +988,7 @@ mod tests {
             x + 1024,
             "1000 bytes round to 1024 and the next block follows"
         );
+        assert_eq!(a.allocated_bytes, 4000, "allocated counts requested bytes");
         a.free(x);
         a.free(y);
         let seg = a.segments.values().next().expect("one segment");

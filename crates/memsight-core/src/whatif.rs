@@ -31,12 +31,14 @@ use crate::replay::{DeviceReplay, PoolBlock, PoolSegment, PoolState, Totals};
 
 /// `torch_npu`'s padding of every request (`AddPadSize()`, `NPUCachingAllocator.cpp`).
 const NPU_PAD_BYTES: u64 = 32;
+/// `torch_npu`'s alignment of large blocks in expandable segments (`kAlignRoundLarge`).
+const NPU_ALIGN_LARGE_BYTES: u64 = 16 << 10;
 /// Where the model's address space starts (any value; addresses are mapped).
 const MODEL_BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 /// The model's capacity when none is known.
 const UNBOUNDED_BYTES: u64 = u64::MAX / 4;
 const MIB: u64 = 1 << 20;
-/// `max_split_size_mb` must be above `kLargeBuffer` (20 MiB).
+/// `max_split_size_mb` must be at least `kLargeBuffer` (20 MiB; `c10/core/AllocatorConfig.cpp`).
 const MAX_SPLIT_MIN_MB: u64 = 20;
 
 /// One recorded device: what a replay reads.
@@ -205,10 +207,10 @@ impl Change {
                 )),
             },
             "max_split_size_mb" => match value.parse::<u64>() {
-                Ok(mb) if mb > MAX_SPLIT_MIN_MB => Ok(Change::MaxSplitSizeMb(Some(mb))),
+                Ok(mb) if mb >= MAX_SPLIT_MIN_MB => Ok(Change::MaxSplitSizeMb(Some(mb))),
                 _ if value.eq_ignore_ascii_case("none") => Ok(Change::MaxSplitSizeMb(None)),
                 _ => Err(format!(
-                    "max_split_size_mb takes a whole number of MiB above {MAX_SPLIT_MIN_MB} \
+                    "max_split_size_mb takes a whole number of MiB, at least {MAX_SPLIT_MIN_MB} \
                      (e.g. 128), or none; not {value:?}"
                 )),
             },
@@ -273,6 +275,20 @@ impl Settings {
         s
     }
 
+    /// Why the recording's allocator would refuse these settings, if it would: `torch_npu`
+    /// takes neither `max_split_size_mb` nor `garbage_collection_threshold` with expandable
+    /// segments (`NPUAllocatorConfig.cpp`, Ascend/pytorch 9e73e708, lines 306-312).
+    pub fn refused_by(&self, recording: &Recording) -> Option<String> {
+        let npu = recording.snapshot.is_npu() || request_padding_bytes(recording.device) > 0;
+        (npu && self.expandable_segments
+            && (self.max_split_size_mb.is_some() || self.garbage_collection_threshold.is_some()))
+        .then(|| {
+            "torch_npu takes neither max_split_size_mb nor garbage_collection_threshold with \
+             expandable_segments:True"
+                .to_string()
+        })
+    }
+
     pub fn apply(&mut self, change: &Change) {
         match *change {
             Change::ExpandableSegments(on) => self.expandable_segments = on,
@@ -324,6 +340,12 @@ impl Settings {
 
     fn config(&self, pad_bytes: u64) -> Config {
         Config {
+            // torch_npu (known here by its padding) aligns large blocks to 16 KiB.
+            align_large_bytes: if pad_bytes > 0 {
+                NPU_ALIGN_LARGE_BYTES
+            } else {
+                0
+            },
             expandable_segments: self.expandable_segments,
             max_split_size_bytes: self.max_split_size_mb.map(|mb| mb * MIB),
             roundup_power2_divisions: self.roundup_power2_divisions.0,
@@ -735,7 +757,7 @@ pub fn sweep_settings(recording: &Recording, base: &Settings) -> Vec<Settings> {
     }
     let mut tried: Vec<Settings> = Vec::new();
     for s in candidates {
-        if !tried.contains(&s) {
+        if !tried.contains(&s) && (s == *base || s.refused_by(recording).is_none()) {
             tried.push(s);
         }
     }
@@ -796,7 +818,7 @@ mod tests {
         assert_eq!(d[9], 2);
         assert!(d[10..].iter().all(|&x| x == 8));
         for (bad, says) in [
-            ("max_split_size_mb:10", "above 20"),
+            ("max_split_size_mb:10", "at least 20"),
             ("garbage_collection_threshold:1.5", "between 0 and 1"),
             ("roundup_power2_divisions:3", "power of two"),
             ("expandable_segments:yes", "True or False"),
