@@ -16,6 +16,7 @@ use crate::views::event_list::EventListState;
 use crate::views::findings::FindingsState;
 use crate::views::lifecycle::LifecycleState;
 use crate::views::pool::PoolViewState;
+use crate::views::whatif::WhatIfState;
 
 /// One open file.
 pub struct Document {
@@ -34,6 +35,7 @@ pub struct Document {
     pub range: RangeView,
     pub events: EventListState,
     pub findings: FindingsState,
+    pub whatif: WhatIfState,
 }
 
 struct AnalysedRange {
@@ -74,6 +76,7 @@ impl Document {
             range: RangeView::default(),
             events: EventListState::default(),
             findings: FindingsState::default(),
+            whatif: WhatIfState::default(),
         }
     }
 

@@ -10,6 +10,8 @@ pub const GRID: Color32 = Color32::from_gray(225);
 pub const PLOT_GRID: Color32 = Color32::from_gray(175);
 pub const MERGED_BAND: Color32 = Color32::from_gray(150);
 pub const RESERVED_LINE: Color32 = Color32::from_rgb(40, 40, 40);
+/// The what-if replay's reserved line (dashed).
+pub const PREDICTED_LINE: Color32 = Color32::from_rgb(230, 85, 13);
 pub const SEGMENT_TICK: Color32 = Color32::from_rgb(40, 40, 40);
 pub const OOM: Color32 = Color32::from_rgb(220, 30, 30);
 pub const SNAPSHOT_MARK: Color32 = Color32::from_rgb(30, 90, 200);

@@ -31,6 +31,10 @@ impl MemsightApp {
             .on_disabled_hover_text("this trace has no times: the x axis is the event index");
             ui.checkbox(&mut self.show_pool, "Pool state chart");
             ui.checkbox(&mut self.show_findings, "Findings panel");
+            ui.checkbox(
+                &mut doc.whatif.open,
+                "What if: replay under other allocator settings",
+            );
             ui.separator();
             ui.label("Colour allocations by");
             ui.radio_value(&mut doc.lifecycle.color_by, ColorBy::CallSite, "call site");
@@ -276,6 +280,16 @@ impl MemsightApp {
                 });
             if ui.button(text).clicked() {
                 self.show_warnings = !self.show_warnings;
+            }
+            if !device.trace.is_empty()
+                && ui
+                    .selectable_label(doc.whatif.open, "What if…")
+                    .on_hover_text(
+                        "replay this trace through the caching allocator under other settings",
+                    )
+                    .clicked()
+            {
+                doc.whatif.open = !doc.whatif.open;
             }
         });
     }

@@ -188,7 +188,7 @@ impl MemsightApp {
             .collect()
     }
 
-    /// True while a file loads or a chart layout is being computed.
+    /// True while a file loads, a chart layout or a what-if replay is being computed.
     pub fn is_busy(&self) -> bool {
         // The lifecycle chart lays out in the background, when it is drawn and has a trace.
         let charting = |d: &Document| {
@@ -201,10 +201,10 @@ impl MemsightApp {
         }
         !self.jobs.is_empty()
             || (self.active_profiler.is_none()
-                && self
-                    .docs
-                    .get(self.active)
-                    .is_some_and(|d| charting(d) && d.lifecycle.is_laying_out()))
+                && self.docs.get(self.active).is_some_and(|d| {
+                    (charting(d) && d.lifecycle.is_laying_out())
+                        || (d.whatif.open && d.whatif.busy())
+                }))
     }
 
     /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Escape: whenever the window has focus.
@@ -279,6 +279,8 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
+        // Before the charts, so they show this frame's predictions.
+        self.whatif_window(&ctx);
         self.panels_ui(ui, &ctx);
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
         self.layout.chart = self.chart_rect;

@@ -400,6 +400,51 @@ impl MemsightApp {
         });
     }
 
+    /// The What-if panel of the active file: takes finished replays, starts the ones its
+    /// settings call for, hands the predicted curve and pool to the charts, and draws its window.
+    /// Closed, it takes the predictions off the charts.
+    pub(super) fn whatif_window(&mut self, ctx: &egui::Context) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let traced = doc
+            .device_index()
+            .filter(|&i| !doc.data.loaded.snapshot.devices[i].trace.is_empty());
+        let Some(i) = traced.filter(|_| doc.whatif.open) else {
+            doc.lifecycle.predicted_reserved = None;
+            doc.pool.predicted = None;
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        let event = doc.selection.event.or_else(|| {
+            data.loaded.replays[i]
+                .event_count()
+                .checked_sub(1)
+                .map(|e| e as u32)
+        });
+        doc.whatif.poll(ctx, &data, i, event);
+        let current = doc.whatif.current(i).map(Arc::clone);
+        doc.lifecycle.predicted_reserved = current.as_ref().map(|r| Arc::clone(&r.prediction));
+        doc.pool.predicted = doc
+            .whatif
+            .predicted_pool(i, event)
+            .zip(current.map(|r| r.settings.describe()));
+        let mut open = true;
+        let mut area = ctx.content_rect();
+        area.min.y += 64.0;
+        egui::Window::new("What if")
+            .open(&mut open)
+            .constrain_to(area)
+            .default_pos(area.right_top() + egui::vec2(-360.0, 0.0))
+            .default_width(340.0)
+            .default_height(area.height().min(600.0))
+            .vscroll(true)
+            .show(ctx, |ui| {
+                crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif);
+            });
+        doc.whatif.open = open;
+    }
+
     pub(super) fn warnings_window(&mut self, ctx: &egui::Context) {
         let Some(doc) = self.docs.get(self.active) else {
             return;

@@ -61,6 +61,10 @@ pub struct LifecycleState {
     /// The space the plot had and where `egui_plot` put its frame in it, last frame: the bands
     /// are laid out for that frame.
     plot_frame: Option<(Rect, Rect)>,
+    /// The what-if replay's reserved bytes per event, drawn dashed over the recorded line.
+    pub predicted_reserved: Option<Arc<memsight_core::whatif::Prediction>>,
+    /// Its highest bytes per column of the layout it was computed for.
+    predicted_columns: Option<(LayoutKey, usize, Arc<[u64]>)>,
 }
 
 /// Everything a layout depends on.
@@ -248,7 +252,6 @@ pub fn lifecycle_ui(
     let mesh = mesh_for_view(laid, current, chart_rect, &x_of);
     let y_bytes = (laid.y_min_bytes, laid.y_max_bytes);
     let frame = plot_ui(ui, plot_rect, &ax, view, y_bytes, mesh);
-    let laid = state.laid.as_ref().expect("checked above");
     if state.plot_frame != Some((plot_rect, frame)) {
         state.plot_frame = Some((plot_rect, frame));
         if frame != chart_rect {
@@ -256,8 +259,13 @@ pub fn lifecycle_ui(
             ui.ctx().request_repaint();
         }
     }
+    let predicted = predicted_columns(state, &ax);
+    let laid = state.laid.as_ref().expect("checked above");
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
+    if let Some(columns) = predicted {
+        paint_predicted(&painter, &columns, chart_rect, &y_of);
+    }
     if let Some(keep) = highlight {
         paint_dimmed_except(&painter, data, device, state, keep, chart_rect, &y_of);
     }
@@ -275,6 +283,66 @@ pub fn lifecycle_ui(
     );
     hover_and_click(data, device, laid, current, chart_rect, &response, commands);
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
+}
+
+/// The predicted reserved bytes at their highest in each column of the current layout (cached
+/// per layout and prediction).
+fn predicted_columns(state: &mut LifecycleState, ax: &Axis) -> Option<Arc<[u64]>> {
+    let prediction = state.predicted_reserved.as_ref()?;
+    let laid = state.laid.as_ref()?;
+    let id = Arc::as_ptr(prediction) as usize;
+    if let Some((key, p, columns)) = &state.predicted_columns
+        && *key == laid.key
+        && *p == id
+    {
+        return Some(Arc::clone(columns));
+    }
+    let reserved = &prediction.reserved_bytes;
+    let ranges = ax.columns(laid.key.x0, laid.key.x1, laid.columns.len());
+    let columns: Arc<[u64]> = ranges
+        .iter()
+        .map(|r| {
+            let (a, b) = (r.start as usize, (r.end as usize).min(reserved.len()));
+            reserved
+                .get(a..b)
+                .and_then(|v| v.iter().copied().max())
+                .unwrap_or_else(|| {
+                    // An empty column shows the state after the event before it.
+                    a.checked_sub(1)
+                        .and_then(|e| reserved.get(e))
+                        .copied()
+                        .unwrap_or(0)
+                })
+        })
+        .collect();
+    state.predicted_columns = Some((laid.key, id, Arc::clone(&columns)));
+    Some(columns)
+}
+
+/// The predicted reserved line, dashed, over the recorded one (clipped at the chart's top).
+fn paint_predicted(
+    painter: &egui::Painter,
+    columns: &[u64],
+    rect: Rect,
+    y_of: &dyn Fn(f64) -> f32,
+) {
+    let col_w = rect.width() / columns.len().max(1) as f32;
+    let points: Vec<Pos2> = columns
+        .iter()
+        .enumerate()
+        .map(|(c, &bytes)| {
+            pos2(
+                rect.left() + (c as f32 + 0.5) * col_w,
+                y_of(bytes as f64).clamp(rect.top(), rect.bottom()),
+            )
+        })
+        .collect();
+    painter.extend(Shape::dashed_line(
+        &points,
+        Stroke::new(1.5, palette::PREDICTED_LINE),
+        6.0,
+        4.0,
+    ));
 }
 
 /// Whether a chart fits in `rect` (a window can leave it a few pixels).

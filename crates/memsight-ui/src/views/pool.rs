@@ -25,6 +25,8 @@ const MIN_SEGMENT_PX: f32 = 8.0;
 struct ShownPool {
     device: usize,
     event: Option<u32>,
+    /// The what-if replay's pool rather than the recorded one.
+    predicted: bool,
     pool: Arc<PoolState>,
     /// Segment indices, largest first, then by address.
     order: Arc<[usize]>,
@@ -35,6 +37,10 @@ impl ShownPool {
         // At most one checkpoint interval of replay: well under a frame (BENCHMARKS.md).
         let pool =
             data.loaded.replays[device].pool_after(&data.loaded.snapshot.devices[device], event);
+        Self::of(Arc::new(pool), device, event, false)
+    }
+
+    fn of(pool: Arc<PoolState>, device: usize, event: Option<u32>, predicted: bool) -> Self {
         let mut order: Vec<usize> = (0..pool.segments.len()).collect();
         order.sort_by_key(|&i| {
             (
@@ -45,7 +51,8 @@ impl ShownPool {
         Self {
             device,
             event,
-            pool: Arc::new(pool),
+            predicted,
+            pool,
             order: order.into(),
         }
     }
@@ -71,6 +78,9 @@ pub struct PoolViewState {
     rows_rect: Option<Rect>,
     /// The device's `segment_alloc` events, in order (for the ‹ › buttons).
     segment_allocs: Option<(usize, Arc<[u32]>)>,
+    /// The what-if replay's pool at the selected event, shown instead of the recorded one (the
+    /// What-if panel sets it), and the settings it was predicted under.
+    pub predicted: Option<(Arc<PoolState>, String)>,
 }
 
 impl PoolViewState {
@@ -127,7 +137,24 @@ pub fn pool_ui(
     let event = selection
         .event
         .or_else(|| replay.event_count().checked_sub(1).map(|e| e as u32));
-    if state.pool.as_ref().map(|p| (p.device, p.event)) != Some((device, event)) {
+    let predicted = state
+        .predicted
+        .as_ref()
+        .filter(|(p, _)| p.event == event)
+        .map(|(p, _)| Arc::clone(p));
+    let shown_key = state
+        .pool
+        .as_ref()
+        .map(|p| (p.device, p.event, p.predicted));
+    if let Some(pool) = predicted {
+        let same = state
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.predicted && Arc::ptr_eq(&p.pool, &pool));
+        if !same {
+            state.pool = Some(ShownPool::of(pool, device, event, true));
+        }
+    } else if shown_key != Some((device, event, false)) {
         state.pool = Some(ShownPool::new(data, device, event));
     }
     if state.zoom < 1.0 {
@@ -137,7 +164,15 @@ pub fn pool_ui(
         return;
     };
     let (pool, order) = (Arc::clone(&shown.pool), Arc::clone(&shown.order));
+    let is_predicted = shown.predicted;
 
+    if is_predicted {
+        let settings = state.predicted.as_ref().map_or("", |(_, s)| s.as_str());
+        ui.colored_label(
+            palette::PREDICTED_LINE,
+            format!("Predicted pool (what if {settings}), at the model's addresses"),
+        );
+    }
     let jumps = segment_alloc_jumps(state, dev, device, selection.event);
     header_ui(ui, data, device, &pool, event, jumps, state, commands);
     let target = followed_segment(&pool, &order, dev, selection);

@@ -1,0 +1,367 @@
+//! The What-if panel: the open snapshot's requests replayed through the allocator model
+//! (`memsight_core::whatif`) under settings the user changes, on a background thread. It shows
+//! recorded against predicted, hands the predicted reserved curve to the lifecycle chart (drawn
+//! dashed over the recorded one) and, on request, the predicted pool at the selected event to the
+//! pool chart. A setting changed while a replay runs starts another; only the newest is shown, so
+//! the window never waits.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+
+use egui::{RichText, Ui};
+use memsight_core::replay::PoolState;
+use memsight_core::units::format_bytes;
+use memsight_core::whatif::{self, Divisions, Outcome, Prediction, Recording, Settings};
+
+use crate::palette;
+use crate::prepared::Prepared;
+
+const GIB: f64 = (1u64 << 30) as f64;
+/// The choices of `roundup_power2_divisions` offered (0: off).
+const DIVISION_CHOICES: [u32; 5] = [0, 2, 4, 8, 16];
+
+/// A finished replay.
+pub struct WhatIfResult {
+    pub device: usize,
+    pub settings: Settings,
+    pub recorded: Outcome,
+    pub prediction: Arc<Prediction>,
+}
+
+/// The predicted pool after one event.
+pub struct PredictedPool {
+    pub settings: Settings,
+    pub event: Option<u32>,
+    pub pool: Arc<PoolState>,
+}
+
+/// The panel's state, one per open file.
+#[derive(Default)]
+pub struct WhatIfState {
+    pub open: bool,
+    /// The settings being tried, and the device they are for (`None`: not yet read from it).
+    settings: Option<(usize, Settings)>,
+    /// The settings the file was recorded under, for that device.
+    recorded_settings: Settings,
+    pub show_predicted_pool: bool,
+    result: Option<Arc<WhatIfResult>>,
+    job: Option<(Settings, Receiver<WhatIfResult>)>,
+    pool_job: Option<((Settings, Option<u32>), Receiver<PoolState>)>,
+    pool: Option<Arc<PredictedPool>>,
+}
+
+impl WhatIfState {
+    /// The newest finished replay, if it is of the settings being tried on `device`.
+    pub fn current(&self, device: usize) -> Option<&Arc<WhatIfResult>> {
+        let (d, settings) = self.settings.as_ref()?;
+        self.result
+            .as_ref()
+            .filter(|r| r.device == device && *d == device && r.settings == *settings)
+    }
+
+    /// Whether a replay is running.
+    pub fn busy(&self) -> bool {
+        self.job.is_some() || self.pool_job.is_some()
+    }
+
+    /// The predicted pool after `event`, when it is ready for the settings being tried.
+    pub fn predicted_pool(&self, device: usize, event: Option<u32>) -> Option<Arc<PoolState>> {
+        let result = self.current(device)?;
+        self.pool
+            .as_ref()
+            .filter(|p| {
+                self.show_predicted_pool && p.settings == result.settings && p.event == event
+            })
+            .map(|p| Arc::clone(&p.pool))
+    }
+
+    /// Sets the settings tried on `device` (tests and tools; the panel's controls do the same).
+    pub fn set_settings(&mut self, device: usize, settings: Settings) {
+        self.settings = Some((device, settings));
+    }
+
+    /// Takes finished replays and starts the ones the settings and selection call for.
+    pub fn poll(
+        &mut self,
+        ctx: &egui::Context,
+        data: &Arc<Prepared>,
+        device: usize,
+        event: Option<u32>,
+    ) {
+        if self.settings.as_ref().is_none_or(|(d, _)| *d != device) {
+            let recording = Recording::of(&data.loaded, device);
+            self.recorded_settings = Settings::recorded(&recording);
+            self.settings = Some((device, self.recorded_settings));
+        }
+        let Some((_, settings)) = self.settings else {
+            return;
+        };
+        if let Some((_, rx)) = &self.job
+            && let Ok(result) = rx.try_recv()
+        {
+            self.result = Some(Arc::new(result));
+            self.job = None;
+        }
+        if let Some((_, rx)) = &self.pool_job
+            && let Ok(pool) = rx.try_recv()
+        {
+            let ((settings, event), _) = self.pool_job.take().expect("checked above");
+            self.pool = Some(Arc::new(PredictedPool {
+                settings,
+                event,
+                pool: Arc::new(pool),
+            }));
+        }
+        let refused = settings
+            .refused_by(&Recording::of(&data.loaded, device))
+            .is_some();
+        let wanted =
+            self.current(device).is_none() && self.job.as_ref().is_none_or(|(s, _)| *s != settings);
+        if wanted && !refused {
+            self.job = Some((settings, start_replay(ctx, data, device, settings)));
+        }
+        let pool_key = (settings, event);
+        if self.show_predicted_pool
+            && self.current(device).is_some()
+            && self
+                .pool
+                .as_ref()
+                .is_none_or(|p| (p.settings, p.event) != pool_key)
+            && self.pool_job.as_ref().is_none_or(|(k, _)| *k != pool_key)
+        {
+            let (send, rx) = channel();
+            let (data, ctx) = (Arc::clone(data), ctx.clone());
+            std::thread::spawn(move || {
+                let recording = Recording::of(&data.loaded, device);
+                let _ = send.send(whatif::predicted_pool_after(&recording, &settings, event));
+                ctx.request_repaint();
+            });
+            self.pool_job = Some((pool_key, rx));
+        }
+    }
+}
+
+fn start_replay(
+    ctx: &egui::Context,
+    data: &Arc<Prepared>,
+    device: usize,
+    settings: Settings,
+) -> Receiver<WhatIfResult> {
+    let (send, rx) = channel();
+    let (data, ctx) = (Arc::clone(data), ctx.clone());
+    std::thread::spawn(move || {
+        let recording = Recording::of(&data.loaded, device);
+        let result = WhatIfResult {
+            device,
+            settings,
+            recorded: whatif::recorded(&recording),
+            prediction: Arc::new(whatif::predict_curve(&recording, &settings)),
+        };
+        // The window may have closed meanwhile: nobody to tell.
+        let _ = send.send(result);
+        ctx.request_repaint();
+    });
+    rx
+}
+
+/// The panel's content: the settings, then recorded against predicted.
+pub fn whatif_ui(ui: &mut Ui, data: &Prepared, device: usize, state: &mut WhatIfState) {
+    let Some((_, mut settings)) = state.settings else {
+        ui.spinner();
+        return;
+    };
+    settings_ui(ui, &mut settings, &state.recorded_settings);
+    if let Some(why) = settings.refused_by(&Recording::of(&data.loaded, device)) {
+        ui.colored_label(palette::ERROR_TEXT, why);
+    }
+    state.settings = Some((device, settings));
+    ui.checkbox(
+        &mut state.show_predicted_pool,
+        "Pool chart: the predicted pool at the selected event",
+    );
+    ui.separator();
+    let as_recorded = settings == state.recorded_settings;
+    match state.current(device) {
+        Some(result) => outcome_ui(ui, data, device, result, as_recorded),
+        None => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("replaying…");
+            });
+        }
+    }
+}
+
+/// The allocator settings as controls, `recorded` giving the reset.
+fn settings_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
+    ui.horizontal(|ui| {
+        ui.label(RichText::new("Allocator settings").strong());
+        if ui
+            .add_enabled(s != recorded, egui::Button::new("as recorded"))
+            .clicked()
+        {
+            *s = *recorded;
+        }
+    });
+    ui.checkbox(&mut s.expandable_segments, "expandable_segments");
+    ui.horizontal(|ui| {
+        let mut on = s.max_split_size_mb.is_some();
+        ui.checkbox(&mut on, "max_split_size_mb");
+        let mut mb = s.max_split_size_mb.unwrap_or(128);
+        ui.add_enabled(on, egui::DragValue::new(&mut mb).range(20..=1_048_576));
+        s.max_split_size_mb = on.then_some(mb);
+    });
+    let uniform = s.roundup_power2_divisions.0[0];
+    let per_size = s.roundup_power2_divisions.0.iter().any(|&d| d != uniform);
+    egui::ComboBox::from_label("roundup_power2_divisions")
+        .selected_text(if per_size {
+            "per size (as recorded)".to_string()
+        } else if uniform <= 1 {
+            "off".to_string()
+        } else {
+            uniform.to_string()
+        })
+        .show_ui(ui, |ui| {
+            for d in DIVISION_CHOICES {
+                let text = if d == 0 {
+                    "off".to_string()
+                } else {
+                    d.to_string()
+                };
+                let chosen = Divisions([d; 16]);
+                if ui
+                    .selectable_label(s.roundup_power2_divisions == chosen, text)
+                    .clicked()
+                {
+                    s.roundup_power2_divisions = chosen;
+                }
+            }
+        });
+    capacity_ui(ui, s, recorded);
+    ui.checkbox(
+        &mut s.skip_releases,
+        "without the recorded empty_cache() calls",
+    );
+}
+
+/// The capacity and garbage collection, which needs it.
+fn capacity_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
+    ui.horizontal(|ui| {
+        let mut on = s.capacity_bytes.is_some();
+        ui.checkbox(&mut on, "capacity (GiB)").on_hover_text(
+            "the device memory the allocator may reserve; with it the replay predicts stalls and OOMs",
+        );
+        let mut gib = s
+            .capacity_bytes
+            .or(recorded.capacity_bytes)
+            .map_or(80.0, |b| b as f64 / GIB);
+        ui.add_enabled(
+            on,
+            egui::DragValue::new(&mut gib)
+                .range(0.001..=4096.0)
+                .speed(0.1)
+                .max_decimals(3),
+        );
+        s.capacity_bytes = on.then_some((gib * GIB) as u64);
+    });
+    if s.capacity_bytes.is_none() && recorded.capacity_bytes.is_none() {
+        ui.weak("the file shows no capacity (no oom, no stall): OOMs and stalls are not predicted");
+    }
+    ui.horizontal(|ui| {
+        let can = s.capacity_bytes.is_some();
+        let mut on = s.garbage_collection_threshold.is_some() && can;
+        ui.add_enabled(
+            can,
+            egui::Checkbox::new(&mut on, "garbage_collection_threshold"),
+        )
+        .on_disabled_hover_text(
+            "the allocator collects only under a memory fraction: give a capacity",
+        );
+        let mut t = s.garbage_collection_threshold.unwrap_or(0.8);
+        ui.add_enabled(on, egui::Slider::new(&mut t, 0.05..=0.95));
+        s.garbage_collection_threshold = on.then_some(t);
+    });
+}
+
+/// Recorded against predicted, and how far to trust it.
+fn outcome_ui(
+    ui: &mut Ui,
+    data: &Prepared,
+    device: usize,
+    result: &WhatIfResult,
+    as_recorded: bool,
+) {
+    let (r, p) = (&result.recorded, &result.prediction.outcome);
+    let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
+    let bytes = |b: u64| format_bytes(b as i64);
+    egui::Grid::new("whatif-outcome")
+        .num_columns(3)
+        .striped(true)
+        .show(ui, |ui| {
+            ui.label("");
+            ui.label(RichText::new("recorded").strong());
+            ui.label(RichText::new("predicted").strong());
+            ui.end_row();
+            let delta = (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
+                / (r.peak_reserved_bytes as f64).max(1.0)
+                * 100.0;
+            for (what, a, b) in [
+                (
+                    "peak reserved",
+                    bytes(r.peak_reserved_bytes),
+                    format!("{} ({delta:+.1} %)", bytes(p.peak_reserved_bytes)),
+                ),
+                (
+                    "segment allocs / maps",
+                    r.segment_allocs.to_string(),
+                    p.segment_allocs.to_string(),
+                ),
+                (
+                    "segment frees / unmaps",
+                    r.segment_frees.to_string(),
+                    p.segment_frees.to_string(),
+                ),
+                ("stalls", known(r.stalls), known(p.stalls)),
+                ("OOMs", known(r.ooms), known(p.ooms)),
+                (
+                    "unused at peak",
+                    bytes(r.peak_fragmentation_bytes),
+                    bytes(p.peak_fragmentation_bytes),
+                ),
+            ] {
+                ui.label(what);
+                ui.label(a);
+                ui.label(b);
+                ui.end_row();
+            }
+        });
+    // Under the recorded settings this is the fidelity; under others, where they first matter.
+    ui.label(match (p.first_divergence_event, as_recorded) {
+        (None, _) => "the model's reserved bytes follow the recording at every alloc".to_string(),
+        (Some(e), true) => format!(
+            "fidelity: the model's reserved bytes first differ from the recording after event {e}"
+        ),
+        (Some(e), false) => {
+            format!("reserved bytes first differ from the recording after event {e}")
+        }
+    });
+    let before = data.loaded.replays[device]
+        .totals_after(None)
+        .reserved_bytes;
+    if before > 0 {
+        ui.weak(format!(
+            "{} was reserved before the trace; the replay keeps that pool as the recorded settings made it",
+            format_bytes(before)
+        ));
+    }
+    ui.horizontal(|ui| {
+        let (rect, _) = ui.allocate_exact_size(egui::vec2(28.0, 10.0), egui::Sense::hover());
+        ui.painter().extend(egui::Shape::dashed_line(
+            &[rect.left_center(), rect.right_center()],
+            egui::Stroke::new(1.5, palette::PREDICTED_LINE),
+            5.0,
+            3.0,
+        ));
+        ui.label("on the chart: predicted reserved");
+    });
+}

@@ -1,0 +1,107 @@
+//! The What-if panel as a user drives it: open it from the summary bar, switch a setting, see
+//! recorded against predicted, the predicted reserved line on the chart and, on request, the
+//! predicted pool in the pool chart; the window never waits for a replay. Run with
+//! `WGPU_BACKEND=gl` (CI pins it).
+
+mod common;
+
+use egui::vec2;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use memsight_core::r#gen::{self, GenOptions, Scenario};
+use memsight_core::whatif::{self, Recording, Settings};
+use memsight_ui::MemsightApp;
+use memsight_ui::document::{Document, Opened, Source};
+
+/// A generated run on a nearly full device (stalls), loaded as a tab.
+fn document() -> Document {
+    let bytes = r#gen::generate(&GenOptions {
+        scenario: Scenario::Stall,
+        events: 20_000,
+        seed: 1,
+        ..GenOptions::default()
+    })
+    .write_pickle(Vec::new())
+    .expect("in memory");
+    let source = Source::Bytes {
+        name: "stall.pickle".into(),
+        bytes: Box::leak(bytes.into_boxed_slice()),
+    };
+    match source.load(None).expect("loads") {
+        Opened::Snapshot(prepared) => Document::new("stall.pickle".into(), None, *prepared),
+        Opened::Profiler(_) => unreachable!("a snapshot"),
+    }
+}
+
+fn harness() -> Harness<'static, MemsightApp> {
+    let app = MemsightApp::with_documents(vec![document()]);
+    let mut harness = Harness::builder()
+        .with_size(vec2(1400.0, 900.0))
+        .with_step_dt(1.0 / 60.0)
+        .allow_missing_glyphs()
+        .with_context_setup(memsight_ui::fonts::install)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    common::settle(&mut harness);
+    harness
+}
+
+#[test]
+fn the_what_if_panel_replays_under_the_settings_chosen_and_draws_the_prediction() {
+    let mut harness = harness();
+    harness.get_by_label("What if…").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    // Under the recorded settings: the replay reproduces the file (the capacity comes from its
+    // stalls), and the table says so.
+    harness.get_by_label_contains("follow the recording at every alloc");
+    let doc = &harness.state().documents()[0];
+    let i = doc.device_index().expect("a device");
+    let data = std::sync::Arc::clone(&doc.data);
+    let recording = Recording::of(&data.loaded, i);
+    let recorded_settings = Settings::recorded(&recording);
+    let expected = whatif::predict(&recording, &recorded_settings);
+    let shown = doc.whatif.current(i).expect("replayed");
+    assert_eq!(shown.prediction.outcome, expected);
+    assert_eq!(expected.stalls, Some(2), "the stall run stalls twice");
+    assert!(
+        doc.lifecycle.predicted_reserved.is_some(),
+        "the chart has the curve"
+    );
+
+    // Expandable segments: another replay, the table and the chart follow.
+    harness.get_by_label("expandable_segments").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    let shown = doc.whatif.current(i).expect("replayed again");
+    assert!(shown.settings.expandable_segments);
+    let mut expandable = recorded_settings;
+    expandable.expandable_segments = true;
+    assert_eq!(
+        shown.prediction.outcome,
+        whatif::predict(&recording, &expandable)
+    );
+    assert_ne!(shown.prediction.outcome, expected);
+    harness.snapshot_options("whatif_panel", &common::snapshot_options());
+
+    // The predicted pool in the pool chart, labelled as such.
+    harness
+        .get_by_label("Pool chart: the predicted pool at the selected event")
+        .click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    harness.get_by_label_contains("Predicted pool (what if expandable_segments:True");
+    let doc = &harness.state().documents()[0];
+    let pool = doc.pool.pool().expect("a pool shown");
+    let last = data.loaded.replays[i].event_count() as u32 - 1;
+    let predicted = whatif::predicted_pool_after(&recording, &expandable, Some(last));
+    assert_eq!(pool.totals, predicted.totals);
+
+    // Closing the panel takes the prediction off both charts.
+    harness.get_by_label("What if…").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    assert!(doc.lifecycle.predicted_reserved.is_none());
+    assert!(doc.pool.predicted.is_none());
+}
