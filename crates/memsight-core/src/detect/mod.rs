@@ -189,7 +189,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings.extend(stall::detect(cx));
     }
     findings.extend(imbalance::detect(&contexts));
-    let advice = settings::detect(&loaded.snapshot, &findings);
+    let advice = settings::detect(loaded, &findings);
     findings.extend(advice);
     findings.sort_by(|a, b| {
         b.severity

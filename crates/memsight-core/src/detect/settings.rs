@@ -1,12 +1,17 @@
 //! Advises allocator settings — `expandable_segments`, `max_split_size_mb`,
-//! `garbage_collection_threshold` — only where another finding supports it, and never one the
-//! file's `allocator_settings` show already on. Files without `allocator_settings` (`torch_npu`,
-//! `PyTorch` before 2.3) get the advice with "unless already set". Expandable segments seen in use
-//! (mapped pages, expandable segments in the pool) count as on. Each suggestion names the
-//! findings it rests on.
+//! `garbage_collection_threshold` — only where another finding supports it (a fragmentation
+//! warning, a stall), never one the file's `allocator_settings` show already on, and only what the
+//! what-if replay (`crate::whatif`) predicts helps on the device of that finding: fewer OOMs,
+//! fewer stalls, or a peak reserved at least 1 % lower than the replay of the recorded settings,
+//! which must itself reproduce the recording (else nothing is advised). Each suggestion quotes the
+//! replay's figures. Files without `allocator_settings` (`torch_npu`, `PyTorch` before 2.3) get
+//! the advice with "unless already set". Expandable segments seen in use (mapped pages,
+//! expandable segments in the pool) count as on.
 
+use crate::Loaded;
 use crate::model::{SettingValue, Snapshot};
 use crate::units::format_bytes;
+use crate::whatif::{self, Change, Outcome, Recording, Settings};
 
 use super::{Finding, FindingKind, Severity};
 
@@ -56,8 +61,135 @@ fn configured(snapshot: &Snapshot) -> Configured {
     }
 }
 
-/// Setting advice backed by `findings` (the other detectors' results for this file).
-pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
+/// One setting the replay tried, and what it predicted.
+struct Tried {
+    /// As `PYTORCH_CUDA_ALLOC_CONF` writes it.
+    conf: String,
+    why: &'static str,
+    outcome: Outcome,
+}
+
+/// Whether `tried` does better than `base` (the recorded settings, replayed): fewer OOMs; or as
+/// many and fewer stalls; or as many of both and a peak reserved at least 1 % lower. Never one
+/// that adds an OOM or a stall.
+fn helps(tried: &Outcome, base: &Outcome) -> bool {
+    let (ooms, stalls) = (tried.ooms.unwrap_or(0), tried.stalls.unwrap_or(0));
+    let (base_ooms, base_stalls) = (base.ooms.unwrap_or(0), base.stalls.unwrap_or(0));
+    if ooms != base_ooms {
+        return ooms < base_ooms;
+    }
+    if stalls != base_stalls {
+        return stalls < base_stalls;
+    }
+    (tried.peak_reserved_bytes as f64) <= base.peak_reserved_bytes as f64 * 0.99
+}
+
+/// The replay's figures for one setting against the recorded settings'.
+fn quoted(tried: &Outcome, base: &Outcome) -> String {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let mut parts = vec![format!(
+        "peak reserved {:.2} → {:.2} GiB ({:+.1} %)",
+        gib(base.peak_reserved_bytes),
+        gib(tried.peak_reserved_bytes),
+        (tried.peak_reserved_bytes as f64 - base.peak_reserved_bytes as f64)
+            / (base.peak_reserved_bytes as f64).max(1.0)
+            * 100.0
+    )];
+    for (what, a, b) in [
+        ("stalls", base.stalls, tried.stalls),
+        ("OOMs", base.ooms, tried.ooms),
+    ] {
+        if let (Some(a), Some(b)) = (a, b)
+            && (a > 0 || b > 0)
+        {
+            parts.push(format!("{what} {a} → {b}"));
+        }
+    }
+    parts.join(", ")
+}
+
+/// Whether the replay under the recorded settings reproduces the file well enough to be quoted
+/// (the what-if issue's bar: peak reserved within 1 %, segment allocations within 5 %).
+fn faithful(recorded: &Outcome, replayed: &Outcome) -> bool {
+    let off = |a: u64, b: u64| (a as f64 - b as f64).abs() / (b as f64).max(1.0);
+    off(replayed.peak_reserved_bytes, recorded.peak_reserved_bytes) <= 0.01
+        && (off(replayed.segment_allocs, recorded.segment_allocs) <= 0.05
+            || replayed.segment_allocs == recorded.segment_allocs)
+}
+
+/// The settings not on yet, replayed (on rayon) on the device of `recording`, and those that
+/// help; `None` when the replay cannot reproduce the recording (then it backs nothing).
+fn replayed_advice(
+    recording: &Recording,
+    have: &Configured,
+    fragmentation: bool,
+    stalls: bool,
+) -> Option<(Outcome, Vec<Tried>)> {
+    use rayon::prelude::*;
+    let base_settings = Settings::recorded(recording);
+    let base = whatif::predict(recording, &base_settings);
+    if !faithful(&whatif::recorded(recording), &base) {
+        return None;
+    }
+    let mut candidates: Vec<(&'static str, Vec<Change>)> = Vec::new();
+    if !have.expandable_segments {
+        candidates.push((EXPANDABLE_WHY, vec![Change::ExpandableSegments(true)]));
+    }
+    if fragmentation && !have.max_split_size && !have.expandable_segments {
+        for mb in [128, 512] {
+            candidates.push((MAX_SPLIT_WHY, vec![Change::MaxSplitSizeMb(Some(mb))]));
+        }
+    }
+    // Garbage collection acts only under a memory fraction: where the capacity is known.
+    if stalls && !have.garbage_collection && base_settings.capacity_bytes.is_some() {
+        candidates.push((GC_WHY, vec![Change::GarbageCollectionThreshold(Some(0.8))]));
+    }
+    let mut tried: Vec<Tried> = candidates
+        .into_par_iter()
+        .filter_map(|(why, changes)| {
+            let mut s = base_settings;
+            for c in &changes {
+                s.apply(c);
+            }
+            if s.refused_by(recording).is_some() {
+                return None;
+            }
+            let outcome = whatif::predict(recording, &s);
+            let conf = s
+                .describe()
+                .split(',')
+                .filter(|kv| !base_settings.describe().split(',').any(|b| b == *kv))
+                .collect::<Vec<_>>()
+                .join(",");
+            helps(&outcome, &base).then_some(Tried { conf, why, outcome })
+        })
+        .collect();
+    // Of the max_split_size_mb values that help, the best one.
+    tried.sort_by_key(|t| {
+        (
+            t.why,
+            t.outcome.ooms,
+            t.outcome.stalls,
+            t.outcome.peak_reserved_bytes,
+        )
+    });
+    tried.dedup_by_key(|t| t.why);
+    Some((base, tried))
+}
+
+const EXPANDABLE_WHY: &str = "segments grow in place, so free memory is not split into pieces and the allocator does not \
+     have to free everything and retry";
+const MAX_SPLIT_WHY: &str =
+    "large cached blocks stay whole for large requests instead of being split by small ones";
+const GC_WHY: &str = "unused cached blocks are released gradually before the pool fills, \
+                      instead of all at once in a stall";
+
+/// Setting advice backed by `findings` (the other detectors' results for this file) and by the
+/// what-if replay: a setting is advised only where the replay, which reproduces the recording
+/// under its own settings, predicts that it helps (fewer OOMs, fewer stalls, or a lower peak
+/// reserved), and the advice quotes the replay's figures.
+pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
+    let snapshot = &loaded.snapshot;
     let have = configured(snapshot);
     let of_kind = |kind: FindingKind| findings.iter().filter(move |f| f.kind == kind);
     // A fragmentation note (a small gap) is no reason to change settings; a warning is.
@@ -71,22 +203,6 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     // Explicit empty_cache() calls are findings of their own kind: fixed in the program, not by
     // a setting.
     let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall).collect();
-    let named = |found: &[&Finding]| {
-        found
-            .iter()
-            .map(|f| format!("\"{}\" on device {}", f.title, f.device))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let rests_on_fragmentation = format!("rests on {}", named(&fragmentation));
-    let rests_on_stalls = format!("rests on {}", named(&stalls));
-    let rests_on_both = named(
-        &fragmentation
-            .iter()
-            .chain(&stalls)
-            .copied()
-            .collect::<Vec<_>>(),
-    );
     let Some(first) = fragmentation
         .iter()
         .chain(&stalls)
@@ -94,58 +210,59 @@ pub fn detect(snapshot: &Snapshot, findings: &[Finding]) -> Vec<Finding> {
     else {
         return Vec::new();
     };
+    let Some(index) = snapshot
+        .devices
+        .iter()
+        .position(|d| d.ordinal == first.device && !d.trace.is_empty())
+    else {
+        return Vec::new();
+    };
+    let recording = Recording::of(loaded, index);
+    let Some((base, tried)) = replayed_advice(
+        &recording,
+        &have,
+        !fragmentation.is_empty(),
+        !stalls.is_empty(),
+    ) else {
+        return Vec::new();
+    };
+    if tried.is_empty() {
+        return Vec::new();
+    }
     let variable = if snapshot.is_npu() {
         "PYTORCH_NPU_ALLOC_CONF"
     } else {
         "PYTORCH_CUDA_ALLOC_CONF"
     };
-    let mut advice: Vec<String> = Vec::new();
-    if !have.expandable_segments {
-        advice.push(format!(
-            "{variable}=expandable_segments:True: segments grow in place, so free memory is not split into \
-             pieces and the allocator never has to free everything and retry (rests on {rests_on_both})"
-        ));
-    }
-    if !fragmentation.is_empty() && !have.max_split_size && !have.expandable_segments {
-        advice.push(format!(
-            "max_split_size_mb:N (N a little above your typical large request): large cached blocks stay whole \
-             for large requests instead of being split by small ones ({rests_on_fragmentation})"
-        ));
-    }
-    if !stalls.is_empty() && !have.garbage_collection {
-        advice.push(format!(
-            "garbage_collection_threshold:0.8: unused cached blocks are released gradually before the pool \
-             fills, instead of all at once in a stall ({rests_on_stalls})"
-        ));
-    }
-    if advice.is_empty() {
-        return Vec::new();
-    }
+    let rests_on = fragmentation
+        .iter()
+        .chain(&stalls)
+        .map(|f| format!("\"{}\" on device {}", f.title, f.device))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let advice: Vec<String> = tried
+        .iter()
+        .map(|t| {
+            format!(
+                "{variable}={}: {} (the replay predicts {})",
+                t.conf,
+                t.why,
+                quoted(&t.outcome, &base)
+            )
+        })
+        .collect();
     let freed: u64 = stalls.iter().map(|f| f.bytes).sum();
     let grown: u64 = fragmentation.iter().map(|f| f.bytes).sum();
-    let mut evidence = Vec::new();
-    if !fragmentation.is_empty() {
-        evidence.push(format!(
-            "{} fragmentation finding(s) ({} reserved or requested)",
-            fragmentation.len(),
-            format_bytes(grown as i64)
-        ));
-    }
-    if !stalls.is_empty() {
-        evidence.push(format!(
-            "{} allocator stall(s) ({} released)",
-            stalls.len(),
-            format_bytes(freed as i64)
-        ));
-    }
     vec![Finding {
         kind: FindingKind::Settings,
         severity: Severity::Info,
         device: first.device,
         title: format!("Settings: {} could help", advice.len()),
         summary: format!(
-            "Backed by {}; the file's allocator settings {}.",
-            evidence.join(" and "),
+            "Rests on {rests_on}. The trace replayed through the caching-allocator model \
+             reproduces the recording under its own settings (peak reserved {}); under each \
+             setting advised it does better. The file's allocator settings {}.",
+            format_bytes(base.peak_reserved_bytes as i64),
             if have.known {
                 "show none of the advised options on"
             } else {
@@ -178,12 +295,37 @@ mod tests {
             .filter(|f| f.kind == FindingKind::Settings)
             .collect();
         assert_eq!(settings.len(), 1, "{findings:?}");
-        assert!(settings[0].suggestion.contains("expandable_segments:True"));
+        let advice = &settings[0].suggestion;
+        // Each setting advised quotes the replay: the recorded settings replayed against the
+        // setting tried, on the stalled device (the capacity comes from the stall).
+        let recording = crate::whatif::Recording::of(&loaded, 0);
+        let base = crate::whatif::Settings::recorded(&recording);
+        assert!(base.capacity_bytes.is_some());
+        let mut gc = base;
+        gc.garbage_collection_threshold = Some(0.8);
+        let predicted = crate::whatif::predict(&recording, &gc);
+        let stalls_before = crate::whatif::predict(&recording, &base).stalls;
+        assert!(predicted.stalls < stalls_before, "{predicted:?}");
         assert!(
-            settings[0]
-                .suggestion
-                .contains("garbage_collection_threshold")
+            advice.contains(&format!(
+                "garbage_collection_threshold:0.8: unused cached blocks are released gradually \
+                 before the pool fills, instead of all at once in a stall (the replay predicts \
+                 peak reserved"
+            )),
+            "{advice}"
         );
+        assert!(
+            advice.contains(&format!(
+                "stalls {} → {}",
+                stalls_before.unwrap_or(0),
+                predicted.stalls.unwrap_or(0)
+            )),
+            "{advice}"
+        );
+        assert!(advice.contains("expandable_segments:True"), "{advice}");
+        // What the replay says does not help is not advised: max_split_size_mb is tried only
+        // for fragmentation, and here it adds stalls.
+        assert!(!advice.contains("max_split_size_mb"), "{advice}");
 
         // The expandable scenario records expandable_segments on: nothing to advise.
         let (_, loaded) = generated(Scenario::Expandable, 30_000, 1);
