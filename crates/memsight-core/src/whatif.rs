@@ -137,23 +137,28 @@ fn split_entries(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// `roundup_power2_divisions`: one power of two for every size, or per interval as in
-/// `[256:1,512:2,>:8]` (sizes in MiB, powers of two; each value holds from the previous interval
-/// up to its own, the first one from 0, `>` for every size above the last).
+/// `roundup_power2_divisions`: one power of two (or 0) for every size, or per interval as in
+/// `[256:1,512:2,>:8]`, as `parseRoundUpPower2Divisions` reads it (`c10/core/AllocatorConfig.cpp`):
+/// sizes in MiB, powers of two, each naming its interval (256: from 256 up to 512 MiB); the first
+/// also fills every interval below it, `>` every interval above the last, and an interval between
+/// two named ones keeps 0 (no rounding).
 fn parse_divisions(value: &str) -> Result<Divisions, String> {
     let division = |text: &str| -> Result<u32, String> {
         match text.trim().parse::<u32>() {
             Ok(d) if d == 0 || d.is_power_of_two() => Ok(d),
             _ => Err(format!(
-                "roundup_power2_divisions takes a power of two (1, 2, 4, 8 …), not {text:?}"
+                "roundup_power2_divisions takes a power of two (1, 2, 4, 8 …) or 0, not {text:?}"
             )),
         }
     };
-    let Some(list) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) else {
+    let Some(list) = value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+    else {
         return Ok(Divisions([division(value)?; ROUNDUP_INTERVALS]));
     };
     let mut out = [0; ROUNDUP_INTERVALS];
-    let mut last = None;
+    let mut last: Option<usize> = None;
     for entry in list.split(',') {
         let Some((size, d)) = entry.split_once(':') else {
             return Err(format!(
@@ -162,8 +167,7 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
         };
         let d = division(d)?;
         if size.trim() == ">" {
-            let from = last.map_or(0, |l: usize| l + 1);
-            out[from..].fill(d);
+            out[last.map_or(0, |l| l + 1)..].fill(d);
             continue;
         }
         let mb = match size.trim().parse::<u64>() {
@@ -175,10 +179,10 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
             }
         };
         let index = (mb.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
-        let from = last.map_or(0, |l| l + 1);
-        if from <= index {
-            out[from..=index].fill(d);
+        if last.is_none() {
+            out[..index].fill(d);
         }
+        out[index] = d;
         last = Some(index);
     }
     Ok(Divisions(out))
@@ -812,11 +816,17 @@ mod tests {
         assert!(s.expandable_segments);
         assert_eq!(s.max_split_size_mb, Some(128));
         assert_eq!(s.garbage_collection_threshold, Some(0.6));
-        // 1 up to 256 MiB (intervals 0..=8), 2 for 512 MiB, 8 above.
+        // 1 up to 512 MiB (intervals 0..=8), 2 from 512 MiB to 1 GiB, 8 above.
         let d = s.roundup_power2_divisions.0;
         assert_eq!(&d[..=8], &[1; 9]);
         assert_eq!(d[9], 2);
         assert!(d[10..].iter().all(|&x| x == 8));
+        // An interval between two named ones keeps 0, as PyTorch's parser leaves it.
+        let gap = Change::parse_all("roundup_power2_divisions:[256:4,1024:8]").expect("valid");
+        let Change::RoundupPower2Divisions(gap) = gap[0] else {
+            panic!("{gap:?}");
+        };
+        assert_eq!((gap.0[8], gap.0[9], gap.0[10], gap.0[11]), (4, 0, 8, 0));
         for (bad, says) in [
             ("max_split_size_mb:10", "at least 20"),
             ("garbage_collection_threshold:1.5", "between 0 and 1"),
