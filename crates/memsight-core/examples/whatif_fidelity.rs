@@ -24,9 +24,9 @@ fn main() {
         files = found;
     }
     println!(
-        "| file | device | settings | peak reserved: recorded / predicted (Δ) | segment allocs: recorded / predicted | segment frees: recorded / predicted |"
+        "| file | device | settings | peak reserved: recorded / predicted (Δ) | segment allocs: recorded / predicted | segment frees: recorded / predicted | unused at peak: recorded / predicted | first divergence |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for path in &files {
         let loaded = match memsight_core::load_path(path, None) {
             Ok(snapshot) => memsight_core::Loaded::new(snapshot),
@@ -47,7 +47,7 @@ fn main() {
             let recorded = whatif::recorded(&recording);
             let predicted = whatif::predict(&recording, &settings);
             println!(
-                "| {name} | {} | {} | {} / {} ({:+.1} %) | {} / {} | {} / {} |",
+                "| {name} | {} | {} | {} / {} ({:+.1} %) | {} / {} | {} / {} | {} / {} | {} |",
                 device.ordinal,
                 settings.describe(),
                 mib(recorded.peak_reserved_bytes),
@@ -57,6 +57,11 @@ fn main() {
                 predicted.segment_allocs,
                 recorded.segment_frees,
                 predicted.segment_frees,
+                mib(recorded.peak_fragmentation_bytes),
+                mib(predicted.peak_fragmentation_bytes),
+                predicted
+                    .first_divergence_event
+                    .map_or_else(|| "none".to_string(), |e| format!("event {e}")),
             );
         }
     }

@@ -707,6 +707,11 @@ impl Allocator {
             .filter(|(_, b)| !b.allocated)
             .map_or(0, |(_, b)| b.size);
         let map_bytes = (size - tail_free.min(size)).div_ceil(page) * page;
+        if map_bytes == 0 {
+            // The free tail is mapped and large enough (best fit passed it over, as a block of
+            // `max_split_size` or more): it serves the request without mapping more.
+            return seg.blocks.keys().next_back().copied();
+        }
         if self.reserved_bytes + map_bytes > self.capacity_bytes {
             return None;
         }
@@ -1139,5 +1144,20 @@ mod tests {
         let seg = a.segments.values().next().expect("one segment");
         assert_eq!(seg.blocks.len(), 4, "{:?}", seg.blocks);
         assert_eq!(a.reserved_bytes, 20 * MIB);
+    }
+    #[test]
+    fn an_oversize_free_tail_serves_a_request_without_a_map_of_nothing() {
+        let config = Config {
+            expandable_segments: true,
+            max_split_size_bytes: Some(100 * MIB),
+            ..Config::default()
+        };
+        let mut a = with(config, u64::MAX / 4);
+        let big = a.malloc(200 * MIB, 0, None).expect("fits");
+        a.free(big);
+        // Best fit passes the free 200 MiB tail over (it is ≥ max_split_size); growing the
+        // segment finds it mapped and large enough: no new pages, no empty map.
+        assert_eq!(a.malloc(50 * MIB, 0, None), Some(big));
+        assert_eq!((a.counts.segment_map, a.reserved_bytes), (1, 200 * MIB));
     }
 }
