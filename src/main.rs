@@ -120,11 +120,10 @@ enum Command {
         /// says, else unknown: then OOMs and stalls are not predicted).
         #[arg(long)]
         capacity: Option<u64>,
-        /// Try the common settings one by one and in pairs (expandable segments, max_split_size_mb
-        /// 128 / 512, roundup_power2_divisions 4, the recorded `empty_cache()` calls left out, and
-        /// garbage_collection_threshold where the capacity is known), on every core, ranked by
-        /// OOMs, predicted peak reserved and stalls.
-        #[arg(long)]
+        #[arg(
+            long,
+            help = "Try the common settings one by one and in pairs (expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, the recorded empty_cache() calls left out, and garbage_collection_threshold where the capacity is known), on every core, ranked by OOMs, predicted peak reserved and stalls"
+        )]
         sweep: bool,
         /// Print JSON instead of text.
         #[arg(long)]

@@ -54,8 +54,8 @@ fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
     if size.is_power_of_two() {
         return size;
     }
-    let floor = 1u64 << (63 - size.leading_zeros());
-    let step = floor >> (63 - divisions.leading_zeros());
+    let floor = 1u64 << size.ilog2();
+    let step = floor >> divisions.ilog2();
     if step == 0 {
         return floor << 1;
     }
@@ -108,7 +108,7 @@ impl Config {
         if size < MIN_BLOCK_BYTES {
             return MIN_BLOCK_BYTES;
         }
-        let interval = (63 - size.leading_zeros()).saturating_sub(20) as usize;
+        let interval = size.ilog2().saturating_sub(20) as usize;
         let divisions =
             u64::from(self.roundup_power2_divisions[interval.min(ROUNDUP_INTERVALS - 1)]);
         if divisions > 1 && size > MIN_BLOCK_BYTES * divisions {
@@ -296,8 +296,10 @@ impl Allocator {
         max_entries: usize,
         start_us: i64,
     ) -> Self {
-        let mut free = FreeBlocks::default();
-        free.track_age = config.garbage_collection_threshold.is_some();
+        let free = FreeBlocks {
+            track_age: config.garbage_collection_threshold.is_some(),
+            ..FreeBlocks::default()
+        };
         Self {
             segments: BTreeMap::new(),
             free,
@@ -422,34 +424,33 @@ impl Allocator {
         } else {
             PoolKind::Large
         };
-        let addr = match self.get_free_block(pool, stream, size) {
-            Some(addr) => addr,
-            None => {
-                if self.garbage_collects() {
-                    self.garbage_collect(stack);
-                }
-                // A new segment; else free the oversize cached blocks and retry; else free
-                // every cached segment and retry (the allocator stall); else out of memory.
-                let grown = self.grow_for(pool, stream, requested, size, stack);
-                let grown = grown.or_else(|| {
-                    self.releasing(|a| a.release_available(pool, stream, size, stack))
-                        .then(|| self.grow_for(pool, stream, requested, size, stack))
-                        .flatten()
-                });
-                let grown = grown.or_else(|| {
-                    self.releasing(|a| {
-                        a.release_cached(stack);
-                        true
-                    });
-                    self.grow_for(pool, stream, requested, size, stack)
-                });
-                let Some(addr) = grown else {
-                    let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
-                    self.record(Action::Oom, 0, requested, stream, stack, Some(device_free));
-                    return None;
-                };
-                addr
+        let addr = if let Some(addr) = self.get_free_block(pool, stream, size) {
+            addr
+        } else {
+            if self.garbage_collects() {
+                self.garbage_collect(stack);
             }
+            // A new segment; else free the oversize cached blocks and retry; else free every
+            // cached segment and retry (the allocator stall); else out of memory.
+            let grown = self.grow_for(pool, stream, requested, size, stack);
+            let grown = grown.or_else(|| {
+                self.releasing(|a| a.release_available(pool, stream, size, stack))
+                    .then(|| self.grow_for(pool, stream, requested, size, stack))
+                    .flatten()
+            });
+            let grown = grown.or_else(|| {
+                self.releasing(|a| {
+                    a.release_cached(stack);
+                    true
+                });
+                self.grow_for(pool, stream, requested, size, stack)
+            });
+            let Some(addr) = grown else {
+                let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
+                self.record(Action::Oom, 0, requested, stream, stack, Some(device_free));
+                return None;
+            };
+            addr
         };
         let addr = self.take_block(addr, pool, stream, size, (requested, stack));
         self.allocated_bytes += requested;
@@ -568,7 +569,11 @@ impl Allocator {
         };
         self.free.remove(&(pool, stream, block.size, addr));
         let mut addr = addr;
-        if expandable && align > 0 && size >= ROUND_LARGE_SEGMENT_BYTES && addr % align != 0 {
+        if expandable
+            && align > 0
+            && size >= ROUND_LARGE_SEGMENT_BYTES
+            && !addr.is_multiple_of(align)
+        {
             let offset = align - addr % align;
             if offset + size <= block.size {
                 let rest = block.size - offset;

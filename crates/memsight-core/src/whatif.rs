@@ -151,15 +151,12 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
             )),
         }
     };
-    let Some(list) = value
-        .strip_prefix('[')
-        .and_then(|v| v.strip_suffix(']'))
-    else {
+    let Some(entries) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) else {
         return Ok(Divisions([division(value)?; ROUNDUP_INTERVALS]));
     };
     let mut out = [0; ROUNDUP_INTERVALS];
-    let mut last: Option<usize> = None;
-    for entry in list.split(',') {
+    let mut previous: Option<usize> = None;
+    for entry in entries.split(',') {
         let Some((size, d)) = entry.split_once(':') else {
             return Err(format!(
                 "roundup_power2_divisions entry {entry:?} is not SIZE_MB:DIVISIONS (e.g. [256:1,512:2,>:8])"
@@ -167,7 +164,7 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
         };
         let d = division(d)?;
         if size.trim() == ">" {
-            out[last.map_or(0, |l| l + 1)..].fill(d);
+            out[previous.map_or(0, |l| l + 1)..].fill(d);
             continue;
         }
         let mb = match size.trim().parse::<u64>() {
@@ -179,11 +176,11 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
             }
         };
         let index = (mb.trailing_zeros() as usize).min(ROUNDUP_INTERVALS - 1);
-        if last.is_none() {
+        if previous.is_none() {
             out[..index].fill(d);
         }
         out[index] = d;
-        last = Some(index);
+        previous = Some(index);
     }
     Ok(Divisions(out))
 }
@@ -220,7 +217,7 @@ impl Change {
             },
             "garbage_collection_threshold" => match value.parse::<f64>() {
                 Ok(t) if t > 0.0 && t < 1.0 => Ok(Change::GarbageCollectionThreshold(Some(t))),
-                Ok(t) if t == 0.0 => Ok(Change::GarbageCollectionThreshold(None)),
+                Ok(0.0) => Ok(Change::GarbageCollectionThreshold(None)),
                 _ => Err(format!(
                     "garbage_collection_threshold takes a fraction between 0 and 1 (e.g. 0.8), \
                      not {value:?}"
@@ -317,20 +314,17 @@ impl Settings {
             let _ = write!(out, ",max_split_size_mb:{mb}");
         }
         if self.roundup_power2_divisions.is_set() {
-            match self.roundup_power2_divisions.uniform() {
-                Some(d) => {
-                    let _ = write!(out, ",roundup_power2_divisions:{d}");
-                }
-                None => {
-                    let per: Vec<String> = self
-                        .roundup_power2_divisions
-                        .0
-                        .iter()
-                        .enumerate()
-                        .map(|(i, d)| format!("{}:{d}", 1u64 << i))
-                        .collect();
-                    let _ = write!(out, ",roundup_power2_divisions:[{}]", per.join(","));
-                }
+            if let Some(d) = self.roundup_power2_divisions.uniform() {
+                let _ = write!(out, ",roundup_power2_divisions:{d}");
+            } else {
+                let per: Vec<String> = self
+                    .roundup_power2_divisions
+                    .0
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| format!("{}:{d}", 1u64 << i))
+                    .collect();
+                let _ = write!(out, ",roundup_power2_divisions:[{}]", per.join(","));
             }
         }
         if let Some(t) = self.garbage_collection_threshold {
@@ -658,10 +652,10 @@ fn run(
     let mut peak_seen = reserved_before;
     let end = events.min(trace.len());
     let stalls_before = model.stalls.len();
-    for i in 0..end {
+    for (i, &release) in releases.iter().enumerate().take(end) {
         let (addr, size) = (trace.addr[i], trace.size_bytes[i]);
         let stream = i128::from(trace.stream[i]);
-        if releases[i] {
+        if release {
             model.release_cached(None);
         }
         match trace.action[i] {

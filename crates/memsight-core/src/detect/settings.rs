@@ -307,11 +307,11 @@ mod tests {
         let stalls_before = crate::whatif::predict(&recording, &base).stalls;
         assert!(predicted.stalls < stalls_before, "{predicted:?}");
         assert!(
-            advice.contains(&format!(
+            advice.contains(
                 "garbage_collection_threshold:0.8: unused cached blocks are released gradually \
                  before the pool fills, instead of all at once in a stall (the replay predicts \
                  peak reserved"
-            )),
+            ),
             "{advice}"
         );
         assert!(

@@ -252,20 +252,12 @@ pub fn lifecycle_ui(
     let mesh = mesh_for_view(laid, current, chart_rect, &x_of);
     let y_bytes = (laid.y_min_bytes, laid.y_max_bytes);
     let frame = plot_ui(ui, plot_rect, &ax, view, y_bytes, mesh);
-    if state.plot_frame != Some((plot_rect, frame)) {
-        state.plot_frame = Some((plot_rect, frame));
-        if frame != chart_rect {
-            // The axes took another width than expected: lay out again for the new frame.
-            ui.ctx().request_repaint();
-        }
-    }
+    remember_plot_frame(ui, state, (plot_rect, frame), chart_rect);
     let predicted = predicted_columns(state, &ax);
     let laid = state.laid.as_ref().expect("checked above");
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
-    if let Some(columns) = predicted {
-        paint_predicted(&painter, &columns, chart_rect, &y_of);
-    }
+    paint_predicted(&painter, predicted.as_deref(), chart_rect, &y_of);
     if let Some(keep) = highlight {
         paint_dimmed_except(&painter, data, device, state, keep, chart_rect, &y_of);
     }
@@ -319,13 +311,33 @@ fn predicted_columns(state: &mut LifecycleState, ax: &Axis) -> Option<Arc<[u64]>
     Some(columns)
 }
 
-/// The predicted reserved line, dashed, over the recorded one (clipped at the chart's top).
+/// Where `egui_plot` put its frame in the plot's space this frame; when the axes took another
+/// width than the chart was laid out for, another frame lays it out again.
+fn remember_plot_frame(
+    ui: &Ui,
+    state: &mut LifecycleState,
+    placed: (Rect, Rect),
+    chart_rect: Rect,
+) {
+    if state.plot_frame != Some(placed) {
+        state.plot_frame = Some(placed);
+        if placed.1 != chart_rect {
+            ui.ctx().request_repaint();
+        }
+    }
+}
+
+/// The predicted reserved line (if any), dashed, over the recorded one (clipped at the chart's
+/// top).
 fn paint_predicted(
     painter: &egui::Painter,
-    columns: &[u64],
+    columns: Option<&[u64]>,
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
+    let Some(columns) = columns else {
+        return;
+    };
     let col_w = rect.width() / columns.len().max(1) as f32;
     let points: Vec<Pos2> = columns
         .iter()

@@ -137,26 +137,7 @@ pub fn pool_ui(
     let event = selection
         .event
         .or_else(|| replay.event_count().checked_sub(1).map(|e| e as u32));
-    let predicted = state
-        .predicted
-        .as_ref()
-        .filter(|(p, _)| p.event == event)
-        .map(|(p, _)| Arc::clone(p));
-    let shown_key = state
-        .pool
-        .as_ref()
-        .map(|p| (p.device, p.event, p.predicted));
-    if let Some(pool) = predicted {
-        let same = state
-            .pool
-            .as_ref()
-            .is_some_and(|p| p.predicted && Arc::ptr_eq(&p.pool, &pool));
-        if !same {
-            state.pool = Some(ShownPool::of(pool, device, event, true));
-        }
-    } else if shown_key != Some((device, event, false)) {
-        state.pool = Some(ShownPool::new(data, device, event));
-    }
+    choose_pool(state, data, device, event);
     if state.zoom < 1.0 {
         state.zoom = 1.0;
     }
@@ -166,13 +147,7 @@ pub fn pool_ui(
     let (pool, order) = (Arc::clone(&shown.pool), Arc::clone(&shown.order));
     let is_predicted = shown.predicted;
 
-    if is_predicted {
-        let settings = state.predicted.as_ref().map_or("", |(_, s)| s.as_str());
-        ui.colored_label(
-            palette::PREDICTED_LINE,
-            format!("Predicted pool (what if {settings}), at the model's addresses"),
-        );
-    }
+    predicted_label(ui, state, is_predicted);
     let jumps = segment_alloc_jumps(state, dev, device, selection.event);
     header_ui(ui, data, device, &pool, event, jumps, state, commands);
     let target = followed_segment(&pool, &order, dev, selection);
@@ -254,6 +229,42 @@ pub fn pool_ui(
     state.block_rects = rects;
     state.highlight = highlight.map(|r| (r, output.inner_rect));
     state.rows_rect = Some(output.inner_rect);
+}
+
+/// Shows the what-if replay's pool for `event` where the What-if panel has one, else the recorded
+/// pool (each built once per event).
+fn choose_pool(state: &mut PoolViewState, data: &Prepared, device: usize, event: Option<u32>) {
+    let predicted = state
+        .predicted
+        .as_ref()
+        .filter(|(p, _)| p.event == event)
+        .map(|(p, _)| Arc::clone(p));
+    let shown_key = state
+        .pool
+        .as_ref()
+        .map(|p| (p.device, p.event, p.predicted));
+    if let Some(pool) = predicted {
+        let same = state
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.predicted && Arc::ptr_eq(&p.pool, &pool));
+        if !same {
+            state.pool = Some(ShownPool::of(pool, device, event, true));
+        }
+    } else if shown_key != Some((device, event, false)) {
+        state.pool = Some(ShownPool::new(data, device, event));
+    }
+}
+
+/// Says that the pool shown is the what-if replay's, under which settings.
+fn predicted_label(ui: &mut Ui, state: &PoolViewState, predicted: bool) {
+    if predicted {
+        let settings = state.predicted.as_ref().map_or("", |(_, s)| s.as_str());
+        ui.colored_label(
+            palette::PREDICTED_LINE,
+            format!("Predicted pool (what if {settings}), at the model's addresses"),
+        );
+    }
 }
 
 /// Whether there is a `segment_alloc` before / after `selected` (with none selected: from either

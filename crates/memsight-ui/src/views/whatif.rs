@@ -35,6 +35,9 @@ pub struct PredictedPool {
     pub pool: Arc<PoolState>,
 }
 
+/// A predicted pool on its way: for which settings and event.
+type PoolJob = ((Settings, Option<u32>), Receiver<PoolState>);
+
 /// The panel's state, one per open file.
 #[derive(Default)]
 pub struct WhatIfState {
@@ -46,7 +49,7 @@ pub struct WhatIfState {
     pub show_predicted_pool: bool,
     result: Option<Arc<WhatIfResult>>,
     job: Option<(Settings, Receiver<WhatIfResult>)>,
-    pool_job: Option<((Settings, Option<u32>), Receiver<PoolState>)>,
+    pool_job: Option<PoolJob>,
     pool: Option<Arc<PredictedPool>>,
 }
 
