@@ -532,6 +532,16 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
         "(peak: predicted peak reserved, Δ against the recorded one; unused: reserved minus allocated at that peak; \
          n/a: the capacity is unknown, give --capacity BYTES)"
     )?;
+    if devices
+        .iter()
+        .any(|d| d.settings.garbage_collection_threshold.is_some())
+    {
+        writeln!(
+            out,
+            "(garbage_collection_threshold acts only under a memory fraction below 1, \
+             set_per_process_memory_fraction: the replay takes its cap to be the capacity)"
+        )?;
+    }
     Ok(())
 }
 

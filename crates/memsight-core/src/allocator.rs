@@ -18,9 +18,10 @@
 //! NPUCachingAllocator.cpp`, Ascend/pytorch 9e73e708, lines 161-174 and 2202-2215); the padded
 //! size picks the pool and the segment size, the trace records the request.
 //!
+//! `align_large_bytes` is `torch_npu`'s 16 KiB start of large blocks in expandable segments.
+//!
 //! Not modelled: private pools (CUDA graphs), `empty_cache` unmapping free pages inside an
-//! expandable segment (only its free tail is unmapped), `torch_npu`'s 16 KiB alignment of large
-//! blocks in expandable segments.
+//! expandable segment (only its free tail is unmapped). ARCHITECTURE.md lists the rest.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -236,6 +237,10 @@ pub struct Allocator {
     pub counts: ActionCounts,
     /// The most reserved at any time.
     pub peak_reserved_bytes: u64,
+    /// Recorded index of the latest `segment_free` / `segment_unmap`.
+    last_release_event: u64,
+    /// Bytes given back to the device so far.
+    released_bytes: u64,
 }
 
 /// One free-and-retry: the releases a failed device allocation caused.
@@ -316,6 +321,8 @@ impl Allocator {
             fragmented_growth: Vec::new(),
             counts: ActionCounts::default(),
             peak_reserved_bytes: 0,
+            last_release_event: 0,
+            released_bytes: 0,
         }
     }
 
@@ -386,9 +393,16 @@ impl Allocator {
     ) {
         match action {
             Action::SegmentAlloc => self.counts.segment_alloc += 1,
-            Action::SegmentFree => self.counts.segment_free += 1,
+            Action::SegmentFree | Action::SegmentUnmap => {
+                self.last_release_event = self.recorded;
+                self.released_bytes += size;
+                if action == Action::SegmentFree {
+                    self.counts.segment_free += 1;
+                } else {
+                    self.counts.segment_unmap += 1;
+                }
+            }
             Action::SegmentMap => self.counts.segment_map += 1,
-            Action::SegmentUnmap => self.counts.segment_unmap += 1,
             Action::Oom => self.counts.oom += 1,
             _ => {}
         }
@@ -427,24 +441,25 @@ impl Allocator {
         let addr = if let Some(addr) = self.get_free_block(pool, stream, size) {
             addr
         } else {
+            let before = (self.reserved_bytes, self.released_bytes, self.recorded);
             if self.garbage_collects() {
                 self.garbage_collect(stack);
             }
             // A new segment; else free the oversize cached blocks and retry; else free every
-            // cached segment and retry (the allocator stall); else out of memory.
+            // cached segment and retry; else out of memory.
             let grown = self.grow_for(pool, stream, requested, size, stack);
             let grown = grown.or_else(|| {
-                self.releasing(|a| a.release_available(pool, stream, size, stack))
+                self.release_available(pool, stream, size, stack)
                     .then(|| self.grow_for(pool, stream, requested, size, stack))
                     .flatten()
             });
             let grown = grown.or_else(|| {
-                self.releasing(|a| {
-                    a.release_cached(stack);
-                    true
-                });
+                self.release_cached(stack);
                 self.grow_for(pool, stream, requested, size, stack)
             });
+            // Whatever this request released (collected, oversize or everything), it waited
+            // for: one stall, as a recorded trace shows one burst.
+            self.note_stall(before);
             let Some(addr) = grown else {
                 let device_free = self.capacity_bytes.saturating_sub(self.reserved_bytes);
                 self.record(Action::Oom, 0, requested, stream, stack, Some(device_free));
@@ -458,23 +473,28 @@ impl Allocator {
         Some(addr)
     }
 
-    /// Runs `release` (which frees cached segments) and notes a stall when it freed any.
-    fn releasing(&mut self, release: impl FnOnce(&mut Self) -> bool) -> bool {
-        let (reserved_before_bytes, first_event) = (self.reserved_bytes, self.recorded);
-        let released = release(self);
-        if self.reserved_bytes < reserved_before_bytes {
+    /// Notes a stall when the request that began at `(reserved, released bytes, recorded
+    /// events)` made the allocator release segments: each release synchronizes the device
+    /// (`cudaFree`). The stall's reserved bytes after are those right after its releases.
+    fn note_stall(
+        &mut self,
+        (reserved_before_bytes, released_before, first_event): (u64, u64, u64),
+    ) {
+        let released = self.released_bytes - released_before;
+        if released > 0 {
             self.stalls.push(Stall {
                 first_event,
-                last_event: self.recorded.saturating_sub(1),
+                last_event: self.last_release_event,
                 reserved_before_bytes,
-                reserved_after_bytes: self.reserved_bytes,
+                reserved_after_bytes: reserved_before_bytes - released,
             });
         }
-        released
     }
 
     /// Whether garbage collection runs: a threshold is set, and so is a memory fraction (the
-    /// allocator collects only under `set_fraction`; here: the capacity is bounded).
+    /// allocator collects only under `allowed_memory_maximum`, which
+    /// `set_per_process_memory_fraction` below 1 sets; the model takes a bounded capacity for
+    /// that cap).
     fn garbage_collects(&self) -> bool {
         self.config.garbage_collection_threshold.is_some() && self.capacity_bytes < u64::MAX / 8
     }
@@ -681,9 +701,11 @@ impl Allocator {
         } else {
             LARGE_SEGMENT_BYTES
         };
+        // The highest one grows: one seeded from the file may sit below another of its kind.
         let existing = self
             .segments
             .iter()
+            .rev()
             .find(|(_, s)| s.expandable && s.pool == pool && s.stream == stream)
             .map(|(&a, _)| a);
         let seg_addr = existing.unwrap_or_else(|| {
@@ -1117,7 +1139,12 @@ mod tests {
         a.free(y);
         a.malloc(34 * MIB, 0, None).expect("fits");
         assert_eq!(segment_sizes_mib(&a), [32, 34]);
-        assert!(a.stalls.is_empty(), "garbage collection is not a stall");
+        // The request waited for the collection's cudaFree: one stall, releasing x's 30 MiB.
+        assert_eq!(a.stalls.len(), 1);
+        assert_eq!(
+            a.stalls[0].reserved_before_bytes - a.stalls[0].reserved_after_bytes,
+            30 * MIB
+        );
         // Without a capacity there is no memory fraction, and the allocator does not collect.
         let mut b = with(config, u64::MAX / 4);
         let x = b.malloc(30 * MIB, 0, None).expect("fits");

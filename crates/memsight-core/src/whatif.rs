@@ -141,7 +141,7 @@ fn split_entries(text: &str) -> Vec<&str> {
 /// `[256:1,512:2,>:8]`, as `parseRoundUpPower2Divisions` reads it (`c10/core/AllocatorConfig.cpp`):
 /// sizes in MiB, powers of two, each naming its interval (256: from 256 up to 512 MiB); the first
 /// also fills every interval below it, `>` every interval above the last, and an interval between
-/// two named ones keeps 0 (no rounding).
+/// two named ones keeps 0 (no rounding); a `>` first leaves the lowest interval at 0.
 fn parse_divisions(value: &str) -> Result<Divisions, String> {
     let division = |text: &str| -> Result<u32, String> {
         match text.trim().parse::<u32>() {
@@ -152,7 +152,14 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
         }
     };
     let Some(entries) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) else {
-        return Ok(Divisions([division(value)?; ROUNDUP_INTERVALS]));
+        // One value for every size: a power of two (1: no rounding), as PyTorch checks it.
+        return match division(value)? {
+            0 => Err(
+                "roundup_power2_divisions takes a power of two (1 = no rounding), not \"0\""
+                    .to_string(),
+            ),
+            d => Ok(Divisions([d; ROUNDUP_INTERVALS])),
+        };
     };
     let mut out = [0; ROUNDUP_INTERVALS];
     let mut previous: Option<usize> = None;
@@ -164,7 +171,8 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
         };
         let d = division(d)?;
         if size.trim() == ">" {
-            out[previous.map_or(0, |l| l + 1)..].fill(d);
+            // PyTorch fills from `last_index + 1`, its `last_index` starting at 0.
+            out[previous.map_or(1, |l| l + 1)..].fill(d);
             continue;
         }
         let mb = match size.trim().parse::<u64>() {
@@ -200,27 +208,31 @@ impl Change {
         };
         let value = value.trim();
         match key.trim() {
+            // As strict as PyTorch (`c10/core/AllocatorConfig.cpp`), so a value tried here is one
+            // the allocator takes; `none` (the replay's own) turns a recorded setting off.
             "expandable_segments" => match value {
-                "True" | "true" | "1" => Ok(Change::ExpandableSegments(true)),
-                "False" | "false" | "0" => Ok(Change::ExpandableSegments(false)),
+                "True" => Ok(Change::ExpandableSegments(true)),
+                "False" => Ok(Change::ExpandableSegments(false)),
                 other => Err(format!(
-                    "expandable_segments takes True or False, not {other:?}"
+                    "expandable_segments takes True or False (so spelled), not {other:?}"
                 )),
             },
             "max_split_size_mb" => match value.parse::<u64>() {
-                Ok(mb) if mb >= MAX_SPLIT_MIN_MB => Ok(Change::MaxSplitSizeMb(Some(mb))),
-                _ if value.eq_ignore_ascii_case("none") => Ok(Change::MaxSplitSizeMb(None)),
+                Ok(mb) if mb >= MAX_SPLIT_MIN_MB => {
+                    Ok(Change::MaxSplitSizeMb(Some(mb.min(u64::MAX / MIB))))
+                }
+                _ if value == "none" => Ok(Change::MaxSplitSizeMb(None)),
                 _ => Err(format!(
                     "max_split_size_mb takes a whole number of MiB, at least {MAX_SPLIT_MIN_MB} \
-                     (e.g. 128), or none; not {value:?}"
+                     (e.g. 128), or none (off); not {value:?}"
                 )),
             },
             "garbage_collection_threshold" => match value.parse::<f64>() {
                 Ok(t) if t > 0.0 && t < 1.0 => Ok(Change::GarbageCollectionThreshold(Some(t))),
-                Ok(0.0) => Ok(Change::GarbageCollectionThreshold(None)),
+                _ if value == "none" => Ok(Change::GarbageCollectionThreshold(None)),
                 _ => Err(format!(
-                    "garbage_collection_threshold takes a fraction between 0 and 1 (e.g. 0.8), \
-                     not {value:?}"
+                    "garbage_collection_threshold takes a fraction strictly between 0 and 1 \
+                     (e.g. 0.8), or none (off); not {value:?}"
                 )),
             },
             "roundup_power2_divisions" => {
@@ -280,8 +292,8 @@ impl Settings {
     /// takes neither `max_split_size_mb` nor `garbage_collection_threshold` with expandable
     /// segments (`NPUAllocatorConfig.cpp`, Ascend/pytorch 9e73e708, lines 306-312).
     pub fn refused_by(&self, recording: &Recording) -> Option<String> {
-        let npu = recording.snapshot.is_npu() || request_padding_bytes(recording.device) > 0;
-        (npu && self.expandable_segments
+        (is_npu(recording)
+            && self.expandable_segments
             && (self.max_split_size_mb.is_some() || self.garbage_collection_threshold.is_some()))
         .then(|| {
             "torch_npu takes neither max_split_size_mb nor garbage_collection_threshold with \
@@ -336,16 +348,12 @@ impl Settings {
         out
     }
 
-    fn config(&self, pad_bytes: u64) -> Config {
+    fn config(&self, pad_bytes: u64, npu: bool) -> Config {
         Config {
-            // torch_npu (known here by its padding) aligns large blocks to 16 KiB.
-            align_large_bytes: if pad_bytes > 0 {
-                NPU_ALIGN_LARGE_BYTES
-            } else {
-                0
-            },
+            // torch_npu aligns large blocks to 16 KiB (also where it no longer pads).
+            align_large_bytes: if npu { NPU_ALIGN_LARGE_BYTES } else { 0 },
             expandable_segments: self.expandable_segments,
-            max_split_size_bytes: self.max_split_size_mb.map(|mb| mb * MIB),
+            max_split_size_bytes: self.max_split_size_mb.map(|mb| mb.saturating_mul(MIB)),
             roundup_power2_divisions: self.roundup_power2_divisions.0,
             garbage_collection_threshold: self.garbage_collection_threshold,
             pad_bytes,
@@ -450,10 +458,17 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         .map(|(failed, event)| Capacity {
             bytes: failed - crate::allocator::MIN_BLOCK_BYTES,
             source: format!(
-                "the stall at event {event}: just under the reserved bytes plus the segment that did not fit"
+                "the stall at event {event}: just under the reserved bytes plus the segment that \
+                 did not fit (the most it can have been)"
             ),
         })
         .filter(|c| c.bytes >= peak)
+}
+
+/// Whether the recording is `torch_npu`'s: its strings or workspace entries say so, or its blocks
+/// carry the 32-byte padding.
+fn is_npu(recording: &Recording) -> bool {
+    recording.snapshot.is_npu() || request_padding_bytes(recording.device) > 0
 }
 
 /// The padding the allocator adds to every request, as the file shows it: `torch_npu` adds 32
@@ -578,7 +593,7 @@ fn seeded_model(recording: &Recording, settings: &Settings) -> (Allocator, FxHas
     let mut model = Allocator::with_config(
         MODEL_BASE_ADDRESS,
         settings.capacity_bytes.unwrap_or(UNBOUNDED_BYTES),
-        settings.config(request_padding_bytes(device)),
+        settings.config(request_padding_bytes(device), is_npu(recording)),
         0,
         0,
     );
@@ -677,8 +692,9 @@ fn run(
                 }
             }
             // The request that failed: under other settings it may fit, and then it lives on.
+            // The entry records the rounded size, padding included.
             Action::Oom => {
-                model.malloc(size, stream, None);
+                model.malloc(size.saturating_sub(model.config.pad_bytes), stream, None);
             }
             Action::FreeCompleted => {
                 if let Some(at) = addresses.remove(&addr) {
@@ -826,6 +842,9 @@ mod tests {
             ("garbage_collection_threshold:1.5", "between 0 and 1"),
             ("roundup_power2_divisions:3", "power of two"),
             ("expandable_segments:yes", "True or False"),
+            ("expandable_segments:true", "so spelled"),
+            ("garbage_collection_threshold:0", "strictly between 0 and 1"),
+            ("roundup_power2_divisions:0", "1 = no rounding"),
             ("pinned_memory:1", "expandable_segments, max_split_size_mb"),
             ("expandable_segments", "KEY:VALUE"),
         ] {

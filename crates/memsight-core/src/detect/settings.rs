@@ -218,6 +218,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         return Vec::new();
     };
     let recording = Recording::of(loaded, index);
+    let capacity_bytes = Settings::recorded(&recording).capacity_bytes.unwrap_or(0);
     let Some((base, tried)) = replayed_advice(
         &recording,
         &have,
@@ -240,11 +241,27 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         .map(|f| format!("\"{}\" on device {}", f.title, f.device))
         .collect::<Vec<_>>()
         .join(", ");
+    let fraction = if snapshot.is_npu() {
+        "torch.npu.set_per_process_memory_fraction"
+    } else {
+        "torch.cuda.set_per_process_memory_fraction"
+    };
     let advice: Vec<String> = tried
         .iter()
         .map(|t| {
+            // The allocator collects only under a memory fraction below 1: without one the
+            // threshold does nothing, so the advice says so.
+            let with = if t.why == GC_WHY {
+                format!(
+                    " together with {fraction}(…) below 1 (the allocator collects only under a \
+                     memory fraction; the replay takes its cap to be the {} the file shows)",
+                    format_bytes(capacity_bytes as i64)
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "{variable}={}: {} (the replay predicts {})",
+                "{variable}={}{with}: {} (the replay predicts {})",
                 t.conf,
                 t.why,
                 quoted(&t.outcome, &base)
@@ -301,30 +318,37 @@ mod tests {
         let recording = crate::whatif::Recording::of(&loaded, 0);
         let base = crate::whatif::Settings::recorded(&recording);
         assert!(base.capacity_bytes.is_some());
-        let mut gc = base;
-        gc.garbage_collection_threshold = Some(0.8);
-        let predicted = crate::whatif::predict(&recording, &gc);
-        let stalls_before = crate::whatif::predict(&recording, &base).stalls;
-        assert!(predicted.stalls < stalls_before, "{predicted:?}");
+        let before = crate::whatif::predict(&recording, &base);
+        let mut expandable = base;
+        expandable.expandable_segments = true;
+        let after = crate::whatif::predict(&recording, &expandable);
+        assert!(after.stalls < before.stalls, "{after:?}");
         assert!(
-            advice.contains(
-                "garbage_collection_threshold:0.8: unused cached blocks are released gradually \
-                 before the pool fills, instead of all at once in a stall (the replay predicts \
-                 peak reserved"
-            ),
+            advice.contains(&format!(
+                "expandable_segments:True: segments grow in place, so free memory is not split \
+                 into pieces and the allocator does not have to free everything and retry (the \
+                 replay predicts peak reserved {:.2} → {:.2} GiB",
+                before.peak_reserved_bytes as f64 / f64::from(1u32 << 30),
+                after.peak_reserved_bytes as f64 / f64::from(1u32 << 30),
+            )),
             "{advice}"
         );
         assert!(
             advice.contains(&format!(
                 "stalls {} → {}",
-                stalls_before.unwrap_or(0),
-                predicted.stalls.unwrap_or(0)
+                before.stalls.unwrap_or(0),
+                after.stalls.unwrap_or(0)
             )),
             "{advice}"
         );
-        assert!(advice.contains("expandable_segments:True"), "{advice}");
-        // What the replay says does not help is not advised: max_split_size_mb is tried only
-        // for fragmentation, and here it adds stalls.
+        // Garbage collection frees cached segments too (each a cudaFree): on this run the
+        // replay predicts more stalls with it, so it is not advised; nor is max_split_size_mb,
+        // tried for fragmentation, which adds stalls here.
+        let mut gc = base;
+        gc.garbage_collection_threshold = Some(0.8);
+        let with_gc = crate::whatif::predict(&recording, &gc);
+        assert!(with_gc.stalls > before.stalls, "{with_gc:?}");
+        assert!(!advice.contains("garbage_collection_threshold"), "{advice}");
         assert!(!advice.contains("max_split_size_mb"), "{advice}");
 
         // The expandable scenario records expandable_segments on: nothing to advise.

@@ -277,6 +277,10 @@ fn capacity_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
             can,
             egui::Checkbox::new(&mut on, "garbage_collection_threshold"),
         )
+        .on_hover_text(
+            "acts only under a memory fraction below 1 (set_per_process_memory_fraction): \
+             the replay takes its cap to be the capacity",
+        )
         .on_disabled_hover_text(
             "the allocator collects only under a memory fraction: give a capacity",
         );
