@@ -6,6 +6,7 @@
 # must put a file dialog on screen (memsight's own), a snapshot is opened through it (typed into
 # its File field), and File -> Export chart as PNG… writes the PNG where the dialog says. Then
 # File -> Compare with… -> the first file opens a compare tab, and Ctrl+E exports that view.
+# View -> What if opens the What-if window, and a setting clicked there replays the trace.
 # Needs: xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests). Usage:
 #   scripts/gui-smoke.sh [path/to/memsight] [output.png]
 set -euo pipefail
@@ -72,6 +73,36 @@ if [ "$colours" -lt 50 ]; then
     exit 1
 fi
 echo "gui-smoke: window up, menu used, $colours colours on screen: $shot"
+
+# View -> What if (the menu's last row): the What-if window appears (top right) and replays the
+# trace under the file's settings; a click on its expandable_segments box replays it again while
+# the window stays live; View -> What if closes it.
+xdotool windowfocus "$window" 2>/dev/null || true
+import -window root "$work/before-whatif.png"
+xdotool mousemove 56 12 click 1
+sleep 1
+xdotool mousemove 150 268 click 1
+sleep 5
+import -window root "$work/whatif.png"
+changed="$(compare -metric AE "$work/before-whatif.png" "$work/whatif.png" null: 2>&1 || true)"
+if awk -v n="${changed%% *}" 'BEGIN { exit !(n + 0 < 20000) }'; then
+    echo "gui-smoke: View -> What if changed only $changed pixels: no What-if window" >&2
+    exit 1
+fi
+xdotool mousemove 1052 138 click 1
+sleep 4
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died replaying a what-if:" >&2; cat "$work/app.log" >&2; exit 1; }
+import -window root "$work/whatif-expandable.png"
+toggled="$(compare -metric AE "$work/whatif.png" "$work/whatif-expandable.png" null: 2>&1 || true)"
+if awk -v n="${toggled%% *}" 'BEGIN { exit !(n + 0 < 20) }'; then
+    echo "gui-smoke: the expandable_segments box changed only $toggled pixels" >&2
+    exit 1
+fi
+xdotool mousemove 56 12 click 1
+sleep 1
+xdotool mousemove 150 268 click 1
+sleep 2
+echo "gui-smoke: View -> What if opened its window ($changed pixels changed), a setting replayed ($toggled pixels changed)"
 
 # Ctrl+O: a dialog appears (the screen changes) although no portal runs.
 xdotool windowfocus "$window" 2>/dev/null || true

@@ -419,6 +419,8 @@ pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&s
 struct WhatIfDevice {
     device: u32,
     settings: memsight_core::whatif::Settings,
+    /// Where the capacity comes from: "--capacity", what the file shows, or nothing known.
+    capacity_source: Option<String>,
     recorded: memsight_core::whatif::Outcome,
     predicted: memsight_core::whatif::Outcome,
 }
@@ -436,15 +438,19 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
             out,
             "  capacity: {}",
             d.settings.capacity_bytes.map_or_else(
-                || "unknown (no oom in the file; --capacity BYTES): OOMs and stalls are not predicted".to_string(),
-                |c| format_bytes(c as i64)
+                || "unknown (no oom or stall in the file; --capacity BYTES): OOMs and stalls are not predicted".to_string(),
+                |c| format!(
+                    "{} ({})",
+                    format_bytes(c as i64),
+                    d.capacity_source.as_deref().unwrap_or("")
+                )
             )
         )?;
-        writeln!(out, "  {:<16} {:>12} {:>12}", "", "recorded", "predicted")?;
+        writeln!(out, "  {:<16} {:>20} {:>20}", "", "recorded", "predicted")?;
         let (r, p) = (&d.recorded, &d.predicted);
         writeln!(
             out,
-            "  {:<16} {:>12} {:>12} ({:+.1} %)",
+            "  {:<16} {:>20} {:>20} ({:+.1} %)",
             "peak reserved",
             format_bytes(r.peak_reserved_bytes as i64),
             format_bytes(p.peak_reserved_bytes as i64),
@@ -454,14 +460,31 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
             ("segment allocs", r.segment_allocs, p.segment_allocs),
             ("segment frees", r.segment_frees, p.segment_frees),
         ] {
-            writeln!(out, "  {what:<16} {a:>12} {b:>12}")?;
+            writeln!(out, "  {what:<16} {a:>20} {b:>20}")?;
         }
-        for (what, a, b) in [("stalls", r.stalls, p.stalls), ("ooms", r.ooms, p.ooms)] {
-            writeln!(out, "  {what:<16} {:>12} {:>12}", known(a), known(b))?;
-        }
+        let stalls = |o: &memsight_core::whatif::Outcome| match (o.stalls, o.stall_released_bytes) {
+            (Some(n), Some(bytes)) if n > 0 => {
+                format!("{n} ({} freed)", format_bytes(bytes as i64))
+            }
+            (n, _) => known(n),
+        };
         writeln!(
             out,
-            "  {:<16} {:>12} {:>12}",
+            "  {:<16} {:>20} {:>20}",
+            "stalls",
+            stalls(r),
+            stalls(p)
+        )?;
+        writeln!(
+            out,
+            "  {:<16} {:>20} {:>20}",
+            "ooms",
+            known(r.ooms),
+            known(p.ooms)
+        )?;
+        writeln!(
+            out,
+            "  {:<16} {:>20} {:>20}",
             "unused at peak",
             format_bytes(r.peak_fragmentation_bytes as i64),
             format_bytes(p.peak_fragmentation_bytes as i64)
@@ -577,6 +600,11 @@ pub fn whatif(
             bail_input!("device {}: {why}", dev.ordinal);
         }
         let recorded = whatif::recorded(&recording);
+        let capacity_source = if capacity.is_some() {
+            Some("--capacity".to_string())
+        } else {
+            whatif::capacity_from_file(&recording).map(|c| c.source)
+        };
         let before = recording.replay.totals_after(None).reserved_bytes;
         if before > 0 && !json {
             notes.push(format!(
@@ -595,6 +623,7 @@ pub fn whatif(
             devices.push(WhatIfDevice {
                 device: dev.ordinal,
                 settings,
+                capacity_source: capacity_source.clone(),
                 recorded,
                 predicted,
             });

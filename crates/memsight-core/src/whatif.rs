@@ -458,8 +458,8 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         .map(|(failed, event)| Capacity {
             bytes: failed - crate::allocator::MIN_BLOCK_BYTES,
             source: format!(
-                "the stall at event {event}: just under the reserved bytes plus the segment that \
-                 did not fit (the most it can have been)"
+                "the stall at event {event}: just under reserved then plus the segment that did \
+                 not fit, the most it can have been"
             ),
         })
         .filter(|c| c.bytes >= peak)

@@ -31,10 +31,6 @@ impl MemsightApp {
             .on_disabled_hover_text("this trace has no times: the x axis is the event index");
             ui.checkbox(&mut self.show_pool, "Pool state chart");
             ui.checkbox(&mut self.show_findings, "Findings panel");
-            ui.checkbox(
-                &mut doc.whatif.open,
-                "What if: replay under other allocator settings",
-            );
             ui.separator();
             ui.label("Colour allocations by");
             ui.radio_value(&mut doc.lifecycle.color_by, ColorBy::CallSite, "call site");
@@ -59,6 +55,12 @@ impl MemsightApp {
             if ui.button("Reset zoom  (double-click)").clicked() {
                 doc.lifecycle.x_range = None;
             }
+            // Last, so the rows above keep their places.
+            ui.separator();
+            ui.checkbox(
+                &mut doc.whatif.open,
+                "What if: replay under other allocator settings",
+            );
         }
     }
 

@@ -301,6 +301,10 @@ fn outcome_ui(
     let (r, p) = (&result.recorded, &result.prediction.outcome);
     let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
     let bytes = |b: u64| format_bytes(b as i64);
+    let stalls = |o: &Outcome| match (o.stalls, o.stall_released_bytes) {
+        (Some(n), Some(freed)) if n > 0 => format!("{n} ({} freed)", bytes(freed)),
+        (n, _) => known(n),
+    };
     egui::Grid::new("whatif-outcome")
         .num_columns(3)
         .striped(true)
@@ -328,7 +332,7 @@ fn outcome_ui(
                     r.segment_frees.to_string(),
                     p.segment_frees.to_string(),
                 ),
-                ("stalls", known(r.stalls), known(p.stalls)),
+                ("stalls", stalls(r), stalls(p)),
                 ("OOMs", known(r.ooms), known(p.ooms)),
                 (
                     "unused at peak",
