@@ -6,7 +6,7 @@
 //! the window never waits.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
 use egui::{RichText, Ui};
 use memsight_core::replay::PoolState;
@@ -51,6 +51,9 @@ pub struct WhatIfState {
     job: Option<(Settings, Receiver<WhatIfResult>)>,
     pool_job: Option<PoolJob>,
     pool: Option<Arc<PredictedPool>>,
+    /// A replay thread that stopped without an answer (a bug), for which settings: said in the
+    /// panel, not waited on, not retried until the settings change.
+    failed: Option<(Settings, String)>,
 }
 
 impl WhatIfState {
@@ -99,27 +102,45 @@ impl WhatIfState {
         let Some((_, settings)) = self.settings else {
             return;
         };
-        if let Some((_, rx)) = &self.job
-            && let Ok(result) = rx.try_recv()
-        {
-            self.result = Some(Arc::new(result));
-            self.job = None;
+        if let Some((tried, rx)) = &self.job {
+            match rx.try_recv() {
+                Ok(result) => {
+                    self.result = Some(Arc::new(result));
+                    self.job = None;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    let why = format!("the replay under {} stopped unexpectedly", tried.describe());
+                    self.failed = Some((*tried, why));
+                    self.job = None;
+                }
+                Err(TryRecvError::Empty) => {}
+            }
         }
-        if let Some((_, rx)) = &self.pool_job
-            && let Ok(pool) = rx.try_recv()
-        {
-            let ((settings, event), _) = self.pool_job.take().expect("checked above");
-            self.pool = Some(Arc::new(PredictedPool {
-                settings,
-                event,
-                pool: Arc::new(pool),
-            }));
+        if let Some(((tried, _), rx)) = &self.pool_job {
+            match rx.try_recv() {
+                Ok(pool) => {
+                    let ((settings, event), _) = self.pool_job.take().expect("checked above");
+                    self.pool = Some(Arc::new(PredictedPool {
+                        settings,
+                        event,
+                        pool: Arc::new(pool),
+                    }));
+                }
+                Err(TryRecvError::Disconnected) => {
+                    let why = "the predicted pool's replay stopped unexpectedly".to_string();
+                    self.failed = Some((*tried, why));
+                    self.pool_job = None;
+                    self.show_predicted_pool = false;
+                }
+                Err(TryRecvError::Empty) => {}
+            }
         }
         let refused = settings
             .refused_by(&Recording::of(&data.loaded, device))
             .is_some();
-        let wanted =
-            self.current(device).is_none() && self.job.as_ref().is_none_or(|(s, _)| *s != settings);
+        let wanted = self.current(device).is_none()
+            && self.failed.as_ref().is_none_or(|(s, _)| *s != settings)
+            && self.job.as_ref().is_none_or(|(s, _)| *s != settings);
         if wanted && !refused {
             self.job = Some((settings, start_replay(ctx, data, device, settings)));
         }
@@ -174,7 +195,8 @@ pub fn whatif_ui(ui: &mut Ui, data: &Prepared, device: usize, state: &mut WhatIf
         return;
     };
     settings_ui(ui, &mut settings, &state.recorded_settings);
-    if let Some(why) = settings.refused_by(&Recording::of(&data.loaded, device)) {
+    let refused = settings.refused_by(&Recording::of(&data.loaded, device));
+    if let Some(why) = &refused {
         ui.colored_label(palette::ERROR_TEXT, why);
     }
     state.settings = Some((device, settings));
@@ -184,8 +206,19 @@ pub fn whatif_ui(ui: &mut Ui, data: &Prepared, device: usize, state: &mut WhatIf
     );
     ui.separator();
     let as_recorded = settings == state.recorded_settings;
+    let failed = state
+        .failed
+        .as_ref()
+        .filter(|(tried, _)| *tried == settings)
+        .map(|(_, why)| why);
+    if let Some(why) = failed {
+        ui.colored_label(palette::ERROR_TEXT, why);
+    }
     match state.current(device) {
         Some(result) => outcome_ui(ui, data, device, result, as_recorded),
+        None if refused.is_some() || failed.is_some() => {
+            ui.weak("no prediction for these settings");
+        }
         None => {
             ui.horizontal(|ui| {
                 ui.spinner();
