@@ -685,11 +685,6 @@ fn run(
                 {
                     first_divergence_event = Some(i as u32);
                 }
-                if model.reserved_bytes > peak_seen {
-                    peak_seen = model.reserved_bytes;
-                    peak_fragmentation_bytes =
-                        model.reserved_bytes.saturating_sub(model.allocated_bytes);
-                }
             }
             // The request that failed: under other settings it may fit, and then it lives on.
             // The entry records the rounded size, padding included.
@@ -702,6 +697,11 @@ fn run(
                 }
             }
             _ => {}
+        }
+        // After an alloc, or an oom request that fitted.
+        if model.reserved_bytes > peak_seen {
+            peak_seen = model.reserved_bytes;
+            peak_fragmentation_bytes = model.reserved_bytes.saturating_sub(model.allocated_bytes);
         }
         if !observe(i, &model) {
             break;

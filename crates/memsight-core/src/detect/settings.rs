@@ -184,6 +184,44 @@ const MAX_SPLIT_WHY: &str =
 const GC_WHY: &str = "unused cached blocks are released gradually before the pool fills, \
                       instead of all at once in a stall";
 
+/// One line of advice per setting that helps: the variable to set, what it does, what the
+/// replay predicts against `base`.
+fn advice_lines(tried: &[Tried], base: &Outcome, npu: bool, capacity_bytes: u64) -> Vec<String> {
+    let (variable, fraction) = if npu {
+        (
+            "PYTORCH_NPU_ALLOC_CONF",
+            "torch.npu.set_per_process_memory_fraction",
+        )
+    } else {
+        (
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "torch.cuda.set_per_process_memory_fraction",
+        )
+    };
+    tried
+        .iter()
+        .map(|t| {
+            // The allocator collects only under a memory fraction below 1: without one the
+            // threshold does nothing, so the advice says so.
+            let with = if t.why == GC_WHY {
+                format!(
+                    " together with {fraction}(…) below 1 (the allocator collects only under a \
+                     memory fraction; the replay takes its cap to be the {} the file shows)",
+                    format_bytes(capacity_bytes as i64)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{variable}={}{with}: {} (the replay predicts {})",
+                t.conf,
+                t.why,
+                quoted(&t.outcome, base)
+            )
+        })
+        .collect()
+}
+
 /// Setting advice backed by `findings` (the other detectors' results for this file) and by the
 /// what-if replay: a setting is advised only where the replay, which reproduces the recording
 /// under its own settings, predicts that it helps (fewer OOMs, fewer stalls, or a lower peak
@@ -230,44 +268,13 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     if tried.is_empty() {
         return Vec::new();
     }
-    let variable = if snapshot.is_npu() {
-        "PYTORCH_NPU_ALLOC_CONF"
-    } else {
-        "PYTORCH_CUDA_ALLOC_CONF"
-    };
     let rests_on = fragmentation
         .iter()
         .chain(&stalls)
         .map(|f| format!("\"{}\" on device {}", f.title, f.device))
         .collect::<Vec<_>>()
         .join(", ");
-    let fraction = if snapshot.is_npu() {
-        "torch.npu.set_per_process_memory_fraction"
-    } else {
-        "torch.cuda.set_per_process_memory_fraction"
-    };
-    let advice: Vec<String> = tried
-        .iter()
-        .map(|t| {
-            // The allocator collects only under a memory fraction below 1: without one the
-            // threshold does nothing, so the advice says so.
-            let with = if t.why == GC_WHY {
-                format!(
-                    " together with {fraction}(…) below 1 (the allocator collects only under a \
-                     memory fraction; the replay takes its cap to be the {} the file shows)",
-                    format_bytes(capacity_bytes as i64)
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "{variable}={}{with}: {} (the replay predicts {})",
-                t.conf,
-                t.why,
-                quoted(&t.outcome, &base)
-            )
-        })
-        .collect();
+    let advice = advice_lines(&tried, &base, snapshot.is_npu(), capacity_bytes);
     let freed: u64 = stalls.iter().map(|f| f.bytes).sum();
     let grown: u64 = fragmentation.iter().map(|f| f.bytes).sum();
     vec![Finding {
