@@ -10,7 +10,8 @@
 //! (a stall: a request waited on it) is the model's to make where the device's capacity is known;
 //! where it is not, the model cannot run out of memory, so the recorded stall is replayed as a
 //! release instead. `torch_npu`'s 32-byte padding of every request is applied where the file's
-//! blocks show it (`request_padding_bytes`).
+//! blocks show it (`request_padding_bytes`), and its workspace triples are held as the memory they
+//! were, outside the pool (`workspace_events`).
 //!
 //! An `oom` entry is the request that failed: it is replayed as one, and under other settings it
 //! may fit (then it stays allocated: the file cannot say when the program would have freed it).
@@ -383,15 +384,38 @@ pub struct Outcome {
     pub first_divergence_event: Option<u32>,
 }
 
+/// The `segment_alloc` and `alloc` of each `torch_npu` workspace triple (`workspace_snapshot`,
+/// `segment_alloc`, `alloc`: the workspace allocator's memory, `NPUWorkspaceAllocator.cpp`, not
+/// the caching allocator's), by event index: neither counted as the pool's segments nor replayed
+/// through the model, which holds them as fixed memory instead.
+fn workspace_events(device: &Device) -> Vec<bool> {
+    let action = &device.trace.action;
+    let mut marked = vec![false; action.len()];
+    for i in 0..action.len() {
+        if action[i] != Action::WorkspaceSnapshot {
+            continue;
+        }
+        if action.get(i + 1) == Some(&Action::SegmentAlloc) {
+            marked[i + 1] = true;
+            if action.get(i + 2) == Some(&Action::Alloc) {
+                marked[i + 2] = true;
+            }
+        }
+    }
+    marked
+}
+
 /// What the file recorded for the device.
 pub fn recorded(recording: &Recording) -> Outcome {
     let (device, replay) = (recording.device, recording.replay);
+    let workspace = workspace_events(device);
     let count = |wanted: &[Action]| {
         device
             .trace
             .action
             .iter()
-            .filter(|a| wanted.contains(a))
+            .zip(&workspace)
+            .filter(|&(a, &w)| wanted.contains(a) && !w)
             .count() as u64
     };
     // As the model measures it: after the `alloc` that the peak's segment was made for (the
@@ -661,6 +685,7 @@ fn run(
         };
         releases[burst.first_event] = replayed;
     }
+    let workspace = workspace_events(device);
     let recorded_reserved = replay.reserved_bytes();
     let mut first_divergence_event = None;
     let mut peak_fragmentation_bytes = reserved_before.saturating_sub(model.allocated_bytes);
@@ -674,6 +699,19 @@ fn run(
             model.release_cached(None);
         }
         match trace.action[i] {
+            // The workspace's memory: held as it was, whatever the settings.
+            Action::SegmentAlloc if workspace[i] => {
+                // One full-size block, live from the triple's alloc (the next event) on.
+                let requested = match trace.action.get(i + 1) {
+                    Some(Action::Alloc) if workspace[i + 1] => trace.size_bytes[i + 1].max(1),
+                    _ => 0,
+                };
+                let block = [(addr, size, requested)];
+                model.seed_segment(addr, size, (stream, Some(PoolKind::Large)), false, &block);
+            }
+            Action::Alloc if workspace[i] => {
+                addresses.insert(addr, addr);
+            }
             Action::Alloc => {
                 if let Some(at) = model.malloc(size, stream, None) {
                     addresses.insert(addr, at);

@@ -200,3 +200,60 @@ fn the_predicted_curve_and_pool_agree() {
     assert_eq!(reserved, prediction.reserved_bytes[event as usize]);
     assert_eq!(pool.totals.reserved_bytes as u64, reserved);
 }
+
+/// `torch_npu`'s workspace triples (`workspace_snapshot`, `segment_alloc`, `alloc`) are the
+/// workspace allocator's memory, not the caching allocator's: neither counted as the pool's
+/// segment allocations nor replayed through the model, which holds them as they were under any
+/// settings. (A generated NPU file: this checks the replay's handling of the triple.)
+#[test]
+fn npu_workspace_triples_are_held_apart_from_the_pool() {
+    use memsight_core::r#gen::{Scenario, generate_loaded};
+    use memsight_core::model::Action;
+    let (_, loaded) = generate_loaded(Scenario::Npu, 20_000, 1);
+    let i = loaded
+        .snapshot
+        .devices
+        .iter()
+        .position(|d| d.trace.action.contains(&Action::WorkspaceSnapshot))
+        .expect("the NPU scenario writes workspace triples");
+    let recording = Recording::of(&loaded, i);
+    let trace = &recording.device.trace;
+    let triples = trace
+        .action
+        .windows(3)
+        .filter(|w| {
+            w == &[
+                Action::WorkspaceSnapshot,
+                Action::SegmentAlloc,
+                Action::Alloc,
+            ]
+        })
+        .count() as u64;
+    assert!(triples > 0);
+    let segment_allocs = trace
+        .action
+        .iter()
+        .filter(|&&a| a == Action::SegmentAlloc)
+        .count() as u64;
+    let recorded = whatif::recorded(&recording);
+    assert_eq!(recorded.segment_allocs, segment_allocs - triples);
+    let settings = Settings::recorded(&recording);
+    let predicted = whatif::predict(&recording, &settings);
+    assert_faithful("generated npu", &recorded, &predicted);
+    // Under expandable segments the workspace stays where it was: the prediction still holds it.
+    let mut expandable = settings;
+    expandable.expandable_segments = true;
+    let pool = whatif::predicted_pool_after(&recording, &expandable, Some(trace.len() as u32 - 1));
+    let workspace = trace
+        .action
+        .iter()
+        .position(|&a| a == Action::WorkspaceSnapshot)
+        .map(|w| trace.addr[w + 1])
+        .expect("a triple");
+    assert!(
+        pool.segments
+            .iter()
+            .any(|s| s.address == workspace && !s.is_expandable),
+        "the workspace segment is held as recorded"
+    );
+}
