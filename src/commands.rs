@@ -573,16 +573,19 @@ pub fn whatif(
     device: Option<u32>,
     set: &[String],
     (no_empty_cache, capacity, sweep): (bool, Option<u64>, bool),
-    json: bool,
+    (curve, json): (Option<&Path>, bool),
 ) -> Result<()> {
     use memsight_core::whatif::{self, Change, Recording, Settings};
+    if curve.is_some() && sweep {
+        bail_input!("--curve writes one setting's curve: leave out --sweep, or --curve");
+    }
     // Settings are checked before the file is read: a typo costs nothing.
     let mut changes = Vec::new();
     for key_value in set {
         changes.extend(Change::parse_all(key_value).map_err(input)?);
     }
     let loaded = open(file)?;
-    let (mut devices, mut notes) = (Vec::new(), Vec::new());
+    let (mut devices, mut notes, mut curves) = (Vec::new(), Vec::new(), Vec::new());
     for (i, dev) in loaded.snapshot.devices.iter().enumerate() {
         if dev.trace.is_empty() || device.is_some_and(|d| d != dev.ordinal) {
             continue;
@@ -616,6 +619,10 @@ pub fn whatif(
         }
         let tried = if sweep {
             whatif::sweep(&recording, &settings)
+        } else if curve.is_some() {
+            let prediction = whatif::predict_curve(&recording, &settings);
+            curves.push((recording, prediction.reserved_bytes));
+            vec![(settings, prediction.outcome)]
         } else {
             vec![(settings, whatif::predict(&recording, &settings))]
         };
@@ -634,6 +641,9 @@ pub fn whatif(
             "no device {}has a trace to replay",
             device.map_or_else(String::new, |d| format!("{d} "))
         );
+    }
+    if let Some(path) = curve {
+        write_curves(path, &curves)?;
     }
     if json {
         #[derive(serde::Serialize)]
@@ -660,6 +670,40 @@ pub fn whatif(
         writeln!(out, "note: {note}")?;
     }
     Ok(())
+}
+
+/// `whatif --curve`: per device and event, the action and the recorded and predicted reserved
+/// bytes, as CSV, written whole or not at all.
+fn write_curves(
+    path: &Path,
+    curves: &[(memsight_core::whatif::Recording, Vec<u64>)],
+) -> Result<()> {
+    memsight_ui::write_whole(path, |tmp| {
+        let file = std::fs::File::create(tmp).map_err(|e| e.to_string())?;
+        let mut out = std::io::BufWriter::new(file);
+        let mut lines = || -> std::io::Result<()> {
+            writeln!(
+                out,
+                "device,event,action,recorded_reserved_bytes,predicted_reserved_bytes"
+            )?;
+            for (recording, predicted) in curves {
+                let recorded = recording.replay.reserved_bytes();
+                let actions = &recording.device.trace.action;
+                for (i, p) in predicted.iter().enumerate() {
+                    writeln!(
+                        out,
+                        "{},{i},{},{},{p}",
+                        recording.device.ordinal,
+                        actions[i].name(&recording.snapshot.strings),
+                        recorded.get(i).copied().unwrap_or(0)
+                    )?;
+                }
+            }
+            out.flush()
+        };
+        lines().map_err(|e| e.to_string())
+    })
+    .map_err(|e| anyhow::anyhow!("could not write {}: {e}", path.display()))
 }
 
 pub fn generate(

@@ -125,6 +125,11 @@ enum Command {
             help = "Try the common settings one by one and in pairs (expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, the recorded empty_cache() calls left out, and garbage_collection_threshold where the capacity is known), on every core, ranked by OOMs, predicted peak reserved and stalls"
         )]
         sweep: bool,
+        /// Also write, per event, the recorded and predicted reserved bytes as CSV (device, event,
+        /// action, recorded, predicted; one setting, not with --sweep). The model grows at the
+        /// alloc that needs it, where the file shows a `segment_alloc` one event before.
+        #[arg(long, value_name = "OUT.csv")]
+        curve: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -226,13 +231,14 @@ fn main() -> ExitCode {
             no_empty_cache,
             capacity,
             sweep,
+            curve,
             json,
         }) => commands::whatif(
             file.as_deref(),
             device,
             &set,
             (no_empty_cache, capacity, sweep),
-            json,
+            (curve.as_deref(), json),
         ),
         Some(Command::Diff {
             a,

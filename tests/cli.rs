@@ -820,3 +820,61 @@ fn diff_refuses_what_it_cannot_compare_and_renders_the_compare_view() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--view diff needs two snapshots"));
 }
+
+/// `whatif --curve`: the recorded and predicted reserved bytes per event, as CSV, in a Chinese
+/// folder; under the recorded settings the two columns agree after every alloc (the replay
+/// follows the file; between a `segment_alloc` and its `alloc`, and inside a run of releases,
+/// the model takes one step where the file takes several); `--curve` with `--sweep` is refused.
+#[test]
+fn whatif_writes_the_predicted_curve() {
+    let dir = temp_dir("whatif-curve").join("曲线");
+    std::fs::create_dir_all(&dir).expect("folder");
+    let file = dir.join("停顿.pkl");
+    let out = memsight(&[
+        "gen",
+        "--scenario",
+        "stall",
+        "--events",
+        "5000",
+        "-o",
+        file.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    let csv = dir.join("预测.csv");
+    let out = memsight(&[
+        "whatif",
+        file.to_str().expect("utf-8"),
+        "--curve",
+        csv.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).expect("the CSV");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("device,event,action,recorded_reserved_bytes,predicted_reserved_bytes")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5000);
+    assert!(rows.iter().all(|r| r.len() == 5));
+    let allocs: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "alloc").collect();
+    assert!(allocs.len() > 1000, "{}", allocs.len());
+    assert!(
+        allocs.iter().all(|r| r[3] == r[4]),
+        "{:?}",
+        allocs.iter().find(|r| r[3] != r[4])
+    );
+    let out = memsight(&[
+        "whatif",
+        file.to_str().expect("utf-8"),
+        "--sweep",
+        "--curve",
+        csv.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
+}

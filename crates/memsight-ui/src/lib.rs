@@ -146,8 +146,12 @@ pub fn write_image(image: &image::RgbaImage, path: &Path) -> Result<(), String> 
 }
 
 /// Runs `write` on a temporary file beside `path`, then renames it into place; on failure the
-/// temporary file is removed and `path` is left as it was.
-fn write_whole(path: &Path, write: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+/// temporary file is removed and `path` is left as it was. (Every file memsight writes goes
+/// through here: images, and the command line's CSVs.)
+pub fn write_whole(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), String> {
     let name = path
         .file_name()
         .ok_or_else(|| format!("{} is not a file name", path.display()))?;
