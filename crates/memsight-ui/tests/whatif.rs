@@ -98,6 +98,35 @@ fn the_what_if_panel_replays_under_the_settings_chosen_and_draws_the_prediction(
     let predicted = whatif::predicted_pool_after(&recording, &expandable, Some(last));
     assert_eq!(pool.totals, predicted.totals);
 
+    // "Try the common settings": the core's sweep from the settings tried, ranked, each with a
+    // "use" button that tries it.
+    harness.get_by_label("Try the common settings").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let expected = whatif::sweep(&recording, &expandable);
+    let doc = &harness.state().documents()[0];
+    let swept = doc.whatif.swept().expect("the sweep ran").to_vec();
+    assert_eq!(swept, expected);
+    assert!(swept.len() >= 5, "{}", swept.len());
+    harness.get_by_label(&memsight_ui::views::whatif::changed_from(
+        &expandable,
+        &swept[0].0,
+    ));
+    harness.snapshot_options("whatif_sweep", &common::snapshot_options());
+    harness
+        .query_all_by_label("use")
+        .next()
+        .expect("a use button per row")
+        .click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.whatif.settings(), Some(swept[0].0));
+    assert_eq!(
+        doc.whatif.current(i).expect("replayed").prediction.outcome,
+        swept[0].1
+    );
+
     // Closing the panel takes the prediction off both charts.
     harness.get_by_label("What if…").click();
     harness.run_steps(3);

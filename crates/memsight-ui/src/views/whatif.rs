@@ -54,6 +54,15 @@ pub struct WhatIfState {
     /// A replay thread that stopped without an answer (a bug), for which settings: said in the
     /// panel, not waited on, not retried until the settings change.
     failed: Option<(Settings, String)>,
+    sweep: Option<Sweep>,
+}
+
+/// The common settings tried one by one and in pairs (core `whatif::sweep`), best first.
+struct Sweep {
+    device: usize,
+    base: Settings,
+    running: Option<Receiver<Vec<(Settings, Outcome)>>>,
+    ranked: Vec<(Settings, Outcome)>,
 }
 
 impl WhatIfState {
@@ -67,7 +76,62 @@ impl WhatIfState {
 
     /// Whether a replay is running.
     pub fn busy(&self) -> bool {
-        self.job.is_some() || self.pool_job.is_some()
+        self.job.is_some()
+            || self.pool_job.is_some()
+            || self.sweep.as_ref().is_some_and(|s| s.running.is_some())
+    }
+
+    /// The settings the sweep ranked, best first, with what each predicts (tests and tools).
+    pub fn swept(&self) -> Option<&[(Settings, Outcome)]> {
+        self.sweep
+            .as_ref()
+            .filter(|s| s.running.is_none())
+            .map(|s| s.ranked.as_slice())
+    }
+
+    /// The settings being tried, if read from the file yet.
+    pub fn settings(&self) -> Option<Settings> {
+        self.settings.map(|(_, s)| s)
+    }
+
+    fn poll_sweep(&mut self) {
+        let Some(sweep) = &mut self.sweep else {
+            return;
+        };
+        let Some(rx) = &sweep.running else {
+            return;
+        };
+        match rx.try_recv() {
+            Ok(ranked) => {
+                sweep.ranked = ranked;
+                sweep.running = None;
+            }
+            Err(TryRecvError::Disconnected) => {
+                let why = "the sweep stopped unexpectedly".to_string();
+                self.failed = Some((sweep.base, why));
+                self.sweep = None;
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+    }
+
+    fn start_sweep(&mut self, ctx: &egui::Context, data: &Arc<Prepared>, device: usize) {
+        let Some((_, base)) = self.settings else {
+            return;
+        };
+        let (send, rx) = channel();
+        let (data, ctx) = (Arc::clone(data), ctx.clone());
+        std::thread::spawn(move || {
+            let recording = Recording::of(&data.loaded, device);
+            let _ = send.send(whatif::sweep(&recording, &base));
+            ctx.request_repaint();
+        });
+        self.sweep = Some(Sweep {
+            device,
+            base,
+            running: Some(rx),
+            ranked: Vec::new(),
+        });
     }
 
     /// The predicted pool after `event`, when it is ready for the settings being tried.
@@ -102,6 +166,7 @@ impl WhatIfState {
         let Some((_, settings)) = self.settings else {
             return;
         };
+        self.poll_sweep();
         if let Some((tried, rx)) = &self.job {
             match rx.try_recv() {
                 Ok(result) => {
@@ -189,7 +254,7 @@ fn start_replay(
 }
 
 /// The panel's content: the settings, then recorded against predicted.
-pub fn whatif_ui(ui: &mut Ui, data: &Prepared, device: usize, state: &mut WhatIfState) {
+pub fn whatif_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIfState) {
     let Some((_, mut settings)) = state.settings else {
         ui.spinner();
         return;
@@ -225,6 +290,92 @@ pub fn whatif_ui(ui: &mut Ui, data: &Prepared, device: usize, state: &mut WhatIf
                 ui.label("replaying…");
             });
         }
+    }
+    ui.separator();
+    sweep_ui(ui, data, device, state);
+}
+
+/// What `tried` changes from `base`, in `PYTORCH_CUDA_ALLOC_CONF` words ("as above": nothing).
+pub fn changed_from(base: &Settings, tried: &Settings) -> String {
+    let base_keys = base.describe();
+    let base_keys: Vec<&str> = base_keys.split(',').collect();
+    let described = tried.describe();
+    let mut changed: Vec<&str> = described
+        .split(',')
+        .filter(|kv| !base_keys.contains(kv))
+        .collect();
+    // A key on in `base` and off in `tried` shows as gone: say it is off.
+    let mut off: Vec<String> = Vec::new();
+    for key in [
+        "max_split_size_mb",
+        "roundup_power2_divisions",
+        "garbage_collection_threshold",
+    ] {
+        let had = base_keys.iter().any(|kv| kv.starts_with(key));
+        if had && !described.contains(key) {
+            off.push(format!("{key}:none"));
+        }
+    }
+    changed.extend(off.iter().map(String::as_str));
+    if changed.is_empty() {
+        "as above".to_string()
+    } else {
+        changed.join(", ")
+    }
+}
+
+/// The button that tries the common settings, and their ranking: a click on "use" tries that
+/// one above.
+fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIfState) {
+    let running = state.sweep.as_ref().is_some_and(|s| s.running.is_some());
+    ui.horizontal(|ui| {
+        let button = ui
+            .add_enabled(!running, egui::Button::new("Try the common settings"))
+            .on_hover_text(
+                "expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, \
+                 without empty_cache(), and garbage collection where the capacity is known: \
+                 one by one and in pairs, ranked by OOMs, peak reserved and stalls",
+            );
+        if button.clicked() {
+            state.start_sweep(ui.ctx(), data, device);
+        }
+        if running {
+            ui.spinner();
+        }
+    });
+    let Some(sweep) = state
+        .sweep
+        .as_ref()
+        .filter(|s| s.device == device && s.running.is_none())
+    else {
+        return;
+    };
+    let mut chosen = None;
+    egui::Grid::new("whatif-sweep")
+        .num_columns(4)
+        .striped(true)
+        .show(ui, |ui| {
+            for what in ["change (best first)", "peak reserved", "stalls / OOMs", ""] {
+                ui.label(RichText::new(what).strong());
+            }
+            ui.end_row();
+            let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
+            for (settings, outcome) in &sweep.ranked {
+                ui.label(changed_from(&sweep.base, settings));
+                ui.label(format_bytes(outcome.peak_reserved_bytes as i64));
+                ui.label(format!(
+                    "{} / {}",
+                    known(outcome.stalls),
+                    known(outcome.ooms)
+                ));
+                if ui.small_button("use").clicked() {
+                    chosen = Some(*settings);
+                }
+                ui.end_row();
+            }
+        });
+    if let Some(settings) = chosen {
+        state.settings = Some((device, settings));
     }
 }
 
