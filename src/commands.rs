@@ -421,6 +421,8 @@ struct WhatIfDevice {
     settings: memsight_core::whatif::Settings,
     /// Where the capacity comes from: "--capacity", what the file shows, or nothing known.
     capacity_source: Option<String>,
+    /// These are the settings the run starts from (the file's, with any `--set`).
+    base: bool,
     recorded: memsight_core::whatif::Outcome,
     predicted: memsight_core::whatif::Outcome,
 }
@@ -438,7 +440,7 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
             out,
             "  capacity: {}",
             d.settings.capacity_bytes.map_or_else(
-                || "unknown (no oom or stall in the file; --capacity BYTES): OOMs and stalls are not predicted".to_string(),
+                || "unknown (the file shows none: no oom entry, no stall that bounds it; --capacity BYTES): OOMs and stalls are not predicted".to_string(),
                 |c| format!(
                     "{} ({})",
                     format_bytes(c as i64),
@@ -509,7 +511,7 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
     let mut last = None;
     let width = devices
         .iter()
-        .map(|d| d.settings.describe().chars().count())
+        .map(|d| d.settings.describe().chars().count() + 2)
         .max()
         .unwrap_or(0)
         .max("settings (best first)".len());
@@ -537,10 +539,15 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
             last = Some(d.device);
         }
         let (r, p) = (&d.recorded, &d.predicted);
+        let name = if d.base {
+            format!("{} *", d.settings.describe())
+        } else {
+            d.settings.describe()
+        };
         writeln!(
             out,
             "  {:<width$} {:>10} {:>+7.1}% {:>7} {:>6} {:>6} {:>5} {:>10}",
-            d.settings.describe(),
+            name,
             format_bytes(p.peak_reserved_bytes as i64),
             percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes),
             p.segment_allocs,
@@ -552,8 +559,9 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
     }
     writeln!(
         out,
-        "(peak: predicted peak reserved, Δ against the recorded one; unused: reserved minus allocated at that peak; \
-         n/a: the capacity is unknown, give --capacity BYTES)"
+        "(*: the settings the sweep starts from, the file's with any --set, replayed; peak: predicted peak reserved, \
+         Δ against the recorded one; unused: reserved minus allocated at that peak; n/a: the capacity is unknown, \
+         give --capacity BYTES)"
     )?;
     if devices
         .iter()
@@ -626,10 +634,11 @@ pub fn whatif(
         } else {
             vec![(settings, whatif::predict(&recording, &settings))]
         };
-        for (settings, predicted) in tried {
+        for (tried_settings, predicted) in tried {
             devices.push(WhatIfDevice {
+                base: tried_settings == settings,
                 device: dev.ordinal,
-                settings,
+                settings: tried_settings,
                 capacity_source: capacity_source.clone(),
                 recorded,
                 predicted,

@@ -116,13 +116,13 @@ enum Command {
             help = "Replay without the recorded releases of cached segments (the program's empty_cache() calls)"
         )]
         no_empty_cache: bool,
-        /// Device memory in bytes the allocator may reserve (default: what the file's `oom` entry
-        /// says, else unknown: then OOMs and stalls are not predicted).
+        /// Device memory in bytes the allocator may reserve (default: what the file shows, from an
+        /// `oom` entry or a stall; else unknown: then OOMs and stalls are not predicted).
         #[arg(long)]
         capacity: Option<u64>,
         #[arg(
             long,
-            help = "Try the common settings one by one and in pairs (expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, the recorded empty_cache() calls left out, and garbage_collection_threshold where the capacity is known), on every core, ranked by OOMs, predicted peak reserved and stalls"
+            help = "Try the common settings one by one and in two common pairs (expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, the recorded empty_cache() calls left out, and garbage_collection_threshold where the capacity is known), on every core, ranked by OOMs, predicted peak reserved and stalls"
         )]
         sweep: bool,
         /// Also write, per event, the recorded and predicted reserved bytes as CSV (device, event,

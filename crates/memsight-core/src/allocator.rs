@@ -41,12 +41,18 @@ pub const LARGE_SEGMENT_BYTES: u64 = 20 << 20;
 const LARGE_SHARED_MAX_BYTES: u64 = 10 << 20;
 /// `kRoundLarge`: a segment of its own is rounded to this.
 const ROUND_LARGE_SEGMENT_BYTES: u64 = 2 << 20;
+/// Requests above this (1 PiB) fail at once: no device holds them, and the sizes stay far from
+/// overflowing.
+const MAX_REQUEST_BYTES: u64 = 1 << 50;
 /// `roundup_power2_divisions` has one value per power-of-two interval from 1 MiB to 64 GiB.
 pub const ROUNDUP_INTERVALS: usize = 16;
 
 /// The caching allocator's plain request rounding (to 512 bytes).
 pub fn round_size(requested: u64) -> u64 {
-    requested.max(1).div_ceil(MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+    requested
+        .max(1)
+        .div_ceil(MIN_BLOCK_BYTES)
+        .saturating_mul(MIN_BLOCK_BYTES)
 }
 
 /// The next of `divisions` equal steps between the powers of two around `size`
@@ -105,7 +111,7 @@ impl Default for Config {
 impl Config {
     /// The block size for a request (`round_size`).
     pub fn round(&self, requested: u64) -> u64 {
-        let size = requested + self.pad_bytes;
+        let size = requested.saturating_add(self.pad_bytes);
         if size < MIN_BLOCK_BYTES {
             return MIN_BLOCK_BYTES;
         }
@@ -376,9 +382,16 @@ impl Allocator {
         );
         self.reserved_bytes += size;
         self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
-        let end = (addr + size).div_ceil(SMALL_SEGMENT_BYTES) * SMALL_SEGMENT_BYTES;
+        let end = addr
+            .saturating_add(size)
+            .div_ceil(SMALL_SEGMENT_BYTES)
+            .saturating_mul(SMALL_SEGMENT_BYTES);
         // An expandable segment reserves a large virtual range to grow into.
-        let end = if expandable { addr + (1 << 40) } else { end };
+        let end = if expandable {
+            addr.saturating_add(1 << 40)
+        } else {
+            end
+        };
         self.next_address = self.next_address.max(end);
     }
 
@@ -432,6 +445,11 @@ impl Allocator {
     /// Hands out a block for `requested` bytes, or records an `oom` and returns `None`
     /// (`DeviceCachingAllocator::malloc`).
     pub fn malloc(&mut self, requested: u64, stream: i128, stack: Option<u32>) -> Option<u64> {
+        if requested > MAX_REQUEST_BYTES {
+            // No device holds it (an odd file's size): out of memory, before any arithmetic.
+            self.record(Action::Oom, 0, requested, stream, stack, Some(0));
+            return None;
+        }
         let size = self.config.round(requested);
         let pool = if size <= SMALL_REQUEST_MAX_BYTES {
             PoolKind::Small
@@ -561,7 +579,7 @@ impl Allocator {
         self.segments
             .range(..=addr)
             .next_back()
-            .filter(|(s, seg)| addr < *s + seg.size)
+            .filter(|(s, seg)| addr < s.saturating_add(seg.size))
             .map(|(&s, _)| s)
     }
 
@@ -653,13 +671,19 @@ impl Allocator {
         let seg_size = match pool {
             PoolKind::Small => SMALL_SEGMENT_BYTES,
             PoolKind::Large if size < LARGE_SHARED_MAX_BYTES => LARGE_SEGMENT_BYTES,
-            PoolKind::Large => size.div_ceil(ROUND_LARGE_SEGMENT_BYTES) * ROUND_LARGE_SEGMENT_BYTES,
+            PoolKind::Large => size
+                .div_ceil(ROUND_LARGE_SEGMENT_BYTES)
+                .saturating_mul(ROUND_LARGE_SEGMENT_BYTES),
         };
-        if self.reserved_bytes + seg_size > self.capacity_bytes {
+        if self.reserved_bytes.saturating_add(seg_size) > self.capacity_bytes {
             return None;
         }
         let addr = self.next_address;
-        self.next_address += seg_size.div_ceil(SMALL_SEGMENT_BYTES) * SMALL_SEGMENT_BYTES;
+        self.next_address = self.next_address.saturating_add(
+            seg_size
+                .div_ceil(SMALL_SEGMENT_BYTES)
+                .saturating_mul(SMALL_SEGMENT_BYTES),
+        );
         self.tick(40 + (seg_size >> 20) as i64);
         self.record(Action::SegmentAlloc, addr, seg_size, stream, stack, None);
         let mut blocks = BTreeMap::new();
@@ -711,7 +735,7 @@ impl Allocator {
         let seg_addr = existing.unwrap_or_else(|| {
             // Reserve a large virtual range for the segment to grow into.
             let addr = self.next_address;
-            self.next_address += 1 << 40;
+            self.next_address = self.next_address.saturating_add(1 << 40);
             self.segments.insert(
                 addr,
                 GenSegment {
@@ -733,13 +757,15 @@ impl Allocator {
             .next_back()
             .filter(|(_, b)| !b.allocated)
             .map_or(0, |(_, b)| b.size);
-        let map_bytes = (size - tail_free.min(size)).div_ceil(page) * page;
+        let map_bytes = (size - tail_free.min(size))
+            .div_ceil(page)
+            .saturating_mul(page);
         if map_bytes == 0 {
             // The free tail is mapped and large enough (best fit passed it over, as a block of
             // `max_split_size` or more): it serves the request without mapping more.
             return seg.blocks.keys().next_back().copied();
         }
-        if self.reserved_bytes + map_bytes > self.capacity_bytes {
+        if self.reserved_bytes.saturating_add(map_bytes) > self.capacity_bytes {
             return None;
         }
         self.tick(20 + (map_bytes >> 21) as i64);
@@ -805,7 +831,7 @@ impl Allocator {
         let mut size = seg.blocks.get(&addr).map_or(0, |b| b.size);
         if let Some((&next, nb)) = seg.blocks.range(addr + 1..).next()
             && !nb.allocated
-            && next == addr + size
+            && next == addr.saturating_add(size)
         {
             self.free.remove(&(pool, stream, nb.size, next));
             size += nb.size;
@@ -813,7 +839,7 @@ impl Allocator {
         }
         if let Some((&prev, pb)) = seg.blocks.range(..addr).next_back()
             && !pb.allocated
-            && prev + pb.size == addr
+            && prev.saturating_add(pb.size) == addr
         {
             self.free.remove(&(pool, stream, pb.size, prev));
             size += pb.size;

@@ -20,8 +20,6 @@
 //! or a stall), else unknown: then the model grows without bound, predicts no OOM and no stall,
 //! and garbage collection (which needs a memory fraction) does nothing.
 
-use std::fmt::Write as _;
-
 use rustc_hash::FxHashMap;
 use serde::{Serialize, Serializer};
 
@@ -312,23 +310,23 @@ impl Settings {
         }
     }
 
-    /// These settings as `PYTORCH_CUDA_ALLOC_CONF` would write them (the keys that are set),
-    /// and a word on the replay's own options.
-    pub fn describe(&self) -> String {
-        let mut out = format!(
+    /// These settings as `PYTORCH_CUDA_ALLOC_CONF` entries (`expandable_segments` always, the
+    /// other keys where set).
+    pub fn conf_entries(&self) -> Vec<String> {
+        let mut out = vec![format!(
             "expandable_segments:{}",
             if self.expandable_segments {
                 "True"
             } else {
                 "False"
             }
-        );
+        )];
         if let Some(mb) = self.max_split_size_mb {
-            let _ = write!(out, ",max_split_size_mb:{mb}");
+            out.push(format!("max_split_size_mb:{mb}"));
         }
         if self.roundup_power2_divisions.is_set() {
             if let Some(d) = self.roundup_power2_divisions.uniform() {
-                let _ = write!(out, ",roundup_power2_divisions:{d}");
+                out.push(format!("roundup_power2_divisions:{d}"));
             } else {
                 let per: Vec<String> = self
                     .roundup_power2_divisions
@@ -337,16 +335,50 @@ impl Settings {
                     .enumerate()
                     .map(|(i, d)| format!("{}:{d}", 1u64 << i))
                     .collect();
-                let _ = write!(out, ",roundup_power2_divisions:[{}]", per.join(","));
+                out.push(format!("roundup_power2_divisions:[{}]", per.join(",")));
             }
         }
         if let Some(t) = self.garbage_collection_threshold {
-            let _ = write!(out, ",garbage_collection_threshold:{t}");
+            out.push(format!("garbage_collection_threshold:{t}"));
         }
+        out
+    }
+
+    /// These settings as `PYTORCH_CUDA_ALLOC_CONF` would write them, and a word on the replay's
+    /// own option.
+    pub fn describe(&self) -> String {
+        let mut out = self.conf_entries().join(",");
         if self.skip_releases {
             out.push_str(" (no empty_cache)");
         }
         out
+    }
+
+    /// What these settings change from `base`, in `PYTORCH_CUDA_ALLOC_CONF` words (`key:none`
+    /// for a key `base` sets and these do not); "as above" when nothing.
+    pub fn changes_from(&self, base: &Settings) -> String {
+        let (mine, theirs) = (self.conf_entries(), base.conf_entries());
+        let mut changed: Vec<String> = mine
+            .iter()
+            .filter(|e| !theirs.contains(e))
+            .cloned()
+            .collect();
+        for entry in &theirs {
+            let key = entry.split(':').next().unwrap_or_default();
+            if !mine.iter().any(|e| e.starts_with(&format!("{key}:"))) {
+                changed.push(format!("{key}:none"));
+            }
+        }
+        if self.skip_releases && !base.skip_releases {
+            changed.push("without empty_cache()".to_string());
+        } else if base.skip_releases && !self.skip_releases {
+            changed.push("with the recorded empty_cache()".to_string());
+        }
+        if changed.is_empty() {
+            "as above".to_string()
+        } else {
+            changed.join(", ")
+        }
     }
 
     fn config(&self, pad_bytes: u64, npu: bool) -> Config {
@@ -465,7 +497,7 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
     let reserved = |event: usize| replay.reserved_bytes().get(event).map(|&r| r.max(0) as u64);
     if let Some(&(event, free)) = device.trace.oom_device_free_bytes.first() {
         return Some(Capacity {
-            bytes: reserved(event as usize)? + free,
+            bytes: reserved(event as usize)?.saturating_add(free),
             source: format!("the oom at event {event}: reserved then plus the device's free bytes"),
         });
     }
@@ -476,11 +508,14 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
             let retry = b.retry_event?;
             (device.trace.action[retry] != Action::Oom).then_some(())?;
             let before = b.first_event.checked_sub(1).map_or(Some(0), reserved)?;
-            Some((before + device.trace.size_bytes[retry], b.first_event))
+            Some((
+                before.saturating_add(device.trace.size_bytes[retry]),
+                b.first_event,
+            ))
         })
         .min()
         .map(|(failed, event)| Capacity {
-            bytes: failed - crate::allocator::MIN_BLOCK_BYTES,
+            bytes: failed.saturating_sub(crate::allocator::MIN_BLOCK_BYTES),
             source: format!(
                 "the stall at event {event}: just under reserved then plus the segment that did \
                  not fit, the most it can have been"
@@ -903,5 +938,14 @@ mod tests {
             s.describe(),
             "expandable_segments:False,max_split_size_mb:256,roundup_power2_divisions:4"
         );
+        let mut tried = s;
+        tried.max_split_size_mb = None;
+        tried.expandable_segments = true;
+        tried.skip_releases = true;
+        assert_eq!(
+            tried.changes_from(&s),
+            "expandable_segments:True, max_split_size_mb:none, without empty_cache()"
+        );
+        assert_eq!(s.changes_from(&s), "as above");
     }
 }

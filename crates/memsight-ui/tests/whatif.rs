@@ -108,10 +108,7 @@ fn the_what_if_panel_replays_under_the_settings_chosen_and_draws_the_prediction(
     let swept = doc.whatif.swept().expect("the sweep ran").to_vec();
     assert_eq!(swept, expected);
     assert!(swept.len() >= 5, "{}", swept.len());
-    harness.get_by_label(&memsight_ui::views::whatif::changed_from(
-        &expandable,
-        &swept[0].0,
-    ));
+    harness.get_by_label(&swept[0].0.changes_from(&expandable));
     harness.snapshot_options("whatif_sweep", &common::snapshot_options());
     harness
         .query_all_by_label("use")

@@ -69,9 +69,10 @@ struct Tried {
     outcome: Outcome,
 }
 
-/// Whether `tried` does better than `base` (the recorded settings, replayed): fewer OOMs; or as
-/// many and fewer stalls; or as many of both and a peak reserved at least 1 % lower. Never one
-/// that adds an OOM or a stall.
+/// Whether `tried` does better than `base` (the recorded settings, replayed), in this order:
+/// fewer OOMs (an OOM ends the run, so more stalls are the lesser cost); else, with as many OOMs,
+/// fewer stalls; else, with as many of both, a peak reserved at least 1 % lower. So nothing that
+/// adds an OOM is advised, nor, with as many OOMs, anything that adds a stall.
 fn helps(tried: &Outcome, base: &Outcome) -> bool {
     let (ooms, stalls) = (tried.ooms.unwrap_or(0), tried.stalls.unwrap_or(0));
     let (base_ooms, base_stalls) = (base.ooms.unwrap_or(0), base.stalls.unwrap_or(0));
@@ -155,12 +156,7 @@ fn replayed_advice(
                 return None;
             }
             let outcome = whatif::predict(recording, &s);
-            let conf = s
-                .describe()
-                .split(',')
-                .filter(|kv| !base_settings.describe().split(',').any(|b| b == *kv))
-                .collect::<Vec<_>>()
-                .join(",");
+            let conf = s.changes_from(&base_settings).replace(", ", ",");
             helps(&outcome, &base).then_some(Tried { conf, why, outcome })
         })
         .collect();
@@ -245,9 +241,17 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         .iter()
         .chain(&stalls)
         .min_by_key(|f| (f.device, f.events))
+        .copied()
     else {
         return Vec::new();
     };
+    // The replay backs the advice for one device: the findings it rests on are that device's.
+    let device = first.device;
+    let fragmentation: Vec<&Finding> = fragmentation
+        .into_iter()
+        .filter(|f| f.device == device)
+        .collect();
+    let stalls: Vec<&Finding> = stalls.into_iter().filter(|f| f.device == device).collect();
     let Some(index) = snapshot
         .devices
         .iter()

@@ -55,6 +55,8 @@ pub struct WhatIfState {
     /// panel, not waited on, not retried until the settings change.
     failed: Option<(Settings, String)>,
     sweep: Option<Sweep>,
+    /// The last sweep's thread stopped without an answer.
+    sweep_failed: bool,
 }
 
 /// The common settings tried one by one and in pairs (core `whatif::sweep`), best first.
@@ -107,9 +109,8 @@ impl WhatIfState {
                 sweep.running = None;
             }
             Err(TryRecvError::Disconnected) => {
-                let why = "the sweep stopped unexpectedly".to_string();
-                self.failed = Some((sweep.base, why));
                 self.sweep = None;
+                self.sweep_failed = true;
             }
             Err(TryRecvError::Empty) => {}
         }
@@ -126,6 +127,7 @@ impl WhatIfState {
             let _ = send.send(whatif::sweep(&recording, &base));
             ctx.request_repaint();
         });
+        self.sweep_failed = false;
         self.sweep = Some(Sweep {
             device,
             base,
@@ -159,6 +161,14 @@ impl WhatIfState {
         event: Option<u32>,
     ) {
         if self.settings.as_ref().is_none_or(|(d, _)| *d != device) {
+            // Another device: nothing computed for the last one carries over (results, pool,
+            // sweep, failures); replies still on their way for it are dropped with their
+            // receivers.
+            *self = WhatIfState {
+                open: self.open,
+                show_predicted_pool: self.show_predicted_pool,
+                ..WhatIfState::default()
+            };
             let recording = Recording::of(&data.loaded, device);
             self.recorded_settings = Settings::recorded(&recording);
             self.settings = Some((device, self.recorded_settings));
@@ -203,9 +213,11 @@ impl WhatIfState {
         let refused = settings
             .refused_by(&Recording::of(&data.loaded, device))
             .is_some();
+        // One replay in flight: settings changed meanwhile (a dragged slider) are replayed when
+        // it is done, the newest only.
         let wanted = self.current(device).is_none()
             && self.failed.as_ref().is_none_or(|(s, _)| *s != settings)
-            && self.job.as_ref().is_none_or(|(s, _)| *s != settings);
+            && self.job.is_none();
         if wanted && !refused {
             self.job = Some((settings, start_replay(ctx, data, device, settings)));
         }
@@ -216,7 +228,7 @@ impl WhatIfState {
                 .pool
                 .as_ref()
                 .is_none_or(|p| (p.settings, p.event) != pool_key)
-            && self.pool_job.as_ref().is_none_or(|(k, _)| *k != pool_key)
+            && self.pool_job.is_none()
         {
             let (send, rx) = channel();
             let (data, ctx) = (Arc::clone(data), ctx.clone());
@@ -295,35 +307,6 @@ pub fn whatif_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut W
     sweep_ui(ui, data, device, state);
 }
 
-/// What `tried` changes from `base`, in `PYTORCH_CUDA_ALLOC_CONF` words ("as above": nothing).
-pub fn changed_from(base: &Settings, tried: &Settings) -> String {
-    let base_keys = base.describe();
-    let base_keys: Vec<&str> = base_keys.split(',').collect();
-    let described = tried.describe();
-    let mut changed: Vec<&str> = described
-        .split(',')
-        .filter(|kv| !base_keys.contains(kv))
-        .collect();
-    // A key on in `base` and off in `tried` shows as gone: say it is off.
-    let mut off: Vec<String> = Vec::new();
-    for key in [
-        "max_split_size_mb",
-        "roundup_power2_divisions",
-        "garbage_collection_threshold",
-    ] {
-        let had = base_keys.iter().any(|kv| kv.starts_with(key));
-        if had && !described.contains(key) {
-            off.push(format!("{key}:none"));
-        }
-    }
-    changed.extend(off.iter().map(String::as_str));
-    if changed.is_empty() {
-        "as above".to_string()
-    } else {
-        changed.join(", ")
-    }
-}
-
 /// The button that tries the common settings, and their ranking: a click on "use" tries that
 /// one above.
 fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIfState) {
@@ -334,13 +317,16 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
             .on_hover_text(
                 "expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, \
                  without empty_cache(), and garbage collection where the capacity is known: \
-                 one by one and in pairs, ranked by OOMs, peak reserved and stalls",
+                 one by one and in two common pairs, ranked by OOMs, peak reserved and stalls",
             );
         if button.clicked() {
             state.start_sweep(ui.ctx(), data, device);
         }
         if running {
             ui.spinner();
+        }
+        if state.sweep_failed {
+            ui.colored_label(palette::ERROR_TEXT, "the sweep stopped unexpectedly");
         }
     });
     let Some(sweep) = state
@@ -361,7 +347,7 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
             ui.end_row();
             let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
             for (settings, outcome) in &sweep.ranked {
-                ui.label(changed_from(&sweep.base, settings));
+                ui.label(settings.changes_from(&sweep.base));
                 ui.label(format_bytes(outcome.peak_reserved_bytes as i64));
                 ui.label(format!(
                     "{} / {}",
@@ -470,7 +456,11 @@ fn capacity_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
         );
         let mut t = s.garbage_collection_threshold.unwrap_or(0.8);
         ui.add_enabled(on, egui::Slider::new(&mut t, 0.05..=0.95));
-        s.garbage_collection_threshold = on.then_some(t);
+        // Without a capacity the box is disabled: a threshold the file recorded stays as it is
+        // (it does nothing in the replay then, as in the allocator without a memory fraction).
+        if can {
+            s.garbage_collection_threshold = on.then_some(t);
+        }
     });
 }
 
