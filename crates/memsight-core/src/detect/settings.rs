@@ -110,12 +110,17 @@ fn quoted(tried: &Outcome, base: &Outcome) -> String {
 }
 
 /// Whether the replay under the recorded settings reproduces the file well enough to be quoted
-/// (the what-if issue's bar: peak reserved within 1 %, segment allocations within 5 %).
+/// (the what-if issue's bar: peak reserved within 1 %, segment allocations within 5 %; and,
+/// where the capacity is known, as many stalls and OOMs as the file shows, so that "stalls 2 →
+/// 0" starts from the stalls the findings count).
 fn faithful(recorded: &Outcome, replayed: &Outcome) -> bool {
     let off = |a: u64, b: u64| (a as f64 - b as f64).abs() / (b as f64).max(1.0);
+    let same = |a: Option<u64>, b: Option<u64>| a.is_none() || b.is_none() || a == b;
     off(replayed.peak_reserved_bytes, recorded.peak_reserved_bytes) <= 0.01
         && (off(replayed.segment_allocs, recorded.segment_allocs) <= 0.05
             || replayed.segment_allocs == recorded.segment_allocs)
+        && same(replayed.stalls, recorded.stalls)
+        && same(replayed.ooms, recorded.ooms)
 }
 
 /// The settings not on yet, replayed (on rayon) on the device of `recording`, and those that
@@ -260,7 +265,8 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         return Vec::new();
     };
     let recording = Recording::of(loaded, index);
-    let capacity_bytes = Settings::recorded(&recording).capacity_bytes.unwrap_or(0);
+    let capacity = whatif::capacity_from_file(&recording);
+    let capacity_bytes = capacity.as_ref().map_or(0, |c| c.bytes);
     let Some((base, tried)) = replayed_advice(
         &recording,
         &have,
@@ -289,8 +295,20 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         summary: format!(
             "Rests on {rests_on}. The trace replayed through the caching-allocator model \
              reproduces the recording under its own settings (peak reserved {}); under each \
-             setting advised it does better. The file's allocator settings {}.",
+             setting advised it does better. {} The file's allocator settings {}.",
             format_bytes(base.peak_reserved_bytes as i64),
+            capacity.map_or_else(
+                || "The device's capacity is not known, so no stall or OOM is predicted."
+                    .to_string(),
+                |c| {
+                    let (from, how) = c.source.split_once(": ").unwrap_or((&c.source, ""));
+                    format!(
+                        "The device's capacity, {}, comes from {from} ({how}); a setting that \
+                         needs no more memory than the recording did is the surer prediction.",
+                        format_bytes(c.bytes as i64)
+                    )
+                }
+            ),
             if have.known {
                 "show none of the advised options on"
             } else {
