@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use egui::{Key, Modifiers, vec2};
+use egui::{Key, Modifiers};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
@@ -42,16 +42,7 @@ fn harness() -> Harness<'static, MemsightApp> {
         document("batch4.pickle", 4),
     ]);
     app.dialogs.backend = Backend::Builtin;
-    let mut harness = Harness::builder()
-        .with_size(vec2(1400.0, 900.0))
-        .with_step_dt(1.0 / 60.0)
-        .allow_missing_glyphs()
-        // The system's fonts, as the window has them (arrows, CJK).
-        .with_context_setup(memsight_ui::fonts::install)
-        .wgpu()
-        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    common::settle(&mut harness);
-    harness
+    common::harness_of(app)
 }
 
 /// Clicks the menu entry named `label` (not the tab of that name, drawn at `tab`).

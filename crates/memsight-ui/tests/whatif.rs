@@ -5,7 +5,6 @@
 
 mod common;
 
-use egui::vec2;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
@@ -34,16 +33,7 @@ fn document() -> Document {
 }
 
 fn harness() -> Harness<'static, MemsightApp> {
-    let app = MemsightApp::with_documents(vec![document()]);
-    let mut harness = Harness::builder()
-        .with_size(vec2(1400.0, 900.0))
-        .with_step_dt(1.0 / 60.0)
-        .allow_missing_glyphs()
-        .with_context_setup(memsight_ui::fonts::install)
-        .wgpu()
-        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
-    common::settle(&mut harness);
-    harness
+    common::harness_of(MemsightApp::with_documents(vec![document()]))
 }
 
 #[test]

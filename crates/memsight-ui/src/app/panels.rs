@@ -430,8 +430,10 @@ impl MemsightApp {
             .predicted_pool(i, event)
             .zip(current.map(|r| r.settings.describe()));
         let mut open = true;
+        // Below the menu and summary bars (which wrap in a narrow window): from the chart's top
+        // as last drawn.
         let mut area = ctx.content_rect();
-        area.min.y += 64.0;
+        area.min.y = self.chart_rect.map_or(area.min.y + 64.0, |r| r.top());
         egui::Window::new("What if")
             .open(&mut open)
             .constrain_to(area)

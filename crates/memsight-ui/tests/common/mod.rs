@@ -73,3 +73,17 @@ pub fn settle(harness: &mut Harness<'static, MemsightApp>) {
         harness.step();
     }
 }
+
+/// The app in a 1400×900 harness with the system's fonts (arrows, CJK), as the window has them,
+/// settled.
+pub fn harness_of(app: MemsightApp) -> Harness<'static, MemsightApp> {
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .with_step_dt(1.0 / 60.0)
+        .allow_missing_glyphs()
+        .with_context_setup(memsight_ui::fonts::install)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    settle(&mut harness);
+    harness
+}
