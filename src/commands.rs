@@ -107,8 +107,11 @@ pub fn screenshot(
     if !(64..=8192).contains(&width) || !(64..=8192).contains(&height) {
         bail_input!("--width and --height must be between 64 and 8192 pixels");
     }
-    // Checked before any work: a wrong name fails at once, not after rendering.
+    // Checked before any work: a wrong name, or an output that must not be written (one of the
+    // inputs, a read-only file, a folder), fails at once, not after rendering.
     memsight_ui::image_kind(output).map_err(input)?;
+    let inputs: Vec<&Path> = [file, other].into_iter().flatten().collect();
+    check_output(output, &inputs)?;
     let options = ScreenshotOptions {
         width: width as f32,
         height: height as f32,
@@ -127,7 +130,7 @@ pub fn screenshot(
     let image =
         headless::render(app, &options).map_err(|e| anyhow::anyhow!("rendering failed: {e}"))?;
     // Written whole or not at all: a temporary file renamed into place.
-    memsight_ui::write_image(&image, output)
+    memsight_ui::write_image(&image, output, &inputs)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", output.display()))?;
     eprintln!(
         "wrote {} ({}x{})",
@@ -156,6 +159,10 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 }
 
 pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
+    // Profiler data is read as `analyze` and the window read it.
+    if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
+        return profiler_stats(path, json);
+    }
     let loaded = open(file)?;
     let report = StatsReport::new(&loaded);
     if json {
@@ -191,9 +198,13 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
                 format_bytes(peak)
             )?;
         }
-        match d.time_span_us {
-            Some(span) => writeln!(out, "  time span {:.3} s", span as f64 / 1e6)?,
-            None => writeln!(
+        match (d.time_span_us, d.has_time) {
+            (Some(span), _) => writeln!(out, "  time span {:.3} s", span as f64 / 1e6)?,
+            (None, true) => writeln!(
+                out,
+                "  time span n/a: the times contradict themselves (see the warnings)"
+            )?,
+            (None, false) => writeln!(
                 out,
                 "  no times in this trace (event index is the time axis)"
             )?,
@@ -203,6 +214,84 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
         writeln!(out, "warnings:")?;
         for w in &report.warnings {
             writeln!(out, "  - {w}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `stats` on profiler data: per rank, the tables read, and per component its samples, peaks and
+/// time span.
+fn profiler_stats(path: &Path, json: bool) -> Result<()> {
+    #[derive(serde::Serialize)]
+    struct ComponentStats<'a> {
+        component: &'a str,
+        samples: usize,
+        peak_reserved_bytes: Option<f64>,
+        peak_allocated_bytes: Option<f64>,
+    }
+    #[derive(serde::Serialize)]
+    struct RankStats<'a> {
+        rank: &'a str,
+        device: Option<&'a str>,
+        files: Vec<String>,
+        components: Vec<ComponentStats<'a>>,
+        operator_rows: usize,
+        time_span_us: Option<f64>,
+        warnings: Vec<String>,
+    }
+    let run = memsight_core::profiler::open(&[path.to_path_buf()]).map_err(input)?;
+    let ranks: Vec<RankStats> = run
+        .ranks
+        .iter()
+        .map(|rank| RankStats {
+            rank: &rank.name,
+            device: rank.device.as_deref(),
+            files: rank.files.iter().map(|f| f.display().to_string()).collect(),
+            components: rank
+                .curves
+                .iter()
+                .map(|c| ComponentStats {
+                    component: &c.component,
+                    samples: c.len(),
+                    peak_reserved_bytes: c.peak_reserved().map(|(v, _)| v),
+                    peak_allocated_bytes: c.peak_allocated().map(|(v, _)| v),
+                })
+                .collect(),
+            operator_rows: rank.operators.len(),
+            time_span_us: rank.time_span_us().map(|(a, b)| b - a),
+            warnings: rank.warnings.iter().map(ToString::to_string).collect(),
+        })
+        .collect();
+    if json {
+        return print_json(&ranks);
+    }
+    let mut out = std::io::stdout().lock();
+    let bytes = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format_bytes(v as i64));
+    for rank in &ranks {
+        writeln!(
+            out,
+            "rank {}{}: {}, {}",
+            rank.rank,
+            rank.device
+                .map_or_else(String::new, |d| format!(" (device {d})")),
+            counted(rank.files.len(), "profiler file"),
+            counted(rank.operator_rows, "operator row")
+        )?;
+        for c in &rank.components {
+            writeln!(
+                out,
+                "  {:<12} {:>8} samples   peak reserved {:>10}   peak allocated {:>10}",
+                c.component,
+                c.samples,
+                bytes(c.peak_reserved_bytes),
+                bytes(c.peak_allocated_bytes)
+            )?;
+        }
+        if let Some(span) = rank.time_span_us {
+            writeln!(out, "  time span {:.3} s", span / 1e6)?;
+        }
+        for w in &rank.warnings {
+            writeln!(out, "  warning: {w}")?;
         }
     }
     Ok(())
@@ -587,6 +676,17 @@ pub fn whatif(
     if curve.is_some() && sweep {
         bail_input!("--curve writes one setting's curve: leave out --sweep, or --curve");
     }
+    if let Some(path) = curve {
+        check_output(path, &file.into_iter().collect::<Vec<_>>())?;
+    }
+    if let Some(bytes) = capacity
+        && !(1..=memsight_core::units::MAX_PLAUSIBLE_BYTES).contains(&bytes)
+    {
+        bail_input!(
+            "--capacity must be between 1 byte and {} (1 PiB), not {bytes}",
+            memsight_core::units::MAX_PLAUSIBLE_BYTES
+        );
+    }
     // Settings are checked before the file is read: a typo costs nothing.
     let mut changes = Vec::new();
     for key_value in set {
@@ -652,7 +752,7 @@ pub fn whatif(
         );
     }
     if let Some(path) = curve {
-        write_curves(path, &curves)?;
+        write_curves(path, file, &curves)?;
     }
     if json {
         #[derive(serde::Serialize)]
@@ -685,9 +785,11 @@ pub fn whatif(
 /// bytes, as CSV, written whole or not at all.
 fn write_curves(
     path: &Path,
+    input: Option<&Path>,
     curves: &[(memsight_core::whatif::Recording, Vec<u64>)],
 ) -> Result<()> {
-    memsight_ui::write_whole(path, |tmp| {
+    let inputs: Vec<&Path> = input.into_iter().collect();
+    memsight_core::output::write_whole(path, &inputs, |tmp| {
         let file = std::fs::File::create(tmp).map_err(|e| e.to_string())?;
         let mut out = std::io::BufWriter::new(file);
         let mut lines = || -> std::io::Result<()> {
@@ -712,7 +814,22 @@ fn write_curves(
         };
         lines().map_err(|e| e.to_string())
     })
-    .map_err(|e| anyhow::anyhow!("could not write {}: {e}", path.display()))
+    .map_err(output_error)
+}
+
+/// Refuses, before any work, an output that must not be written: one of `inputs` (through links
+/// and `.gz` alike: the same file), a read-only file, a folder, a disk. Exit status 2.
+fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
+    memsight_core::output::check_output(output, inputs).map_err(output_error)
+}
+
+/// A refused output is the user's to fix (exit 2); a failed write is not (exit 1).
+fn output_error(error: memsight_core::output::OutputError) -> anyhow::Error {
+    if error.is_refusal() {
+        input(error)
+    } else {
+        error.into()
+    }
 }
 
 pub fn generate(
@@ -727,9 +844,18 @@ pub fn generate(
     if events == 0 {
         bail_input!("--events must be at least 1");
     }
+    if events > r#gen::MAX_EVENTS {
+        bail_input!(
+            "--events must be at most {} (the generator holds the whole trace in memory: about {} \
+             bytes an event)",
+            r#gen::MAX_EVENTS,
+            r#gen::BYTES_PER_EVENT
+        );
+    }
     if batch == 0 {
         bail_input!("--batch must be at least 1");
     }
+    check_output(output, &[])?;
     let generated = r#gen::generate(&GenOptions {
         scenario,
         events,
@@ -737,9 +863,7 @@ pub fn generate(
         protocol,
         batch,
     });
-    let truth = generated
-        .write_files(output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    let truth = generated.write_files(output).map_err(output_error)?;
     eprintln!(
         "wrote {} ({} events, {} steps) and {}",
         output.display(),

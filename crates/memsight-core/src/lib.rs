@@ -11,6 +11,7 @@ pub mod r#gen;
 pub mod lifecycle;
 pub mod load;
 pub mod model;
+pub mod output;
 pub mod pickle;
 pub mod profiler;
 pub mod range;

@@ -425,10 +425,13 @@ impl<'p> EventBuilder<'p> {
             }
         };
         let addr = unsigned(fields.addr, "addr")?;
-        let size_bytes = unsigned(fields.size, "size")?;
+        let size_bytes = plausible_bytes(unsigned(fields.size, "size")?, "trace entry `size`", at)?;
         let device_free = fields
             .device_free
-            .map(|v| unsigned(Some(v), "device_free"))
+            .map(|v| {
+                unsigned(Some(v), "device_free")
+                    .and_then(|b| plausible_bytes(b, "trace entry `device_free`", at))
+            })
             .transpose()?;
         let stream_raw = match fields.stream {
             None | Some(Value::None) => 0,
@@ -778,6 +781,7 @@ fn read_segment(
     let total = get(tree, "total_size");
     let total_size_bytes = uint(tree, total, "total_size")?
         .ok_or_else(|| PickleError::malformed(at, "a segment without `total_size`"))?;
+    let total_size_bytes = plausible_bytes(total_size_bytes, "segment `total_size`", at)?;
     let stream_raw = get(tree, "stream").and_then(|v| tree.int(v)).unwrap_or(0);
     let stream = b.stream_id(stream_raw);
     let pool_value = get(tree, "segment_pool_id").unwrap_or(Value::None);
@@ -823,6 +827,19 @@ fn read_segment(
 }
 
 /// A segment or block field that must be an unsigned integer when present.
+/// `bytes`, where one device can hold it; a size above
+/// [`MAX_PLAUSIBLE_BYTES`](crate::units::MAX_PLAUSIBLE_BYTES) makes the file malformed: it would
+/// only ever be printed as an impossible figure.
+fn plausible_bytes(bytes: u64, what: &str, at: u64) -> Result<u64, PickleError> {
+    if bytes > crate::units::MAX_PLAUSIBLE_BYTES {
+        return Err(PickleError::malformed(
+            at,
+            format!("{what} is {bytes} bytes, more than 1 PiB: no device holds that"),
+        ));
+    }
+    Ok(bytes)
+}
+
 fn unsigned_field(
     tree: &Tree,
     value: Option<Value>,
@@ -862,6 +879,7 @@ fn read_block(
     let size = bget(tree, "size");
     let size_bytes = unsigned_field(tree, size, "block size", at)?
         .ok_or_else(|| PickleError::malformed(at, "a block without `size`"))?;
+    let size_bytes = plausible_bytes(size_bytes, "block `size`", at)?;
     let block_address = bget(tree, "address");
     let block_address =
         unsigned_field(tree, block_address, "block address", at)?.unwrap_or(next_address);
@@ -896,6 +914,7 @@ fn read_block(
     }
     let requested_size_bytes =
         unsigned_field(tree, requested, "requested_size", at)?.unwrap_or(size_bytes);
+    let requested_size_bytes = plausible_bytes(requested_size_bytes, "block `requested_size`", at)?;
     let stack = b.stack_id(tree, frames.unwrap_or(Value::None), at)?;
     Ok(Block {
         address: block_address,

@@ -19,6 +19,10 @@ pub type PoolId = u32;
 pub const NO_STACK: StackId = u32::MAX;
 pub const NO_POOL: PoolId = u32::MAX;
 pub const NO_STR: StrId = u32::MAX;
+/// The longest a recording can span (a year, in µs): a longer one has times of another unit, or
+/// times that contradict each other.
+pub const MAX_PLAUSIBLE_SPAN_US: i64 = 365 * 24 * 3600 * 1_000_000;
+
 /// `time_us` of an event that has no time.
 pub const NO_TIME: i64 = i64::MIN;
 
@@ -112,6 +116,16 @@ impl Trace {
     /// True when every event has a time (files from `torch_npu` and 2023 CUDA have none).
     pub fn has_time(&self) -> bool {
         !self.time_us.is_empty() && self.time_us.iter().all(|&t| t != NO_TIME)
+    }
+
+    /// Last time minus first, where the times can be one run's: every event has one, they never go
+    /// backwards, and they span at most [`MAX_PLAUSIBLE_SPAN_US`]. `None` otherwise.
+    pub fn plausible_time_span_us(&self) -> Option<i64> {
+        if !self.has_time() || self.time_us.windows(2).any(|w| w[1] < w[0]) {
+            return None;
+        }
+        let span = self.time_us.last()?.checked_sub(*self.time_us.first()?)?;
+        (span <= MAX_PLAUSIBLE_SPAN_US).then_some(span)
     }
 
     /// The events at `indices` of `self`, in that order, as a trace of its own.

@@ -88,6 +88,15 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// Each figure held at 0 from below (a file whose frees outrun its allocs; a warning says so).
+    fn at_least_zero(self) -> Totals {
+        Totals {
+            allocated_bytes: self.allocated_bytes.max(0),
+            active_bytes: self.active_bytes.max(0),
+            reserved_bytes: self.reserved_bytes.max(0),
+        }
+    }
+
     fn saturating_add(self, other: Totals) -> Totals {
         Totals {
             allocated_bytes: self.allocated_bytes.saturating_add(other.allocated_bytes),
@@ -258,6 +267,44 @@ pub fn replay_all(snapshot: &Snapshot) -> (Vec<DeviceReplay>, Vec<Warning>) {
         })
         .collect();
     (replays, warnings)
+}
+
+/// What is wrong with the trace's times, if anything: times that go backwards, or a span no
+/// recording has (see [`Trace::plausible_time_span_us`](crate::model::Trace::plausible_time_span_us)).
+fn time_warning(trace: &crate::model::Trace, device: u32) -> Option<Warning> {
+    if !trace.has_time() || trace.plausible_time_span_us().is_some() {
+        return None;
+    }
+    let backwards = trace
+        .time_us
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1] < w[0]);
+    let (count, first) = backwards.fold((0u64, None), |(c, f), (i, _)| {
+        (c + 1, f.or(Some(i as u32 + 1)))
+    });
+    let span_s = trace
+        .time_us
+        .last()
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(trace.time_us[0]) as f64
+        / 1e6;
+    let message = if count > 0 {
+        "event times go backwards: the time span is not shown".to_string()
+    } else {
+        format!(
+            "event times span {span_s:.0} s, more than a year: the times are not microseconds of one \
+             run, and the time span is not shown"
+        )
+    };
+    Some(Warning {
+        kind: WarningKind::OddField,
+        device: Some(device),
+        event: first,
+        count: count.max(1),
+        message,
+    })
 }
 
 /// Counts one kind of oddity and becomes one warning.
@@ -455,20 +502,35 @@ impl DeviceReplay {
             reserved_bytes: sum.reserved_bytes.saturating_neg(),
         });
 
+        let mut below_zero = Tally::new(
+            WarningKind::TraceDisagreesWithSegments,
+            "the trace frees more than it allocated: bytes would fall below zero and are shown as 0",
+        );
+        let mut deepest_below_zero = 0i64;
         let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) =
             rayon::join(
                 || {
+                    // Bytes never go below zero: where the file's frees outrun its allocs, the
+                    // figure is held at 0 and a warning says by how much it fell.
                     let mut cum = initial;
                     let mut columns = (
                         Vec::with_capacity(n),
                         Vec::with_capacity(n),
                         Vec::with_capacity(n),
                     );
-                    for d in &delta {
+                    for (i, d) in delta.iter().enumerate() {
                         cum = cum.saturating_add(*d);
-                        columns.0.push(cum.allocated_bytes);
-                        columns.1.push(cum.active_bytes);
-                        columns.2.push(cum.reserved_bytes);
+                        let lowest = cum
+                            .allocated_bytes
+                            .min(cum.active_bytes)
+                            .min(cum.reserved_bytes);
+                        if lowest < 0 {
+                            below_zero.hit(Some(i as u32));
+                            deepest_below_zero = deepest_below_zero.min(lowest);
+                        }
+                        columns.0.push(cum.allocated_bytes.max(0));
+                        columns.1.push(cum.active_bytes.max(0));
+                        columns.2.push(cum.reserved_bytes.max(0));
                     }
                     columns
                 },
@@ -476,6 +538,8 @@ impl DeviceReplay {
             );
         drop(delta);
 
+        let signed_initial = initial;
+        let initial = initial.at_least_zero();
         let peak = |initial: i64, column: &[i64]| {
             let mut best = Peak {
                 bytes: initial,
@@ -515,6 +579,14 @@ impl DeviceReplay {
         .into_iter()
         .filter_map(|t| t.into_warning(device.ordinal))
         .collect();
+        if let Some(mut warning) = below_zero.into_warning(device.ordinal) {
+            warning.message = format!(
+                "the trace frees more than it allocated: bytes would fall to {} and are shown as 0",
+                crate::units::format_bytes(deepest_below_zero)
+            );
+            warnings.push(warning);
+        }
+        warnings.extend(time_warning(trace, device.ordinal));
         if segment_mismatches > 0 {
             warnings.push(Warning {
                 kind: WarningKind::TraceDisagreesWithSegments,
@@ -524,16 +596,18 @@ impl DeviceReplay {
                 message: "segment events that do not match the segments reconstructed from the final state".into(),
             });
         }
-        if initial.allocated_bytes < 0 || initial.active_bytes < 0 || initial.reserved_bytes < 0 {
+        if signed_initial != initial {
             warnings.push(Warning {
                 kind: WarningKind::TraceDisagreesWithSegments,
                 device: Some(device.ordinal),
                 event: None,
                 count: 1,
                 message: format!(
-                    "undoing the trace from the final segments gives negative bytes before the first event \
-                     (allocated {}, active {}, reserved {})",
-                    initial.allocated_bytes, initial.active_bytes, initial.reserved_bytes
+                    "undoing the trace from the final segments leaves less than nothing before the first \
+                     event (allocated short by {}, active by {}, reserved by {}); those bytes are shown as 0",
+                    crate::units::format_bytes(signed_initial.allocated_bytes.min(0).saturating_neg()),
+                    crate::units::format_bytes(signed_initial.active_bytes.min(0).saturating_neg()),
+                    crate::units::format_bytes(signed_initial.reserved_bytes.min(0).saturating_neg())
                 ),
             });
         }

@@ -45,7 +45,8 @@ pub struct DeviceStats {
     pub peak_allocated_event: Option<u32>,
     pub peak_active_event: Option<u32>,
     pub has_time: bool,
-    /// Last minus first `time_us`, when the trace has times.
+    /// Last minus first `time_us`, when the trace has times that can be one run's (see
+    /// `Trace::plausible_time_span_us`; a warning says what is wrong otherwise).
     pub time_span_us: Option<i64>,
     pub streams: usize,
     pub lifetimes: usize,
@@ -114,14 +115,8 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         peak_allocated_event: replay.peak_allocated.event,
         peak_active_event: replay.peak_active.event,
         has_time: trace.has_time(),
-        time_span_us: trace.has_time().then(|| {
-            trace
-                .time_us
-                .last()
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(trace.time_us.first().copied().unwrap_or(0))
-        }),
+        // `None` also where the times contradict themselves (a warning says how).
+        time_span_us: trace.plausible_time_span_us(),
         streams: streams.len(),
         lifetimes: replay.lifetimes.len(),
     }

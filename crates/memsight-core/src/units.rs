@@ -1,5 +1,9 @@
 //! Human-readable units.
 
+/// The most bytes one device can hold, with room to spare (1 PiB; the largest accelerators hold
+/// under 1 TiB). A size above it in a file is a contradiction to report, never a figure to print.
+pub const MAX_PLAUSIBLE_BYTES: u64 = 1 << 50;
+
 /// Bytes in binary units with three significant digits: `512 B`, `1.50 KiB`, `38.2 GiB`.
 pub fn format_bytes(bytes: i64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

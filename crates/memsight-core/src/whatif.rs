@@ -13,8 +13,10 @@
 //! blocks show it (`request_padding_bytes`), and its workspace triples are held as the memory they
 //! were, outside the pool (`workspace_events`).
 //!
-//! An `oom` entry is the request that failed: it is replayed as one, and under other settings it
-//! may fit (then it stays allocated: the file cannot say when the program would have freed it).
+//! An `oom` entry is the request that failed: it is replayed as one where the capacity is known,
+//! and under other settings it may fit (then it stays allocated: the file cannot say when the
+//! program would have freed it). Where the capacity is unknown it is left out: a model that cannot
+//! fail would serve it with a segment the run never had.
 //!
 //! The capacity: `--capacity`, else what the file shows (`capacity_from_file`: an `oom` entry,
 //! or a stall), else unknown: then the model grows without bound, predicts no OOM and no stall,
@@ -151,14 +153,9 @@ fn parse_divisions(value: &str) -> Result<Divisions, String> {
         }
     };
     let Some(entries) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) else {
-        // One value for every size: a power of two (1: no rounding), as PyTorch checks it.
-        return match division(value)? {
-            0 => Err(
-                "roundup_power2_divisions takes a power of two (1 = no rounding), not \"0\""
-                    .to_string(),
-            ),
-            d => Ok(Divisions([d; ROUNDUP_INTERVALS])),
-        };
+        // One value for every size: a power of two (1: no rounding), as PyTorch checks it, or 0
+        // for off (PyTorch's default when the key is absent), as the outputs write it.
+        return division(value).map(|d| Divisions([d; ROUNDUP_INTERVALS]));
     };
     let mut out = [0; ROUNDUP_INTERVALS];
     let mut previous: Option<usize> = None;
@@ -760,8 +757,10 @@ fn run(
                 }
             }
             // The request that failed: under other settings it may fit, and then it lives on.
-            // The entry records the rounded size, padding included.
-            Action::Oom => {
+            // The entry records the rounded size, padding included. Without a capacity the model
+            // cannot fail, so it would always "fit" it with a segment the run never had: then the
+            // entry is left out (the OOMs are not predicted either way).
+            Action::Oom if capacity_known => {
                 model.malloc(size.saturating_sub(model.config.pad_bytes), stream, None);
             }
             Action::FreeCompleted => {
@@ -910,6 +909,12 @@ mod tests {
             panic!("{gap:?}");
         };
         assert_eq!((gap.0[8], gap.0[9], gap.0[10], gap.0[11]), (4, 0, 8, 0));
+        // 0 is off, as the outputs write it (issue 23: it was refused).
+        let off = Change::parse_all("roundup_power2_divisions:0").expect("0 is off");
+        assert_eq!(
+            off,
+            vec![Change::RoundupPower2Divisions(Divisions::default())]
+        );
         for (bad, says) in [
             ("max_split_size_mb:10", "at least 20"),
             ("garbage_collection_threshold:1.5", "between 0 and 1"),
@@ -917,7 +922,6 @@ mod tests {
             ("expandable_segments:yes", "True or False"),
             ("expandable_segments:true", "so spelled"),
             ("garbage_collection_threshold:0", "strictly between 0 and 1"),
-            ("roundup_power2_divisions:0", "1 = no rounding"),
             ("pinned_memory:1", "expandable_segments, max_split_size_mb"),
             ("expandable_segments", "KEY:VALUE"),
         ] {

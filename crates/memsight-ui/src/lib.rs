@@ -79,11 +79,13 @@ fn recent_store() -> Option<PathBuf> {
     Some(base.join("memsight").join("recent"))
 }
 
-/// Saves `image` (cropped to `crop_px`, in pixels, when given) in the format `path` names.
+/// Saves `image` (cropped to `crop_px`, in pixels, when given) in the format `path` names, never
+/// over one of the open files (`inputs`).
 pub fn save_screenshot(
     image: &egui::ColorImage,
     crop_px: Option<egui::Rect>,
     path: &Path,
+    inputs: &[&Path],
 ) -> Result<(), String> {
     let [w, h] = image.size;
     let full = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(w as f32, h as f32));
@@ -104,7 +106,7 @@ pub fn save_screenshot(
             );
         }
     }
-    write_image(&out, path)
+    write_image(&out, path, inputs)
 }
 
 /// An image format memsight writes.
@@ -131,10 +133,10 @@ pub fn image_kind(path: &Path) -> Result<ImageKind, String> {
 }
 
 /// Writes `image` to `path` in the format its name asks for (JPEG without the alpha channel),
-/// whole or not at all.
-pub fn write_image(image: &image::RgbaImage, path: &Path) -> Result<(), String> {
+/// whole or not at all, and never over one of `inputs` (see [`memsight_core::output`]).
+pub fn write_image(image: &image::RgbaImage, path: &Path, inputs: &[&Path]) -> Result<(), String> {
     let kind = image_kind(path)?;
-    write_whole(path, |tmp| {
+    memsight_core::output::write_whole(path, inputs, |tmp| {
         match kind {
             ImageKind::Png => image.save_with_format(tmp, image::ImageFormat::Png),
             ImageKind::Jpeg => image::DynamicImage::ImageRgba8(image.clone())
@@ -143,28 +145,7 @@ pub fn write_image(image: &image::RgbaImage, path: &Path) -> Result<(), String> 
         }
         .map_err(|e| e.to_string())
     })
-}
-
-/// Runs `write` on a temporary file beside `path`, then renames it into place; on failure the
-/// temporary file is removed and `path` is left as it was. (Every file memsight writes goes
-/// through here: images, and the command line's CSVs.)
-pub fn write_whole(
-    path: &Path,
-    write: impl FnOnce(&Path) -> Result<(), String>,
-) -> Result<(), String> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{} is not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.partial-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = write(&tmp).and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string()));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -688,11 +688,19 @@ pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
         ));
     }
     for (side, f) in [("A", &side_a.figures), ("B", &side_b.figures)] {
-        if f.unattributed_at_peak_bytes != 0 {
+        // Either way round: a figure is never printed below zero.
+        let unattributed = f.unattributed_at_peak_bytes;
+        if unattributed > 0 {
             notes.push(format!(
                 "{side}'s trace and final segments disagree: {} of its peak is in no block of the \
                  trace (counted apart from the call sites)",
-                crate::units::format_bytes(f.unattributed_at_peak_bytes)
+                crate::units::format_bytes(unattributed)
+            ));
+        } else if unattributed < 0 {
+            notes.push(format!(
+                "{side}'s trace and final segments disagree: the blocks live at its peak add up to {} \
+                 more than the bytes allocated there",
+                crate::units::format_bytes(unattributed.saturating_neg())
             ));
         }
     }

@@ -87,6 +87,13 @@ impl FromStr for Scenario {
     }
 }
 
+/// Peak memory of `memsight gen` per trace event, rounded up: 5 M transformer or NPU events peak
+/// at 478 MB (`/usr/bin/time -f %M`, BENCHMARKS.md).
+pub const BYTES_PER_EVENT: usize = 100;
+/// The most events `memsight gen` writes (about 5 GB of memory and a 4 GB pickle; real traces
+/// reach 13 M): the generator holds the whole trace in memory.
+pub const MAX_EVENTS: usize = 50_000_000;
+
 #[derive(Clone, Debug)]
 pub struct GenOptions {
     pub scenario: Scenario,
@@ -883,23 +890,33 @@ impl Generated {
     }
 
     /// Writes the snapshot to `path` (gzip-compressed when it ends in `.gz`) and the ground truth
-    /// to `path.truth.json`; returns the truth file's path.
-    pub fn write_files(&self, path: &Path) -> io::Result<PathBuf> {
-        let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
-        if path.extension().is_some_and(|e| e == "gz") {
-            let gz = self.write_pickle(flate2::write::GzEncoder::new(
-                file,
-                flate2::Compression::default(),
-            ))?;
-            gz.finish()?.flush()?;
-        } else {
-            self.write_pickle(file)?.flush()?;
-        }
+    /// to `path.truth.json`, each whole or not at all (see [`crate::output`]); returns the truth
+    /// file's path.
+    pub fn write_files(&self, path: &Path) -> Result<PathBuf, crate::output::OutputError> {
         let mut truth_path = path.as_os_str().to_owned();
         truth_path.push(".truth.json");
         let truth_path = PathBuf::from(truth_path);
-        let json = serde_json::to_vec_pretty(&self.truth).map_err(io::Error::other)?;
-        std::fs::write(&truth_path, json)?;
+        // Both refused before either is written.
+        crate::output::check_output(&truth_path, &[])?;
+        crate::output::write_whole(path, &[], |tmp| {
+            let pickle = || -> io::Result<()> {
+                let file = BufWriter::with_capacity(1 << 20, File::create(tmp)?);
+                if path.extension().is_some_and(|e| e == "gz") {
+                    let gz = self.write_pickle(flate2::write::GzEncoder::new(
+                        file,
+                        flate2::Compression::default(),
+                    ))?;
+                    gz.finish()?.flush()
+                } else {
+                    self.write_pickle(file)?.flush()
+                }
+            };
+            pickle().map_err(|e| e.to_string())
+        })?;
+        let json = serde_json::to_vec_pretty(&self.truth).map_err(|e| e.to_string());
+        crate::output::write_whole(&truth_path, &[], |tmp| {
+            std::fs::write(tmp, json?).map_err(|e| e.to_string())
+        })?;
         Ok(truth_path)
     }
 }

@@ -110,6 +110,16 @@ pub struct ProfilerWarning {
     pub message: String,
 }
 
+impl std::fmt::Display for ProfilerWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ": line {line}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
 /// Warnings kept per file; the rest are counted.
 pub const MAX_WARNINGS_PER_FILE: usize = 50;
 

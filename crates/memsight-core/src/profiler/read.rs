@@ -162,12 +162,22 @@ impl Columns {
         self.index.get(name).and_then(|&(i, _)| record.get(i))
     }
 
-    /// The cell as bytes (or µs, for columns without a unit).
+    /// The cell as bytes (or µs, for columns without a unit). A size no device can hold (more
+    /// than [`MAX_PLAUSIBLE_BYTES`](crate::units::MAX_PLAUSIBLE_BYTES) either way) is an error,
+    /// not a figure to print.
     fn value(&self, record: &csv::ByteRecord, name: &str) -> Result<f64, String> {
         let factor = self.index.get(name).map_or(1.0, |&(_, f)| f);
-        number(self.cell(record, name))
+        let bytes = number(self.cell(record, name))
             .map(|v| v * factor)
-            .map_err(|e| format!("{name}: {e}"))
+            .map_err(|e| format!("{name}: {e}"))?;
+        if factor != 1.0 && bytes.abs() > crate::units::MAX_PLAUSIBLE_BYTES as f64 {
+            let cell = String::from_utf8_lossy(trim(self.cell(record, name).unwrap_or_default()));
+            return Err(format!(
+                "{name}: \"{}\" is more than 1 PiB: no device holds that",
+                crate::load::quoted(&cell)
+            ));
+        }
+        Ok(bytes)
     }
 }
 

@@ -20,11 +20,15 @@ impl MemsightApp {
             ExportTarget::Window => None,
             ExportTarget::Chart => self.chart_rect,
         };
+        // The open snapshots: an export never replaces one of them.
+        let inputs: Vec<PathBuf> = self.docs.iter().filter_map(|d| d.path.clone()).collect();
         let done = Arc::clone(&self.exports_done);
         let pixels_per_point = ctx.pixels_per_point();
         let ctx2 = ctx.clone();
         ctx.request_screenshot(move |image| {
-            let result = crate::save_screenshot(&image, crop.map(|r| r * pixels_per_point), &path)
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            let crop = crop.map(|r| r * pixels_per_point);
+            let result = crate::save_screenshot(&image, crop, &path, &inputs)
                 .map(|()| path.clone())
                 .map_err(|e| format!("could not save {}: {e}", path.display()));
             if let Ok(mut done) = done.lock() {
