@@ -10,6 +10,7 @@ pub mod frames;
 pub mod r#gen;
 pub mod lifecycle;
 pub mod load;
+pub mod memscope;
 pub mod model;
 pub mod output;
 pub mod pickle;

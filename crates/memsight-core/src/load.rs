@@ -49,12 +49,15 @@ pub enum LoadError {
     /// Not a pickle at all (text, an image, a CSV …), with what it looks like.
     #[error("not a memory snapshot: {what}; {EXPECTED}; in {path}")]
     NotASnapshot { what: String, path: PathBuf },
+    /// An msMemScope recording that could not be read.
+    #[error(transparent)]
+    Memscope(#[from] crate::memscope::MemscopeError),
 }
 
 /// What memsight reads, for messages about files that are something else.
 const EXPECTED: &str = "memsight expects a pickle written by torch.cuda.memory._dump_snapshot() or \
-                        torch_npu.npu.memory._dump_snapshot() (optionally gzip-compressed), or a torch_npu \
-                        profiler folder";
+                        torch_npu.npu.memory._dump_snapshot() (optionally gzip-compressed), a torch_npu \
+                        profiler folder, or an msMemScope recording (memscope_dump_*.csv or .db, or its folder)";
 
 /// Quoted values in messages are cut to this many characters.
 const QUOTE_CHARS: usize = 60;
@@ -148,6 +151,10 @@ pub struct LoadProgress {
 
 /// Loads the snapshot at `path` (plain or gzip-compressed).
 pub fn load_path(path: &Path, progress: Option<&LoadProgress>) -> Result<Snapshot, LoadError> {
+    // msMemScope's recordings (a dump CSV or DB, or a folder of them) read into the same model.
+    if crate::memscope::is_memscope_path(path) {
+        return Ok(crate::memscope::load(path)?);
+    }
     if path.is_dir() {
         return Err(LoadError::NotASnapshot {
             what: "a folder, with no torch_npu profiler data in it".to_string(),
@@ -205,6 +212,7 @@ pub fn load_reader<R: BufRead>(
         protocol,
         legacy_list: matches!(top, Value::List(_)),
         gzip,
+        memscope: false,
     };
     assemble(tree, builder, top, format, end).map_err(|e| LoadError::from_pickle(e, name))
 }

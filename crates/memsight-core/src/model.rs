@@ -102,6 +102,9 @@ pub struct Trace {
     pub pool: Vec<PoolId>,
     /// `(event index, free device bytes)` of each `oom` entry.
     pub oom_device_free_bytes: Vec<(u32, u64)>,
+    /// Who owns each event's memory (msMemScope's `owner`, `PTA@gradient@…`; [`NO_STR`] where
+    /// none): one per event, or empty when the file has no owners (snapshots).
+    pub owner: Vec<StrId>,
 }
 
 impl Trace {
@@ -147,6 +150,11 @@ impl Trace {
             compile_context: pick32(&self.compile_context),
             user_metadata: pick32(&self.user_metadata),
             pool: pick32(&self.pool),
+            owner: if self.owner.is_empty() {
+                Vec::new()
+            } else {
+                pick32(&self.owner)
+            },
             oom_device_free_bytes: self
                 .oom_device_free_bytes
                 .iter()
@@ -324,6 +332,8 @@ pub struct FileFormat {
     /// A `PyTorch` ≤ 1.13 file: a top-level list of segments, no trace.
     pub legacy_list: bool,
     pub gzip: bool,
+    /// An msMemScope recording (CSV, DB or folder), read into this model.
+    pub memscope: bool,
 }
 
 /// Everything one snapshot file says.
@@ -353,7 +363,8 @@ impl Snapshot {
     /// Whether the file comes from an Ascend NPU: `torch_npu` frames or settings, or the
     /// `workspace_snapshot` entries only `torch_npu` writes.
     pub fn is_npu(&self) -> bool {
-        self.strings.iter().any(|s| s.contains("torch_npu"))
+        self.format.memscope
+            || self.strings.iter().any(|s| s.contains("torch_npu"))
             || self
                 .devices
                 .iter()
@@ -362,6 +373,15 @@ impl Snapshot {
 
     pub fn device(&self, ordinal: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.ordinal == ordinal)
+    }
+
+    /// The owner of event `event` of `trace`, where the file names owners.
+    pub fn owner(&self, trace: &Trace, event: usize) -> Option<&str> {
+        trace
+            .owner
+            .get(event)
+            .filter(|&&o| o != NO_STR)
+            .map(|&o| self.str(o))
     }
 
     /// The device with the most events (then the most segments): the one to show first.

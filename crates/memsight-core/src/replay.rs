@@ -581,8 +581,9 @@ impl DeviceReplay {
         .collect();
         if let Some(mut warning) = below_zero.into_warning(device.ordinal) {
             warning.message = format!(
-                "the trace frees more than it allocated: bytes would fall to {} and are shown as 0",
-                crate::units::format_bytes(deepest_below_zero)
+                "the trace frees more than it allocated: bytes would fall {} below zero and are shown \
+                 as 0",
+                crate::units::format_bytes(deepest_below_zero.saturating_neg())
             );
             warnings.push(warning);
         }

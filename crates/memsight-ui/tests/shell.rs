@@ -306,10 +306,12 @@ fn file_menu_opens_a_profiler_folder_through_the_browser() {
     harness.state_mut().dialogs.last_dir = Some(dir.join("profiler"));
     harness.get_by_label("File").click();
     harness.run_steps(2);
-    harness.get_by_label("Open profiler folder…").click();
+    harness
+        .get_by_label("Open folder (profiler, msMemScope)…")
+        .click();
     // The menu closes, then the browser window sizes itself over a frame or two.
     harness.run_steps(5);
-    harness.get_by_label_contains("Open a torch_npu profiler folder");
+    harness.get_by_label_contains("Open a torch_npu profiler or msMemScope folder");
     harness.get_by_label_contains("rank0_level0").click();
     harness.run_steps(1);
     harness.get_by_label("Open").click();

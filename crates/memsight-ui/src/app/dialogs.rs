@@ -16,8 +16,9 @@ const FASTER_THAN_A_PERSON: Duration = Duration::from_millis(700);
 /// "Nothing picked" sooner than this may be either: the user is told where the browser is.
 const QUICK_CANCEL: Duration = Duration::from_secs(3);
 
-/// Files the open dialog lists: snapshot pickles (plain or gzipped, `torch.save`d) and profiler CSVs.
-pub const SNAPSHOT_EXTENSIONS: [&str; 5] = ["pickle", "pkl", "gz", "pt", "csv"];
+/// Files the open dialog lists: snapshot pickles (plain or gzipped, `torch.save`d), profiler CSVs
+/// and msMemScope recordings (`memscope_dump_*.csv` or `.db`).
+pub const SNAPSHOT_EXTENSIONS: [&str; 6] = ["pickle", "pkl", "gz", "pt", "csv", "db"];
 
 /// What a dialog is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,11 +251,12 @@ impl Dialogs {
                     .set_title("Open memory snapshots")
                     .add_filter("memory snapshot", &SNAPSHOT_EXTENSIONS[..4])
                     .add_filter("profiler CSV", &["csv"])
+                    .add_filter("msMemScope recording", &["csv", "db"])
                     .add_filter("all files", &["*"])
                     .pick_files()
                     .unwrap_or_default(),
                 Purpose::OpenProfilerFolder => dialog
-                    .set_title("Open torch_npu profiler folders")
+                    .set_title("Open torch_npu profiler or msMemScope folders")
                     .pick_folders()
                     .unwrap_or_default(),
                 Purpose::Export { name, .. } => dialog
@@ -283,12 +285,11 @@ impl Dialogs {
             .unwrap_or_else(|| PathBuf::from("/"));
         let mut dialog = match &purpose {
             Purpose::OpenSnapshots => egui_file::FileDialog::open_file()
-                .title("Open memory snapshots or profiler CSVs")
+                .title("Open memory snapshots, profiler CSVs or msMemScope recordings")
                 .multi_select(true)
                 .show_files_filter(Box::new(|p: &Path| is_openable(p))),
-            Purpose::OpenProfilerFolder => {
-                egui_file::FileDialog::select_folder().title("Open a torch_npu profiler folder")
-            }
+            Purpose::OpenProfilerFolder => egui_file::FileDialog::select_folder()
+                .title("Open a torch_npu profiler or msMemScope folder"),
             Purpose::Export { name, .. } => egui_file::FileDialog::save_file()
                 .title("Export as PNG")
                 .default_filename(name.clone()),
@@ -306,7 +307,8 @@ impl Dialogs {
     }
 }
 
-/// Shown in the open dialog: snapshot pickles and profiler CSVs (any case).
+/// Shown in the open dialog: snapshot pickles, profiler CSVs and msMemScope recordings (any
+/// case).
 pub fn is_openable(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())

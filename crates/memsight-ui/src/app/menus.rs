@@ -69,7 +69,7 @@ impl MemsightApp {
         if shortcut_button(ui, "Open…", "Ctrl+O").clicked() {
             self.start_dialog(Purpose::OpenSnapshots);
         }
-        if ui.button("Open profiler folder…").clicked() {
+        if ui.button("Open folder (profiler, msMemScope)…").clicked() {
             self.start_dialog(Purpose::OpenProfilerFolder);
         }
         if ui

@@ -1,0 +1,592 @@
+//! msMemScope rows to the snapshot model.
+//!
+//! - A framework pool's block (PTA, MindSpore, ATB MALLOC / FREE) is an `alloc` /
+//!   `free_completed`, with its Python stack and its `owner`.
+//! - A HAL allocation that ever holds such a block is one of the pool's segments
+//!   (`segment_alloc` / `segment_free`). HAL allocations that hold none are CANN's own memory
+//!   (HCCL buffers, the runtime's): outside the pool, counted in a warning-free note.
+//! - Blocks that lie in no traced HAL allocation sit in segments made before the trace: a 2 MiB
+//!   segment for a small block (torch_npu's small pool), the block's own extent rounded up to
+//!   2 MiB for a large one. The pool's own `total` attr says whether that guess holds: a warning
+//!   counts the events where the rebuilt reserved bytes differ from it.
+//! - MSTX ranges are annotations (`Range_start` / `Range_end`); an OOM_TRIGGER is an `oom`.
+//! - Rows are put in time order (the writer groups them by block), µs or ns as the file has.
+//!
+//! Host memory (HOST_PINNED, the `cpu` device) is not device memory and is left out, said once.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+use super::{DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype};
+use crate::model::{
+    Action, Annotation, AnnotationStage, Block, BlockState, Device, FileFormat, Frame, NO_POOL,
+    NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning, WarningKind,
+};
+
+/// torch_npu's small-pool segment, and the granularity of its large ones.
+const SEGMENT_GRAIN_BYTES: u64 = 2 << 20;
+/// Blocks below this come from the small pool.
+const SMALL_BLOCK_BYTES: u64 = 1 << 20;
+/// Times below this are µs (files from before 2025-05-29), above it ns.
+const NS_FROM: i64 = 100_000_000_000_000_000;
+
+/// One HAL allocation of a device.
+struct Hal {
+    addr: u64,
+    size_bytes: u64,
+    /// Holds a pool block at some point: one of the pool's segments.
+    pool: bool,
+    freed: bool,
+}
+
+/// A pool block's size while it lives, by address.
+#[derive(Default)]
+struct DeviceState {
+    hals: Vec<Hal>,
+    /// Live HAL allocations by address: index into `hals`.
+    hal_live: BTreeMap<u64, usize>,
+    /// Live pool blocks: address to size.
+    live: FxHashMap<u64, u64>,
+    /// Extents of segments from before the trace: start to end.
+    pre_trace: BTreeMap<u64, u64>,
+    trace: Trace,
+    owner: Vec<StrId>,
+}
+
+impl DeviceState {
+    /// The live HAL allocation holding `addr`, if any.
+    fn hal_at(&self, addr: u64) -> Option<usize> {
+        let (_, &i) = self.hal_live.range(..=addr).next_back()?;
+        let h = &self.hals[i];
+        (addr < h.addr.saturating_add(h.size_bytes)).then_some(i)
+    }
+
+    fn in_pre_trace(&self, addr: u64) -> bool {
+        self.pre_trace
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(_, &end)| addr < end)
+    }
+
+    /// Records the extent of a segment from before the trace that holds `addr`, merging overlaps.
+    fn add_pre_trace(&mut self, addr: u64, size_bytes: u64) {
+        let (mut start, mut end) = if size_bytes < SMALL_BLOCK_BYTES {
+            let start = addr - addr % SEGMENT_GRAIN_BYTES;
+            (start, start.saturating_add(SEGMENT_GRAIN_BYTES))
+        } else {
+            (
+                addr,
+                addr.saturating_add(size_bytes.div_ceil(SEGMENT_GRAIN_BYTES) * SEGMENT_GRAIN_BYTES),
+            )
+        };
+        let overlapping: Vec<(u64, u64)> = self
+            .pre_trace
+            .range(..end)
+            .filter(|&(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in overlapping {
+            self.pre_trace.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.pre_trace.insert(start, end);
+    }
+
+    fn push(&mut self, action: Action, addr: u64, size_bytes: u64, time_us: i64) {
+        let t = &mut self.trace;
+        t.action.push(action);
+        t.addr.push(addr);
+        t.size_bytes.push(size_bytes);
+        t.stream.push(0);
+        t.time_us.push(time_us);
+        t.stack.push(NO_STACK);
+        t.compile_context.push(NO_STR);
+        t.user_metadata.push(NO_STR);
+        t.pool.push(NO_POOL);
+        self.owner.push(NO_STR);
+    }
+}
+
+/// Interns the recording's text into the snapshot's tables.
+struct Tables<'r> {
+    rows: &'r Rows,
+    strings: Vec<Box<str>>,
+    string_ids: FxHashMap<u32, StrId>,
+    by_text: FxHashMap<Box<str>, StrId>,
+    frames: Vec<Frame>,
+    frame_ids: FxHashMap<(StrId, i64, StrId), u32>,
+    stacks: Vec<Box<[u32]>>,
+    stack_ids: FxHashMap<u32, StackId>,
+}
+
+impl<'r> Tables<'r> {
+    fn new(rows: &'r Rows) -> Self {
+        Self {
+            rows,
+            strings: Vec::new(),
+            string_ids: FxHashMap::default(),
+            by_text: FxHashMap::default(),
+            frames: Vec::new(),
+            frame_ids: FxHashMap::default(),
+            stacks: Vec::new(),
+            stack_ids: FxHashMap::default(),
+        }
+    }
+
+    fn text(&mut self, text: &str) -> StrId {
+        if let Some(&id) = self.by_text.get(text) {
+            return id;
+        }
+        let id = self.strings.len() as StrId;
+        self.strings.push(text.into());
+        self.by_text.insert(text.into(), id);
+        id
+    }
+
+    fn string(&mut self, id: u32) -> StrId {
+        if let Some(&s) = self.string_ids.get(&id) {
+            return s;
+        }
+        let s = self.text(self.rows.text(id));
+        self.string_ids.insert(id, s);
+        s
+    }
+
+    /// A one-frame stack naming the operator `name` (`torch._ops.aten.addmm.default` reads
+    /// `aten.addmm.default`), for blocks recorded without a Python stack.
+    fn operator(&mut self, name: u32) -> StackId {
+        let key = u32::MAX - name;
+        if let Some(&s) = self.stack_ids.get(&key) {
+            return s;
+        }
+        let full = self.rows.text(name);
+        let short = full.strip_prefix("torch._ops.").unwrap_or(full).to_string();
+        let frame = Frame {
+            filename: self.text("<operator>"),
+            line: 0,
+            name: self.text(&short),
+        };
+        self.frames.push(frame);
+        self.stacks
+            .push(vec![(self.frames.len() - 1) as u32].into_boxed_slice());
+        let stack = (self.stacks.len() - 1) as StackId;
+        self.stack_ids.insert(key, stack);
+        stack
+    }
+
+    /// A Python stack as msMemScope writes it, one `file(line): function` a line, innermost
+    /// first.
+    fn stack(&mut self, id: u32) -> StackId {
+        if let Some(&s) = self.stack_ids.get(&id) {
+            return s;
+        }
+        let text = self.rows.text(id).to_string();
+        let mut frames = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let (file, line_no, name) = match line.split_once("): ") {
+                Some((left, name)) => match left.rsplit_once('(') {
+                    Some((file, n)) => (file, n.parse::<i64>().unwrap_or(0), name),
+                    None => (left, 0, name),
+                },
+                None => ("", 0, line),
+            };
+            let key = (self.text(file), line_no, self.text(name));
+            let next = self.frames.len() as u32;
+            let frame = *self.frame_ids.entry(key).or_insert(next);
+            if frame == next {
+                self.frames.push(Frame {
+                    filename: key.0,
+                    line: key.1,
+                    name: key.2,
+                });
+            }
+            frames.push(frame);
+        }
+        let stack = if frames.is_empty() {
+            NO_STACK
+        } else {
+            self.stacks.push(frames.into_boxed_slice());
+            (self.stacks.len() - 1) as StackId
+        };
+        self.stack_ids.insert(id, stack);
+        stack
+    }
+}
+
+/// The rows of a recording as a snapshot; `path` names it in errors.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the rows in time order, each kind in its arm"
+)]
+pub fn to_snapshot(rows: Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
+    // Each file's clock: µs in early files, ns since.
+    let mut file_max = vec![0i64; rows.files.len()];
+    for (row, &(file, _)) in rows.rows.iter().zip(&rows.origin) {
+        file_max[file as usize] = file_max[file as usize].max(row.time_raw);
+    }
+    let time_us = |i: usize| -> i64 {
+        let row = &rows.rows[i];
+        if file_max[rows.origin[i].0 as usize] >= NS_FROM {
+            row.time_raw / 1000
+        } else {
+            row.time_raw
+        }
+    };
+    let mut order: Vec<usize> = (0..rows.rows.len()).collect();
+    order.sort_by_key(|&i| (time_us(i), rows.rows[i].pid, rows.rows[i].id));
+
+    // HAL frees from files that did not know their device: the device of the live allocation.
+    let mut hal_device: FxHashMap<u64, u32> = FxHashMap::default();
+    let device_of = |row: &Row, hal_device: &FxHashMap<u64, u32>| match row.device {
+        DeviceId::Npu(n) => Some(n),
+        DeviceId::Unknown if row.pool == Pool::Hal && row.kind == Kind::Free => {
+            hal_device.get(&row.addr).copied()
+        }
+        _ => None,
+    };
+
+    // Pass 1: which HAL allocations hold pool blocks, and which blocks lie outside every one.
+    let mut states: BTreeMap<u32, DeviceState> = BTreeMap::new();
+    let (mut host_rows, mut pids): (u64, FxHashMap<u32, Vec<u64>>) = (0, FxHashMap::default());
+    for &i in &order {
+        let row = &rows.rows[i];
+        if matches!(row.kind, Kind::Malloc | Kind::Free)
+            && (row.device == DeviceId::Host || matches!(row.pool, Pool::HostPinned | Pool::Host))
+        {
+            host_rows += 1;
+            continue;
+        }
+        let Some(device) = device_of(row, &hal_device) else {
+            continue;
+        };
+        let pid_list = pids.entry(device).or_default();
+        if !pid_list.contains(&row.pid) {
+            pid_list.push(row.pid);
+        }
+        let state = states.entry(device).or_default();
+        match (row.kind, row.pool) {
+            (Kind::Malloc, Pool::Hal) => {
+                hal_device.insert(row.addr, device);
+                state.hals.push(Hal {
+                    addr: row.addr,
+                    size_bytes: row.size_bytes,
+                    pool: false,
+                    freed: false,
+                });
+                state.hal_live.insert(row.addr, state.hals.len() - 1);
+            }
+            (Kind::Free, Pool::Hal) => {
+                if let Some(h) = state.hal_live.remove(&row.addr) {
+                    state.hals[h].freed = true;
+                }
+            }
+            (Kind::Malloc, pool) if pool.is_caching_pool() => match state.hal_at(row.addr) {
+                Some(h) => state.hals[h].pool = true,
+                None => state.add_pre_trace(row.addr, row.size_bytes),
+            },
+            _ => {}
+        }
+    }
+
+    // Pass 2: the traces, in time order.
+    let mut tables = Tables::new(&rows);
+    let mut annotations = Vec::new();
+    for state in states.values_mut() {
+        state.hal_live.clear();
+        for h in &mut state.hals {
+            h.freed = false;
+        }
+    }
+    let mut hal_next: FxHashMap<u32, usize> = FxHashMap::default();
+    // The operators open on each thread: a block without a Python stack is placed in the
+    // innermost one (its "call site" is the operator that asked for it).
+    let mut open_ops: FxHashMap<(u64, u64), Vec<u32>> = FxHashMap::default();
+    let mut total_checked = 0u64;
+    let mut total_mismatch: Option<(u64, (u32, u64))> = None;
+    let mut pool_requests_outside = 0u64;
+    for &i in &order {
+        let row = &rows.rows[i];
+        let t_us = time_us(i);
+        if row.kind == Kind::Mstx && matches!(row.subtype, Subtype::RangeStart | Subtype::RangeEnd)
+        {
+            annotations.push(Annotation {
+                name: row
+                    .name
+                    .map_or_else(String::new, |n| rows.text(n).to_string()),
+                stage: if row.subtype == Subtype::RangeStart {
+                    AnnotationStage::Start
+                } else {
+                    AnnotationStage::End
+                },
+                device: match row.device {
+                    DeviceId::Npu(n) => i64::from(n),
+                    _ => -1,
+                },
+                time_us: t_us,
+            });
+            continue;
+        }
+        if row.kind == Kind::OpLaunch {
+            let ops = open_ops.entry((row.pid, row.tid)).or_default();
+            match (row.subtype, row.name) {
+                (Subtype::OpStart, Some(name)) => ops.push(name),
+                (Subtype::OpEnd, _) => {
+                    ops.pop();
+                }
+                _ => {}
+            }
+            continue;
+        }
+        if matches!(row.kind, Kind::Malloc | Kind::Free)
+            && (row.device == DeviceId::Host || matches!(row.pool, Pool::HostPinned | Pool::Host))
+        {
+            continue;
+        }
+        let Some(device) = device_of(row, &hal_device) else {
+            continue;
+        };
+        let Some(state) = states.get_mut(&device) else {
+            continue;
+        };
+        match (row.kind, row.pool) {
+            (Kind::Malloc, Pool::Hal) => {
+                let next = hal_next.entry(device).or_default();
+                let h = *next;
+                *next += 1;
+                state.hal_live.insert(row.addr, h);
+                if state.hals[h].pool {
+                    state.push(Action::SegmentAlloc, row.addr, row.size_bytes, t_us);
+                }
+            }
+            (Kind::Free, Pool::Hal) => {
+                if let Some(h) = state.hal_live.remove(&row.addr) {
+                    state.hals[h].freed = true;
+                    if state.hals[h].pool {
+                        let size = state.hals[h].size_bytes;
+                        state.push(Action::SegmentFree, row.addr, size, t_us);
+                    }
+                }
+            }
+            (Kind::Malloc, pool) if pool.is_caching_pool() => {
+                if state.hal_at(row.addr).is_none() && !state.in_pre_trace(row.addr) {
+                    pool_requests_outside += 1;
+                }
+                state.live.insert(row.addr, row.size_bytes);
+                state.push(Action::Alloc, row.addr, row.size_bytes, t_us);
+                let last = state.trace.len() - 1;
+                if let Some(stack) = row.stack {
+                    state.trace.stack[last] = tables.stack(stack);
+                } else if let Some(&op) = open_ops.get(&(row.pid, row.tid)).and_then(|o| o.last()) {
+                    state.trace.stack[last] = tables.operator(op);
+                }
+                if let Some(owner) = row.owner {
+                    state.owner[last] = tables.string(owner);
+                }
+            }
+            (Kind::Free, pool) if pool.is_caching_pool() => {
+                // The size the block was allocated with (early files wrote it negated, or 0).
+                let size = state.live.remove(&row.addr).unwrap_or(row.size_bytes);
+                state.push(Action::FreeCompleted, row.addr, size, t_us);
+            }
+            (Kind::OomDetail, _) if row.subtype == Subtype::OomTrigger => {
+                state.push(Action::Oom, 0, row.request_bytes.unwrap_or(0), t_us);
+            }
+            _ => continue,
+        }
+        // The pool's own reserved bytes after a block event, against the rebuilt segments.
+        if let Some(total) = row.total_bytes
+            && row.pool.is_caching_pool()
+        {
+            let reserved: u64 = state
+                .hal_live
+                .values()
+                .filter(|&&h| state.hals[h].pool)
+                .map(|&h| state.hals[h].size_bytes)
+                .chain(state.pre_trace.iter().map(|(s, e)| e - s))
+                .sum();
+            total_checked += 1;
+            if reserved != total {
+                let first = total_mismatch.map_or(rows.origin[i], |(_, f)| f);
+                total_mismatch = Some((total_mismatch.map_or(0, |(n, _)| n) + 1, first));
+            }
+        }
+    }
+
+    let mut warnings = Vec::new();
+    let mut devices = Vec::new();
+    for (ordinal, mut state) in states {
+        if state.trace.is_empty() && state.live.is_empty() {
+            continue;
+        }
+        let segments = final_segments(&state);
+        let trace = std::mem::take(&mut state.trace);
+        let mut trace = trace;
+        if state.owner.iter().any(|&o| o != NO_STR) {
+            trace.owner = std::mem::take(&mut state.owner);
+        }
+        if let Some(list) = pids.get(&ordinal)
+            && list.len() > 1
+        {
+            warnings.push(Warning {
+                kind: WarningKind::OddField,
+                device: Some(ordinal),
+                event: None,
+                count: list.len() as u64,
+                message: format!(
+                    "rows from {} processes on this device are shown as one (processes {})",
+                    list.len(),
+                    list.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        devices.push(Device {
+            ordinal,
+            trace,
+            segments,
+        });
+    }
+    if devices.is_empty() {
+        return Err(MemscopeError::NoDeviceMemory {
+            path: path.to_path_buf(),
+            why: if host_rows > 0 {
+                format!("{host_rows} rows of host memory, no MALLOC or FREE on an NPU")
+            } else {
+                format!("{} rows, no MALLOC or FREE on an NPU", rows.rows.len())
+            },
+        });
+    }
+    if let Some((count, (file, line))) = total_mismatch {
+        warnings.push(Warning {
+            kind: WarningKind::TraceDisagreesWithSegments,
+            device: None,
+            event: None,
+            count,
+            message: format!(
+                "the pool's own reserved bytes (Attr `total`) differ from the segments rebuilt from \
+                 HAL allocations at {count} of {total_checked} block events (first: {} line {line})",
+                rows.files[file as usize].display()
+            ),
+        });
+    }
+    if pool_requests_outside > 0 {
+        warnings.push(Warning {
+            kind: WarningKind::TraceDisagreesWithSegments,
+            device: None,
+            event: None,
+            count: pool_requests_outside,
+            message: "pool blocks in no HAL allocation".into(),
+        });
+    }
+    if host_rows > 0 {
+        warnings.push(Warning {
+            kind: WarningKind::OddField,
+            device: None,
+            event: None,
+            count: host_rows,
+            message:
+                "rows of host memory (HOST_PINNED, the cpu device) are not device memory: left out"
+                    .into(),
+        });
+    }
+    for (event, count) in &rows.unknown_events {
+        warnings.push(Warning {
+            kind: WarningKind::UnknownAction,
+            device: None,
+            event: None,
+            count: *count,
+            message: format!(
+                "rows of event `{}` this version does not know: left out",
+                crate::load::quoted(event)
+            ),
+        });
+    }
+    Ok(Snapshot {
+        devices,
+        strings: tables.strings,
+        frames: tables.frames,
+        stacks: tables.stacks,
+        streams: vec![0],
+        pools: Vec::new(),
+        allocator_settings: Vec::new(),
+        annotations,
+        warnings,
+        format: FileFormat {
+            memscope: true,
+            ..FileFormat::default()
+        },
+    })
+}
+
+/// The pool at the end: live segments (HAL allocations holding blocks, and the segments from
+/// before the trace), each tiled by its live blocks and free gaps.
+fn final_segments(state: &DeviceState) -> Vec<Segment> {
+    let mut extents: Vec<(u64, u64)> = state
+        .hal_live
+        .values()
+        .filter(|&&h| state.hals[h].pool)
+        .map(|&h| (state.hals[h].addr, state.hals[h].size_bytes))
+        .chain(state.pre_trace.iter().map(|(&s, &e)| (s, e - s)))
+        .collect();
+    extents.sort_unstable();
+    let mut live: Vec<(u64, u64)> = state.live.iter().map(|(&a, &s)| (a, s)).collect();
+    live.sort_unstable();
+    extents
+        .into_iter()
+        .map(|(address, total)| {
+            let end = address.saturating_add(total);
+            let mut blocks = Vec::new();
+            let mut cursor = address;
+            let first = live.partition_point(|&(a, _)| a < address);
+            for &(a, size) in live[first..].iter().take_while(|&&(a, _)| a < end) {
+                if a < cursor {
+                    continue;
+                }
+                if a > cursor {
+                    blocks.push(gap(cursor, a - cursor));
+                }
+                let size = size.min(end - a);
+                blocks.push(Block {
+                    address: a,
+                    size_bytes: size,
+                    requested_size_bytes: size,
+                    state: BlockState::ActiveAllocated,
+                    stack: NO_STACK,
+                });
+                cursor = a + size;
+            }
+            if cursor < end {
+                blocks.push(gap(cursor, end - cursor));
+            }
+            Segment {
+                address,
+                total_size_bytes: total,
+                stream: 0,
+                pool: NO_POOL,
+                segment_type: if total <= SEGMENT_GRAIN_BYTES {
+                    SegmentType::Small
+                } else {
+                    SegmentType::Large
+                },
+                is_expandable: false,
+                stack: NO_STACK,
+                blocks,
+            }
+        })
+        .collect()
+}
+
+fn gap(address: u64, size_bytes: u64) -> Block {
+    Block {
+        address,
+        size_bytes,
+        requested_size_bytes: 0,
+        state: BlockState::Inactive,
+        stack: NO_STACK,
+    }
+}

@@ -1,0 +1,347 @@
+//! msMemScope recordings (Ascend): `memscope_dump_*.csv`, the `.db`, or a whole
+//! `msmemscope_{PID}_{ts}_ascend` folder, read into the snapshot model so that every view,
+//! detector and command works on them unchanged.
+//!
+//! - [`read`]: rows from CSV or SQLite.
+//! - [`map`]: rows to a [`Snapshot`]: the pool's blocks (PTA, MindSpore, ATB) as allocs and frees,
+//!   the HAL allocations that hold them as segments, MSTX ranges as annotations, owners and Python
+//!   stacks per alloc.
+//!
+//! The format, as its writer makes it, is in `docs/memscope-format.md`.
+
+pub mod map;
+pub mod read;
+
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+
+use crate::model::Snapshot;
+
+/// msMemScope's `inefficient_type` flags on a MALLOC row.
+pub const EARLY_ALLOCATION: u8 = 1;
+pub const LATE_DEALLOCATION: u8 = 2;
+pub const TEMPORARY_IDLENESS: u8 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemscopeError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not an msMemScope recording: {why}")]
+    NotMemscope { path: PathBuf, why: String },
+    #[error("{path}: line {line}: {message}")]
+    BadRow {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    #[error("{path}: cannot read the database: {message}")]
+    Db { path: PathBuf, message: String },
+    #[error("{path}: no device memory in this recording ({why})")]
+    NoDeviceMemory { path: PathBuf, why: String },
+}
+
+/// The `Event` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Malloc,
+    Free,
+    Access,
+    OpLaunch,
+    KernelLaunch,
+    Mstx,
+    Snapshot,
+    System,
+    OomDetail,
+    /// Counted, then left out.
+    Unknown,
+}
+
+impl Kind {
+    fn of(text: &str) -> Self {
+        match text {
+            "MALLOC" => Self::Malloc,
+            "FREE" => Self::Free,
+            "ACCESS" => Self::Access,
+            "OP_LAUNCH" => Self::OpLaunch,
+            "KERNEL_LAUNCH" => Self::KernelLaunch,
+            "MSTX" => Self::Mstx,
+            "SNAPSHOT" => Self::Snapshot,
+            "SYSTEM" => Self::System,
+            "OOM_DETAIL" => Self::OomDetail,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// Which memory a MALLOC / FREE / ACCESS row is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pool {
+    /// The driver's allocations (`halMemAlloc` / `halMemCreate`): the pools' segments and CANN's
+    /// own memory.
+    Hal,
+    /// PyTorch's caching allocator (`torch_npu`), workspace included.
+    Pta,
+    MindSpore,
+    Atb,
+    HostPinned,
+    Host,
+    Other,
+}
+
+impl Pool {
+    fn of(text: &str) -> Self {
+        match text {
+            "HAL" => Self::Hal,
+            "PTA" | "PTA_WORKSPACE" => Self::Pta,
+            "MINDSPORE" => Self::MindSpore,
+            "ATB" => Self::Atb,
+            "HOST_PINNED" => Self::HostPinned,
+            "HOST" => Self::Host,
+            _ => Self::Other,
+        }
+    }
+
+    /// A framework's caching pool: its blocks are the tensors.
+    pub fn is_caching_pool(self) -> bool {
+        matches!(self, Self::Pta | Self::MindSpore | Self::Atb)
+    }
+}
+
+/// The `Event Type` column, where memsight uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Subtype {
+    Pool(Pool),
+    OpStart,
+    OpEnd,
+    RangeStart,
+    RangeEnd,
+    Mark,
+    OomTrigger,
+    Other,
+}
+
+impl Subtype {
+    fn of(kind: Kind, text: &str) -> Self {
+        match (kind, text) {
+            (Kind::Malloc | Kind::Free, pool) => Self::Pool(Pool::of(pool)),
+            (Kind::OpLaunch, "ATEN_START" | "ATB_START") => Self::OpStart,
+            (Kind::OpLaunch, "ATEN_END" | "ATB_END") => Self::OpEnd,
+            (Kind::Mstx, "Range_start") => Self::RangeStart,
+            (Kind::Mstx, "Range_end") => Self::RangeEnd,
+            (Kind::Mstx, "Mark") => Self::Mark,
+            (Kind::OomDetail, "OOM_TRIGGER") => Self::OomTrigger,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// The `Device Id` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceId {
+    Npu(u32),
+    /// `cpu` (`host` in older files): host memory.
+    Host,
+    /// `N/A`: the writer did not know.
+    Unknown,
+}
+
+impl DeviceId {
+    fn of(text: &str) -> Self {
+        match text {
+            "cpu" | "host" => Self::Host,
+            n => n.parse::<u32>().map_or(Self::Unknown, Self::Npu),
+        }
+    }
+}
+
+/// A row's `Attr`, as key and value text, in the file's order.
+#[derive(Clone, Debug, Default)]
+pub struct Attrs(pub Vec<(String, String)>);
+
+impl Attrs {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Id of an interned string in [`Rows::strings`].
+pub type TextId = u32;
+
+/// One row, with what memsight uses of it.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub id: u64,
+    pub kind: Kind,
+    pub subtype: Subtype,
+    /// MALLOC / FREE: the Event Type; ACCESS: its `type` attr.
+    pub pool: Pool,
+    pub name: Option<TextId>,
+    /// `Timestamp(ns)` as written: ns, or µs in files from before 2025-05-29.
+    pub time_raw: i64,
+    pub pid: u64,
+    pub tid: u64,
+    pub device: DeviceId,
+    pub addr: u64,
+    pub size_bytes: u64,
+    pub allocation_id: Option<u64>,
+    /// The pool's reserved and allocated bytes after this event (pool MALLOC / FREE).
+    pub total_bytes: Option<u64>,
+    pub used_bytes: Option<u64>,
+    pub owner: Option<TextId>,
+    /// [`EARLY_ALLOCATION`] | [`LATE_DEALLOCATION`] | [`TEMPORARY_IDLENESS`].
+    pub inefficient: u8,
+    pub stack: Option<TextId>,
+    /// OOM_DETAIL's `req_size`.
+    pub request_bytes: Option<u64>,
+}
+
+/// Every row of a recording's files, with interned text and where each row came from.
+#[derive(Debug, Default)]
+pub struct Rows {
+    pub rows: Vec<Row>,
+    /// Per row: (file index, line or rowid), for messages.
+    pub origin: Vec<(u32, u64)>,
+    pub files: Vec<PathBuf>,
+    pub strings: Vec<Box<str>>,
+    index: FxHashMap<Box<str>, TextId>,
+    /// Rows whose `Event` this version does not know, by name.
+    pub unknown_events: Vec<(String, u64)>,
+}
+
+impl Rows {
+    fn add_file(&mut self, path: &Path) -> u32 {
+        self.files.push(path.to_path_buf());
+        (self.files.len() - 1) as u32
+    }
+
+    fn push(&mut self, row: Row, file: u32, line: u64) {
+        self.rows.push(row);
+        self.origin.push((file, line));
+    }
+
+    pub fn intern(&mut self, text: &str) -> TextId {
+        if let Some(&id) = self.index.get(text) {
+            return id;
+        }
+        let id = self.strings.len() as TextId;
+        self.strings.push(text.into());
+        self.index.insert(text.into(), id);
+        id
+    }
+
+    pub fn text(&self, id: TextId) -> &str {
+        self.strings.get(id as usize).map_or("", |s| s)
+    }
+
+    fn count_unknown(&mut self, event: &str) {
+        match self.unknown_events.iter_mut().find(|(e, _)| e == event) {
+            Some((_, n)) => *n += 1,
+            None => self.unknown_events.push((event.to_string(), 1)),
+        }
+    }
+}
+
+/// Whether `path` is an msMemScope recording: a `memscope_dump_*` / `leaks_dump_*` CSV or DB, a
+/// CSV with msMemScope's header, an SQLite file (whose tables are checked when it is read), or a
+/// folder holding such files (an `msmemscope_*_ascend` folder,
+/// a `device_N` folder, a `dump` folder, or a folder of those).
+pub fn is_memscope_path(path: &Path) -> bool {
+    if path.is_dir() {
+        return !dump_files(path).is_empty();
+    }
+    is_dump_name(path) || has_memscope_header(path) || starts_with_sqlite_magic(path)
+}
+
+fn is_dump_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    (name.starts_with("memscope_dump_") || name.starts_with("leaks_dump_"))
+        && (name.ends_with(".csv") || name.ends_with(".db"))
+}
+
+/// A `.csv` whose first line is msMemScope's header.
+fn has_memscope_header(path: &Path) -> bool {
+    use std::io::Read as _;
+    if path
+        .extension()
+        .is_none_or(|e| !e.eq_ignore_ascii_case("csv"))
+    {
+        return false;
+    }
+    let mut head = [0u8; 512];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&head[..n]);
+    let first = text.lines().next().unwrap_or("");
+    let cells: Vec<&str> = first.split(',').collect();
+    read::is_memscope_header(&cells)
+}
+
+/// The dump files under `dir` (at most four levels down: `out/msmemscope_*/device_N/dump/`),
+/// sorted. A CSV and a DB of the same name stem are both kept (a user's choice to pass both).
+pub fn dump_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                if depth > 0 {
+                    walk(&path, depth - 1, out);
+                }
+            } else if is_dump_name(&path) {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, 4, &mut out);
+    out.sort();
+    out
+}
+
+/// Reads the recording at `path` (a dump file or a folder) into a [`Snapshot`].
+pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
+    let files = if path.is_dir() {
+        let files = dump_files(path);
+        if files.is_empty() {
+            return Err(MemscopeError::NotMemscope {
+                path: path.to_path_buf(),
+                why: "no memscope_dump_*.csv or .db in this folder or below it".into(),
+            });
+        }
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut rows = Rows::default();
+    for file in &files {
+        let is_db = file
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("db"))
+            || starts_with_sqlite_magic(file);
+        if is_db {
+            read::read_db(file, &mut rows)?;
+        } else {
+            read::read_csv(file, &mut rows)?;
+        }
+    }
+    map::to_snapshot(rows, path)
+}
+
+fn starts_with_sqlite_magic(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}

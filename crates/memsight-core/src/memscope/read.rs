@@ -1,0 +1,507 @@
+//! Reading msMemScope's rows: `memscope_dump_*.csv` (streaming, with the `csv` crate) and the
+//! `.db` (`memscope_dump`, or `leaks_dump` in older files, with `rusqlite`), into [`Row`]s.
+//!
+//! What the writer does, checked on its source (docs/memscope-format.md): the CSV is written with
+//! `fprintf`, so only `Attr`, MSTX names and the call stacks are quoted, stacks hold newlines, and
+//! an op name could hold commas (a row with more fields than the header gives the extra ones back
+//! to `Name`). Rows are not in time order. Times are epoch ns, but µs in files written before
+//! 2025-05-29 under the same header; pointers are hex, decimal before 2025-09; FREE sizes were
+//! negative in early files.
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+use super::{Attrs, DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype};
+
+/// Fields longer than this are refused (a stack of 10,000 frames is under 1 MiB).
+pub const MAX_FIELD_BYTES: usize = 16 << 20;
+
+/// The columns memsight reads, by header name (the writer's names; older files lack the stacks).
+const COLUMNS: [&str; 11] = [
+    "ID",
+    "Event",
+    "Event Type",
+    "Name",
+    "Timestamp(ns)",
+    "Process Id",
+    "Thread Id",
+    "Device Id",
+    "Ptr",
+    "Attr",
+    "Call Stack(Python)",
+];
+/// Columns a file must have to be read at all.
+const REQUIRED: [&str; 6] = [
+    "ID",
+    "Event",
+    "Event Type",
+    "Timestamp(ns)",
+    "Device Id",
+    "Attr",
+];
+
+/// Whether `header` (a CSV's first line, or a table's column names) is msMemScope's.
+pub fn is_memscope_header(header: &[&str]) -> bool {
+    REQUIRED
+        .iter()
+        .all(|r| header.iter().any(|h| h.trim() == *r))
+}
+
+/// Reads a `memscope_dump_*.csv`, adding its rows to `rows`.
+pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
+    let file = std::fs::File::open(path).map_err(|source| MemscopeError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(false)
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, file));
+    let mut record = csv::ByteRecord::new();
+    let bad = |line: u64, message: String| MemscopeError::BadRow {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let read = |reader: &mut csv::Reader<_>, record: &mut csv::ByteRecord| {
+        reader.read_byte_record(record).map_err(|e| {
+            let line = e.position().map_or(0, csv::Position::line);
+            bad(line, format!("not CSV: {e}"))
+        })
+    };
+    if !read(&mut reader, &mut record)? {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: "the file is empty".into(),
+        });
+    }
+    let header: Vec<String> = record
+        .iter()
+        .map(|c| {
+            String::from_utf8_lossy(c)
+                .trim()
+                .trim_start_matches('\u{feff}')
+                .to_string()
+        })
+        .collect();
+    let names: Vec<&str> = header.iter().map(String::as_str).collect();
+    if !is_memscope_header(&names) {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "its header is not msMemScope's (it needs {})",
+                REQUIRED.join(", ")
+            ),
+        });
+    }
+    let index: FxHashMap<&str, usize> = COLUMNS
+        .iter()
+        .filter_map(|c| names.iter().position(|h| h == c).map(|i| (*c, i)))
+        .collect();
+    let name_column = index.get("Name").copied();
+    let file = rows.add_file(path);
+    loop {
+        let line = reader.position().line();
+        if !read(&mut reader, &mut record)? {
+            break;
+        }
+        if record.iter().any(|f| f.len() > MAX_FIELD_BYTES) {
+            return Err(bad(
+                line,
+                format!(
+                    "a field of more than {} (the file is not msMemScope's, or is damaged)",
+                    crate::units::format_bytes(MAX_FIELD_BYTES as i64)
+                ),
+            ));
+        }
+        if record.len() == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
+            continue;
+        }
+        // An unquoted op name with commas: the extra fields belong to `Name`.
+        let extra = record.len().saturating_sub(header.len());
+        let field = |column: &str| -> Option<std::borrow::Cow<'_, str>> {
+            let i = *index.get(column)?;
+            match name_column {
+                Some(n) if extra > 0 && i == n => {
+                    let parts: Vec<&[u8]> = (n..=n + extra).filter_map(|k| record.get(k)).collect();
+                    Some(
+                        String::from_utf8_lossy(&parts.join(&b","[..]))
+                            .into_owned()
+                            .into(),
+                    )
+                }
+                Some(n) if extra > 0 && i > n => record.get(i + extra).map(String::from_utf8_lossy),
+                _ => record.get(i).map(String::from_utf8_lossy),
+            }
+        };
+        if record.len() < REQUIRED.len() {
+            return Err(bad(
+                line,
+                format!(
+                    "{} fields where the header has {} (the file is cut short?)",
+                    record.len(),
+                    header.len()
+                ),
+            ));
+        }
+        let text = |column: &str| field(column).unwrap_or_default();
+        let row = parse_row(
+            RawRow {
+                id: &text("ID"),
+                event: &text("Event"),
+                event_type: &text("Event Type"),
+                name: &text("Name"),
+                time: &text("Timestamp(ns)"),
+                pid: &text("Process Id"),
+                tid: &text("Thread Id"),
+                device: &text("Device Id"),
+                ptr: &text("Ptr"),
+                attr: &text("Attr"),
+                python_stack: &text("Call Stack(Python)"),
+            },
+            rows,
+        )
+        .map_err(|message| bad(line, message))?;
+        rows.push(row, file, line);
+    }
+    Ok(())
+}
+
+/// Reads the `memscope_dump` (or older `leaks_dump`) table of a `.db`, adding its rows to `rows`.
+pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
+    use rusqlite::{Connection, OpenFlags};
+    let db_error = |e: rusqlite::Error| MemscopeError::Db {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    // Read-only, and never created: a wrong name is an error, not a new empty database.
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db_error)?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))
+        .map_err(db_error)?;
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .and_then(|mut s| {
+            s.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(db_error)?;
+    let Some(table) = ["memscope_dump", "leaks_dump"]
+        .into_iter()
+        .find(|t| tables.iter().any(|n| n == t))
+    else {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "no `memscope_dump` or `leaks_dump` table (its tables: {})",
+                if tables.is_empty() {
+                    "none".to_string()
+                } else {
+                    tables.join(", ")
+                }
+            ),
+        });
+    };
+    let columns: Vec<String> = conn
+        .prepare(&format!("SELECT * FROM \"{table}\" LIMIT 0"))
+        .map(|s| s.column_names().map(ToString::to_string).collect())
+        .map_err(db_error)?;
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    if !is_memscope_header(&names) {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "table `{table}` lacks msMemScope's columns (it needs {})",
+                REQUIRED.join(", ")
+            ),
+        });
+    }
+    let select: Vec<String> = COLUMNS
+        .iter()
+        .map(|c| {
+            if names.contains(c) {
+                format!("CAST(\"{c}\" AS TEXT)")
+            } else {
+                "''".to_string()
+            }
+        })
+        .collect();
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT rowid, {} FROM \"{table}\"",
+            select.join(", ")
+        ))
+        .map_err(db_error)?;
+    let mut query = statement.query([]).map_err(db_error)?;
+    let file = rows.add_file(path);
+    while let Some(r) = query.next().map_err(db_error)? {
+        let rowid: i64 = r.get(0).map_err(db_error)?;
+        let mut cells: Vec<String> = Vec::with_capacity(COLUMNS.len());
+        for i in 1..=COLUMNS.len() {
+            let cell: Option<String> = r.get(i).map_err(db_error)?;
+            let cell = cell.unwrap_or_default();
+            if cell.len() > MAX_FIELD_BYTES {
+                return Err(MemscopeError::BadRow {
+                    path: path.to_path_buf(),
+                    line: rowid as u64,
+                    message: format!("table `{table}`: a field of more than 16 MiB"),
+                });
+            }
+            cells.push(cell);
+        }
+        let row = parse_row(
+            RawRow {
+                id: &cells[0],
+                event: &cells[1],
+                event_type: &cells[2],
+                name: &cells[3],
+                time: &cells[4],
+                pid: &cells[5],
+                tid: &cells[6],
+                device: &cells[7],
+                ptr: &cells[8],
+                attr: &cells[9],
+                python_stack: &cells[10],
+            },
+            rows,
+        )
+        .map_err(|message| MemscopeError::BadRow {
+            path: path.to_path_buf(),
+            line: rowid as u64,
+            message: format!("table `{table}`, row {rowid}: {message}"),
+        })?;
+        rows.push(row, file, rowid as u64);
+    }
+    Ok(())
+}
+
+/// One row's cells, as text.
+struct RawRow<'a> {
+    id: &'a str,
+    event: &'a str,
+    event_type: &'a str,
+    name: &'a str,
+    time: &'a str,
+    pid: &'a str,
+    tid: &'a str,
+    device: &'a str,
+    ptr: &'a str,
+    attr: &'a str,
+    python_stack: &'a str,
+}
+
+fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
+    let kind = Kind::of(raw.event.trim());
+    if kind == Kind::Unknown {
+        rows.count_unknown(raw.event.trim());
+    }
+    let subtype = Subtype::of(kind, raw.event_type.trim());
+    let attrs = parse_attr(raw.attr)?;
+    let time = raw.time.trim();
+    let time_raw: i64 = time
+        .parse::<i64>()
+        .or_else(|_| time.parse::<f64>().map(|t| t as i64))
+        .map_err(|_| format!("Timestamp(ns) \"{}\" is not a number", short(time)))?;
+    let pool = match subtype {
+        Subtype::Pool(p) => p,
+        _ => attrs
+            .get("type")
+            .map_or(Pool::Other, |t| Pool::of(t.trim())),
+    };
+    let number = |key: &str| -> Result<Option<u64>, String> {
+        attrs.get(key).map_or(Ok(None), |v| {
+            parse_int(v)
+                .map(|n| Some(n.unsigned_abs() as u64))
+                .ok_or_else(|| format!("Attr `{key}` \"{}\" is not a number", short(v)))
+        })
+    };
+    let size_bytes = number("size")?.unwrap_or(0);
+    for (key, value) in [("size", size_bytes)] {
+        if value > crate::units::MAX_PLAUSIBLE_BYTES {
+            return Err(format!(
+                "Attr `{key}` is {value} bytes, more than 1 PiB: no device holds that"
+            ));
+        }
+    }
+    let ptr = raw.ptr.trim();
+    let addr = match parse_int(ptr) {
+        Some(a) => a as u64,
+        None => number("addr")?.unwrap_or(0),
+    };
+    let name = raw.name.trim().trim_matches('"');
+    let owner = attrs
+        .get("owner")
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty());
+    let inefficient = attrs
+        .get("inefficient_type")
+        .or_else(|| attrs.get("inefficient"))
+        .map_or(0, |v| {
+            v.split(',')
+                .map(|t| match t.trim() {
+                    "early_allocation" => super::EARLY_ALLOCATION,
+                    "late_deallocation" => super::LATE_DEALLOCATION,
+                    "temporary_idleness" => super::TEMPORARY_IDLENESS,
+                    _ => 0,
+                })
+                .fold(0, |a, b| a | b)
+        });
+    let stack = raw.python_stack.trim().trim_matches('"').trim();
+    Ok(Row {
+        id: parse_int(raw.id.trim()).map_or(0, |i| i as u64),
+        kind,
+        subtype,
+        pool,
+        name: if name.is_empty() || name == "N/A" {
+            None
+        } else {
+            Some(rows.intern(name))
+        },
+        time_raw,
+        pid: parse_int(raw.pid.trim()).map_or(0, |p| p as u64),
+        tid: parse_int(raw.tid.trim()).map_or(0, |t| t as u64),
+        device: DeviceId::of(raw.device.trim()),
+        addr,
+        size_bytes,
+        allocation_id: number("allocation_id")?,
+        total_bytes: number("total")?,
+        used_bytes: number("used")?,
+        owner: owner.map(|o| rows.intern(o)),
+        inefficient,
+        stack: if stack.is_empty() || stack == "NA" {
+            None
+        } else {
+            Some(rows.intern(stack))
+        },
+        request_bytes: number("req_size")?,
+    })
+}
+
+/// `0x…` hex or decimal, either sign.
+pub fn parse_int(text: &str) -> Option<i128> {
+    let text = text.trim();
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        return i128::from_str_radix(hex, 16).ok();
+    }
+    text.parse::<i128>().ok()
+}
+
+/// `text` cut for a message.
+fn short(text: &str) -> String {
+    crate::load::quoted(text)
+}
+
+/// Parses an `Attr` cell: `{k:v,...}` as the CSV writes it (values may hold commas and brackets:
+/// a comma ends a value only where a `key:` follows), or the JSON object the `.db` holds.
+pub fn parse_attr(cell: &str) -> Result<Attrs, String> {
+    let text = cell.trim().trim_matches('"').trim();
+    if text.is_empty() {
+        return Ok(Attrs::default());
+    }
+    if text.starts_with("{\"") {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| format!("Attr is not valid JSON ({e}): \"{}\"", short(text)))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(format!("Attr is not an object: \"{}\"", short(text)));
+        };
+        let pairs = map
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (k, v)
+            })
+            .collect();
+        return Ok(Attrs(pairs));
+    }
+    let Some(inner) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) else {
+        return Err(format!("Attr is not {{key:value,…}}: \"{}\"", short(text)));
+    };
+    let bytes = inner.as_bytes();
+    // Where each pair starts: the text's start, and after each comma followed by `key:`.
+    let key_follows = |from: usize| -> bool {
+        let rest = &bytes[from..];
+        let Some(&first) = rest.first() else {
+            return false;
+        };
+        if !(first.is_ascii_alphabetic() || first == b'_') {
+            return false;
+        }
+        let end = rest
+            .iter()
+            .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b' '))
+            .unwrap_or(rest.len());
+        rest.get(end) == Some(&b':')
+    };
+    let mut starts = vec![0];
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b',' && key_follows(i + 1) {
+            starts.push(i + 1);
+        }
+    }
+    let mut pairs = Vec::with_capacity(starts.len());
+    for (k, &start) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map_or(inner.len(), |&next| next - 1);
+        let pair = &inner[start..end];
+        let Some((key, value)) = pair.split_once(':') else {
+            if pair.trim().is_empty() {
+                continue;
+            }
+            return Err(format!(
+                "Attr pair \"{}\" has no `:` (in \"{}\")",
+                short(pair),
+                short(text)
+            ));
+        };
+        pairs.push((key.trim().to_string(), value.to_string()));
+    }
+    Ok(Attrs(pairs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_attr, parse_int};
+
+    #[test]
+    fn attrs_keep_commas_and_brackets_inside_values() {
+        let a = parse_attr(
+            "\"{allocation_id:1,addr:0x0000000000003039,size:10,type:PTA,dtype:torch.float16,shape:torch.Size([1,5])}\"",
+        )
+        .expect("valid");
+        assert_eq!(a.get("shape"), Some("torch.Size([1,5])"));
+        assert_eq!(a.get("size"), Some("10"));
+        let b =
+            parse_attr("{inefficient_type:early_allocation,temporary_idleness,owner:PTA@gradient}")
+                .expect("valid");
+        assert_eq!(
+            b.get("inefficient_type"),
+            Some("early_allocation,temporary_idleness")
+        );
+        assert_eq!(b.get("owner"), Some("PTA@gradient"));
+        let old = parse_attr("{addr:20617990504448,size:6356992,owner:,MID:7}").expect("valid");
+        assert_eq!(old.get("owner"), Some(""));
+        assert_eq!(old.get("MID"), Some("7"));
+        let json =
+            parse_attr(r#"{"allocation_id":"4","addr":"0x000012c080000000","size":6356992}"#)
+                .expect("valid");
+        assert_eq!(json.get("size"), Some("6356992"));
+        assert!(parse_attr("{no colon here}").is_err());
+        assert!(parse_attr("allocation_id:1").is_err());
+        assert!(parse_attr("{\"a\":").is_err());
+        assert_eq!(parse_attr("").expect("empty").0.len(), 0);
+    }
+
+    #[test]
+    fn numbers_are_hex_or_decimal() {
+        assert_eq!(parse_int("0x000012c041400000"), Some(0x12c0_4140_0000));
+        assert_eq!(parse_int("20617990504448"), Some(20_617_990_504_448));
+        assert_eq!(parse_int("-512"), Some(-512));
+        assert_eq!(parse_int("N/A"), None);
+    }
+}

@@ -1,0 +1,295 @@
+//! msMemScope recordings read into the snapshot model, checked against the recordings' own
+//! figures: each pool MALLOC / FREE row carries the pool's reserved (`total`) and allocated
+//! (`used`) bytes after it, as msMemScope measured them. They are read here with a plain text scan
+//! (not memsight's reader), and the model's peaks must equal theirs.
+//!
+//! The samples in `tests/data/msmemscope/` are msMemScope's own (Mulan PSL v2, see the README
+//! there).
+
+use std::path::{Path, PathBuf};
+
+use memsight_core::Loaded;
+use memsight_core::load::LoadError;
+use memsight_core::memscope::MemscopeError;
+use memsight_core::model::Action;
+
+fn sample(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/msmemscope")
+        .join(name)
+}
+
+/// The largest `key:` value on the PTA rows of `path`, by a plain text scan.
+fn largest_attr(path: &Path, key: &str) -> u64 {
+    let text = std::fs::read_to_string(path).expect("read");
+    text.lines()
+        .filter(|l| l.contains(",PTA,"))
+        .filter_map(|l| {
+            let at = l.find(&format!(",{key}:"))? + key.len() + 2;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .max()
+        .expect("PTA rows")
+}
+
+fn open(path: &Path) -> Loaded {
+    Loaded::open(path, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_samples_peak_where_msmemscope_measured_them() {
+    for name in ["baseline.csv", "leaks.csv"] {
+        let path = sample(name);
+        let loaded = open(&path);
+        assert!(loaded.snapshot.format.memscope && loaded.snapshot.is_npu());
+        assert_eq!(loaded.replays.len(), 1, "{name}: one device");
+        let replay = &loaded.replays[0];
+        assert_eq!(
+            replay.peak_reserved.bytes as u64,
+            largest_attr(&path, "total"),
+            "{name}: peak reserved"
+        );
+        assert_eq!(
+            replay.peak_allocated.bytes as u64,
+            largest_attr(&path, "used"),
+            "{name}: peak allocated"
+        );
+        // The rebuilt segments agree with the pool's own totals everywhere: no warning.
+        assert!(loaded.warnings.is_empty(), "{name}: {:?}", loaded.warnings);
+        // Times are ns in these files: half a second of training.
+        let span = loaded.snapshot.devices[0].trace.plausible_time_span_us();
+        assert!(
+            span.is_some_and(|s| (400_000..700_000).contains(&s)),
+            "{span:?}"
+        );
+    }
+}
+
+#[test]
+fn the_leaking_run_keeps_what_the_baseline_frees() {
+    let (a, b) = (open(&sample("baseline.csv")), open(&sample("leaks.csv")));
+    // leaks.csv's last PTA row (by time) says 8,003,584 bytes stay allocated; baseline's 3,072.
+    assert_eq!(b.replays[0].final_totals().allocated_bytes, 8_003_584);
+    assert_eq!(a.replays[0].final_totals().allocated_bytes, 3_072);
+    // Blocks without a Python stack are placed in the operator that asked for them.
+    let site = |loaded: &Loaded, stack| {
+        loaded
+            .snapshot
+            .stack_frames(stack)
+            .next()
+            .map(|f| loaded.snapshot.str(f.name).to_string())
+    };
+    let trace = &b.snapshot.devices[0].trace;
+    let to_copy = (0..trace.len())
+        .filter(|&i| trace.action[i] == Action::Alloc)
+        .filter(|&i| site(&b, trace.stack[i]).as_deref() == Some("aten._to_copy.default"))
+        .count();
+    assert_eq!(to_copy, 2, "the leak's two blocks");
+}
+
+#[test]
+fn early_files_with_two_processes_load_and_say_what_does_not_add_up() {
+    let path = sample("smoke/memscope_dump_20250428113810.csv");
+    let loaded = open(&path);
+    let ordinals: Vec<u32> = loaded.snapshot.devices.iter().map(|d| d.ordinal).collect();
+    assert_eq!(ordinals, vec![0, 1]);
+    // µs under a "(ns)" header: about three seconds, not three milliseconds.
+    let span = loaded.snapshot.devices[0].trace.plausible_time_span_us();
+    assert!(
+        span.is_some_and(|s| (1_000_000..10_000_000).contains(&s)),
+        "{span:?}"
+    );
+    let said: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(said.iter().any(|w| w.contains("host memory")), "{said:?}");
+    assert!(said.iter().any(|w| w.contains("2 processes")), "{said:?}");
+    assert!(said.iter().any(|w| w.contains("Attr `total`")), "{said:?}");
+}
+
+#[test]
+fn a_database_of_host_memory_only_says_so() {
+    let err = Loaded::open(&sample("host_pinned.db"), None).expect_err("no device memory");
+    let text = err.to_string();
+    assert!(
+        text.contains("host_pinned.db")
+            && text.contains("no device memory")
+            && text.contains("host"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_folder_as_msmemscope_writes_it_opens_every_device() {
+    let root =
+        std::env::temp_dir().join(format!("memsight-memscope-folder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let run = root
+        .join("输出")
+        .join("msmemscope_3101864_20251203120000_ascend");
+    for (device, file) in [(0, "baseline.csv"), (1, "leaks.csv")] {
+        let dump = run.join(format!("device_{device}")).join("dump");
+        std::fs::create_dir_all(&dump).expect("folders");
+        // The same rows, on another device for the second.
+        let text = std::fs::read_to_string(sample(file)).expect("read");
+        let text = if device == 1 {
+            text.replace(",0,0x", ",1,0x").replace(",0,N/A,", ",1,N/A,")
+        } else {
+            text
+        };
+        std::fs::write(dump.join("memscope_dump_20251203120000.csv"), text).expect("write");
+    }
+    assert!(memsight_core::memscope::is_memscope_path(&root));
+    let loaded = open(&root);
+    let ordinals: Vec<u32> = loaded.snapshot.devices.iter().map(|d| d.ordinal).collect();
+    assert_eq!(ordinals, vec![0, 1]);
+    assert_eq!(
+        loaded.replays[1].peak_allocated.bytes as u64,
+        largest_attr(&sample("leaks.csv"), "used")
+    );
+    std::fs::remove_dir_all(root).expect("clean up");
+}
+
+/// Writes `text` as a dump CSV in a fresh folder and loads it.
+fn load_text(name: &str, text: &[u8]) -> Result<Loaded, LoadError> {
+    let dir = std::env::temp_dir().join(format!("memsight-memscope-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let path = dir.join("memscope_dump_1.csv");
+    std::fs::write(&path, text).expect("write");
+    let result = Loaded::open(&path, None);
+    std::fs::remove_dir_all(dir).expect("clean up");
+    result
+}
+
+const HEADER: &str = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+
+#[test]
+fn bad_recordings_are_refused_with_the_line_and_what_is_wrong() {
+    let good = std::fs::read(sample("baseline.csv")).expect("read");
+    // Cut in the middle of a row: that row is short, or its Attr is cut.
+    let cut = &good[..good.len() / 2];
+    let err = load_text("cut", cut).expect_err("truncated").to_string();
+    assert!(err.contains("memscope_dump_1.csv: line"), "{err}");
+
+    let bad_attr = format!(
+        "{HEADER}1,MALLOC,PTA,N/A,1764753084425691000,1,1,0,0x10,\"{{allocation_id:4,size}}\",,\n"
+    );
+    let err = load_text("attr", bad_attr.as_bytes())
+        .expect_err("bad attr")
+        .to_string();
+    assert!(
+        err.contains("line 2") && err.contains("Attr `allocation_id`"),
+        "{err}"
+    );
+
+    let bad_time = format!("{HEADER}1,MALLOC,PTA,N/A,soon,1,1,0,0x10,\"{{size:4}}\",,\n");
+    let err = load_text("time", bad_time.as_bytes())
+        .expect_err("bad time")
+        .to_string();
+    assert!(
+        err.contains("line 2") && err.contains("Timestamp(ns)"),
+        "{err}"
+    );
+
+    let huge_size =
+        format!("{HEADER}1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{{size:99999999999999999999}}\",,\n");
+    let err = load_text("size", huge_size.as_bytes())
+        .expect_err("size")
+        .to_string();
+    assert!(err.contains("more than 1 PiB"), "{err}");
+
+    // A 100 MB field (a stack gone wrong, or not msMemScope's file).
+    let mut big = HEADER.as_bytes().to_vec();
+    big.extend_from_slice(b"1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{size:4}\",\"");
+    big.extend(std::iter::repeat_n(b'x', 100 << 20));
+    big.extend_from_slice(b"\",\n");
+    let err = load_text("field", &big).expect_err("100 MB").to_string();
+    assert!(
+        err.contains("line 2") && err.contains("a field of more than"),
+        "{err}"
+    );
+
+    let err = load_text("empty", HEADER.as_bytes())
+        .expect_err("no rows")
+        .to_string();
+    assert!(err.contains("no device memory"), "{err}");
+
+    // Unknown events are counted and left out, never fatal.
+    let unknown = format!(
+        "{HEADER}1,TELEPORT,X,N/A,1,1,1,0,N/A,,,\n2,MALLOC,PTA,N/A,2,1,1,0,0x10,\"{{size:512}}\",,\n"
+    );
+    let loaded = load_text("unknown", unknown.as_bytes()).expect("unknown events are kept out");
+    let said: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(said.iter().any(|w| w.contains("TELEPORT")), "{said:?}");
+}
+
+#[test]
+fn bad_databases_name_the_table_or_what_is_wrong() {
+    let dir = std::env::temp_dir().join(format!("memsight-memscope-db-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+
+    // A database without the table.
+    let other = dir.join("memscope_dump_2.db");
+    let conn = rusqlite_connection(&other);
+    conn.execute_batch("CREATE TABLE something (a INTEGER); INSERT INTO something VALUES (1);")
+        .expect("sql");
+    drop(conn);
+    let err = Loaded::open(&other, None)
+        .expect_err("no table")
+        .to_string();
+    assert!(
+        err.contains("memscope_dump_2.db")
+            && err.contains("no `memscope_dump` or `leaks_dump` table"),
+        "{err}"
+    );
+
+    // A corrupt one: SQLite's magic, then garbage.
+    let corrupt = dir.join("memscope_dump_3.db");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xA5u8, 8192));
+    std::fs::write(&corrupt, bytes).expect("write");
+    let err = Loaded::open(&corrupt, None)
+        .expect_err("corrupt")
+        .to_string();
+    assert!(
+        err.contains("memscope_dump_3.db") && err.contains("database"),
+        "{err}"
+    );
+
+    // A locked one: another connection holds an exclusive lock while we read.
+    let locked = dir.join("memscope_dump_4.db");
+    let conn = rusqlite_connection(&locked);
+    conn.execute_batch(&format!(
+        "CREATE TABLE memscope_dump ({}); BEGIN EXCLUSIVE; INSERT INTO memscope_dump (\"ID\") VALUES (1);",
+        HEADER
+            .trim()
+            .split(',')
+            .map(|c| format!("\"{c}\" TEXT"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .expect("sql");
+    let started = std::time::Instant::now();
+    let err = Loaded::open(&locked, None).expect_err("locked").to_string();
+    assert!(
+        err.contains("memscope_dump_4.db") && err.contains("locked"),
+        "{err}"
+    );
+    assert!(started.elapsed().as_secs() < 10, "no hang");
+    drop(conn);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+fn rusqlite_connection(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).expect("a database")
+}
+
+#[test]
+fn errors_are_memscope_errors_naming_the_file() {
+    let err = Loaded::open(&sample("host_pinned.db"), None).expect_err("host only");
+    assert!(matches!(
+        err,
+        LoadError::Memscope(MemscopeError::NoDeviceMemory { .. })
+    ));
+}
