@@ -665,14 +665,13 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
     Ok(())
 }
 
-pub fn whatif(
+/// `whatif`'s options that can be refused before the file is read.
+fn check_whatif_options(
     file: Option<&Path>,
-    device: Option<u32>,
-    set: &[String],
-    (no_empty_cache, capacity, sweep): (bool, Option<u64>, bool),
-    (curve, json): (Option<&Path>, bool),
+    curve: Option<&Path>,
+    sweep: bool,
+    capacity: Option<u64>,
 ) -> Result<()> {
-    use memsight_core::whatif::{self, Change, Recording, Settings};
     if curve.is_some() && sweep {
         bail_input!("--curve writes one setting's curve: leave out --sweep, or --curve");
     }
@@ -687,6 +686,18 @@ pub fn whatif(
             memsight_core::units::MAX_PLAUSIBLE_BYTES
         );
     }
+    Ok(())
+}
+
+pub fn whatif(
+    file: Option<&Path>,
+    device: Option<u32>,
+    set: &[String],
+    (no_empty_cache, capacity, sweep): (bool, Option<u64>, bool),
+    (curve, json): (Option<&Path>, bool),
+) -> Result<()> {
+    use memsight_core::whatif::{self, Change, Recording, Settings};
+    check_whatif_options(file, curve, sweep, capacity)?;
     // Settings are checked before the file is read: a typo costs nothing.
     let mut changes = Vec::new();
     for key_value in set {

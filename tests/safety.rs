@@ -260,8 +260,8 @@ fn links_read_only_files_devices_and_pipes_are_written_as_careful_tools_do() {
 
     // A FIFO is written into (a reader gets the CSV) and stays a FIFO.
     let fifo = dir.join("pipe.csv");
-    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
-    assert!(made.success());
+    let mkfifo = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(mkfifo.success());
     let reader = Command::new("timeout")
         .args(["60", "cat", s(&fifo)])
         .stdout(std::process::Stdio::piped())
@@ -269,8 +269,8 @@ fn links_read_only_files_devices_and_pipes_are_written_as_careful_tools_do() {
         .expect("a reader");
     let out = memsight(&["whatif", s(&snap), "--curve", s(&fifo)]);
     assert!(out.status.success(), "{}", text(&out));
-    let read = reader.wait_with_output().expect("the reader ends");
-    assert!(String::from_utf8_lossy(&read.stdout).starts_with("device,event"));
+    let piped = reader.wait_with_output().expect("the reader ends");
+    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("device,event"));
     assert!(
         std::fs::metadata(&fifo)
             .expect("fifo")
@@ -387,7 +387,7 @@ fn sizes_no_device_holds_and_impossible_times_are_said_not_printed() {
     // Times that go backwards, and times that span 292,000 years.
     for (name, times) in [
         ("backwards", [100, 50]),
-        ("forever", [0, i64::MAX as i128 - 5]),
+        ("forever", [0, i128::from(i64::MAX) - 5]),
     ] {
         let file = dir.join(format!("{name}.pickle"));
         handmade(

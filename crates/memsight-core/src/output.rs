@@ -122,7 +122,7 @@ fn target(path: &Path, inputs: &[&Path]) -> Result<Target, OutputError> {
         });
     }
     if !kind.is_file() {
-        return special_target(path, &kind);
+        return special_target(path, kind);
     }
     if meta.permissions().readonly() || !writable(path) {
         return Err(OutputError::ReadOnly(path.to_path_buf()));
@@ -137,7 +137,7 @@ fn target(path: &Path, inputs: &[&Path]) -> Result<Target, OutputError> {
 
 /// A character device or a FIFO is written into; anything else that is not a file is refused.
 #[cfg(unix)]
-fn special_target(path: &Path, kind: &std::fs::FileType) -> Result<Target, OutputError> {
+fn special_target(path: &Path, kind: std::fs::FileType) -> Result<Target, OutputError> {
     use std::os::unix::fs::FileTypeExt as _;
     if kind.is_char_device() || kind.is_fifo() {
         return Ok(Target::Direct(path.to_path_buf()));
@@ -156,7 +156,7 @@ fn special_target(path: &Path, kind: &std::fs::FileType) -> Result<Target, Outpu
 }
 
 #[cfg(not(unix))]
-fn special_target(path: &Path, _kind: &std::fs::FileType) -> Result<Target, OutputError> {
+fn special_target(path: &Path, _kind: std::fs::FileType) -> Result<Target, OutputError> {
     Err(OutputError::NotAFile {
         path: path.to_path_buf(),
         kind: "not a regular file",

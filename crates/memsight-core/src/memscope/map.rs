@@ -1,18 +1,18 @@
 //! msMemScope rows to the snapshot model.
 //!
-//! - A framework pool's block (PTA, MindSpore, ATB MALLOC / FREE) is an `alloc` /
+//! - A framework pool's block (PTA, `MindSpore`, ATB MALLOC / FREE) is an `alloc` /
 //!   `free_completed`, with its Python stack and its `owner`.
 //! - A HAL allocation that ever holds such a block is one of the pool's segments
 //!   (`segment_alloc` / `segment_free`). HAL allocations that hold none are CANN's own memory
 //!   (HCCL buffers, the runtime's): outside the pool, counted in a warning-free note.
 //! - Blocks that lie in no traced HAL allocation sit in segments made before the trace: a 2 MiB
-//!   segment for a small block (torch_npu's small pool), the block's own extent rounded up to
+//!   segment for a small block (`torch_npu`'s small pool), the block's own extent rounded up to
 //!   2 MiB for a large one. The pool's own `total` attr says whether that guess holds: a warning
 //!   counts the events where the rebuilt reserved bytes differ from it.
-//! - MSTX ranges are annotations (`Range_start` / `Range_end`); an OOM_TRIGGER is an `oom`.
+//! - MSTX ranges are annotations (`Range_start` / `Range_end`); an `OOM_TRIGGER` is an `oom`.
 //! - Rows are put in time order (the writer groups them by block), µs or ns as the file has.
 //!
-//! Host memory (HOST_PINNED, the `cpu` device) is not device memory and is left out, said once.
+//! Host memory (`HOST_PINNED`, the `cpu` device) is not device memory and is left out, said once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,7 +25,7 @@ use crate::model::{
     NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning, WarningKind,
 };
 
-/// torch_npu's small-pool segment, and the granularity of its large ones.
+/// `torch_npu`'s small-pool segment, and the granularity of its large ones.
 const SEGMENT_GRAIN_BYTES: u64 = 2 << 20;
 /// Blocks below this come from the small pool.
 const SMALL_BLOCK_BYTES: u64 = 1 << 20;
@@ -221,7 +221,7 @@ impl<'r> Tables<'r> {
     clippy::too_many_lines,
     reason = "one pass over the rows in time order, each kind in its arm"
 )]
-pub fn to_snapshot(rows: Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
+pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
     // Each file's clock: µs in early files, ns since.
     let mut file_max = vec![0i64; rows.files.len()];
     for (row, &(file, _)) in rows.rows.iter().zip(&rows.origin) {
@@ -292,7 +292,7 @@ pub fn to_snapshot(rows: Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
     }
 
     // Pass 2: the traces, in time order.
-    let mut tables = Tables::new(&rows);
+    let mut tables = Tables::new(rows);
     let mut annotations = Vec::new();
     for state in states.values_mut() {
         state.hal_live.clear();

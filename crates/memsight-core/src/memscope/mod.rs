@@ -2,8 +2,8 @@
 //! `msmemscope_{PID}_{ts}_ascend` folder, read into the snapshot model so that every view,
 //! detector and command works on them unchanged.
 //!
-//! - [`read`]: rows from CSV or SQLite.
-//! - [`map`]: rows to a [`Snapshot`]: the pool's blocks (PTA, MindSpore, ATB) as allocs and frees,
+//! - [`read`]: rows from CSV or `SQLite`.
+//! - [`map`]: rows to a [`Snapshot`]: the pool's blocks (PTA, `MindSpore`, ATB) as allocs and frees,
 //!   the HAL allocations that hold them as segments, MSTX ranges as annotations, owners and Python
 //!   stacks per alloc.
 //!
@@ -84,7 +84,7 @@ pub enum Pool {
     /// The driver's allocations (`halMemAlloc` / `halMemCreate`): the pools' segments and CANN's
     /// own memory.
     Hal,
-    /// PyTorch's caching allocator (`torch_npu`), workspace included.
+    /// `PyTorch`'s caching allocator (`torch_npu`), workspace included.
     Pta,
     MindSpore,
     Atb,
@@ -199,7 +199,7 @@ pub struct Row {
     /// [`EARLY_ALLOCATION`] | [`LATE_DEALLOCATION`] | [`TEMPORARY_IDLENESS`].
     pub inefficient: u8,
     pub stack: Option<TextId>,
-    /// OOM_DETAIL's `req_size`.
+    /// `OOM_DETAIL`'s `req_size`.
     pub request_bytes: Option<u64>,
 }
 
@@ -250,7 +250,7 @@ impl Rows {
 }
 
 /// Whether `path` is an msMemScope recording: a `memscope_dump_*` / `leaks_dump_*` CSV or DB, a
-/// CSV with msMemScope's header, an SQLite file (whose tables are checked when it is read), or a
+/// CSV with msMemScope's header, an `SQLite` file (whose tables are checked when it is read), or a
 /// folder holding such files (an `msmemscope_*_ascend` folder,
 /// a `device_N` folder, a `dump` folder, or a folder of those).
 pub fn is_memscope_path(path: &Path) -> bool {
@@ -262,8 +262,12 @@ pub fn is_memscope_path(path: &Path) -> bool {
 
 fn is_dump_name(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
     (name.starts_with("memscope_dump_") || name.starts_with("leaks_dump_"))
-        && (name.ends_with(".csv") || name.ends_with(".db"))
+        && matches!(extension.as_deref(), Some("csv" | "db"))
 }
 
 /// A `.csv` whose first line is msMemScope's header.
@@ -335,7 +339,7 @@ pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
             read::read_csv(file, &mut rows)?;
         }
     }
-    map::to_snapshot(rows, path)
+    map::to_snapshot(&rows, path)
 }
 
 fn starts_with_sqlite_magic(path: &Path) -> bool {

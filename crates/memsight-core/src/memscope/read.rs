@@ -76,29 +76,7 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
             why: "the file is empty".into(),
         });
     }
-    let header: Vec<String> = record
-        .iter()
-        .map(|c| {
-            String::from_utf8_lossy(c)
-                .trim()
-                .trim_start_matches('\u{feff}')
-                .to_string()
-        })
-        .collect();
-    let names: Vec<&str> = header.iter().map(String::as_str).collect();
-    if !is_memscope_header(&names) {
-        return Err(MemscopeError::NotMemscope {
-            path: path.to_path_buf(),
-            why: format!(
-                "its header is not msMemScope's (it needs {})",
-                REQUIRED.join(", ")
-            ),
-        });
-    }
-    let index: FxHashMap<&str, usize> = COLUMNS
-        .iter()
-        .filter_map(|c| names.iter().position(|h| h == c).map(|i| (*c, i)))
-        .collect();
+    let (header_len, index) = csv_columns(path, &record)?;
     let name_column = index.get("Name").copied();
     let file = rows.add_file(path);
     loop {
@@ -119,7 +97,7 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
             continue;
         }
         // An unquoted op name with commas: the extra fields belong to `Name`.
-        let extra = record.len().saturating_sub(header.len());
+        let extra = record.len().saturating_sub(header_len);
         let field = |column: &str| -> Option<std::borrow::Cow<'_, str>> {
             let i = *index.get(column)?;
             match name_column {
@@ -141,7 +119,7 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
                 format!(
                     "{} fields where the header has {} (the file is cut short?)",
                     record.len(),
-                    header.len()
+                    header_len
                 ),
             ));
         }
@@ -168,6 +146,38 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     Ok(())
 }
 
+/// The header's length and where each column memsight reads is; an error when the header is
+/// not msMemScope's.
+fn csv_columns(
+    path: &Path,
+    record: &csv::ByteRecord,
+) -> Result<(usize, FxHashMap<&'static str, usize>), MemscopeError> {
+    let header: Vec<String> = record
+        .iter()
+        .map(|c| {
+            String::from_utf8_lossy(c)
+                .trim()
+                .trim_start_matches('\u{feff}')
+                .to_string()
+        })
+        .collect();
+    let names: Vec<&str> = header.iter().map(String::as_str).collect();
+    if !is_memscope_header(&names) {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "its header is not msMemScope's (it needs {})",
+                REQUIRED.join(", ")
+            ),
+        });
+    }
+    let index = COLUMNS
+        .iter()
+        .filter_map(|c| names.iter().position(|h| h == c).map(|i| (*c, i)))
+        .collect();
+    Ok((header.len(), index))
+}
+
 /// Reads the `memscope_dump` (or older `leaks_dump`) table of a `.db`, adding its rows to `rows`.
 pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     use rusqlite::{Connection, OpenFlags};
@@ -183,47 +193,11 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     .map_err(db_error)?;
     conn.busy_timeout(std::time::Duration::from_secs(2))
         .map_err(db_error)?;
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-        .and_then(|mut s| {
-            s.query_map([], |r| r.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(db_error)?;
-    let Some(table) = ["memscope_dump", "leaks_dump"]
-        .into_iter()
-        .find(|t| tables.iter().any(|n| n == t))
-    else {
-        return Err(MemscopeError::NotMemscope {
-            path: path.to_path_buf(),
-            why: format!(
-                "no `memscope_dump` or `leaks_dump` table (its tables: {})",
-                if tables.is_empty() {
-                    "none".to_string()
-                } else {
-                    tables.join(", ")
-                }
-            ),
-        });
-    };
-    let columns: Vec<String> = conn
-        .prepare(&format!("SELECT * FROM \"{table}\" LIMIT 0"))
-        .map(|s| s.column_names().map(ToString::to_string).collect())
-        .map_err(db_error)?;
-    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
-    if !is_memscope_header(&names) {
-        return Err(MemscopeError::NotMemscope {
-            path: path.to_path_buf(),
-            why: format!(
-                "table `{table}` lacks msMemScope's columns (it needs {})",
-                REQUIRED.join(", ")
-            ),
-        });
-    }
+    let (table, names) = db_table(path, &conn)?;
     let select: Vec<String> = COLUMNS
         .iter()
         .map(|c| {
-            if names.contains(c) {
+            if names.iter().any(|n| n == c) {
                 format!("CAST(\"{c}\" AS TEXT)")
             } else {
                 "''".to_string()
@@ -279,7 +253,58 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     Ok(())
 }
 
+/// The dump table of `conn` (`memscope_dump`, else `leaks_dump`) and its column names; an error
+/// naming what is there when neither is, or when the table lacks msMemScope's columns.
+fn db_table(
+    path: &Path,
+    conn: &rusqlite::Connection,
+) -> Result<(&'static str, Vec<String>), MemscopeError> {
+    let db_error = |e: rusqlite::Error| MemscopeError::Db {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .and_then(|mut s| {
+            s.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(db_error)?;
+    let Some(table) = ["memscope_dump", "leaks_dump"]
+        .into_iter()
+        .find(|t| tables.iter().any(|n| n == t))
+    else {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "no `memscope_dump` or `leaks_dump` table (its tables: {})",
+                if tables.is_empty() {
+                    "none".to_string()
+                } else {
+                    tables.join(", ")
+                }
+            ),
+        });
+    };
+    let columns: Vec<String> = conn
+        .prepare(&format!("SELECT * FROM \"{table}\" LIMIT 0"))
+        .map(|s| s.column_names().map(ToString::to_string).collect())
+        .map_err(db_error)?;
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    if !is_memscope_header(&names) {
+        return Err(MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: format!(
+                "table `{table}` lacks msMemScope's columns (it needs {})",
+                REQUIRED.join(", ")
+            ),
+        });
+    }
+    Ok((table, columns))
+}
+
 /// One row's cells, as text.
+#[derive(Clone, Copy)]
 struct RawRow<'a> {
     id: &'a str,
     event: &'a str,
@@ -335,7 +360,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
     let name = raw.name.trim().trim_matches('"');
     let owner = attrs
         .get("owner")
-        .map(|o| o.trim())
+        .map(str::trim)
         .filter(|o| !o.is_empty());
     let inefficient = attrs
         .get("inefficient_type")

@@ -170,7 +170,7 @@ impl Columns {
         let bytes = number(self.cell(record, name))
             .map(|v| v * factor)
             .map_err(|e| format!("{name}: {e}"))?;
-        if factor != 1.0 && bytes.abs() > crate::units::MAX_PLAUSIBLE_BYTES as f64 {
+        if factor > 1.0 && bytes.abs() > crate::units::MAX_PLAUSIBLE_BYTES as f64 {
             let cell = String::from_utf8_lossy(trim(self.cell(record, name).unwrap_or_default()));
             return Err(format!(
                 "{name}: \"{}\" is more than 1 PiB: no device holds that",
