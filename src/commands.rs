@@ -844,10 +844,13 @@ fn output_error(error: memsight_core::output::OutputError) -> anyhow::Error {
 }
 
 pub fn generate(
-    scenario: &str,
+    scenario: Option<&str>,
     (events, seed, protocol, batch): (usize, u64, u8, u64),
     output: &Path,
 ) -> Result<()> {
+    let Some(scenario) = scenario else {
+        bail_input!("a snapshot needs --scenario (steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak)");
+    };
     let scenario: Scenario = scenario.parse().map_err(input)?;
     if !(4..=5).contains(&protocol) {
         bail_input!("--protocol must be 4 or 5, not {protocol}");
@@ -881,6 +884,50 @@ pub fn generate(
         generated.allocator.trace.len(),
         generated.truth.steps,
         truth.display()
+    );
+    Ok(())
+}
+
+/// `gen --format memscope[-db]`: an msMemScope recording under the folder `output`.
+pub fn generate_memscope(
+    scenario: Option<&str>,
+    format: &str,
+    (events, devices, seed): (usize, u32, u64),
+    output: &Path,
+) -> Result<()> {
+    use memsight_core::r#gen::memscope::{MemscopeOptions, write};
+    if let Some(s) = scenario {
+        bail_input!("--scenario {s} is for snapshots; an msMemScope recording has one workload");
+    }
+    if !(1..=64).contains(&devices) {
+        bail_input!("--devices must be between 1 and 64, not {devices}");
+    }
+    if events > r#gen::MAX_EVENTS {
+        bail_input!("--events must be at most {}", r#gen::MAX_EVENTS);
+    }
+    if output.exists() && !output.is_dir() {
+        bail_input!(
+            "{} is a file: an msMemScope recording is a folder (give a new or empty folder)",
+            output.display()
+        );
+    }
+    let truth = write(
+        output,
+        &MemscopeOptions {
+            events,
+            devices,
+            seed,
+            db: format == "memscope-db",
+        },
+    )
+    .map_err(output_error)?;
+    let rows: usize = truth.devices.iter().map(|d| d.rows).sum();
+    eprintln!(
+        "wrote {} ({} devices, {rows} rows, {} steps each) and {}",
+        output.display(),
+        truth.devices.len(),
+        truth.devices.first().map_or(0, |d| d.steps),
+        output.join("memsight-truth.json").display()
     );
     Ok(())
 }

@@ -160,13 +160,25 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
-    /// Write a realistic generated snapshot (and its FILE.truth.json ground truth).
+    /// Write a realistic generated snapshot (and its FILE.truth.json ground truth), or an
+    /// msMemScope recording (--format memscope: a folder as msMemScope writes it, with
+    /// memsight-truth.json in it).
     Gen {
         #[arg(
             long,
-            help = "Workload: steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak"
+            help = "Workload of a snapshot: steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak"
         )]
-        scenario: String,
+        scenario: Option<String>,
+        #[arg(
+            long,
+            default_value = "snapshot",
+            value_parser = ["snapshot", "memscope", "memscope-db"],
+            help = "snapshot: a pickle; memscope / memscope-db: an msMemScope recording of training steps on --devices NPUs (owners, accesses, an injected leak, early, late and idle blocks), as CSV or SQLite"
+        )]
+        format: String,
+        /// NPUs of an msMemScope recording.
+        #[arg(long, default_value_t = 8)]
+        devices: u32,
         /// Trace events to record (at least 1).
         #[arg(long, default_value_t = 100_000)]
         events: usize,
@@ -251,12 +263,24 @@ fn main() -> ExitCode {
         }) => diff::diff(&a, &b, (device_a, device_b), top, (json, markdown)),
         Some(Command::Gen {
             scenario,
+            format,
+            devices,
+            events,
+            seed,
+            output,
+            ..
+        }) if format != "snapshot" => {
+            commands::generate_memscope(scenario.as_deref(), &format, (events, devices, seed), &output)
+        }
+        Some(Command::Gen {
+            scenario,
             events,
             seed,
             protocol,
             batch,
             output,
-        }) => commands::generate(&scenario, (events, seed, protocol, batch), &output),
+            ..
+        }) => commands::generate(scenario.as_deref(), (events, seed, protocol, batch), &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

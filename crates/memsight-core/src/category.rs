@@ -202,7 +202,14 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         .map(|r| r.start)
         .collect();
     for l in &replay.lifetimes {
-        let category = lifetime_category(l, marks(l.stack), &categories.runs, &backward_starts);
+        // msMemScope names what each block is for (`owner`): its word beats our guess.
+        let named = l
+            .alloc_event
+            .and_then(|e| snapshot.owner(&device.trace, e as usize))
+            .and_then(crate::owner::category);
+        let category = named.unwrap_or_else(|| {
+            lifetime_category(l, marks(l.stack), &categories.runs, &backward_starts)
+        });
         categories.of_lifetime.push(category);
     }
     categories

@@ -13,6 +13,7 @@ pub mod load;
 pub mod memscope;
 pub mod model;
 pub mod output;
+pub mod owner;
 pub mod pickle;
 pub mod profiler;
 pub mod range;

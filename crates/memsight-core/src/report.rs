@@ -265,6 +265,10 @@ pub struct FindingReport {
     /// The finding's bytes by category of allocation (`[{category, bytes}]`, largest first), for
     /// findings about allocations (the peak, a leak); empty otherwise.
     pub breakdown: Vec<crate::detect::CategoryBytes>,
+    /// The finding's bytes by owner, where the file names owners (msMemScope): they add up to
+    /// `bytes`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<crate::owner::OwnerBytes>,
     pub suggestion: String,
 }
 
@@ -297,6 +301,7 @@ impl FindingReport {
             stack,
             top_frame,
             breakdown: f.breakdown.clone(),
+            owners: f.owners.clone(),
             suggestion: f.suggestion.clone(),
         }
     }

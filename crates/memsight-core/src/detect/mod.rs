@@ -80,6 +80,9 @@ pub struct Finding {
     /// The finding's bytes by category of allocation, largest first, where the finding is about
     /// allocations (a peak, a leak); empty otherwise.
     pub breakdown: Vec<CategoryBytes>,
+    /// The finding's bytes by owner (msMemScope's `owner`, at its second level: `PTA@gradient`),
+    /// largest first, where the file names owners; they add up to `bytes`.
+    pub owners: Vec<crate::owner::OwnerBytes>,
     pub suggestion: String,
 }
 
@@ -106,6 +109,7 @@ impl Finding {
             time_range_us: None,
             stack: NO_STACK,
             breakdown: Vec::new(),
+            owners: Vec::new(),
             suggestion: String::new(),
         }
     }

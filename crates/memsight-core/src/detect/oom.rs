@@ -76,6 +76,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             time_range_us: None,
             stack: trace.stack[i],
             breakdown: Vec::new(),
+            owners: Vec::new(),
             suggestion: suggestion.to_string(),
         });
     }

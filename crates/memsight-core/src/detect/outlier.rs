@@ -106,6 +106,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             time_range_us: None,
             stack,
             breakdown: Vec::new(),
+            owners: Vec::new(),
             suggestion: "Check the input behind these requests (a sequence or batch far above the usual, an expand or \
                          broadcast before a cast): cap or bucket input sizes, or split the operation into chunks."
                 .to_string(),

@@ -116,6 +116,17 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.focus_event = peak.event;
     f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
     f.breakdown.clone_from(&parts);
+    if crate::owner::has_owners(cx.device) {
+        f.owners = crate::owner::bytes_by_owner(cx.snapshot, cx.device, replay, peak.event, 2);
+        let listed: Vec<String> = f
+            .owners
+            .iter()
+            .take(TOP + 2)
+            .map(|o| format!("{} {}", o.owner, format_bytes(o.bytes as i64)))
+            .collect();
+        f.summary
+            .push_str(&format!(" By owner (msMemScope): {}.", listed.join("; ")));
+    }
     let largest_temporary = largest
         .iter()
         .find(|h| h.0 == Category::Temporary)

@@ -322,6 +322,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         time_range_us: None,
         stack: crate::model::NO_STACK,
         breakdown: Vec::new(),
+        owners: Vec::new(),
         suggestion: advice.join("; "),
     }]
 }

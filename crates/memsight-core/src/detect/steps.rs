@@ -1,6 +1,7 @@
 //! Training iterations, found as an engineer finds them, which the leak and outlier detectors
 //! reason in. In order of trust:
-//! 1. `ProfilerStep#N` annotations (files with times): each starts an iteration;
+//! 1. `ProfilerStep#N` annotations (files with times), or msMemScope's MSTX `step start` ranges:
+//!    each starts an iteration;
 //! 2. `Optimizer.step` annotations: each ends one;
 //! 3. `snapshot` events: each starts one;
 //! 4. optimizer steps in the call stacks (allocations under `torch/optim/`, see
@@ -44,7 +45,7 @@ impl StepSource {
     /// "from `ProfilerStep` annotations", for a sentence.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Annotations => "from ProfilerStep annotations",
+            Self::Annotations => "from ProfilerStep annotations or MSTX step ranges",
             Self::OptimizerAnnotations => "from Optimizer.step annotations",
             Self::SnapshotEvents => "from snapshot events",
             Self::OptimizerSteps => "from the optimizer steps in the call stacks",
@@ -134,13 +135,20 @@ pub fn find(
                 .annotations
                 .iter()
                 .filter(|a| a.stage == stage && a.name.starts_with(prefix) && a.time_us != NO_TIME)
+                // msMemScope's ranges belong to the device that recorded them.
+                .filter(|a| {
+                    !snapshot.format.memscope
+                        || a.device < 0
+                        || a.device == i64::from(device.ordinal)
+                })
                 .map(|a| event_at(a.time_us))
                 .collect()
         };
-        if let Some(steps) = starting(
-            annotated("ProfilerStep", AnnotationStage::Start),
-            StepSource::Annotations,
-        ) {
+        let mut step_starts = annotated("ProfilerStep", AnnotationStage::Start);
+        if step_starts.is_empty() && snapshot.format.memscope {
+            step_starts = annotated("step start", AnnotationStage::Start);
+        }
+        if let Some(steps) = starting(step_starts, StepSource::Annotations) {
             return Some(steps);
         }
         if let Some(steps) = ending(

@@ -5,6 +5,7 @@
 //! demo. Deterministic for a given seed.
 
 use crate::allocator;
+pub mod memscope;
 pub mod profiler;
 pub mod score;
 pub mod transformer;

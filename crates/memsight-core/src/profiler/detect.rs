@@ -98,6 +98,7 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         time_range_us: None,
         stack: NO_STACK,
         breakdown: Vec::new(),
+        owners: Vec::new(),
         suggestion: String::new(),
     }
 }
@@ -173,6 +174,7 @@ fn stall_finding(rank: &Rank, curve: &Curve, i: usize, j: usize) -> Finding {
         focus_event: Some(j as u32),
         time_range_us: Some((curve.time_us[i], curve.time_us[j])),
         breakdown: Vec::new(),
+        owners: Vec::new(),
         suggestion: "Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (segments grow in place, so the allocator \
                      never frees everything and retries); ranks with different input shapes fragment differently, \
                      so bucketing shapes evens them out."
@@ -253,6 +255,7 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         focus_event: Some(k as u32),
         time_range_us: Some((app.time_us[first], app.time_us[last])),
         breakdown: Vec::new(),
+        owners: Vec::new(),
         suggestion: "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), workspaces, \
                      runtime. Budget for it, or shrink it (HCCL_BUFFSIZE, fewer communicators, smaller workspaces)."
             .to_string(),
@@ -448,6 +451,7 @@ fn outliers(rank: &Rank) -> Vec<Finding> {
                 focus_event: Some(i as u32),
                 time_range_us: Some((o.alloc_us, if o.release_us.is_nan() { o.alloc_us } else { o.release_us })),
                 breakdown: Vec::new(),
+                owners: Vec::new(),
                 suggestion: "Factor the size into the tensor's shape: a size like 2·24·9536·9536·8 bytes points at an \
                              expand or broadcast done before a dtype cast; cast first, or chunk the operation."
                     .to_string(),
