@@ -849,7 +849,9 @@ pub fn generate(
     output: &Path,
 ) -> Result<()> {
     let Some(scenario) = scenario else {
-        bail_input!("a snapshot needs --scenario (steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak)");
+        bail_input!(
+            "a snapshot needs --scenario (steady, leak, fragmentation, stall, oom, npu, expandable, transformer, transformer-leak)"
+        );
     };
     let scenario: Scenario = scenario.parse().map_err(input)?;
     if !(4..=5).contains(&protocol) {

@@ -269,9 +269,12 @@ fn main() -> ExitCode {
             seed,
             output,
             ..
-        }) if format != "snapshot" => {
-            commands::generate_memscope(scenario.as_deref(), &format, (events, devices, seed), &output)
-        }
+        }) if format != "snapshot" => commands::generate_memscope(
+            scenario.as_deref(),
+            &format,
+            (events, devices, seed),
+            &output,
+        ),
         Some(Command::Gen {
             scenario,
             events,
@@ -280,7 +283,11 @@ fn main() -> ExitCode {
             batch,
             output,
             ..
-        }) => commands::generate(scenario.as_deref(), (events, seed, protocol, batch), &output),
+        }) => commands::generate(
+            scenario.as_deref(),
+            (events, seed, protocol, batch),
+            &output,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

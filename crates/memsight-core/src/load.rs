@@ -685,6 +685,7 @@ fn assemble(
             ordinal,
             trace,
             segments,
+            block_use: Vec::new(),
         });
     }
 

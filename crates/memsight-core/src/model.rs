@@ -224,6 +224,26 @@ pub struct Device {
     pub trace: Trace,
     /// The pool at dump time, address order.
     pub segments: Vec<Segment>,
+    /// How each block was used, where the recording says (msMemScope's ACCESS rows), by alloc
+    /// event; empty for snapshots.
+    pub block_use: Vec<BlockUse>,
+}
+
+/// How one block was used between its alloc and its free (msMemScope recordings).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockUse {
+    /// The trace event that allocated it.
+    pub alloc_event: u32,
+    /// msMemScope's `allocation_id` of the block (per process).
+    pub allocation_id: u64,
+    /// The trace events its first and last accesses came right after.
+    pub first_access_event: Option<u32>,
+    pub last_access_event: Option<u32>,
+    /// Inefficiency by msMemScope's definitions, computed from the accesses
+    /// (`memscope::EARLY_ALLOCATION` | `LATE_DEALLOCATION` | `TEMPORARY_IDLENESS`).
+    pub flags: u8,
+    /// The flags msMemScope itself wrote on the MALLOC row (`inefficient_type`), if any.
+    pub recorded_flags: u8,
 }
 
 impl Device {

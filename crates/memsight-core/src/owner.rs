@@ -36,7 +36,11 @@ pub fn at_depth(owner: &str, depth: usize) -> &str {
 
 /// Whether any event of `device` names an owner.
 pub fn has_owners(device: &Device) -> bool {
-    device.trace.owner.iter().any(|&o| o != crate::model::NO_STR)
+    device
+        .trace
+        .owner
+        .iter()
+        .any(|&o| o != crate::model::NO_STR)
 }
 
 /// The deepest owner level `device` uses (1 for `PTA`, 3 for `PTA@gradient@ops`).
@@ -156,17 +160,24 @@ pub fn series_by_owner(
 
 /// The category msMemScope's owner names, where it names one (`PTA@gradient` → gradient).
 pub fn category(owner: &str) -> Option<Category> {
-    owner.split('@').skip(1).find_map(|level| {
-        Some(match level.to_ascii_lowercase().as_str() {
-            "weight" | "weights" | "parameter" | "parameters" => Category::Parameter,
-            "gradient" | "gradients" | "grad" => Category::Gradient,
-            "optimizer_state" | "optimizer" | "optimizer_states" => Category::OptimizerState,
-            "activation" | "activations" => Category::Activation,
-            "workspace" => Category::Workspace,
-            _ => return None,
+    owner
+        .split('@')
+        .skip(1)
+        .find_map(|level| {
+            Some(match level.to_ascii_lowercase().as_str() {
+                "weight" | "weights" | "parameter" | "parameters" => Category::Parameter,
+                "gradient" | "gradients" | "grad" => Category::Gradient,
+                "optimizer_state" | "optimizer" | "optimizer_states" => Category::OptimizerState,
+                "activation" | "activations" => Category::Activation,
+                "workspace" => Category::Workspace,
+                _ => return None,
+            })
         })
-    })
-    .or_else(|| owner.starts_with("PTA_WORKSPACE").then_some(Category::Workspace))
+        .or_else(|| {
+            owner
+                .starts_with("PTA_WORKSPACE")
+                .then_some(Category::Workspace)
+        })
 }
 
 #[cfg(test)]
@@ -181,7 +192,10 @@ mod tests {
         assert_eq!(at_depth("PTA@gradient", 5), "PTA@gradient");
         assert_eq!(at_depth("CANN@HCCL", 0), "CANN@HCCL");
         assert_eq!(category("PTA@gradient@ops"), Some(Category::Gradient));
-        assert_eq!(category("PTA@optimizer_state"), Some(Category::OptimizerState));
+        assert_eq!(
+            category("PTA@optimizer_state"),
+            Some(Category::OptimizerState)
+        );
         assert_eq!(category("PTA_WORKSPACE"), Some(Category::Workspace));
         assert_eq!(category("PTA"), None);
         assert_eq!(category("CANN@HCCL"), None);

@@ -293,3 +293,117 @@ fn errors_are_memscope_errors_naming_the_file() {
         LoadError::Memscope(MemscopeError::NoDeviceMemory { .. })
     ));
 }
+
+/// A generated recording, read back: the truth the generator wrote beside it, checked against
+/// what the reader and the detectors make of it.
+mod generated {
+    use std::path::PathBuf;
+
+    use memsight_core::Loaded;
+    use memsight_core::detect::{FindingKind, analyze};
+    use memsight_core::r#gen::memscope::{MemscopeOptions, Truth, write};
+
+    fn generate(name: &str, db: bool) -> (PathBuf, Truth) {
+        let dir = std::env::temp_dir().join(format!(
+            "memsight-gen-memscope-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let truth = write(
+            &dir,
+            &MemscopeOptions {
+                events: 60_000,
+                devices: 3,
+                seed: 7,
+                db,
+            },
+        )
+        .expect("written");
+        (dir, truth)
+    }
+
+    #[test]
+    fn owners_leak_and_inefficient_blocks_are_found_as_injected() {
+        for db in [false, true] {
+            let (dir, truth) = generate(if db { "db" } else { "csv" }, db);
+            let loaded = Loaded::open(&dir, None).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(loaded.snapshot.devices.len(), 3, "db: {db}");
+            assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+            let findings = analyze(&loaded);
+            for (device, t) in loaded.snapshot.devices.iter().zip(&truth.devices) {
+                let replay = &loaded.replays[device.ordinal as usize];
+                assert_eq!(replay.peak_allocated.bytes as u64, t.peak_allocated_bytes);
+                // The bytes by owner add up to the allocated bytes, at the peak and anywhere.
+                for event in [replay.peak_allocated.event, Some(100), None] {
+                    let owners = memsight_core::owner::bytes_by_owner(
+                        &loaded.snapshot,
+                        device,
+                        replay,
+                        event,
+                        2,
+                    );
+                    let sum: u64 = owners.iter().map(|o| o.bytes).sum();
+                    assert_eq!(sum as i64, replay.totals_after(event).allocated_bytes);
+                }
+                let of = |kind| {
+                    findings
+                        .iter()
+                        .filter(|f| f.kind == kind && f.device == device.ordinal)
+                        .collect::<Vec<_>>()
+                };
+                let leaks = of(FindingKind::Leak);
+                assert_eq!(leaks.len(), 1, "{leaks:?}");
+                assert!(
+                    leaks[0].title.contains("256 KiB per iteration"),
+                    "{}",
+                    leaks[0].title
+                );
+                let site = memsight_core::frames::headline_frame(&loaded.snapshot, leaks[0].stack);
+                assert_eq!(site.as_deref(), Some("cache_append (train.py:88)"));
+                // The flags, block by block, against the injected allocation ids.
+                let ids = |flag: u8| -> Vec<u64> {
+                    let mut v: Vec<u64> = device
+                        .block_use
+                        .iter()
+                        .filter(|u| u.flags & flag != 0)
+                        .filter(|u| {
+                            let owner =
+                                loaded.snapshot.owner(&device.trace, u.alloc_event as usize);
+                            owner == Some("PTA@activation")
+                        })
+                        .map(|u| u.allocation_id)
+                        .collect();
+                    v.sort_unstable();
+                    v
+                };
+                use memsight_core::memscope::{
+                    EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS,
+                };
+                assert_eq!(ids(EARLY_ALLOCATION), t.early_allocation_ids);
+                assert_eq!(ids(LATE_DEALLOCATION), t.late_deallocation_ids);
+                assert_eq!(ids(TEMPORARY_IDLENESS), t.temporary_idleness_ids);
+                assert!(!t.temporary_idleness_ids.is_empty());
+                let inefficient = of(FindingKind::InefficientMemory);
+                assert_eq!(inefficient.len(), 1);
+                assert_eq!(
+                    inefficient[0].bytes,
+                    t.peak_allocated_bytes - t.peak_allocated_if_used_tightly_bytes,
+                    "{}",
+                    inefficient[0].summary
+                );
+                let peak = of(FindingKind::Peak);
+                let owners: Vec<&str> = peak[0].owners.iter().map(|o| o.owner.as_str()).collect();
+                assert_eq!(
+                    owners,
+                    [
+                        "PTA@activation",
+                        "PTA@optimizer_state",
+                        "PTA@weight",
+                        "PTA@gradient"
+                    ]
+                );
+            }
+            std::fs::remove_dir_all(dir).expect("clean up");
+        }
+    }
+}

@@ -3,12 +3,14 @@
 //!
 //! One module per kind: `peak` (the anatomy of the peak), `leak`, `fragmentation`, `stall`
 //! (which also reports explicit `empty_cache()` calls), `oom`, `outlier`, `imbalance` (across
-//! devices) and `settings` (which reads the others' findings); `steps` finds the training
+//! devices), `inefficient` (msMemScope recordings) and `settings` (which reads the others'
+//! findings); `steps` finds the training
 //! iterations the leak and outlier detectors reason in, and [`crate::category`] what each
 //! allocation is for.
 
 pub mod fragmentation;
 mod imbalance;
+pub mod inefficient;
 mod leak;
 mod oom;
 mod outlier;
@@ -44,6 +46,9 @@ pub enum FindingKind {
     Iterations,
     /// The same call sites allocating very different amounts on different devices or ranks.
     Imbalance,
+    /// msMemScope recordings: blocks allocated early, freed late or left idle, with what they
+    /// cost at the peak.
+    InefficientMemory,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -191,6 +196,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings.extend(oom::detect(cx));
         findings.extend(outlier::detect(cx));
         findings.extend(stall::detect(cx));
+        findings.extend(inefficient::detect(cx));
     }
     findings.extend(imbalance::detect(&contexts));
     let advice = settings::detect(loaded, &findings);

@@ -282,10 +282,12 @@ impl Run {
 }
 
 const STACK_LAYER: &str = "\"model.py(41): forward\ntrain.py(60): train_step\n\"";
-const STACK_GRAD: &str = "\"torch/autograd/graph.py(825): _engine_run_backward\ntrain.py(63): train_step\n\"";
+const STACK_GRAD: &str =
+    "\"torch/autograd/graph.py(825): _engine_run_backward\ntrain.py(63): train_step\n\"";
 const STACK_LEAK: &str = "\"train.py(88): cache_append\ntrain.py(61): train_step\n\"";
 const STACK_EARLY: &str = "\"train.py(55): prepare_buffers\ntrain.py(59): train_step\n\"";
-const STACK_LATE: &str = "\"model.py(30): embed\nmodel.py(40): forward\ntrain.py(60): train_step\n\"";
+const STACK_LATE: &str =
+    "\"model.py(30): embed\nmodel.py(40): forward\ntrain.py(60): train_step\n\"";
 const STACK_IDLE: &str = "\"train.py(52): make_lookup\ntrain.py(59): train_step\n\"";
 const STACK_WEIGHT: &str = "\"model.py(12): __init__\ntrain.py(20): main\n\"";
 const STACK_OPT: &str = "\"torch/optim/adam.py(94): _init_group\ntrain.py(66): train_step\n\"";
@@ -348,9 +350,15 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         for (layer, &weight) in weights.iter().enumerate() {
             let op = "aten.addmm.default";
             run.op_start(op);
-            let workspace = run.malloc(4 * MIB + 512, "PTA@activation", STACK_LAYER, true).1;
+            let workspace = run
+                .malloc(4 * MIB + 512, "PTA@activation", STACK_LAYER, true)
+                .1;
             let activation = run.malloc(16 * MIB, "PTA@activation", STACK_LAYER, true).1;
             run.access(weight, op, false);
+            // Each layer reads the one before it, as a real forward pass does.
+            if let Some(&input) = activations.last() {
+                run.access(input, op, false);
+            }
             run.access(activation, op, true);
             run.free(workspace, true);
             run.op_end(op);
@@ -374,7 +382,11 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
                 run.tight_bytes -= 40 * MIB + 512;
             }
             for q in 0..QUIET_OPS {
-                run.quiet_op(if q % 2 == 0 { "aten.view.default" } else { "aten.detach.default" });
+                run.quiet_op(if q % 2 == 0 {
+                    "aten.view.default"
+                } else {
+                    "aten.detach.default"
+                });
             }
         }
         // The leak: one block a step, kept.
@@ -403,7 +415,10 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         run.op_start("aten._foreach_add_.List");
         if optimizer_state.is_empty() {
             for _ in 0..2 * LAYERS {
-                optimizer_state.push(run.malloc(8 * MIB, "PTA@optimizer_state", STACK_OPT, true).1);
+                optimizer_state.push(
+                    run.malloc(8 * MIB, "PTA@optimizer_state", STACK_OPT, true)
+                        .1,
+                );
             }
         }
         for &grad in &grads {
@@ -479,7 +494,10 @@ fn csv_line(run: &Run, r: &Out, line: &mut String) {
 /// Writes the recording under `output`: a folder laid out as msMemScope lays it out (one
 /// `msmemscope_{PID}_{ts}_ascend/device_N/dump/memscope_dump_{ts}.csv` or `.db` per device), and
 /// `memsight-truth.json` in it. Returns the truth.
-pub fn write(output: &Path, options: &MemscopeOptions) -> Result<Truth, crate::output::OutputError> {
+pub fn write(
+    output: &Path,
+    options: &MemscopeOptions,
+) -> Result<Truth, crate::output::OutputError> {
     let io = |path: &Path, e: String| crate::output::OutputError::Io {
         path: path.to_path_buf(),
         message: e,
@@ -551,7 +569,7 @@ fn write_db(path: &Path, run: &Run) -> rusqlite::Result<()> {
     {
         let mut insert = tx.prepare(&format!(
             "INSERT INTO memscope_dump ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, '')",
-            columns[..11].join(", ")
+            columns.join(", ")
         ))?;
         for r in &run.written {
             // The database holds the attr as a JSON object of strings.
@@ -574,8 +592,13 @@ fn write_db(path: &Path, run: &Run) -> rusqlite::Result<()> {
                 r.time_ns,
                 run.pid as i64,
                 r.tid as i64,
-                if r.event == "SYSTEM" { "N/A".to_string() } else { run.device.to_string() },
-                r.ptr.map_or_else(|| "N/A".to_string(), |p| format!("0x{p:016x}")),
+                if r.event == "SYSTEM" {
+                    "N/A".to_string()
+                } else {
+                    run.device.to_string()
+                },
+                r.ptr
+                    .map_or_else(|| "N/A".to_string(), |p| format!("0x{p:016x}")),
                 attr,
                 r.stack,
             ])?;

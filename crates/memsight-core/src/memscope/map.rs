@@ -21,8 +21,9 @@ use rustc_hash::FxHashMap;
 
 use super::{DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype};
 use crate::model::{
-    Action, Annotation, AnnotationStage, Block, BlockState, Device, FileFormat, Frame, NO_POOL,
-    NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning, WarningKind,
+    Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, FileFormat, Frame,
+    NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning,
+    WarningKind,
 };
 
 /// `torch_npu`'s small-pool segment, and the granularity of its large ones.
@@ -53,6 +54,8 @@ struct DeviceState {
     pre_trace: BTreeMap<u64, u64>,
     trace: Trace,
     owner: Vec<StrId>,
+    /// Per judged block (process, allocation id): its use so far.
+    uses: FxHashMap<(u64, u64), BlockUse>,
 }
 
 impl DeviceState {
@@ -304,12 +307,24 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
     // The operators open on each thread: a block without a Python stack is placed in the
     // innermost one (its "call site" is the operator that asked for it).
     let mut open_ops: FxHashMap<(u64, u64), Vec<u32>> = FxHashMap::default();
+    let mut inefficient = super::inefficient::Analyzer::default();
     let mut total_checked = 0u64;
     let mut total_mismatch: Option<(u64, (u32, u64))> = None;
     let mut pool_requests_outside = 0u64;
     for &i in &order {
         let row = &rows.rows[i];
         let t_us = time_us(i);
+        let judged = inefficient.feed(row);
+        if row.kind == Kind::Access
+            && let (Some((key, flags)), DeviceId::Npu(device)) = (judged, row.device)
+            && let Some(state) = states.get_mut(&device)
+            && let Some(used) = state.uses.get_mut(&key)
+        {
+            let after = state.trace.len().saturating_sub(1) as u32;
+            used.first_access_event.get_or_insert(after);
+            used.last_access_event = Some(after);
+            used.flags = flags;
+        }
         if row.kind == Kind::Mstx && matches!(row.subtype, Subtype::RangeStart | Subtype::RangeEnd)
         {
             annotations.push(Annotation {
@@ -385,8 +400,25 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                 if let Some(owner) = row.owner {
                     state.owner[last] = tables.string(owner);
                 }
+                if let Some(id) = row.allocation_id {
+                    state.uses.insert(
+                        (row.pid, id),
+                        BlockUse {
+                            alloc_event: last as u32,
+                            allocation_id: id,
+                            recorded_flags: row.inefficient,
+                            ..BlockUse::default()
+                        },
+                    );
+                }
             }
             (Kind::Free, pool) if pool.is_caching_pool() => {
+                if let (Some((key, flags)), Some(id)) = (judged, row.allocation_id)
+                    && let Some(used) = state.uses.get_mut(&(row.pid, id))
+                {
+                    debug_assert_eq!(key, (row.pid, id));
+                    used.flags = flags;
+                }
                 // The size the block was allocated with (early files wrote it negated, or 0).
                 let size = state.live.remove(&row.addr).unwrap_or(row.size_bytes);
                 state.push(Action::FreeCompleted, row.addr, size, t_us);
@@ -422,6 +454,13 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             continue;
         }
         let segments = final_segments(&state);
+        let mut block_use: Vec<BlockUse> = state
+            .uses
+            .drain()
+            .map(|(_, u)| u)
+            .filter(|u| u.first_access_event.is_some() || u.flags != 0 || u.recorded_flags != 0)
+            .collect();
+        block_use.sort_unstable_by_key(|u| u.alloc_event);
         let trace = std::mem::take(&mut state.trace);
         let mut trace = trace;
         if state.owner.iter().any(|&o| o != NO_STR) {
@@ -449,6 +488,7 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             ordinal,
             trace,
             segments,
+            block_use,
         });
     }
     if devices.is_empty() {

@@ -333,6 +333,14 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
         .map_err(|_| format!("Timestamp(ns) \"{}\" is not a number", short(time)))?;
     let pool = match subtype {
         Subtype::Pool(p) => p,
+        // An operator of the ATB library (`ATB_START`) or of ATen (`ATEN_START`, PTA's pool).
+        _ if kind == Kind::OpLaunch => {
+            if raw.event_type.trim().starts_with("ATB") {
+                Pool::Atb
+            } else {
+                Pool::Pta
+            }
+        }
         _ => attrs
             .get("type")
             .map_or(Pool::Other, |t| Pool::of(t.trim())),
@@ -358,10 +366,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
         None => number("addr")?.unwrap_or(0),
     };
     let name = raw.name.trim().trim_matches('"');
-    let owner = attrs
-        .get("owner")
-        .map(str::trim)
-        .filter(|o| !o.is_empty());
+    let owner = attrs.get("owner").map(str::trim).filter(|o| !o.is_empty());
     let inefficient = attrs
         .get("inefficient_type")
         .or_else(|| attrs.get("inefficient"))

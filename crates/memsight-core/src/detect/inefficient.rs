@@ -1,0 +1,226 @@
+//! Inefficient memory (msMemScope recordings): blocks allocated long before their first use,
+//! freed long after their last, or left idle between two uses, by msMemScope's definitions
+//! ([`crate::memscope::inefficient`]), with what they cost at the peak: the allocated curve is
+//! recomputed with each early block allocated at its first use and each late one freed right
+//! after its last, and the finding says how much lower the peak would be.
+//!
+//! Parameters, gradients and optimizer state are left out: they live across operators by design
+//! (a gradient is written in backward and read by the optimizer step), and msMemScope's rule
+//! flags them all the same. The finding says how many it left out.
+
+use rustc_hash::FxHashMap;
+
+use super::{DeviceContext, Finding, FindingKind, Severity};
+use crate::category::Category;
+use crate::frames::headline_frame;
+use crate::memscope::{EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS};
+use crate::model::{BlockUse, StackId};
+use crate::units::format_bytes;
+
+/// Call sites and owners a finding names.
+const TOP: usize = 3;
+
+/// What the flagged blocks of one device cost.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Waste {
+    /// Blocks judged (early, late, idle), categories by design left out.
+    pub early: Vec<u32>,
+    pub late: Vec<u32>,
+    pub idle: Vec<u32>,
+    /// Flagged by the rule, but parameters, gradients or optimizer state.
+    pub left_out: usize,
+    /// Bytes × events held before the first use and after the last.
+    pub byte_events: u128,
+    pub peak_allocated_bytes: u64,
+    /// The peak with early blocks allocated at first use and late ones freed after last use.
+    pub tight_peak_allocated_bytes: u64,
+}
+
+/// The flags a block is judged by: msMemScope's own where it wrote them, else ours.
+fn flags_of(u: &BlockUse) -> u8 {
+    if u.recorded_flags != 0 {
+        u.recorded_flags
+    } else {
+        u.flags
+    }
+}
+
+/// The device's flagged blocks (alloc events) and the peak recomputed without their waste.
+pub fn waste(cx: &DeviceContext) -> Waste {
+    let replay = cx.replay;
+    let trace = &cx.device.trace;
+    let mut w = Waste {
+        peak_allocated_bytes: cx.peak_allocated_bytes(),
+        ..Waste::default()
+    };
+    let n = trace.len();
+    // Bytes to take off the allocated curve, as a difference array over events.
+    let mut less = vec![0i64; n + 1];
+    for u in &cx.device.block_use {
+        let flags = flags_of(u);
+        if flags == 0 {
+            continue;
+        }
+        let id = replay.event_lifetime[u.alloc_event as usize];
+        let Some(lifetime) = replay.lifetimes.get(id as usize) else {
+            continue;
+        };
+        if matches!(
+            cx.categories.of_lifetime[id as usize],
+            Category::Parameter | Category::Gradient | Category::OptimizerState
+        ) {
+            w.left_out += 1;
+            continue;
+        }
+        let bytes = lifetime.requested_size_bytes;
+        let mut take = |from: u32, to_excl: u32| {
+            if from < to_excl {
+                less[from as usize] += bytes as i64;
+                less[(to_excl as usize).min(n)] -= bytes as i64;
+                w.byte_events += u128::from(bytes) * u128::from(to_excl - from);
+            }
+        };
+        if flags & EARLY_ALLOCATION != 0 {
+            w.early.push(u.alloc_event);
+            if let Some(first) = u.first_access_event {
+                take(u.alloc_event, first + 1);
+            }
+        }
+        if flags & LATE_DEALLOCATION != 0 {
+            w.late.push(u.alloc_event);
+            let freed = lifetime
+                .free_requested_event
+                .or(lifetime.free_completed_event);
+            if let (Some(last), Some(freed)) = (u.last_access_event, freed) {
+                take(last + 1, freed);
+            }
+        }
+        if flags & TEMPORARY_IDLENESS != 0 {
+            w.idle.push(u.alloc_event);
+        }
+    }
+    let mut off = 0i64;
+    let mut tight = replay.initial.allocated_bytes.max(0) as u64;
+    for (i, &allocated) in replay.allocated_bytes().iter().enumerate() {
+        off += less[i];
+        tight = tight.max((allocated - off).max(0) as u64);
+    }
+    w.tight_peak_allocated_bytes = tight.min(w.peak_allocated_bytes);
+    w
+}
+
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    if cx.device.block_use.is_empty() {
+        return Vec::new();
+    }
+    let w = waste(cx);
+    let flagged: Vec<u32> = {
+        let mut all: Vec<u32> = w
+            .early
+            .iter()
+            .chain(&w.late)
+            .chain(&w.idle)
+            .copied()
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    };
+    if flagged.is_empty() {
+        return Vec::new();
+    }
+    let replay = cx.replay;
+    let trace = &cx.device.trace;
+    let bytes_of = |e: u32| {
+        replay
+            .lifetimes
+            .get(replay.event_lifetime[e as usize] as usize)
+            .map_or(0, |l| l.requested_size_bytes)
+    };
+    let mut by_site: FxHashMap<StackId, u64> = FxHashMap::default();
+    let mut by_owner: FxHashMap<&str, u64> = FxHashMap::default();
+    for &e in &flagged {
+        *by_site.entry(trace.stack[e as usize]).or_default() += bytes_of(e);
+        let owner = cx
+            .snapshot
+            .owner(trace, e as usize)
+            .map_or(crate::owner::NO_OWNER, |o| crate::owner::at_depth(o, 2));
+        *by_owner.entry(owner).or_default() += bytes_of(e);
+    }
+    let mut sites: Vec<(StackId, u64)> = by_site.into_iter().collect();
+    sites.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let mut owners: Vec<(&str, u64)> = by_owner.into_iter().collect();
+    owners.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let saving = w.peak_allocated_bytes - w.tight_peak_allocated_bytes;
+    let mut f = Finding::new(
+        FindingKind::InefficientMemory,
+        if saving > 0 {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        cx.device.ordinal,
+    );
+    let share = saving * 100 / w.peak_allocated_bytes.max(1);
+    f.title = if saving > 0 {
+        format!(
+            "Inefficient memory: the peak would be {} lower ({share}%)",
+            format_bytes(saving as i64)
+        )
+    } else {
+        format!(
+            "Inefficient memory: {} blocks, the peak unchanged",
+            flagged.len()
+        )
+    };
+    let name = |stack: StackId| {
+        headline_frame(cx.snapshot, stack).unwrap_or_else(|| "blocks without a call stack".into())
+    };
+    f.summary = format!(
+        "By msMemScope's rules: early allocation, {} blocks (another operator freed memory between \
+         the allocation and the first use); late deallocation, {} blocks (another operator \
+         allocated memory between the last use and the free); temporary idleness, {} blocks (more \
+         than {} operators between two uses). Allocated at their first use and freed right after their last, the \
+         peak allocated would be {} instead of {}. Call sites: {}. Owners: {}.{}",
+        w.early.len(),
+        w.late.len(),
+        w.idle.len(),
+        crate::memscope::inefficient::IDLE_APIS,
+        format_bytes(w.tight_peak_allocated_bytes as i64),
+        format_bytes(w.peak_allocated_bytes as i64),
+        sites
+            .iter()
+            .take(TOP)
+            .map(|(s, b)| format!("{} {}", name(*s), format_bytes(*b as i64)))
+            .collect::<Vec<_>>()
+            .join("; "),
+        owners
+            .iter()
+            .take(TOP)
+            .map(|(o, b)| format!("{o} {}", format_bytes(*b as i64)))
+            .collect::<Vec<_>>()
+            .join("; "),
+        if w.left_out > 0 {
+            format!(
+                " {} more blocks that the rules flag are parameters, gradients or optimizer state, \
+                 which live across operators by design: not counted.",
+                w.left_out
+            )
+        } else {
+            String::new()
+        }
+    );
+    f.bytes = saving;
+    f.events = (flagged[0], flagged.last().copied().unwrap_or(flagged[0]));
+    f.focus_event = replay.peak_allocated.event;
+    f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
+    f.suggestion = format!(
+        "Create the tensors from {} where they are first used, and drop the last reference (`del`, \
+         or let it go out of scope) right after the last use; a tensor idle for a long stretch can \
+         be recomputed or moved to the host meanwhile.",
+        sites
+            .first()
+            .map_or_else(|| "these call sites".to_string(), |s| name(s.0))
+    );
+    vec![f]
+}
