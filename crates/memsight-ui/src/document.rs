@@ -36,6 +36,8 @@ pub struct Document {
     pub events: EventListState,
     pub findings: FindingsState,
     pub whatif: WhatIfState,
+    /// The memory-by-owner window (msMemScope recordings).
+    pub owners: crate::views::owners::OwnersState,
 }
 
 struct AnalysedRange {
@@ -77,6 +79,7 @@ impl Document {
             events: EventListState::default(),
             findings: FindingsState::default(),
             whatif: WhatIfState::default(),
+            owners: crate::views::owners::OwnersState::default(),
         }
     }
 

@@ -51,6 +51,23 @@ pub enum ColorBy {
     CallSite,
     /// One hue per category (parameter, gradient, …): what the memory is for.
     Category,
+    /// One hue per owner (msMemScope's `owner`, at its second level: `PTA@gradient`).
+    Owner,
+}
+
+/// A stable hue per owner name (the chart, its legend and the owners window agree), the shade
+/// varying by allocation; grey for blocks without an owner (`None`).
+pub fn owner_color(owner: Option<&str>, allocation: u32) -> Color32 {
+    let Some(owner) = owner else {
+        return Color32::from_gray([175, 160, 190, 168][(allocation % 4) as usize]);
+    };
+    let hash = owner.bytes().fold(2_166_136_261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    });
+    // Golden-ratio steps: owners get hues far apart.
+    let hue = (f64::from(hash % 97) * 0.618_033_988_75 + 0.11).fract();
+    let value = [0.88, 0.78, 0.94, 0.83][(allocation % 4) as usize];
+    hsv(hue as f32, 0.6, value)
 }
 
 /// One fixed hue per category, far apart; the shade varies by allocation as for call sites.

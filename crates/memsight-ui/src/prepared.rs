@@ -27,6 +27,10 @@ pub struct Prepared {
     pub findings: Vec<memsight_core::detect::Finding>,
     /// Per device: each lifetime's category ([`memsight_core::category`]), by lifetime id.
     pub categories: Vec<Vec<Category>>,
+    /// The owners of the file (msMemScope's `owner` at its second level, `PTA@gradient`), and per
+    /// device each lifetime's index into them (`u32::MAX`: none); empty for snapshots.
+    pub owner_names: Vec<String>,
+    pub owners: Vec<Vec<u32>>,
 }
 
 /// A `ProfilerStep#N` range on both x axes.
@@ -40,9 +44,11 @@ pub struct Step {
     pub end_event: f64,
 }
 
-/// Pairs START / END annotations of `ProfilerStep#N` and places them on the device's axes.
+/// Pairs START / END annotations of `ProfilerStep#N` (msMemScope: the device's MSTX `step start`
+/// ranges) and places them on the device's axes.
 fn steps(
     snapshot: &memsight_core::Snapshot,
+    ordinal: u32,
     first_time_us: Option<i64>,
     times: Option<&[f64]>,
 ) -> Vec<Step> {
@@ -51,7 +57,13 @@ fn steps(
     };
     let mut open: Vec<(&str, i64)> = Vec::new();
     let mut out = Vec::new();
-    for a in &snapshot.annotations {
+    let memscope = snapshot.format.memscope;
+    let mut number = 0;
+    for a in snapshot
+        .annotations
+        .iter()
+        .filter(|a| !memscope || a.device < 0 || a.device == i64::from(ordinal))
+    {
         match a.stage {
             AnnotationStage::Start => open.push((&a.name, a.time_us)),
             AnnotationStage::End => {
@@ -59,13 +71,18 @@ fn steps(
                     continue;
                 };
                 let (name, start) = open.remove(i);
-                if !name.starts_with("ProfilerStep") {
+                let name = if name.starts_with("ProfilerStep") {
+                    name.to_string()
+                } else if memscope && name == "step start" {
+                    number += 1;
+                    format!("step {number}")
+                } else {
                     continue;
-                }
+                };
                 let (start_us, end_us) = ((start - t0) as f64, (a.time_us - t0) as f64);
                 let event = |us: f64| times.partition_point(|&t| t < us) as f64;
                 out.push(Step {
-                    name: name.to_string(),
+                    name,
                     start_us,
                     end_us,
                     start_event: event(start_us),
@@ -109,12 +126,16 @@ impl Prepared {
         let steps = first_time_us
             .iter()
             .zip(&times)
-            .map(|(&first, times): (&Option<i64>, &Option<Vec<f64>>)| {
-                steps(&loaded.snapshot, first, times.as_deref())
-            })
+            .zip(&loaded.snapshot.devices)
+            .map(
+                |((&first, times), device): ((&Option<i64>, &Option<Vec<f64>>), _)| {
+                    steps(&loaded.snapshot, device.ordinal, first, times.as_deref())
+                },
+            )
             .collect();
         let (findings, categories) = memsight_core::detect::analyze_with_categories(&loaded);
         let categories = categories.into_iter().map(|c| c.of_lifetime).collect();
+        let (owner_names, owners) = lifetime_owners(&loaded);
         Self {
             loaded,
             orders,
@@ -123,7 +144,20 @@ impl Prepared {
             steps,
             findings,
             categories,
+            owner_names,
+            owners,
         }
+    }
+
+    /// Whether the file names owners (msMemScope recordings with decomposition).
+    pub fn has_owners(&self) -> bool {
+        !self.owner_names.is_empty()
+    }
+
+    /// Lifetime `id`'s owner on device `device`, at depth 2.
+    pub fn owner_name(&self, device: usize, id: LifetimeId) -> Option<&str> {
+        let i = *self.owners.get(device)?.get(id as usize)?;
+        self.owner_names.get(i as usize).map(String::as_str)
     }
 
     /// The category of lifetime `id` on device index `device`.
@@ -142,6 +176,7 @@ impl Prepared {
                 palette::band_color(self.loaded.replays[device].lifetimes[id as usize].stack, id)
             }
             ColorBy::Category => palette::category_color(self.category(device, id), id),
+            ColorBy::Owner => palette::owner_color(self.owner_name(device, id), id),
         }
     }
 
@@ -154,6 +189,55 @@ impl Prepared {
             ColorBy::Category => {
                 palette::merged(palette::category_color(self.category(device, id), 0))
             }
+            ColorBy::Owner => palette::merged(palette::owner_color(self.owner_name(device, id), 0)),
         }
     }
+}
+
+/// The file's owners at depth 2 (sorted) and each device's lifetimes' indexes into them.
+fn lifetime_owners(loaded: &Loaded) -> (Vec<String>, Vec<Vec<u32>>) {
+    let snapshot = &loaded.snapshot;
+    if !snapshot
+        .devices
+        .iter()
+        .any(memsight_core::owner::has_owners)
+    {
+        return (Vec::new(), Vec::new());
+    }
+    let owner_of = |device: &memsight_core::model::Device, event: Option<u32>| {
+        event
+            .and_then(|e| snapshot.owner(&device.trace, e as usize))
+            .map(|o| memsight_core::owner::at_depth(o, 2))
+    };
+    let mut names: Vec<String> = snapshot
+        .devices
+        .iter()
+        .zip(&loaded.replays)
+        .flat_map(|(d, r)| {
+            r.lifetimes
+                .iter()
+                .filter_map(move |l| owner_of(d, l.alloc_event))
+        })
+        .map(str::to_string)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let per_device = snapshot
+        .devices
+        .iter()
+        .zip(&loaded.replays)
+        .map(|(d, r)| {
+            r.lifetimes
+                .iter()
+                .map(|l| {
+                    owner_of(d, l.alloc_event).map_or(u32::MAX, |o| {
+                        names
+                            .binary_search_by(|n| n.as_str().cmp(o))
+                            .map_or(u32::MAX, |i| i as u32)
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    (names, per_device)
 }

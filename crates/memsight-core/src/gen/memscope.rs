@@ -580,7 +580,7 @@ fn write_db(path: &Path, run: &Run) -> rusqlite::Result<()> {
                 let map: serde_json::Map<String, serde_json::Value> = pairs
                     .0
                     .into_iter()
-                    .map(|(k, v)| (k, serde_json::Value::String(v)))
+                    .map(|(k, v)| (k.into_owned(), serde_json::Value::String(v.into_owned())))
                     .collect();
                 serde_json::Value::Object(map).to_string()
             };

@@ -238,8 +238,13 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             row.time_raw
         }
     };
-    let mut order: Vec<usize> = (0..rows.rows.len()).collect();
-    order.sort_by_key(|&i| (time_us(i), rows.rows[i].pid, rows.rows[i].id));
+    // Time order (the writer groups a block's rows at its free), then process and id; the keys
+    // computed once, not per comparison.
+    let mut keyed: Vec<(i64, u64, u64, u32)> = (0..rows.rows.len())
+        .map(|i| (time_us(i), rows.rows[i].pid, rows.rows[i].id, i as u32))
+        .collect();
+    keyed.sort_unstable();
+    let order: Vec<usize> = keyed.into_iter().map(|k| k.3 as usize).collect();
 
     // HAL frees from files that did not know their device: the device of the live allocation.
     let mut hal_device: FxHashMap<u64, u32> = FxHashMap::default();

@@ -8,6 +8,7 @@
 //! 2025-05-29 under the same header; pointers are hex, decimal before 2025-09; FREE sizes were
 //! negative in early files.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
@@ -64,86 +65,92 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         line,
         message,
     };
-    let read = |reader: &mut csv::Reader<_>, record: &mut csv::ByteRecord| {
+    let mut read = |record: &mut csv::ByteRecord| {
         reader.read_byte_record(record).map_err(|e| {
             let line = e.position().map_or(0, csv::Position::line);
             bad(line, format!("not CSV: {e}"))
         })
     };
-    if !read(&mut reader, &mut record)? {
+    if !read(&mut record)? {
         return Err(MemscopeError::NotMemscope {
             path: path.to_path_buf(),
             why: "the file is empty".into(),
         });
     }
     let (header_len, index) = csv_columns(path, &record)?;
-    let name_column = index.get("Name").copied();
+    let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
     let file = rows.add_file(path);
-    loop {
-        let line = reader.position().line();
-        if !read(&mut reader, &mut record)? {
-            break;
+    while read(&mut record)? {
+        // The line the record starts on (stacks hold newlines).
+        let line = record.position().map_or(0, csv::Position::line);
+        if let Some(row) =
+            csv_row(&record, (header_len, &columns), rows).map_err(|message| bad(line, message))?
+        {
+            rows.push(row, file, line);
         }
-        if record.iter().any(|f| f.len() > MAX_FIELD_BYTES) {
-            return Err(bad(
-                line,
-                format!(
-                    "a field of more than {} (the file is not msMemScope's, or is damaged)",
-                    crate::units::format_bytes(MAX_FIELD_BYTES as i64)
-                ),
-            ));
-        }
-        if record.len() == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
-            continue;
-        }
-        // An unquoted op name with commas: the extra fields belong to `Name`.
-        let extra = record.len().saturating_sub(header_len);
-        let field = |column: &str| -> Option<std::borrow::Cow<'_, str>> {
-            let i = *index.get(column)?;
-            match name_column {
-                Some(n) if extra > 0 && i == n => {
-                    let parts: Vec<&[u8]> = (n..=n + extra).filter_map(|k| record.get(k)).collect();
-                    Some(
-                        String::from_utf8_lossy(&parts.join(&b","[..]))
-                            .into_owned()
-                            .into(),
-                    )
-                }
-                Some(n) if extra > 0 && i > n => record.get(i + extra).map(String::from_utf8_lossy),
-                _ => record.get(i).map(String::from_utf8_lossy),
-            }
-        };
-        if record.len() < REQUIRED.len() {
-            return Err(bad(
-                line,
-                format!(
-                    "{} fields where the header has {} (the file is cut short?)",
-                    record.len(),
-                    header_len
-                ),
-            ));
-        }
-        let text = |column: &str| field(column).unwrap_or_default();
-        let row = parse_row(
-            RawRow {
-                id: &text("ID"),
-                event: &text("Event"),
-                event_type: &text("Event Type"),
-                name: &text("Name"),
-                time: &text("Timestamp(ns)"),
-                pid: &text("Process Id"),
-                tid: &text("Thread Id"),
-                device: &text("Device Id"),
-                ptr: &text("Ptr"),
-                attr: &text("Attr"),
-                python_stack: &text("Call Stack(Python)"),
-            },
-            rows,
-        )
-        .map_err(|message| bad(line, message))?;
-        rows.push(row, file, line);
     }
     Ok(())
+}
+
+/// One record as a row (`None`: an empty line). `columns`: where each of [`COLUMNS`] is.
+fn csv_row(
+    record: &csv::ByteRecord,
+    (header_len, columns): (usize, &[Option<usize>]),
+    rows: &mut Rows,
+) -> Result<Option<Row>, String> {
+    if record.iter().any(|f| f.len() > MAX_FIELD_BYTES) {
+        return Err(format!(
+            "a field of more than {} (the file is not msMemScope's, or is damaged)",
+            crate::units::format_bytes(MAX_FIELD_BYTES as i64)
+        ));
+    }
+    if record.len() == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
+        return Ok(None);
+    }
+    if record.len() < REQUIRED.len() {
+        return Err(format!(
+            "{} fields where the header has {header_len} (the file is cut short?)",
+            record.len()
+        ));
+    }
+    // An unquoted op name with commas: the extra fields belong to `Name` (column 3).
+    let extra = record.len().saturating_sub(header_len);
+    let name_column = columns[3];
+    let field = |k: usize| -> Cow<'_, str> {
+        let Some(i) = columns[k] else {
+            return Cow::Borrowed("");
+        };
+        let cell = |i: usize| {
+            record
+                .get(i)
+                .map_or(Cow::Borrowed(""), String::from_utf8_lossy)
+        };
+        match name_column {
+            Some(n) if extra > 0 && i == n => {
+                let parts: Vec<&[u8]> = (n..=n + extra).filter_map(|k| record.get(k)).collect();
+                Cow::Owned(String::from_utf8_lossy(&parts.join(&b","[..])).into_owned())
+            }
+            Some(n) if extra > 0 && i > n => cell(i + extra),
+            _ => cell(i),
+        }
+    };
+    parse_row(
+        RawRow {
+            id: &field(0),
+            event: &field(1),
+            event_type: &field(2),
+            name: &field(3),
+            time: &field(4),
+            pid: &field(5),
+            tid: &field(6),
+            device: &field(7),
+            ptr: &field(8),
+            attr: &field(9),
+            python_stack: &field(10),
+        },
+        rows,
+    )
+    .map(Some)
 }
 
 /// The header's length and where each column memsight reads is; an error when the header is
@@ -427,7 +434,7 @@ fn short(text: &str) -> String {
 
 /// Parses an `Attr` cell: `{k:v,...}` as the CSV writes it (values may hold commas and brackets:
 /// a comma ends a value only where a `key:` follows), or the JSON object the `.db` holds.
-pub fn parse_attr(cell: &str) -> Result<Attrs, String> {
+pub fn parse_attr(cell: &str) -> Result<Attrs<'_>, String> {
     let text = cell.trim().trim_matches('"').trim();
     if text.is_empty() {
         return Ok(Attrs::default());
@@ -445,7 +452,7 @@ pub fn parse_attr(cell: &str) -> Result<Attrs, String> {
                     serde_json::Value::String(s) => s,
                     other => other.to_string(),
                 };
-                (k, v)
+                (Cow::Owned(k), Cow::Owned(v))
             })
             .collect();
         return Ok(Attrs(pairs));
@@ -489,7 +496,7 @@ pub fn parse_attr(cell: &str) -> Result<Attrs, String> {
                 short(text)
             ));
         };
-        pairs.push((key.trim().to_string(), value.to_string()));
+        pairs.push((Cow::Borrowed(key.trim()), Cow::Borrowed(value)));
     }
     Ok(Attrs(pairs))
 }

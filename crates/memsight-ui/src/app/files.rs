@@ -60,6 +60,7 @@ impl MemsightApp {
                     (ExportTarget::Window, _) => "window",
                     (ExportTarget::Chart, ColorBy::CallSite) => "timeline",
                     (ExportTarget::Chart, ColorBy::Category) => "timeline-by-category",
+                    (ExportTarget::Chart, ColorBy::Owner) => "timeline-by-owner",
                 };
                 format!("{}-device{}-{chart}.png", file_stem(&doc.name), doc.device)
             }

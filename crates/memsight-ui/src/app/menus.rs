@@ -39,6 +39,13 @@ impl MemsightApp {
                 ColorBy::Category,
                 "category (parameter, gradient, activation …)",
             );
+            if doc.data.has_owners() {
+                ui.radio_value(
+                    &mut doc.lifecycle.color_by,
+                    ColorBy::Owner,
+                    "owner (msMemScope: PTA@gradient …)",
+                );
+            }
             let mut legend = !doc.lifecycle.hide_legend;
             if ui.checkbox(&mut legend, "Legend on the chart").changed() {
                 doc.lifecycle.hide_legend = !legend;
@@ -61,6 +68,9 @@ impl MemsightApp {
                 &mut doc.whatif.open,
                 "What if: replay under other allocator settings",
             );
+            if doc.data.has_owners() {
+                ui.checkbox(&mut doc.owners.open, "Memory by owner (msMemScope)");
+            }
         }
     }
 

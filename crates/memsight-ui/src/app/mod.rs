@@ -281,6 +281,7 @@ impl MemsightApp {
         }
         // Before the charts, so they show this frame's predictions.
         self.whatif_window(&ctx);
+        self.owners_window(&ctx);
         self.panels_ui(ui, &ctx);
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
         self.layout.chart = self.chart_rect;

@@ -447,6 +447,34 @@ impl MemsightApp {
         doc.whatif.open = open;
     }
 
+    /// The memory-by-owner window of the active file (msMemScope recordings with owners).
+    pub(super) fn owners_window(&mut self, ctx: &egui::Context) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc
+            .device_index()
+            .filter(|_| doc.owners.open && doc.data.has_owners())
+        else {
+            return;
+        };
+        let data = Arc::clone(&doc.data);
+        let event = doc.selection.event;
+        let mut open = true;
+        let mut area = ctx.content_rect();
+        area.min.y = self.chart_rect.map_or(area.min.y + 64.0, |r| r.top());
+        egui::Window::new("Memory by owner")
+            .open(&mut open)
+            .constrain_to(area)
+            .default_pos(area.left_top() + egui::vec2(24.0, 24.0))
+            .default_width(520.0)
+            .vscroll(true)
+            .show(ctx, |ui| {
+                crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners);
+            });
+        doc.owners.open = open;
+    }
+
     pub(super) fn warnings_window(&mut self, ctx: &egui::Context) {
         let Some(doc) = self.docs.get(self.active) else {
             return;

@@ -15,13 +15,15 @@ use crate::selection::{Command, Selection};
 const ROW_HEIGHT: f32 = 18.0;
 
 /// What the matching rows depend on: device, action filter, search text.
-type RowsKey = (usize, Option<Action>, String);
+type RowsKey = (usize, Option<Action>, String, bool);
 
 #[derive(Default)]
 pub struct EventListState {
     /// Only this action (`None`: all).
     pub filter: Option<Action>,
     pub search: String,
+    /// Only the allocations of inefficient blocks (msMemScope recordings).
+    pub inefficient_only: bool,
     /// The matching events for (device, filter, search), when filtered.
     rows: Option<(RowsKey, Arc<Vec<u32>>)>,
     /// The event the list last scrolled to, so it follows the selection only when it changes.
@@ -33,16 +35,36 @@ pub struct EventListState {
 impl EventListState {
     /// The events the list shows: `None` means all of them.
     fn rows(&mut self, data: &Prepared, device: usize) -> Option<Arc<Vec<u32>>> {
-        if self.filter.is_none() && self.search.trim().is_empty() {
+        if self.filter.is_none() && self.search.trim().is_empty() && !self.inefficient_only {
             return None;
         }
-        let key = (device, self.filter, self.search.trim().to_string());
+        let key = (
+            device,
+            self.filter,
+            self.search.trim().to_string(),
+            self.inefficient_only,
+        );
         if self.rows.as_ref().map(|(k, _)| k) != Some(&key) {
-            let rows = matching_events(data, device, self.filter, &key.2);
+            let mut rows = matching_events(data, device, self.filter, &key.2);
+            if self.inefficient_only {
+                let flagged = inefficient_allocs(data, device);
+                rows.retain(|e| flagged.binary_search(e).is_ok());
+            }
             self.rows = Some((key, Arc::new(rows)));
         }
         self.rows.as_ref().map(|(_, r)| Arc::clone(r))
     }
+}
+
+/// The alloc events of `device`'s inefficient blocks (msMemScope's flags where it wrote them,
+/// else computed from the accesses), sorted.
+pub fn inefficient_allocs(data: &Prepared, device: usize) -> Vec<u32> {
+    data.loaded.snapshot.devices[device]
+        .block_use
+        .iter()
+        .filter(|u| u.flags != 0 || u.recorded_flags != 0)
+        .map(|u| u.alloc_event)
+        .collect()
 }
 
 /// Events of `device` with `action` (if given) whose address is `search` (`0x…`) or whose stack
@@ -338,6 +360,13 @@ fn toolbar_ui(
                 .hint_text("0x address or stack text")
                 .desired_width(180.0),
         );
+        if !s.devices[device].block_use.is_empty() {
+            ui.checkbox(&mut state.inefficient_only, "inefficient")
+                .on_hover_text(
+                    "Only blocks msMemScope's rules flag: allocated early, freed late or idle \
+                     (see the Inefficient memory finding)",
+                );
+        }
         if ui.button("first").clicked() {
             commands.push(Command::SelectEvent(Some(0)));
         }

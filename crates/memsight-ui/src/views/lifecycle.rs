@@ -267,6 +267,7 @@ pub fn lifecycle_ui(
     if !state.hide_legend {
         match state.color_by {
             ColorBy::Category => paint_category_legend(&painter, chart_rect),
+            ColorBy::Owner => paint_owner_legend(&painter, data, chart_rect),
             ColorBy::CallSite => paint_call_site_legend(&painter, data, laid, chart_rect),
         }
     }
@@ -1258,6 +1259,34 @@ fn paint_category_legend(painter: &egui::Painter, chart_rect: Rect) {
         let y = origin.y + 3.0 + row_h * k as f32;
         let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
         painter.rect_filled(swatch, 1.0, palette::category_color(*category, 0));
+        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
+    }
+}
+
+/// The file's owners in their colours, in the chart's top-left corner (at most 12).
+fn paint_owner_legend(painter: &egui::Painter, data: &Prepared, chart_rect: Rect) {
+    let font = egui::FontId::proportional(11.0);
+    let shown = data.owner_names.len().min(12);
+    let galleys: Vec<_> = data.owner_names[..shown]
+        .iter()
+        .map(|o| painter.layout_no_wrap(o.clone(), font.clone(), palette::AXIS))
+        .collect();
+    let row_h = 14.0;
+    let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
+    let origin = chart_rect.left_top() + egui::vec2(6.0, 6.0);
+    let backing = Rect::from_min_size(
+        origin,
+        egui::vec2(width, row_h * galleys.len() as f32 + 6.0),
+    );
+    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
+    for (k, galley) in galleys.into_iter().enumerate() {
+        let y = origin.y + 3.0 + row_h * k as f32;
+        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
+        painter.rect_filled(
+            swatch,
+            1.0,
+            palette::owner_color(Some(&data.owner_names[k]), 0),
+        );
         painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
     }
 }
