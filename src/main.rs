@@ -196,6 +196,37 @@ enum Command {
     },
 }
 
+/// `gen`: a snapshot, or an msMemScope recording (`--format memscope`).
+fn generate(command: Command) -> anyhow::Result<()> {
+    let Command::Gen {
+        scenario,
+        format,
+        devices,
+        events,
+        seed,
+        protocol,
+        batch,
+        output,
+    } = command
+    else {
+        unreachable!("called with `gen` only")
+    };
+    if format == "snapshot" {
+        commands::generate(
+            scenario.as_deref(),
+            (events, seed, protocol, batch),
+            &output,
+        )
+    } else {
+        commands::generate_memscope(
+            scenario.as_deref(),
+            &format,
+            (events, devices, seed),
+            &output,
+        )
+    }
+}
+
 /// The exit status, for every command's help.
 const EXIT_STATUS: &str = "Exit status: 0 success; 1 findings at or above --fail-on, or a failure while working \
                            (rendering, writing); 2 a usage or input error (a bad option, a file that cannot be \
@@ -261,33 +292,7 @@ fn main() -> ExitCode {
             json,
             markdown,
         }) => diff::diff(&a, &b, (device_a, device_b), top, (json, markdown)),
-        Some(Command::Gen {
-            scenario,
-            format,
-            devices,
-            events,
-            seed,
-            output,
-            ..
-        }) if format != "snapshot" => commands::generate_memscope(
-            scenario.as_deref(),
-            &format,
-            (events, devices, seed),
-            &output,
-        ),
-        Some(Command::Gen {
-            scenario,
-            events,
-            seed,
-            protocol,
-            batch,
-            output,
-            ..
-        }) => commands::generate(
-            scenario.as_deref(),
-            (events, seed, protocol, batch),
-            &output,
-        ),
+        Some(command @ Command::Gen { .. }) => generate(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -302,6 +302,7 @@ mod generated {
     use memsight_core::Loaded;
     use memsight_core::detect::{FindingKind, analyze};
     use memsight_core::r#gen::memscope::{MemscopeOptions, Truth, write};
+    use memsight_core::memscope::{EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS};
 
     fn generate(name: &str, db: bool) -> (PathBuf, Truth) {
         let dir = std::env::temp_dir().join(format!(
@@ -375,9 +376,6 @@ mod generated {
                         .collect();
                     v.sort_unstable();
                     v
-                };
-                use memsight_core::memscope::{
-                    EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS,
                 };
                 assert_eq!(ids(EARLY_ALLOCATION), t.early_allocation_ids);
                 assert_eq!(ids(LATE_DEALLOCATION), t.late_deallocation_ids);

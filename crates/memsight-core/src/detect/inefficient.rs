@@ -173,10 +173,34 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             flagged.len()
         )
     };
-    let name = |stack: StackId| {
-        headline_frame(cx.snapshot, stack).unwrap_or_else(|| "blocks without a call stack".into())
-    };
-    f.summary = format!(
+    f.summary = summary(cx, &w, (&sites, &owners));
+    f.bytes = saving;
+    f.events = (flagged[0], flagged.last().copied().unwrap_or(flagged[0]));
+    f.focus_event = replay.peak_allocated.event;
+    f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
+    f.suggestion = format!(
+        "Create the tensors from {} where they are first used, and drop the last reference (`del`, \
+         or let it go out of scope) right after the last use; a tensor idle for a long stretch can \
+         be recomputed or moved to the host meanwhile.",
+        sites
+            .first()
+            .map_or_else(|| "these call sites".to_string(), |s| site_name(cx, s.0))
+    );
+    vec![f]
+}
+
+/// The bytes of the flagged blocks by call site and by owner, largest first.
+type HeldBy<'a, 'o> = (&'a [(StackId, u64)], &'a [(&'o str, u64)]);
+
+/// A call site as a finding names it.
+fn site_name(cx: &DeviceContext, stack: StackId) -> String {
+    headline_frame(cx.snapshot, stack).unwrap_or_else(|| "blocks without a call stack".into())
+}
+
+/// The finding's sentence: the blocks by rule, the peak with and without their waste, the call
+/// sites and owners holding most.
+fn summary(cx: &DeviceContext, w: &Waste, (sites, owners): HeldBy) -> String {
+    format!(
         "By msMemScope's rules: early allocation, {} blocks (another operator freed memory between \
          the allocation and the first use); late deallocation, {} blocks (another operator \
          allocated memory between the last use and the free); temporary idleness, {} blocks (more \
@@ -191,7 +215,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         sites
             .iter()
             .take(TOP)
-            .map(|(s, b)| format!("{} {}", name(*s), format_bytes(*b as i64)))
+            .map(|(s, b)| format!("{} {}", site_name(cx, *s), format_bytes(*b as i64)))
             .collect::<Vec<_>>()
             .join("; "),
         owners
@@ -209,18 +233,5 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         } else {
             String::new()
         }
-    );
-    f.bytes = saving;
-    f.events = (flagged[0], flagged.last().copied().unwrap_or(flagged[0]));
-    f.focus_event = replay.peak_allocated.event;
-    f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
-    f.suggestion = format!(
-        "Create the tensors from {} where they are first used, and drop the last reference (`del`, \
-         or let it go out of scope) right after the last use; a tensor idle for a long stretch can \
-         be recomputed or moved to the host meanwhile.",
-        sites
-            .first()
-            .map_or_else(|| "these call sites".to_string(), |s| name(s.0))
-    );
-    vec![f]
+    )
 }

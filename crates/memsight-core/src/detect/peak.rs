@@ -18,6 +18,24 @@ const TOP: usize = 3;
 /// A peak within this many allocations of a backward pass's start is the forward pass's end.
 const BACKWARD_BEGINS_ALLOCS: usize = 8;
 
+/// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
+fn add_owners(cx: &DeviceContext, f: &mut Finding) {
+    if !crate::owner::has_owners(cx.device) {
+        return;
+    }
+    let event = cx.replay.peak_allocated.event;
+    f.owners = crate::owner::bytes_by_owner(cx.snapshot, cx.device, cx.replay, event, 2);
+    let listed: Vec<String> = f
+        .owners
+        .iter()
+        .take(TOP + 2)
+        .map(|o| format!("{} {}", o.owner, format_bytes(o.bytes as i64)))
+        .collect();
+    f.summary.push_str(" By owner (msMemScope): ");
+    f.summary.push_str(&listed.join("; "));
+    f.summary.push('.');
+}
+
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let replay = cx.replay;
     let peak = replay.peak_allocated;
@@ -116,17 +134,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.focus_event = peak.event;
     f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
     f.breakdown.clone_from(&parts);
-    if crate::owner::has_owners(cx.device) {
-        f.owners = crate::owner::bytes_by_owner(cx.snapshot, cx.device, replay, peak.event, 2);
-        let listed: Vec<String> = f
-            .owners
-            .iter()
-            .take(TOP + 2)
-            .map(|o| format!("{} {}", o.owner, format_bytes(o.bytes as i64)))
-            .collect();
-        f.summary
-            .push_str(&format!(" By owner (msMemScope): {}.", listed.join("; ")));
-    }
+    add_owners(cx, &mut f);
     let largest_temporary = largest
         .iter()
         .find(|h| h.0 == Category::Temporary)

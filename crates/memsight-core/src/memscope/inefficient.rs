@@ -1,6 +1,6 @@
 //! Inefficient memory, by msMemScope's own definitions (`csrc/analysis/inefficient_analyzer.cpp`
-//! in Ascend/msmemscope at f069acfa; the line numbers are in ARCHITECTURE.md), computed from the
-//! recording's ACCESS and OP_LAUNCH rows so that files recorded without msMemScope's analysis get
+//! in `Ascend/msmemscope` at f069acfa; the line numbers are in ARCHITECTURE.md), computed from the
+//! recording's ACCESS and `OP_LAUNCH` rows so that files recorded without msMemScope's analysis get
 //! the flags too.
 //!
 //! Distance is counted in "APIs", not time: each operator start (`ATEN_START` for the PTA pool,

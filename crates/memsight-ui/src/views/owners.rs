@@ -1,7 +1,7 @@
 //! Memory by owner (msMemScope recordings): a stacked chart of allocated bytes by owner over the
-//! trace, at the owner depth the user picks (1: `PTA`, 2: `PTA@gradient`, …), as MindStudio
-//! Insight's decomposition shows it, and the table of the owners at the selected event, which adds
-//! up to the allocated bytes there.
+//! trace, at the owner depth the user picks (1: `PTA`, 2: `PTA@gradient`, …), as the decomposition
+//! view of `MindStudio Insight` shows it, and the table of the owners at the selected event, which
+//! adds up to the allocated bytes there.
 
 use std::sync::Arc;
 
