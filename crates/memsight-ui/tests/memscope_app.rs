@@ -1,0 +1,107 @@
+//! An msMemScope recording in the app, as an Ascend engineer uses it: the generated recording
+//! opens as a tab, View colours the chart by owner, View → Memory by owner shows the owners at the
+//! peak adding up to the peak, and the event list's "inefficient" box keeps the flagged blocks.
+//! Run with `WGPU_BACKEND=gl` (CI pins it).
+
+mod common;
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use memsight_core::r#gen::memscope::{MemscopeOptions, write};
+use memsight_core::units::format_bytes;
+use memsight_ui::MemsightApp;
+use memsight_ui::document::{Document, Opened, Source};
+use memsight_ui::palette::ColorBy;
+
+/// A generated one-device recording in a Chinese folder, loaded as a tab.
+fn harness(name: &str) -> (Harness<'static, MemsightApp>, std::path::PathBuf) {
+    let dir = std::env::temp_dir()
+        .join(format!("memsight-memscope-app-{name}-{}", std::process::id()))
+        .join("记录");
+    let _ = std::fs::remove_dir_all(&dir);
+    write(
+        &dir,
+        &MemscopeOptions {
+            events: 30_000,
+            devices: 1,
+            seed: 3,
+            db: false,
+        },
+    )
+    .expect("written");
+    let source = Source::Path(dir.clone());
+    let doc = match source.load(None).expect("loads") {
+        Opened::Snapshot(prepared) => Document::new("记录".into(), Some(dir.clone()), *prepared),
+        Opened::Profiler(_) => unreachable!("a recording reads as a snapshot"),
+    };
+    (
+        common::harness_of(MemsightApp::with_documents(vec![doc])),
+        dir,
+    )
+}
+
+#[test]
+fn owners_colour_the_chart_and_their_window_adds_up_to_the_peak() {
+    let (mut harness, dir) = harness("owners");
+    harness.get_by_label("View").click();
+    harness.run_steps(2);
+    harness
+        .get_by_label("owner (msMemScope: PTA@gradient …)")
+        .click();
+    common::settle(&mut harness);
+    assert_eq!(
+        harness.state().documents()[0].lifecycle.color_by,
+        ColorBy::Owner
+    );
+    harness.key_press(egui::Key::Escape);
+    common::settle(&mut harness);
+    harness.get_by_label("View").click();
+    harness.run_steps(2);
+    harness.get_by_label("Memory by owner (msMemScope)").click();
+    common::settle(&mut harness);
+    harness.key_press(egui::Key::Escape);
+    common::settle(&mut harness);
+    assert!(harness.state().documents()[0].owners.open);
+    // Nothing selected: the table is the peak's, and its total is the peak allocated.
+    let doc = &harness.state().documents()[0];
+    let peak = &doc.data.loaded.replays[0].peak_allocated;
+    let heading = format!(
+        "{} allocated at the peak (event {}): by owner",
+        format_bytes(peak.bytes),
+        peak.event.expect("a peak event")
+    );
+    harness.get_by_label(&heading);
+    for owner in [
+        "PTA@activation",
+        "PTA@optimizer_state",
+        "PTA@weight",
+        "PTA@gradient",
+    ] {
+        assert!(
+            harness.query_all_by_label(owner).count() >= 1,
+            "{owner} is listed"
+        );
+    }
+    std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
+}
+
+#[test]
+fn the_inefficient_box_keeps_the_flagged_blocks_and_the_finding_is_listed() {
+    let (mut harness, dir) = harness("inefficient");
+    harness.get_by_label_contains("Inefficient memory: the peak would be");
+    harness.get_by_label("inefficient").click();
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert!(doc.events.inefficient_only);
+    let flagged = memsight_ui::views::event_list::inefficient_allocs(&doc.data, 0);
+    let device = &doc.data.loaded.snapshot.devices[0];
+    assert!(!flagged.is_empty());
+    assert!(
+        flagged.iter().all(|&e| device.block_use.iter().any(|u| u.alloc_event == e
+            && (u.flags != 0 || u.recorded_flags != 0))),
+        "only flagged blocks"
+    );
+    // The list shows the first flagged alloc as its first row.
+    harness.get_by_label(&flagged[0].to_string());
+    std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
+}
