@@ -7,6 +7,8 @@
 # its File field), and File -> Export chart as PNG… writes the PNG where the dialog says. Then
 # File -> Compare with… -> the first file opens a compare tab, and Ctrl+E exports that view.
 # View -> What if opens the What-if window, and a setting clicked there replays the trace.
+# Last, an msMemScope recording (a generated msmemscope_*_ascend folder in a Chinese folder) opens
+# as the window's file; View -> colour by owner and View -> Memory by owner change the screen.
 # Needs: xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests). Usage:
 #   scripts/gui-smoke.sh [path/to/memsight] [output.png]
 set -euo pipefail
@@ -179,3 +181,49 @@ done
 [ -s "$png" ] || { echo "gui-smoke: the compare export wrote no $png" >&2; ls -la "$work" >&2; exit 1; }
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died in the compare tab:" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "gui-smoke: File -> Compare with… opened a compare tab ($changed pixels changed), exported it ($(identify -format '%wx%h' "$png") PNG)"
+
+# An msMemScope recording: the app started on a folder as msMemScope writes it.
+kill "$app" 2>/dev/null || true
+wait "$app" 2>/dev/null || true
+recording="$work/中文目录/训练记录"
+"$bin" gen --format memscope --devices 2 --events 30000 -o "$recording" 2>/dev/null
+(cd "$work" && exec "$bin" "$recording") >"$work/app-memscope.log" 2>&1 &
+app=$!
+window=""
+for _ in $(seq 60); do
+    window="$(xdotool search --name '^memsight$' 2>/dev/null | head -1 || true)"
+    [ -n "$window" ] && break
+    kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on the msMemScope recording:" >&2; cat "$work/app-memscope.log" >&2; exit 1; }
+    sleep 1
+done
+[ -n "$window" ] || { echo "gui-smoke: no window for the msMemScope recording within 60 s" >&2; exit 1; }
+sleep 5
+xdotool windowfocus "$window" 2>/dev/null || true
+import -window root "$work/memscope.png"
+# View -> colour by owner (the row below "category"), then View -> Memory by owner (the last row).
+xdotool mousemove 56 12 click 1
+sleep 1
+xdotool mousemove 120 181 click 1
+sleep 1
+xdotool key Escape
+sleep 2
+import -window root "$work/memscope-owner-colours.png"
+recoloured="$(compare -metric AE "$work/memscope.png" "$work/memscope-owner-colours.png" null: 2>&1 || true)"
+if awk -v n="${recoloured%% *}" 'BEGIN { exit !(n + 0 < 20000) }'; then
+    echo "gui-smoke: View -> colour by owner changed only $recoloured pixels" >&2
+    exit 1
+fi
+xdotool mousemove 56 12 click 1
+sleep 1
+xdotool mousemove 150 313 click 1
+sleep 1
+xdotool key Escape
+sleep 3
+import -window root "$work/memscope-owners.png"
+changed="$(compare -metric AE "$work/memscope-owner-colours.png" "$work/memscope-owners.png" null: 2>&1 || true)"
+if awk -v n="${changed%% *}" 'BEGIN { exit !(n + 0 < 20000) }'; then
+    echo "gui-smoke: View -> Memory by owner changed only $changed pixels: no window" >&2
+    exit 1
+fi
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died on the msMemScope recording:" >&2; cat "$work/app-memscope.log" >&2; exit 1; }
+echo "gui-smoke: an msMemScope folder opened; colour by owner ($recoloured pixels changed), Memory by owner ($changed pixels changed)"

@@ -55,19 +55,23 @@ pub enum ColorBy {
     Owner,
 }
 
-/// A stable hue per owner name (the chart, its legend and the owners window agree), the shade
-/// varying by allocation; grey for blocks without an owner (`None`).
-pub fn owner_color(owner: Option<&str>, allocation: u32) -> Color32 {
-    let Some(owner) = owner else {
+/// Hues for owners, far apart in order: an owner's place among the file's owners (sorted by name)
+/// picks one, so the chart, its legend and the owners window agree.
+const OWNER_HUES: [f32; 10] = [0.58, 0.08, 0.33, 0.78, 0.0, 0.5, 0.15, 0.92, 0.66, 0.25];
+
+/// The colour of the `index`-th owner (`None`: no owner, grey), the shade varying by allocation.
+pub fn owner_color(index: Option<usize>, allocation: u32) -> Color32 {
+    let Some(index) = index else {
         return Color32::from_gray([175, 160, 190, 168][(allocation % 4) as usize]);
     };
-    let hash = owner.bytes().fold(2_166_136_261u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(16_777_619)
-    });
-    // Golden-ratio steps: owners get hues far apart.
-    let hue = (f64::from(hash % 97) * 0.618_033_988_75 + 0.11).fract();
     let value = [0.88, 0.78, 0.94, 0.83][(allocation % 4) as usize];
-    hsv(hue as f32, 0.6, value)
+    // Past ten owners the hues repeat, darker.
+    let value = if index >= OWNER_HUES.len() {
+        value * 0.7
+    } else {
+        value
+    };
+    hsv(OWNER_HUES[index % OWNER_HUES.len()], 0.6, value)
 }
 
 /// One fixed hue per category, far apart; the shade varies by allocation as for call sites.

@@ -154,10 +154,10 @@ impl Prepared {
         !self.owner_names.is_empty()
     }
 
-    /// Lifetime `id`'s owner on device `device`, at depth 2.
-    pub fn owner_name(&self, device: usize, id: LifetimeId) -> Option<&str> {
+    /// Lifetime `id`'s owner on device `device` (at depth 2), as an index into `owner_names`.
+    pub fn owner_index(&self, device: usize, id: LifetimeId) -> Option<usize> {
         let i = *self.owners.get(device)?.get(id as usize)?;
-        self.owner_names.get(i as usize).map(String::as_str)
+        (i != u32::MAX).then_some(i as usize)
     }
 
     /// The category of lifetime `id` on device index `device`.
@@ -176,7 +176,7 @@ impl Prepared {
                 palette::band_color(self.loaded.replays[device].lifetimes[id as usize].stack, id)
             }
             ColorBy::Category => palette::category_color(self.category(device, id), id),
-            ColorBy::Owner => palette::owner_color(self.owner_name(device, id), id),
+            ColorBy::Owner => palette::owner_color(self.owner_index(device, id), id),
         }
     }
 
@@ -189,7 +189,9 @@ impl Prepared {
             ColorBy::Category => {
                 palette::merged(palette::category_color(self.category(device, id), 0))
             }
-            ColorBy::Owner => palette::merged(palette::owner_color(self.owner_name(device, id), 0)),
+            ColorBy::Owner => {
+                palette::merged(palette::owner_color(self.owner_index(device, id), 0))
+            }
         }
     }
 }

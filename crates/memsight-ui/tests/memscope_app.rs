@@ -16,7 +16,10 @@ use memsight_ui::palette::ColorBy;
 /// A generated one-device recording in a Chinese folder, loaded as a tab.
 fn harness(name: &str) -> (Harness<'static, MemsightApp>, std::path::PathBuf) {
     let dir = std::env::temp_dir()
-        .join(format!("memsight-memscope-app-{name}-{}", std::process::id()))
+        .join(format!(
+            "memsight-memscope-app-{name}-{}",
+            std::process::id()
+        ))
         .join("记录");
     let _ = std::fs::remove_dir_all(&dir);
     write(
@@ -97,8 +100,10 @@ fn the_inefficient_box_keeps_the_flagged_blocks_and_the_finding_is_listed() {
     let device = &doc.data.loaded.snapshot.devices[0];
     assert!(!flagged.is_empty());
     assert!(
-        flagged.iter().all(|&e| device.block_use.iter().any(|u| u.alloc_event == e
-            && (u.flags != 0 || u.recorded_flags != 0))),
+        flagged.iter().all(|&e| device
+            .block_use
+            .iter()
+            .any(|u| u.alloc_event == e && (u.flags != 0 || u.recorded_flags != 0))),
         "only flagged blocks"
     );
     // The list shows the first flagged alloc as its first row.

@@ -1282,11 +1282,7 @@ fn paint_owner_legend(painter: &egui::Painter, data: &Prepared, chart_rect: Rect
     for (k, galley) in galleys.into_iter().enumerate() {
         let y = origin.y + 3.0 + row_h * k as f32;
         let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
-        painter.rect_filled(
-            swatch,
-            1.0,
-            palette::owner_color(Some(&data.owner_names[k]), 0),
-        );
+        painter.rect_filled(swatch, 1.0, palette::owner_color(Some(k), 0));
         painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
     }
 }

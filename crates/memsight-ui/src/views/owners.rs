@@ -78,9 +78,10 @@ impl OwnersState {
     }
 }
 
-/// An owner's colour, as on the lifecycle chart.
-fn color_of(owner: &str) -> egui::Color32 {
-    palette::owner_color(Some(owner), 0)
+/// An owner's colour: its place among `names` (sorted), as on the lifecycle chart at depth 2.
+fn color_of(names: &[String], owner: &str) -> egui::Color32 {
+    let index = names.binary_search_by(|n| n.as_str().cmp(owner)).ok();
+    palette::owner_color(index, 0)
 }
 
 /// The window's contents: depth, the stacked chart, the owners at `event`.
@@ -100,7 +101,21 @@ pub fn owners_ui(
         ui.add(egui::Slider::new(&mut state.depth, 1..=deepest));
     });
     let series = state.series(data, device);
-    let mut lower = vec![0.0f64; series.events.len()];
+    // At depth 2 the chart's own list (every device's owners), so colours match the chart's.
+    let names: Vec<String> = if state.depth == 2 {
+        data.owner_names.clone()
+    } else {
+        let mut names: Vec<String> = series
+            .owners
+            .iter()
+            .filter(|o| !o.starts_with('('))
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let xs: Vec<f64> = series.events.iter().map(|&e| f64::from(e)).collect();
+    let mut lower = vec![0.0f64; xs.len()];
     let height = (ui.available_height() * 0.55).clamp(140.0, 320.0);
     egui_plot::Plot::new(("owners-stacked", device))
         .height(height)
@@ -110,30 +125,17 @@ pub fn owners_ui(
         .grid_color(palette::PLOT_GRID)
         .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
         .show(ui, |plot| {
+            // Each owner's band between the owners below it and itself (stacked areas).
             for (owner, bytes) in series.owners.iter().zip(&series.bytes) {
                 let upper: Vec<f64> = lower
                     .iter()
                     .zip(bytes)
                     .map(|(l, &b)| l + b as f64)
                     .collect();
-                let mut outline: Vec<[f64; 2]> = series
-                    .events
-                    .iter()
-                    .zip(&upper)
-                    .map(|(&e, &u)| [f64::from(e), u])
-                    .collect();
-                outline.extend(
-                    series
-                        .events
-                        .iter()
-                        .zip(&lower)
-                        .rev()
-                        .map(|(&e, &l)| [f64::from(e), l]),
-                );
-                let color = color_of(owner);
-                plot.polygon(
-                    egui_plot::Polygon::new(owner.clone(), egui_plot::PlotPoints::from(outline))
-                        .fill_color(color.gamma_multiply(0.8))
+                let color = color_of(&names, owner);
+                plot.add(
+                    egui_plot::FilledArea::new(owner.clone(), &xs, &lower, &upper)
+                        .fill_color(color)
                         .stroke(egui::Stroke::new(0.5, color)),
                 );
                 lower = upper;
@@ -163,7 +165,7 @@ pub fn owners_ui(
         .num_columns(3)
         .show(ui, |ui| {
             for o in &owners {
-                ui.colored_label(color_of(&o.owner), "■");
+                ui.colored_label(color_of(&names, &o.owner), "■");
                 ui.label(&o.owner);
                 ui.label(format!(
                     "{}  ({:.1} %)",
