@@ -913,6 +913,14 @@ pub fn generate_memscope(
             output.display()
         );
     }
+    // Written into a folder with files, the recording would mix with them (and a recording
+    // there would load twice).
+    if std::fs::read_dir(output).is_ok_and(|mut entries| entries.next().is_some()) {
+        bail_input!(
+            "{} is not empty: give a new or empty folder for the recording",
+            output.display()
+        );
+    }
     let truth = write(
         output,
         &MemscopeOptions {

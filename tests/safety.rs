@@ -511,3 +511,39 @@ fn profiler_rows_no_device_holds_are_warned_and_stats_reads_profiler_folders() {
     );
     std::fs::remove_dir_all(root).expect("clean up");
 }
+
+#[test]
+fn nothing_is_written_inside_an_input_folder() {
+    let dir = temp_dir("in-folder");
+    let run = dir
+        .join("msmemscope_1_20251201000000_ascend")
+        .join("device_0")
+        .join("dump");
+    std::fs::create_dir_all(&run).expect("folders");
+    let csv = run.join("memscope_dump_20251201.csv");
+    let rows = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/memsight-core/tests/data/msmemscope/baseline.csv"),
+    )
+    .expect("the sample");
+    std::fs::write(&csv, &rows).expect("write");
+    let root = dir.join("msmemscope_1_20251201000000_ascend");
+    for output in [csv.clone(), run.join("new.csv")] {
+        let out = memsight(&["whatif", s(&root), "--curve", s(&output)]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains("inside the input folder"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = memsight(&["screenshot", s(&root), "-o", s(&run.join("x.png"))]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(&csv).expect("read"),
+        rows,
+        "the recording is unchanged"
+    );
+    assert!(!run.join("new.csv").exists() && !run.join("x.png").exists());
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -15,6 +15,11 @@ use std::path::{Path, PathBuf};
 pub enum OutputError {
     #[error("{output} is the same file as the input {input}: refusing to overwrite it")]
     SameAsInput { output: PathBuf, input: PathBuf },
+    #[error(
+        "{output} is inside the input folder {input}, whose files are read: refusing to write there \
+         (pick a name outside it)"
+    )]
+    InsideInput { output: PathBuf, input: PathBuf },
     #[error("{0} is read-only: refusing to replace it (make it writable, or pick another name)")]
     ReadOnly(PathBuf),
     #[error("{path} is {kind}, not a file to write")]
@@ -90,6 +95,18 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
 }
 
 fn target(path: &Path, inputs: &[&Path]) -> Result<Target, OutputError> {
+    // A folder given as input (an msMemScope or profiler recording) is read whole: nothing is
+    // written anywhere below it.
+    for input in inputs.iter().filter(|i| i.is_dir()) {
+        if let (Some(folder), Some(at)) = (std::fs::canonicalize(input).ok(), resolved_parent(path))
+            && at.starts_with(&folder)
+        {
+            return Err(OutputError::InsideInput {
+                output: path.to_path_buf(),
+                input: input.to_path_buf(),
+            });
+        }
+    }
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -133,6 +150,16 @@ fn target(path: &Path, inputs: &[&Path]) -> Result<Target, OutputError> {
         message: e.to_string(),
     })?;
     Ok(Target::Replace(resolved))
+}
+
+/// Where `path` would be written, links resolved: the file itself where it exists, else its
+/// folder (`.` for a bare name).
+fn resolved_parent(path: &Path) -> Option<std::path::PathBuf> {
+    if let Ok(file) = std::fs::canonicalize(path) {
+        return Some(file);
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    std::fs::canonicalize(parent.unwrap_or(Path::new("."))).ok()
 }
 
 /// A character device or a FIFO is written into; anything else that is not a file is refused.

@@ -196,6 +196,15 @@ fn bad_recordings_are_refused_with_the_line_and_what_is_wrong() {
     let err = load_text("size", huge_size.as_bytes())
         .expect_err("size")
         .to_string();
+    assert!(
+        err.contains("line 2") && err.contains("not a 64-bit number"),
+        "{err}"
+    );
+    let huge_size =
+        format!("{HEADER}1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{{size:1125899906842625}}\",,\n");
+    let err = load_text("size", huge_size.as_bytes())
+        .expect_err("size")
+        .to_string();
     assert!(err.contains("more than 1 PiB"), "{err}");
 
     // A 100 MB field (a stack gone wrong, or not msMemScope's file).
@@ -367,10 +376,15 @@ mod generated {
                         .block_use
                         .iter()
                         .filter(|u| u.flags & flag != 0)
+                        // Every block but those the detector leaves out by design: no false
+                        // flag anywhere else.
                         .filter(|u| {
                             let owner =
                                 loaded.snapshot.owner(&device.trace, u.alloc_event as usize);
-                            owner == Some("PTA@activation")
+                            !matches!(
+                                owner,
+                                Some("PTA@weight" | "PTA@gradient" | "PTA@optimizer_state")
+                            )
                         })
                         .map(|u| u.allocation_id)
                         .collect();
@@ -403,5 +417,98 @@ mod generated {
             }
             std::fs::remove_dir_all(dir).expect("clean up");
         }
+    }
+}
+
+/// Rows as the writer makes them, one a line (the header added).
+fn rows_file(name: &str, lines: &[&str]) -> Result<Loaded, LoadError> {
+    load_text(name, format!("{HEADER}{}\n", lines.join("\n")).as_bytes())
+}
+
+#[test]
+fn a_hal_free_without_a_device_frees_the_live_allocation_of_its_own_device() {
+    // Early files write every HAL FREE with device N/A; NPUs reuse the same addresses.
+    let loaded = rows_file(
+        "na-free",
+        &[
+            "1,MALLOC,HAL,N/A,1000,1,1,0,0x100000,\"{size:2097152}\",,",
+            "2,MALLOC,PTA,N/A,1001,1,1,0,0x100000,\"{size:512,total:2097152,used:512}\",,",
+            "3,FREE,PTA,N/A,1002,1,1,0,0x100000,\"{size:512,total:2097152,used:0}\",,",
+            "4,FREE,HAL,N/A,1003,1,1,N/A,0x100000,\"{size:0}\",,",
+            "5,MALLOC,HAL,N/A,1004,1,1,1,0x100000,\"{size:2097152}\",,",
+            "6,MALLOC,PTA,N/A,1005,1,1,1,0x100000,\"{size:512,total:2097152,used:512}\",,",
+            "7,FREE,PTA,N/A,1006,1,1,1,0x100000,\"{size:512,total:2097152,used:0}\",,",
+            "8,FREE,HAL,N/A,1007,1,1,N/A,0x100000,\"{size:0}\",,",
+        ],
+    )
+    .expect("loads");
+    for replay in &loaded.replays {
+        assert_eq!(
+            replay.final_totals().reserved_bytes,
+            0,
+            "device {}",
+            replay.ordinal
+        );
+        assert_eq!(replay.peak_reserved.bytes, 2 << 20);
+    }
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+}
+
+#[test]
+fn shadow_rows_and_the_workspace_are_not_judged_and_sizes_beyond_64_bits_are_refused() {
+    // A workspace block (owner PTA_WORKSPACE, written as PTA) and a shadow block, both left idle
+    // far longer than 3,000 operators: neither is flagged; a plain block is.
+    let mut lines: Vec<String> = vec![
+        "1,MALLOC,HAL,N/A,1,1,1,0,0x100000,\"{size:20971520}\",,".into(),
+        "2,MALLOC,PTA,N/A,2,1,1,0,0x100000,\"{allocation_id:1,size:512,owner:PTA_WORKSPACE}\",,"
+            .into(),
+        "3,MALLOC,PTA,N/A,3,1,1,0,0x100200,\"{allocation_id:2,size:512,shadow:true}\",,".into(),
+        "4,MALLOC,PTA,N/A,4,1,1,0,0x100400,\"{allocation_id:3,size:512,owner:PTA@activation}\",,"
+            .into(),
+    ];
+    let mut t = 10;
+    for pass in 0..2 {
+        for id in 1..=3 {
+            let addr = 0x10_0000 + (id - 1) * 0x200;
+            lines.push(format!(
+                "{t},ACCESS,READ,aten.add,{t},1,1,0,0x{addr:x},\"{{allocation_id:{id},size:512,type:PTA}}\",,"
+            ));
+            t += 1;
+        }
+        if pass == 0 {
+            for _ in 0..3100 {
+                lines.push(format!(
+                    "{t},OP_LAUNCH,ATEN_START,aten.view,{t},1,1,0,N/A,,,"
+                ));
+                lines.push(format!(
+                    "{},OP_LAUNCH,ATEN_END,aten.view,{},1,1,0,N/A,,,",
+                    t + 1,
+                    t + 1
+                ));
+                t += 2;
+            }
+        }
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let loaded = rows_file("shadow", &refs).expect("loads");
+    let flagged: Vec<u64> = loaded.snapshot.devices[0]
+        .block_use
+        .iter()
+        .filter(|u| u.flags != 0)
+        .map(|u| u.allocation_id)
+        .collect();
+    assert_eq!(flagged, vec![3]);
+
+    for attr in [
+        "size:18446744073709552640",
+        "req_size:36893488147419103233",
+        "total:1125899906842625",
+    ] {
+        let line = format!("1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{{{attr}}}\",,");
+        let err = rows_file("wide", &[&line]).expect_err(attr).to_string();
+        assert!(
+            err.contains("line 2") && (err.contains("64-bit") || err.contains("1 PiB")),
+            "{err}"
+        );
     }
 }

@@ -137,20 +137,25 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             .get(replay.event_lifetime[e as usize] as usize)
             .map_or(0, |l| l.requested_size_bytes)
     };
-    let mut by_site: FxHashMap<StackId, u64> = FxHashMap::default();
-    let mut by_owner: FxHashMap<&str, u64> = FxHashMap::default();
+    // Per call site and per owner: blocks, and the largest (a sum over the whole run would read
+    // as if it were held at once).
+    let mut by_site: FxHashMap<StackId, Blocks> = FxHashMap::default();
+    let mut by_owner: FxHashMap<&str, Blocks> = FxHashMap::default();
     for &e in &flagged {
-        *by_site.entry(trace.stack[e as usize]).or_default() += bytes_of(e);
+        by_site
+            .entry(trace.stack[e as usize])
+            .or_default()
+            .add(bytes_of(e));
         let owner = cx
             .snapshot
             .owner(trace, e as usize)
             .map_or(crate::owner::NO_OWNER, |o| crate::owner::at_depth(o, 2));
-        *by_owner.entry(owner).or_default() += bytes_of(e);
+        by_owner.entry(owner).or_default().add(bytes_of(e));
     }
-    let mut sites: Vec<(StackId, u64)> = by_site.into_iter().collect();
-    sites.sort_by_key(|s| std::cmp::Reverse(s.1));
-    let mut owners: Vec<(&str, u64)> = by_owner.into_iter().collect();
-    owners.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut sites: Vec<(StackId, Blocks)> = by_site.into_iter().collect();
+    sites.sort_by_key(|s| (std::cmp::Reverse(s.1.bytes), s.0));
+    let mut owners: Vec<(&str, Blocks)> = by_owner.into_iter().collect();
+    owners.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(b.0)));
     let saving = w.peak_allocated_bytes - w.tight_peak_allocated_bytes;
     let mut f = Finding::new(
         FindingKind::InefficientMemory,
@@ -189,8 +194,47 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     vec![f]
 }
 
-/// The bytes of the flagged blocks by call site and by owner, largest first.
-type HeldBy<'a, 'o> = (&'a [(StackId, u64)], &'a [(&'o str, u64)]);
+/// Flagged blocks of one call site or owner: how many, their bytes in all (for ranking), the
+/// largest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Blocks {
+    bytes: u64,
+    count: u64,
+    largest_bytes: u64,
+}
+
+impl Blocks {
+    fn add(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.count += 1;
+        self.largest_bytes = self.largest_bytes.max(bytes);
+    }
+
+    /// "26 blocks, up to 48.0 MiB each" (one block: "1 block of 48.0 MiB").
+    fn describe(self) -> String {
+        if self.count == 1 {
+            format!("1 block of {}", format_bytes(self.largest_bytes as i64))
+        } else {
+            format!(
+                "{} blocks, up to {} each",
+                self.count,
+                format_bytes(self.largest_bytes as i64)
+            )
+        }
+    }
+}
+
+/// The flagged blocks by call site and by owner, most bytes first.
+type HeldBy<'a, 'o> = (&'a [(StackId, Blocks)], &'a [(&'o str, Blocks)]);
+
+/// "1 block", "26 blocks".
+fn counted(n: usize) -> String {
+    if n == 1 {
+        "1 block".to_string()
+    } else {
+        format!("{n} blocks")
+    }
+}
 
 /// A call site as a finding names it.
 fn site_name(cx: &DeviceContext, stack: StackId) -> String {
@@ -201,27 +245,28 @@ fn site_name(cx: &DeviceContext, stack: StackId) -> String {
 /// sites and owners holding most.
 fn summary(cx: &DeviceContext, w: &Waste, (sites, owners): HeldBy) -> String {
     format!(
-        "By msMemScope's rules: early allocation, {} blocks (another operator freed memory between \
-         the allocation and the first use); late deallocation, {} blocks (another operator \
-         allocated memory between the last use and the free); temporary idleness, {} blocks (more \
-         than {} operators between two uses). Allocated at their first use and freed right after their last, the \
-         peak allocated would be {} instead of {}. Call sites: {}. Owners: {}.{}",
-        w.early.len(),
-        w.late.len(),
-        w.idle.len(),
+        "By msMemScope's rules: early allocation, {} (another operator freed memory between the \
+         allocation and the first use); late deallocation, {} (another operator allocated memory \
+         between the last use and the free); temporary idleness, {} (more than {} operators, or \
+         allocations and frees outside any operator, between two uses). Allocated at their first \
+         use and freed right after their last, the peak allocated would be {} instead of {}. Call \
+         sites: {}. Owners: {}.{}",
+        counted(w.early.len()),
+        counted(w.late.len()),
+        counted(w.idle.len()),
         crate::memscope::inefficient::IDLE_APIS,
         format_bytes(w.tight_peak_allocated_bytes as i64),
         format_bytes(w.peak_allocated_bytes as i64),
         sites
             .iter()
             .take(TOP)
-            .map(|(s, b)| format!("{} {}", site_name(cx, *s), format_bytes(*b as i64)))
+            .map(|(s, b)| format!("{}: {}", site_name(cx, *s), b.describe()))
             .collect::<Vec<_>>()
             .join("; "),
         owners
             .iter()
             .take(TOP)
-            .map(|(o, b)| format!("{o} {}", format_bytes(*b as i64)))
+            .map(|(o, b)| format!("{o}: {}", b.describe()))
             .collect::<Vec<_>>()
             .join("; "),
         if w.left_out > 0 {

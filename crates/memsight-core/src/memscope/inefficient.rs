@@ -13,7 +13,10 @@
 //!   API that allocated memory came between the two;
 //! - temporary idleness: two consecutive ACCESSes of the block more than 3,000 APIs apart.
 //!
-//! Only blocks whose first event is their MALLOC, in the PTA and ATB pools, are judged.
+//! Only blocks whose first event is their MALLOC, in the PTA and ATB pools, are judged: not the
+//! workspace (owner `PTA_WORKSPACE`, which msMemScope's CSV also writes as `PTA`), and not blocks
+//! with a shadow event (`shadow:true`, made up while tracing was off; skipped at `:38-45`, which
+//! leaves the block failing the check at `:192`).
 
 use rustc_hash::FxHashMap;
 
@@ -64,26 +67,35 @@ struct BlockState {
 pub struct Analyzer {
     apis: FxHashMap<(bool, u64), ApiState>,
     blocks: FxHashMap<(u64, u64), BlockState>,
+    /// Blocks left out (workspace), by process and allocation id.
+    left_out: rustc_hash::FxHashSet<(u64, u64)>,
 }
 
 impl Analyzer {
+    /// An operator starts (one more API) or ends (the API closes).
+    fn op_launch(&mut self, row: &Row) {
+        let state = self
+            .apis
+            .entry((row.pool == Pool::Atb, row.pid))
+            .or_default();
+        match row.subtype {
+            Subtype::OpStart => {
+                state.in_op = true;
+                state.api += 1;
+            }
+            Subtype::OpEnd => {
+                state.in_op = false;
+                state.close();
+            }
+            _ => {}
+        }
+    }
+
     /// Feeds one row; returns the block's flags after it when the row is a judged block's
     /// MALLOC / ACCESS / FREE (key: process and allocation id).
     pub fn feed(&mut self, row: &Row) -> Option<((u64, u64), u8)> {
         if row.kind == Kind::OpLaunch {
-            let atb = row.pool == Pool::Atb;
-            let state = self.apis.entry((atb, row.pid)).or_default();
-            match row.subtype {
-                Subtype::OpStart => {
-                    state.in_op = true;
-                    state.api += 1;
-                }
-                Subtype::OpEnd => {
-                    state.in_op = false;
-                    state.close();
-                }
-                _ => {}
-            }
+            self.op_launch(row);
             return None;
         }
         if !matches!(row.kind, Kind::Malloc | Kind::Free | Kind::Access)
@@ -91,8 +103,25 @@ impl Analyzer {
         {
             return None;
         }
-        let id = row.allocation_id?;
-        let key = (row.pid, id);
+        let key = row.allocation_id.map(|id| (row.pid, id));
+        if row.shadow {
+            // Not counted; its block is never judged.
+            if let Some(key) = key {
+                self.blocks.remove(&key);
+            }
+            return None;
+        }
+        if let Some(key) = key {
+            if row.kind == Kind::Malloc && row.owner_is_workspace {
+                self.left_out.insert(key);
+            }
+            if self.left_out.contains(&key) {
+                if row.kind == Kind::Free {
+                    self.left_out.remove(&key);
+                }
+                return None;
+            }
+        }
         let state = self
             .apis
             .entry((row.pool == Pool::Atb, row.pid))
@@ -111,6 +140,8 @@ impl Analyzer {
             state.close();
         }
         let (malloc_api, free_api) = (state.malloc_api, state.free_api);
+        // Counted above; judged only with an allocation id to follow the block by.
+        let key = key?;
         if row.kind == Kind::Malloc {
             self.blocks.insert(
                 key,

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::{DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype};
+use super::{DeviceId, Kind, MemscopeError, Pool, Rows, Subtype};
 use crate::model::{
     Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, FileFormat, Frame,
     NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning,
@@ -65,14 +65,6 @@ impl DeviceState {
         let h = &self.hals[i];
         (addr < h.addr.saturating_add(h.size_bytes)).then_some(i)
     }
-
-    fn in_pre_trace(&self, addr: u64) -> bool {
-        self.pre_trace
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(_, &end)| addr < end)
-    }
-
     /// Records the extent of a segment from before the trace that holds `addr`, merging overlaps.
     fn add_pre_trace(&mut self, addr: u64, size_bytes: u64) {
         let (mut start, mut end) = if size_bytes < SMALL_BLOCK_BYTES {
@@ -246,18 +238,11 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
     keyed.sort_unstable();
     let order: Vec<usize> = keyed.into_iter().map(|k| k.3 as usize).collect();
 
-    // HAL frees from files that did not know their device: the device of the live allocation.
-    let mut hal_device: FxHashMap<u64, u32> = FxHashMap::default();
-    let device_of = |row: &Row, hal_device: &FxHashMap<u64, u32>| match row.device {
-        DeviceId::Npu(n) => Some(n),
-        DeviceId::Unknown if row.pool == Pool::Hal && row.kind == Kind::Free => {
-            hal_device.get(&row.addr).copied()
-        }
-        _ => None,
-    };
-
-    // Pass 1: which HAL allocations hold pool blocks, and which blocks lie outside every one.
+    // Pass 1: each row's device (a HAL free from a file that did not know its device: the device
+    // whose live allocation it frees, found as the rows come), which HAL allocations hold pool
+    // blocks, and which blocks lie outside every one.
     let mut states: BTreeMap<u32, DeviceState> = BTreeMap::new();
+    let mut device_of_row: Vec<Option<u32>> = vec![None; rows.rows.len()];
     let (mut host_rows, mut pids): (u64, FxHashMap<u32, Vec<u64>>) = (0, FxHashMap::default());
     for &i in &order {
         let row = &rows.rows[i];
@@ -267,9 +252,18 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             host_rows += 1;
             continue;
         }
-        let Some(device) = device_of(row, &hal_device) else {
+        let device = match row.device {
+            DeviceId::Npu(n) => Some(n),
+            DeviceId::Unknown if row.pool == Pool::Hal && row.kind == Kind::Free => states
+                .iter()
+                .find(|(_, s)| s.hal_live.contains_key(&row.addr))
+                .map(|(&d, _)| d),
+            _ => None,
+        };
+        let Some(device) = device else {
             continue;
         };
+        device_of_row[i] = Some(device);
         let pid_list = pids.entry(device).or_default();
         if !pid_list.contains(&row.pid) {
             pid_list.push(row.pid);
@@ -277,7 +271,6 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
         let state = states.entry(device).or_default();
         match (row.kind, row.pool) {
             (Kind::Malloc, Pool::Hal) => {
-                hal_device.insert(row.addr, device);
                 state.hals.push(Hal {
                     addr: row.addr,
                     size_bytes: row.size_bytes,
@@ -315,7 +308,20 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
     let mut inefficient = super::inefficient::Analyzer::default();
     let mut total_checked = 0u64;
     let mut total_mismatch: Option<(u64, (u32, u64))> = None;
-    let mut pool_requests_outside = 0u64;
+    // Per device: bytes of the pool's live traced segments (kept as they change, not summed per
+    // row), and of the segments from before the trace.
+    let mut reserved_live: FxHashMap<u32, u64> = FxHashMap::default();
+    let pre_trace_bytes: FxHashMap<u32, u64> = states
+        .iter()
+        .map(|(&d, s)| {
+            let bytes = s
+                .pre_trace
+                .iter()
+                .fold(0u64, |sum, (start, end)| sum.saturating_add(end - start));
+            (d, bytes)
+        })
+        .collect();
+    let mut oom_requests: Vec<(u32, u64, (u32, u64))> = Vec::new();
     for &i in &order {
         let row = &rows.rows[i];
         let t_us = time_us(i);
@@ -365,7 +371,7 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
         {
             continue;
         }
-        let Some(device) = device_of(row, &hal_device) else {
+        let Some(device) = device_of_row[i] else {
             continue;
         };
         let Some(state) = states.get_mut(&device) else {
@@ -378,6 +384,18 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                 *next += 1;
                 state.hal_live.insert(row.addr, h);
                 if state.hals[h].pool {
+                    let reserved = reserved_live.entry(device).or_default();
+                    *reserved = reserved.saturating_add(row.size_bytes);
+                    if *reserved > crate::units::MAX_PLAUSIBLE_BYTES {
+                        let (file, line) = rows.origin[i];
+                        return Err(MemscopeError::BadRow {
+                            path: rows.files[file as usize].clone(),
+                            line,
+                            message: "the pool's HAL allocations add up to more than 1 PiB: no \
+                                      device holds that"
+                                .into(),
+                        });
+                    }
                     state.push(Action::SegmentAlloc, row.addr, row.size_bytes, t_us);
                 }
             }
@@ -386,14 +404,13 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                     state.hals[h].freed = true;
                     if state.hals[h].pool {
                         let size = state.hals[h].size_bytes;
+                        let reserved = reserved_live.entry(device).or_default();
+                        *reserved = reserved.saturating_sub(size);
                         state.push(Action::SegmentFree, row.addr, size, t_us);
                     }
                 }
             }
             (Kind::Malloc, pool) if pool.is_caching_pool() => {
-                if state.hal_at(row.addr).is_none() && !state.in_pre_trace(row.addr) {
-                    pool_requests_outside += 1;
-                }
                 state.live.insert(row.addr, row.size_bytes);
                 state.push(Action::Alloc, row.addr, row.size_bytes, t_us);
                 let last = state.trace.len() - 1;
@@ -428,8 +445,12 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                 let size = state.live.remove(&row.addr).unwrap_or(row.size_bytes);
                 state.push(Action::FreeCompleted, row.addr, size, t_us);
             }
+            // A failed driver request (`HandleOOM` in msMemScope's HAL hooks), not the pool's:
+            // said in a warning, not replayed as the pool's `oom` (the device's free bytes then
+            // are not recorded).
             (Kind::OomDetail, _) if row.subtype == Subtype::OomTrigger => {
-                state.push(Action::Oom, 0, row.request_bytes.unwrap_or(0), t_us);
+                oom_requests.push((device, row.request_bytes.unwrap_or(0), rows.origin[i]));
+                continue;
             }
             _ => continue,
         }
@@ -437,13 +458,11 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
         if let Some(total) = row.total_bytes
             && row.pool.is_caching_pool()
         {
-            let reserved: u64 = state
-                .hal_live
-                .values()
-                .filter(|&&h| state.hals[h].pool)
-                .map(|&h| state.hals[h].size_bytes)
-                .chain(state.pre_trace.iter().map(|(s, e)| e - s))
-                .sum();
+            let reserved = reserved_live
+                .get(&device)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(pre_trace_bytes.get(&device).copied().unwrap_or(0));
             total_checked += 1;
             if reserved != total {
                 let first = total_mismatch.map_or(rows.origin[i], |(_, f)| f);
@@ -519,13 +538,33 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             ),
         });
     }
-    if pool_requests_outside > 0 {
+    for (device, request_bytes, (file, line)) in oom_requests {
+        warnings.push(Warning {
+            kind: WarningKind::OddField,
+            device: Some(device),
+            event: None,
+            count: 1,
+            message: format!(
+                "msMemScope recorded an out-of-memory failure of the driver (OOM_TRIGGER, {} \
+                 requested; {} line {line}): the chart shows the pool, not that request",
+                crate::units::format_bytes(
+                    request_bytes.min(crate::units::MAX_PLAUSIBLE_BYTES) as i64
+                ),
+                rows.files[file as usize].display()
+            ),
+        });
+    }
+    if rows.rows.iter().any(|r| r.expandable) {
         warnings.push(Warning {
             kind: WarningKind::TraceDisagreesWithSegments,
             device: None,
             event: None,
-            count: pool_requests_outside,
-            message: "pool blocks in no HAL allocation".into(),
+            count: 1,
+            message:
+                "expandable segments (HAL rows of alloc_type create): msMemScope records their \
+                      handles, not their addresses, so the pool's segments are estimated from its \
+                      blocks (compare the reserved bytes with the pool's own `total`)"
+                    .into(),
         });
     }
     if host_rows > 0 {

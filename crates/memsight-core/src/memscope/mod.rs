@@ -204,6 +204,12 @@ pub struct Row {
     pub stack: Option<TextId>,
     /// `OOM_DETAIL`'s `req_size`.
     pub request_bytes: Option<u64>,
+    /// A HAL MALLOC of `alloc_type:create` (expandable segments: its Ptr is a handle).
+    pub expandable: bool,
+    /// `shadow:true`: made up by msMemScope for a block seen while tracing was off.
+    pub shadow: bool,
+    /// The MALLOC's owner is `PTA_WORKSPACE` (the CSV writes the workspace's rows as `PTA`).
+    pub owner_is_workspace: bool,
 }
 
 /// Every row of a recording's files, with interned text and where each row came from.

@@ -228,7 +228,7 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
             if cell.len() > MAX_FIELD_BYTES {
                 return Err(MemscopeError::BadRow {
                     path: path.to_path_buf(),
-                    line: rowid as u64,
+                    line: rowid.max(0) as u64,
                     message: format!("table `{table}`: a field of more than 16 MiB"),
                 });
             }
@@ -252,10 +252,10 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         )
         .map_err(|message| MemscopeError::BadRow {
             path: path.to_path_buf(),
-            line: rowid as u64,
+            line: rowid.max(0) as u64,
             message: format!("table `{table}`, row {rowid}: {message}"),
         })?;
-        rows.push(row, file, rowid as u64);
+        rows.push(row, file, rowid.max(0) as u64);
     }
     Ok(())
 }
@@ -336,8 +336,14 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
     let time = raw.time.trim();
     let time_raw: i64 = time
         .parse::<i64>()
-        .or_else(|_| time.parse::<f64>().map(|t| t as i64))
-        .map_err(|_| format!("Timestamp(ns) \"{}\" is not a number", short(time)))?;
+        .ok()
+        .or_else(|| {
+            time.parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && t.abs() < 9.0e18)
+                .map(|t| t as i64)
+        })
+        .ok_or_else(|| format!("Timestamp(ns) \"{}\" is not a number of ns", short(time)))?;
     let pool = match subtype {
         Subtype::Pool(p) => p,
         // An operator of the ATB library (`ATB_START`) or of ATen (`ATEN_START`, PTA's pool).
@@ -352,29 +358,81 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
             .get("type")
             .map_or(Pool::Other, |t| Pool::of(t.trim())),
     };
+    // Sizes may be negative (early files' FREE rows): their magnitude, which must fit in u64.
     let number = |key: &str| -> Result<Option<u64>, String> {
         attrs.get(key).map_or(Ok(None), |v| {
             parse_int(v)
-                .map(|n| Some(n.unsigned_abs() as u64))
-                .ok_or_else(|| format!("Attr `{key}` \"{}\" is not a number", short(v)))
+                .and_then(|n| u64::try_from(n.unsigned_abs()).ok())
+                .map(Some)
+                .ok_or_else(|| format!("Attr `{key}` \"{}\" is not a 64-bit number", short(v)))
         })
     };
-    let size_bytes = number("size")?.unwrap_or(0);
-    for (key, value) in [("size", size_bytes)] {
-        if value > crate::units::MAX_PLAUSIBLE_BYTES {
-            return Err(format!(
+    let bytes = |key: &str| -> Result<Option<u64>, String> {
+        match number(key)? {
+            Some(value) if value > crate::units::MAX_PLAUSIBLE_BYTES => Err(format!(
                 "Attr `{key}` is {value} bytes, more than 1 PiB: no device holds that"
-            ));
+            )),
+            other => Ok(other),
         }
-    }
+    };
+    let size_bytes = bytes("size")?.unwrap_or(0);
     let ptr = raw.ptr.trim();
     let addr = match parse_int(ptr) {
-        Some(a) => a as u64,
+        Some(a) => u64::try_from(a)
+            .map_err(|_| format!("Ptr \"{}\" is not a 64-bit address", short(ptr)))?,
         None => number("addr")?.unwrap_or(0),
     };
     let name = raw.name.trim().trim_matches('"');
     let owner = attrs.get("owner").map(str::trim).filter(|o| !o.is_empty());
-    let inefficient = attrs
+    let inefficient = inefficient_flags(&attrs);
+    let stack = raw.python_stack.trim().trim_matches('"').trim();
+    Ok(Row {
+        id: parse_int(raw.id.trim())
+            .and_then(|i| u64::try_from(i).ok())
+            .unwrap_or(0),
+        kind,
+        subtype,
+        pool,
+        name: if name.is_empty() || name == "N/A" {
+            None
+        } else {
+            Some(rows.intern(name))
+        },
+        time_raw,
+        pid: parse_int(raw.pid.trim())
+            .and_then(|p| u64::try_from(p).ok())
+            .unwrap_or(0),
+        tid: parse_int(raw.tid.trim())
+            .and_then(|t| u64::try_from(t).ok())
+            .unwrap_or(0),
+        device: DeviceId::of(raw.device.trim()),
+        addr,
+        size_bytes,
+        allocation_id: number("allocation_id")?,
+        total_bytes: bytes("total")?,
+        used_bytes: bytes("used")?,
+        owner: owner.map(|o| rows.intern(o)),
+        inefficient,
+        stack: if stack.is_empty() || stack == "NA" {
+            None
+        } else {
+            Some(rows.intern(stack))
+        },
+        request_bytes: bytes("req_size")?,
+        expandable: attrs
+            .get("alloc_type")
+            .is_some_and(|t| t.trim() == "create"),
+        shadow: attrs.get("shadow").is_some_and(|t| t.trim() == "true"),
+        owner_is_workspace: owner.is_some_and(|o| o.starts_with("PTA_WORKSPACE"))
+            || attrs
+                .get("type")
+                .is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
+    })
+}
+
+/// msMemScope's own `inefficient_type` flags on a MALLOC row (`inefficient` in its docs).
+fn inefficient_flags(attrs: &Attrs) -> u8 {
+    attrs
         .get("inefficient_type")
         .or_else(|| attrs.get("inefficient"))
         .map_or(0, |v| {
@@ -386,36 +444,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
                     _ => 0,
                 })
                 .fold(0, |a, b| a | b)
-        });
-    let stack = raw.python_stack.trim().trim_matches('"').trim();
-    Ok(Row {
-        id: parse_int(raw.id.trim()).map_or(0, |i| i as u64),
-        kind,
-        subtype,
-        pool,
-        name: if name.is_empty() || name == "N/A" {
-            None
-        } else {
-            Some(rows.intern(name))
-        },
-        time_raw,
-        pid: parse_int(raw.pid.trim()).map_or(0, |p| p as u64),
-        tid: parse_int(raw.tid.trim()).map_or(0, |t| t as u64),
-        device: DeviceId::of(raw.device.trim()),
-        addr,
-        size_bytes,
-        allocation_id: number("allocation_id")?,
-        total_bytes: number("total")?,
-        used_bytes: number("used")?,
-        owner: owner.map(|o| rows.intern(o)),
-        inefficient,
-        stack: if stack.is_empty() || stack == "NA" {
-            None
-        } else {
-            Some(rows.intern(stack))
-        },
-        request_bytes: number("req_size")?,
-    })
+        })
 }
 
 /// `0x…` hex or decimal, either sign.
