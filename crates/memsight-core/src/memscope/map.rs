@@ -359,7 +359,13 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             let ops = open_ops.entry((row.pid, row.tid)).or_default();
             match (row.subtype, row.name) {
                 (Subtype::OpStart, Some(name)) => ops.push(name),
-                (Subtype::OpEnd, _) => {
+                // The innermost open operator of that name ends (and any left open inside it).
+                (Subtype::OpEnd, Some(name)) => {
+                    if let Some(at) = ops.iter().rposition(|&o| o == name) {
+                        ops.truncate(at);
+                    }
+                }
+                (Subtype::OpEnd, None) => {
                     ops.pop();
                 }
                 _ => {}
