@@ -163,6 +163,9 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
     if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
         return profiler_stats(path, json);
     }
+    if let Some(path) = file.filter(|f| memsight_core::memscope::compare::is_compare_path(f)) {
+        return memscope_compare(path, json);
+    }
     let loaded = open(file)?;
     let report = StatsReport::new(&loaded);
     if json {
@@ -215,6 +218,74 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
         for w in &report.warnings {
             writeln!(out, "  - {w}")?;
         }
+    }
+    Ok(())
+}
+
+/// `stats` on msMemScope's `memory_compare_*.csv`: its operators by |difference|, largest first.
+fn memscope_compare(path: &Path, json: bool) -> Result<()> {
+    let mut rows = memsight_core::memscope::compare::read(path).map_err(input)?;
+    rows.sort_by_key(|r| (std::cmp::Reverse(r.diff_bytes.unsigned_abs()), r.line));
+    if json {
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            event: &'a str,
+            name: &'a str,
+            device: &'a str,
+            base_bytes: Option<i64>,
+            compare_bytes: Option<i64>,
+            diff_bytes: i64,
+        }
+        let rows: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                event: &r.event,
+                name: &r.name,
+                device: &r.device,
+                base_bytes: r.base_bytes,
+                compare_bytes: r.compare_bytes,
+                diff_bytes: r.diff_bytes,
+            })
+            .collect();
+        return print_json(&rows);
+    }
+    let mut out = std::io::stdout().lock();
+    let total: i64 = rows.iter().map(|r| r.diff_bytes).sum();
+    writeln!(
+        out,
+        "msMemScope's comparison: {}, the difference adds up to {}{}",
+        counted(rows.len(), "operator"),
+        if total > 0 { "+" } else { "" },
+        format_bytes(total)
+    )?;
+    let shown = |b: Option<i64>| b.map_or_else(|| "n/a".to_string(), format_bytes);
+    writeln!(
+        out,
+        "  {:>12}  {:>10}  {:>10}  device  operator",
+        "Δ", "base", "compare"
+    )?;
+    for r in rows.iter().take(30) {
+        writeln!(
+            out,
+            "  {:>12}  {:>10}  {:>10}  {:>6}  {}{}",
+            format!(
+                "{}{}",
+                if r.diff_bytes > 0 { "+" } else { "" },
+                format_bytes(r.diff_bytes)
+            ),
+            shown(r.base_bytes),
+            shown(r.compare_bytes),
+            r.device,
+            r.name,
+            match (r.base_bytes, r.compare_bytes) {
+                (None, Some(_)) => " [only in compare]",
+                (Some(_), None) => " [only in base]",
+                _ => "",
+            }
+        )?;
+    }
+    if rows.len() > 30 {
+        writeln!(out, "  … {} more (--json lists all)", rows.len() - 30)?;
     }
     Ok(())
 }

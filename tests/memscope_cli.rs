@@ -181,3 +181,35 @@ fn bad_recordings_exit_2_name_the_line_and_write_nothing() {
     assert!(text(&out).contains("no device memory"), "{}", text(&out));
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+#[test]
+fn msmemscope_own_comparison_is_shown_as_a_table() {
+    let dir = temp_dir("compare");
+    let path = dir.join("memory_compare_20251203120000.csv");
+    std::fs::write(
+        &path,
+        ",,,Base,Compare\n\
+         Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n\
+         ATEN_END,aten.addmm,0,1536,1536,0\n\
+         ATEN_END,aten._to_copy,0,N/A,4000256,4000256\n\
+         ATEN_END,aten.mm,0,2048,1024,-1024\n",
+    )
+    .expect("write");
+    let out = memsight(&["stats", s(&path)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = text(&out);
+    let first = printed.lines().nth(2).unwrap_or_default();
+    assert!(
+        first.contains("+3.81 MiB") && first.contains("aten._to_copy [only in compare]"),
+        "{printed}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&memsight(&["stats", "--json", s(&path)]).stdout).expect("JSON");
+    assert_eq!(json.as_array().map(Vec::len), Some(3));
+    assert!(json[0]["base_bytes"].is_null());
+    std::fs::write(&path, "Event,Name\nATEN_END,x,0,1,2,zz\n").expect("write");
+    let out = memsight(&["stats", s(&path)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("line 2"), "{}", text(&out));
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -9,6 +9,7 @@
 //!
 //! The format, as its writer makes it, is in `docs/memscope-format.md`.
 
+pub mod compare;
 pub mod inefficient;
 pub mod map;
 pub mod read;
