@@ -513,7 +513,7 @@ fn profiler_rows_no_device_holds_are_warned_and_stats_reads_profiler_folders() {
 }
 
 #[test]
-fn nothing_is_written_inside_an_input_folder() {
+fn no_file_of_an_input_folder_is_replaced() {
     let dir = temp_dir("in-folder");
     let run = dir
         .join("msmemscope_1_20251201000000_ascend")
@@ -528,22 +528,26 @@ fn nothing_is_written_inside_an_input_folder() {
     .expect("the sample");
     std::fs::write(&csv, &rows).expect("write");
     let root = dir.join("msmemscope_1_20251201000000_ascend");
-    for output in [csv.clone(), run.join("new.csv")] {
-        let out = memsight(&["whatif", s(&root), "--curve", s(&output)]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(
-            text(&out).contains("inside the input folder"),
-            "{}",
-            text(&out)
-        );
-    }
-    let out = memsight(&["screenshot", s(&root), "-o", s(&run.join("x.png"))]);
+    // A data file of the recording is never replaced (any CSV below the folder may be read) …
+    let out = memsight(&["whatif", s(&root), "--curve", s(&csv)]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("inside the input folder"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(
         std::fs::read(&csv).expect("read"),
         rows,
         "the recording is unchanged"
     );
-    assert!(!run.join("new.csv").exists() && !run.join("x.png").exists());
+    // … while a new file beside the data is written.
+    let out = memsight(&["whatif", s(&root), "--curve", s(&run.join("curve.csv"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(&csv).expect("read"),
+        rows,
+        "the recording is unchanged"
+    );
     std::fs::remove_dir_all(dir).expect("clean up");
 }

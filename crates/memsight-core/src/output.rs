@@ -16,8 +16,8 @@ pub enum OutputError {
     #[error("{output} is the same file as the input {input}: refusing to overwrite it")]
     SameAsInput { output: PathBuf, input: PathBuf },
     #[error(
-        "{output} is inside the input folder {input}, whose files are read: refusing to write there \
-         (pick a name outside it)"
+        "{output} is inside the input folder {input}, whose files are read: refusing to replace it \
+         (pick another name)"
     )]
     InsideInput { output: PathBuf, input: PathBuf },
     #[error("{0} is read-only: refusing to replace it (make it writable, or pick another name)")]
@@ -95,9 +95,16 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
 }
 
 fn target(path: &Path, inputs: &[&Path]) -> Result<Target, OutputError> {
-    // A folder given as input (an msMemScope or profiler recording) is read whole: nothing is
-    // written anywhere below it.
-    for input in inputs.iter().filter(|i| i.is_dir()) {
+    // A folder given as input (an msMemScope or profiler recording) is read whole: none of its
+    // data files (CSV, SQLite) below it is replaced. Other files there (a picture beside the
+    // data) are the user's to replace.
+    let data_file = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv") || e.eq_ignore_ascii_case("db"));
+    for input in inputs
+        .iter()
+        .filter(|i| i.is_dir() && data_file && path.exists())
+    {
         if let (Some(folder), Some(at)) = (std::fs::canonicalize(input).ok(), resolved_parent(path))
             && at.starts_with(&folder)
         {
