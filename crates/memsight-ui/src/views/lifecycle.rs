@@ -1240,36 +1240,37 @@ fn paint_dimmed_except(
     }
 }
 
-/// The categories' colours, in the chart's top-left corner.
+/// The categories in their colours, in the chart's top-left corner.
 fn paint_category_legend(painter: &egui::Painter, chart_rect: Rect) {
-    let font = egui::FontId::proportional(11.0);
-    let galleys: Vec<_> = Category::ALL
+    let rows: Vec<(String, egui::Color32)> = Category::ALL
         .iter()
-        .map(|c| painter.layout_no_wrap(c.name().replace('_', " "), font.clone(), palette::AXIS))
+        .map(|c| (c.name().replace('_', " "), palette::category_color(*c, 0)))
         .collect();
-    let row_h = 14.0;
-    let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
-    let origin = chart_rect.left_top() + egui::vec2(6.0, 6.0);
-    let backing = Rect::from_min_size(
-        origin,
-        egui::vec2(width, row_h * galleys.len() as f32 + 6.0),
-    );
-    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
-    for (k, (category, galley)) in Category::ALL.iter().zip(galleys).enumerate() {
-        let y = origin.y + 3.0 + row_h * k as f32;
-        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
-        painter.rect_filled(swatch, 1.0, palette::category_color(*category, 0));
-        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
-    }
+    paint_swatch_legend(painter, &rows, chart_rect);
 }
 
 /// The file's owners in their colours, in the chart's top-left corner (at most 12).
 fn paint_owner_legend(painter: &egui::Painter, data: &Prepared, chart_rect: Rect) {
-    let font = egui::FontId::proportional(11.0);
-    let shown = data.owner_names.len().min(12);
-    let galleys: Vec<_> = data.owner_names[..shown]
+    let rows: Vec<(String, egui::Color32)> = data
+        .owner_names
         .iter()
-        .map(|o| painter.layout_no_wrap(o.clone(), font.clone(), palette::AXIS))
+        .take(12)
+        .enumerate()
+        .map(|(k, o)| (o.clone(), palette::owner_color(Some(k), 0)))
+        .collect();
+    paint_swatch_legend(painter, &rows, chart_rect);
+}
+
+/// A legend of `rows` (a name and its colour swatch each) in the chart's top-left corner.
+fn paint_swatch_legend(
+    painter: &egui::Painter,
+    rows: &[(String, egui::Color32)],
+    chart_rect: Rect,
+) {
+    let font = egui::FontId::proportional(11.0);
+    let galleys: Vec<_> = rows
+        .iter()
+        .map(|(name, _)| painter.layout_no_wrap(name.clone(), font.clone(), palette::AXIS))
         .collect();
     let row_h = 14.0;
     let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
@@ -1279,10 +1280,10 @@ fn paint_owner_legend(painter: &egui::Painter, data: &Prepared, chart_rect: Rect
         egui::vec2(width, row_h * galleys.len() as f32 + 6.0),
     );
     painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
-    for (k, galley) in galleys.into_iter().enumerate() {
+    for (k, ((_, color), galley)) in rows.iter().zip(galleys).enumerate() {
         let y = origin.y + 3.0 + row_h * k as f32;
         let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
-        painter.rect_filled(swatch, 1.0, palette::owner_color(Some(k), 0));
+        painter.rect_filled(swatch, 1.0, *color);
         painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
     }
 }
