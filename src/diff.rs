@@ -87,6 +87,8 @@ pub fn diff(
             if let Some(top) = top {
                 for d in &mut result.devices {
                     d.call_sites.truncate(top);
+                    d.owners.truncate(top);
+                    d.operators.truncate(top);
                 }
             }
             print_json(&result)
@@ -355,6 +357,7 @@ fn print_device(
         heading(out, markdown, 4, "at each peak, by category")?;
         print_table(out, &["category", "A", "B", "Δ"], &categories, markdown)?;
     }
+    print_groups(out, d, top, markdown)?;
     let only = |side| {
         d.call_sites
             .iter()
@@ -399,6 +402,48 @@ fn print_device(
             format_bytes(d.b.unattributed_at_peak_bytes),
             signed_bytes(unattributed)
         )?;
+    }
+    Ok(())
+}
+
+/// The bytes at each peak by msMemScope's owner and by operator, where the files name them.
+fn print_groups(
+    out: &mut std::io::StdoutLock,
+    d: &DeviceDiff,
+    top: usize,
+    markdown: bool,
+) -> Result<()> {
+    // Call sites that are operators alone (no Python stack recorded) already are this table.
+    let sites_are_operators = d
+        .call_sites
+        .iter()
+        .all(|c| c.stack.iter().all(|f| f.filename == "<operator>"));
+    for (groups, what) in [(&d.owners, "owner"), (&d.operators, "operator")] {
+        if groups.is_empty() || (what == "operator" && sites_are_operators) {
+            continue;
+        }
+        let shown = groups.len().min(top);
+        heading(
+            out,
+            markdown,
+            4,
+            &format!(
+                "at each peak, by {what} (msMemScope): {shown} of {}",
+                groups.len()
+            ),
+        )?;
+        let rows: Vec<Vec<String>> = groups[..shown]
+            .iter()
+            .map(|g| {
+                vec![
+                    signed_bytes(g.delta_bytes),
+                    format_bytes(g.a_bytes as i64),
+                    format_bytes(g.b_bytes as i64),
+                    g.name.clone(),
+                ]
+            })
+            .collect();
+        print_table(out, &["Δ at peak", "A", "B", what], &rows, markdown)?;
     }
     Ok(())
 }

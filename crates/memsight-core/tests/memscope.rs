@@ -6,6 +6,7 @@
 //! The samples in `tests/data/msmemscope/` are msMemScope's own (Mulan PSL v2, see the README
 //! there).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use memsight_core::Loaded;
@@ -510,5 +511,201 @@ fn shadow_rows_and_the_workspace_are_not_judged_and_sizes_beyond_64_bits_are_ref
             err.contains("line 2") && (err.contains("64-bit") || err.contains("1 PiB")),
             "{err}"
         );
+    }
+}
+
+/// The rows of [`python_trace_gives_blocks_without_a_stack_the_calls_open_on_their_thread`]:
+/// thread 7 runs `step` → `forward` → `Linear` (ns 1000–5000), with `aten.addmm` open at 1500;
+/// thread 8 runs nothing the trace saw.
+const TRACED_ROWS: [&str; 8] = [
+    "1,MALLOC,HAL,N/A,900,1,7,0,0x100000,\"{size:2097152}\",",
+    "2,OP_LAUNCH,ATEN_START,torch._ops.aten.addmm.default,1400,1,7,0,N/A,,",
+    "3,MALLOC,PTA,N/A,1500,1,7,0,0x100000,\"{size:512,total:2097152,used:512}\",",
+    "4,OP_LAUNCH,ATEN_END,torch._ops.aten.addmm.default,1600,1,7,0,N/A,,",
+    "5,MALLOC,PTA,N/A,3500,1,7,0,0x100200,\"{size:1024,total:2097152,used:1536}\",",
+    "6,MALLOC,PTA,N/A,3600,1,8,0,0x100600,\"{size:2048,total:2097152,used:3584}\",",
+    "7,FREE,PTA,N/A,6000,1,7,0,0x100000,\"{size:512,total:2097152,used:3072}\",",
+    "8,MSTX,Mark,\"done\",6001,1,7,0,N/A,,",
+];
+/// `FuncInfo,start,end,tid,pid`, as the writer prints them (calls as they return, a function
+/// with a comma unquoted, a call that never returned as N/A).
+const TRACE_CALLS: [(&str, &str, &str, u64); 4] = [
+    ("nn.Module: Linear", "1200", "2000", 7),
+    ("/w/model.py(20): forward", "1100", "3000", 7),
+    ("/w/train.py(10): step", "1000", "N/A", 7),
+    (
+        "<built-in method to of Tensor object>, a",
+        "4000",
+        "4100",
+        8,
+    ),
+];
+
+/// The frames of the stack of each alloc event of device 0, innermost first, as `file:name`.
+fn alloc_stacks(loaded: &Loaded) -> Vec<Vec<String>> {
+    let snapshot = &loaded.snapshot;
+    let trace = &snapshot.devices[0].trace;
+    (0..trace.len())
+        .filter(|&i| trace.action[i] == Action::Alloc)
+        .map(|i| {
+            snapshot
+                .stack_frames(trace.stack[i])
+                .map(|f| format!("{}:{}", snapshot.str(f.filename), snapshot.str(f.name)))
+                .collect()
+        })
+        .collect()
+}
+
+fn expected_traced_stacks() -> Vec<Vec<String>> {
+    let strings = |s: &[&str]| s.iter().map(ToString::to_string).collect::<Vec<_>>();
+    vec![
+        strings(&[
+            "<operator>:aten.addmm.default",
+            ":nn.Module: Linear",
+            "/w/model.py:forward",
+            "/w/train.py:step",
+        ]),
+        strings(&["/w/train.py:step"]),
+        vec![],
+    ]
+}
+
+#[test]
+fn python_trace_gives_blocks_without_a_stack_the_calls_open_on_their_thread() {
+    let dir = std::env::temp_dir().join(format!("memsight-python-trace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(C)\n";
+    let dump = dir.join("memscope_dump_1.csv");
+    std::fs::write(&dump, format!("{header}{}\n", TRACED_ROWS.join("\n"))).expect("write");
+    let mut trace = String::from("FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id\n");
+    for (func, start, end, tid) in TRACE_CALLS {
+        writeln!(trace, "{func},{start},{end},{tid},1").expect("to a string");
+    }
+    std::fs::write(dir.join("python_trace_1.csv"), &trace).expect("write");
+    // The dump file alone and its folder both find the trace beside it.
+    for path in [&dump, &dir] {
+        let loaded = open(path);
+        assert_eq!(
+            alloc_stacks(&loaded),
+            expected_traced_stacks(),
+            "{}",
+            path.display()
+        );
+    }
+    // A bad trace row is an error naming the file and line.
+    std::fs::write(
+        dir.join("python_trace_1.csv"),
+        format!("{trace}f,1,2,seven,1\n"),
+    )
+    .expect("write");
+    let message = Loaded::open(&dump, None).expect_err("bad row").to_string();
+    assert!(
+        message.contains("python_trace_1.csv") && message.contains("line 6"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+
+    // The same in a database: the dump table and a `python_trace_<PID>` table.
+    std::fs::create_dir_all(&dir).expect("folder");
+    let db = dir.join("memscope_dump_1.db");
+    let conn = rusqlite_connection(&db);
+    conn.execute_batch(
+        "CREATE TABLE memscope_dump (ID INTEGER, Event TEXT, \"Event Type\" TEXT, Name TEXT, \
+         \"Timestamp(ns)\" INTEGER, \"Process Id\" INTEGER, \"Thread Id\" INTEGER, \"Device Id\" \
+         TEXT, Ptr TEXT, Attr TEXT, \"Call Stack(C)\" TEXT); \
+         CREATE TABLE python_trace_1 (FuncInfo TEXT, \"StartTime(ns)\" TEXT, \"EndTime(ns)\" \
+         TEXT, \"Thread Id\" INTEGER, \"Process Id\" INTEGER);",
+    )
+    .expect("tables");
+    let rows_text = TRACED_ROWS.join("\n");
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(rows_text.as_bytes());
+    for record in csv.records() {
+        let record = record.expect("row");
+        let cells: Vec<&str> = record.iter().collect();
+        conn.execute(
+            "INSERT INTO memscope_dump VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            rusqlite::params_from_iter(cells),
+        )
+        .expect("insert");
+    }
+    for (func, start, end, tid) in TRACE_CALLS {
+        conn.execute(
+            "INSERT INTO python_trace_1 VALUES (?1, ?2, ?3, ?4, 1)",
+            rusqlite::params![func, start, end, tid as i64],
+        )
+        .expect("insert");
+    }
+    drop(conn);
+    assert_eq!(alloc_stacks(&open(&db)), expected_traced_stacks());
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn diff_by_owner_and_operator_adds_up_to_the_difference_of_the_peaks() {
+    // A holds 1024 B of weights and 512 B of activations at its peak; B the same weights, 2048 B
+    // of activations asked for inside aten.mm, and 256 B of no owner: by owner +1536 and +256,
+    // by operator +1536 in aten.mm (+2048, −512 outside any operator) and +256; Δ peak +1792.
+    let a = rows_file(
+        "diff-owner-a",
+        &[
+            "1,MALLOC,HAL,N/A,1,1,1,0,0x100000,\"{size:2097152}\",,",
+            "2,MALLOC,PTA,N/A,2,1,1,0,0x100000,\"{size:1024,total:2097152,used:1024,owner:PTA@model_weight}\",,",
+            "3,MALLOC,PTA,N/A,3,1,1,0,0x100400,\"{size:512,total:2097152,used:1536,owner:PTA@activation}\",,",
+        ],
+    )
+    .expect("A loads");
+    let b = rows_file(
+        "diff-owner-b",
+        &[
+            "1,MALLOC,HAL,N/A,1,1,1,0,0x100000,\"{size:2097152}\",,",
+            "2,MALLOC,PTA,N/A,2,1,1,0,0x100000,\"{size:1024,total:2097152,used:1024,owner:PTA@model_weight}\",,",
+            "3,OP_LAUNCH,ATEN_START,torch._ops.aten.mm.default,3,1,1,0,N/A,,,",
+            "4,MALLOC,PTA,N/A,4,1,1,0,0x100400,\"{size:2048,total:2097152,used:3072,owner:PTA@activation}\",,",
+            "5,OP_LAUNCH,ATEN_END,torch._ops.aten.mm.default,5,1,1,0,N/A,,,",
+            "6,MALLOC,PTA,N/A,6,1,1,0,0x100c00,\"{size:256,total:2097152,used:3328}\",,",
+        ],
+    )
+    .expect("B loads");
+    let diff = memsight_core::diff::diff(
+        memsight_core::diff::Recording {
+            name: "a",
+            loaded: &a,
+        },
+        memsight_core::diff::Recording {
+            name: "b",
+            loaded: &b,
+        },
+        None,
+        None,
+    )
+    .expect("compares");
+    let d = &diff.devices[0];
+    assert_eq!(d.peak_allocated_delta_bytes(), 1792);
+    let rows = |groups: &[memsight_core::diff::GroupDiff]| {
+        groups
+            .iter()
+            .map(|g| (g.name.clone(), g.a_bytes, g.b_bytes, g.delta_bytes))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        rows(&d.owners),
+        vec![
+            ("PTA@activation".to_string(), 512, 2048, 1536),
+            ("(no owner)".to_string(), 0, 256, 256),
+            ("PTA@model_weight".to_string(), 1024, 1024, 0),
+        ]
+    );
+    assert_eq!(
+        rows(&d.operators),
+        vec![
+            ("aten.mm.default".to_string(), 0, 2048, 2048),
+            ("(in no operator)".to_string(), 1536, 1280, -256),
+        ]
+    );
+    for groups in [&d.owners, &d.operators] {
+        assert_eq!(groups.iter().map(|g| g.delta_bytes).sum::<i64>(), 1792);
     }
 }

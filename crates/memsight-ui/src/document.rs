@@ -158,6 +158,8 @@ pub enum Source {
 pub enum Opened {
     Snapshot(Box<Prepared>),
     Profiler(Box<crate::views::profiler::PreparedProfiler>),
+    /// msMemScope's comparison of two runs (`memory_compare_*.csv`): a table.
+    MemscopeCompare(Vec<memsight_core::memscope::compare::CompareRow>),
 }
 
 impl Source {
@@ -199,6 +201,11 @@ impl Source {
                 return profiler(std::slice::from_ref(path));
             }
             Self::Profiler(paths) => return profiler(paths),
+            Self::Path(path) if memsight_core::memscope::compare::is_compare_path(path) => {
+                return memsight_core::memscope::compare::read(path)
+                    .map(Opened::MemscopeCompare)
+                    .map_err(|e| e.to_string());
+            }
             Self::Path(path) => Loaded::open(path, progress),
             Self::Bytes { name, bytes } => {
                 load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new)
@@ -214,6 +221,10 @@ impl Source {
         match self.load(progress)? {
             Opened::Snapshot(p) => Ok(*p),
             Opened::Profiler(_) => Err(format!("{} is profiler data, not a snapshot", self.name())),
+            Opened::MemscopeCompare(_) => Err(format!(
+                "{} is msMemScope's comparison of two runs, not a snapshot",
+                self.name()
+            )),
         }
     }
 }

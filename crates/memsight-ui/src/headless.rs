@@ -57,6 +57,26 @@ pub fn prepared_app(source: &Source, options: &ScreenshotOptions) -> Result<Mems
             app.view = options.view;
             return Ok(app);
         }
+        Opened::MemscopeCompare(rows) => {
+            if options.device.is_some()
+                || options.select_event.is_some()
+                || options.event.is_some()
+                || options.view != View::App
+            {
+                return Err(
+                    "msMemScope's comparison (memory_compare_*.csv) is a table: only --view app \
+                     shows it, without --device or events"
+                        .into(),
+                );
+            }
+            let mut app = MemsightApp::with_documents(Vec::new());
+            app.memscope_compares
+                .push(crate::views::memscope_compare::CompareTable::new(
+                    source.name(),
+                    rows,
+                ));
+            return Ok(app);
+        }
     };
     let path = match source {
         Source::Path(p) => Some(p.clone()),
@@ -135,6 +155,13 @@ pub fn prepared_compare(
                 return Err(format!(
                     "{} is profiler data: --view diff compares two snapshots (memsight diff \
                      compares profiler runs)",
+                    source.name()
+                ));
+            }
+            Opened::MemscopeCompare(_) => {
+                return Err(format!(
+                    "{} is msMemScope's comparison of two runs: --view diff compares two \
+                     snapshots",
                     source.name()
                 ));
             }

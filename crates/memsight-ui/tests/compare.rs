@@ -13,7 +13,7 @@ use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_ui::MemsightApp;
 use memsight_ui::app::dialogs::Backend;
-use memsight_ui::document::{Document, Opened, Source};
+use memsight_ui::document::{Document, Source};
 
 /// The transformer loop at `batch` sequences per micro-batch, loaded as a tab named `name`.
 fn document(name: &str, batch: u64) -> Document {
@@ -30,10 +30,11 @@ fn document(name: &str, batch: u64) -> Document {
         name: name.into(),
         bytes: Box::leak(bytes.into_boxed_slice()),
     };
-    match source.load(None).expect("loads") {
-        Opened::Snapshot(prepared) => Document::new(name.into(), None, *prepared),
-        Opened::Profiler(_) => unreachable!("a snapshot"),
-    }
+    Document::new(
+        name.into(),
+        None,
+        source.load_snapshot(None).expect("loads"),
+    )
 }
 
 fn harness() -> Harness<'static, MemsightApp> {

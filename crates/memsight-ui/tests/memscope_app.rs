@@ -35,7 +35,9 @@ fn harness(name: &str) -> (Harness<'static, MemsightApp>, std::path::PathBuf) {
     let source = Source::Path(dir.clone());
     let doc = match source.load(None).expect("loads") {
         Opened::Snapshot(prepared) => Document::new("记录".into(), Some(dir.clone()), *prepared),
-        Opened::Profiler(_) => unreachable!("a recording reads as a snapshot"),
+        Opened::Profiler(_) | Opened::MemscopeCompare(_) => {
+            unreachable!("a recording reads as a snapshot")
+        }
     };
     (
         common::harness_of(MemsightApp::with_documents(vec![doc])),
@@ -108,5 +110,39 @@ fn the_inefficient_box_keeps_the_flagged_blocks_and_the_finding_is_listed() {
     );
     // The list shows the first flagged alloc as its first row.
     harness.get_by_label(&flagged[0].to_string());
+    std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
+}
+
+#[test]
+fn msmemscope_own_comparison_opens_as_a_table() {
+    let dir = std::env::temp_dir()
+        .join(format!("memsight-memscope-compare-{}", std::process::id()))
+        .join("对比");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let path = dir.join("memory_compare_20251203120000.csv");
+    std::fs::write(
+        &path,
+        ",,,Base,Compare\n\
+         Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n\
+         ATEN_END,aten.addmm,0,1536,1536,0\n\
+         ATEN_END,aten._to_copy,0,N/A,4000256,4000256\n\
+         ATEN_END,aten.mm,0,2048,1024,-1024\n",
+    )
+    .expect("write");
+    let mut harness = common::harness_of(MemsightApp::with_documents(Vec::new()));
+    let ctx = harness.ctx.clone();
+    harness.state_mut().open(&ctx, path);
+    common::settle(&mut harness);
+    harness.get_by_label("msMemScope comparison: memory_compare_20251203120000.csv");
+    harness.get_by_label_contains("3 operators aligned by msMemScope, 2 allocate a different");
+    // Largest difference first; the operator the base run lacks is marked; equal rows hidden.
+    harness.get_by_label("aten._to_copy (only in compare)");
+    harness.get_by_label("+3.81 MiB");
+    harness.get_by_label("-1.00 KiB");
+    assert_eq!(harness.query_all_by_label("aten.addmm").count(), 0);
+    harness.get_by_label("only rows that differ").click();
+    common::settle(&mut harness);
+    harness.get_by_label("aten.addmm");
     std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
 }

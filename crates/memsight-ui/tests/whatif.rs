@@ -10,7 +10,7 @@ use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::whatif::{self, Recording, Settings};
 use memsight_ui::MemsightApp;
-use memsight_ui::document::{Document, Opened, Source};
+use memsight_ui::document::{Document, Source};
 
 /// A generated run on a nearly full device (stalls), loaded as a tab.
 fn document() -> Document {
@@ -26,10 +26,11 @@ fn document() -> Document {
         name: "stall.pickle".into(),
         bytes: Box::leak(bytes.into_boxed_slice()),
     };
-    match source.load(None).expect("loads") {
-        Opened::Snapshot(prepared) => Document::new("stall.pickle".into(), None, *prepared),
-        Opened::Profiler(_) => unreachable!("a snapshot"),
-    }
+    Document::new(
+        "stall.pickle".into(),
+        None,
+        source.load_snapshot(None).expect("loads"),
+    )
 }
 
 fn harness() -> Harness<'static, MemsightApp> {

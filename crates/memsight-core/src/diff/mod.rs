@@ -180,6 +180,20 @@ pub struct CategoryDiff {
     pub delta_bytes: i64,
 }
 
+/// Bytes alive at each side's peak of one owner or one operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GroupDiff {
+    pub name: String,
+    pub a_bytes: u64,
+    pub b_bytes: u64,
+    pub delta_bytes: i64,
+}
+
+/// Blocks of no owner, in [`DeviceDiff::owners`].
+pub const NO_OWNER: &str = crate::owner::NO_OWNER;
+/// Blocks allocated in no operator, in [`DeviceDiff::operators`].
+pub const NO_OPERATOR: &str = "(in no operator)";
+
 /// One pair of devices compared.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DeviceDiff {
@@ -191,6 +205,14 @@ pub struct DeviceDiff {
     pub call_sites: Vec<CallSiteDiff>,
     /// Every category, in [`Category::ALL`] order.
     pub categories: Vec<CategoryDiff>,
+    /// By msMemScope's `owner` (whole, `PTA@gradient@ops`), largest |Δ| first; empty unless a
+    /// side names owners. Every block alive at a peak is in one row ([`NO_OWNER`] included), so
+    /// the rows add up as the call sites do.
+    pub owners: Vec<GroupDiff>,
+    /// By the operator that asked for the block (msMemScope's `ATen` / ATB operator, the
+    /// `<operator>` frame of its stack), largest |Δ| first; empty unless a side names operators.
+    /// Blocks asked for outside any operator are [`NO_OPERATOR`]; the rows add up the same way.
+    pub operators: Vec<GroupDiff>,
     /// Both sides made the same requests: every call site allocated as often and as many bytes
     /// on both (and something was allocated).
     pub same_requests: bool,
@@ -385,6 +407,18 @@ struct SideSites {
     sites: FxHashMap<Vec<SiteFrame>, (SiteFigures, Vec<StackId>)>,
     /// Bytes at the peak by category.
     categories: [u64; Category::ALL.len()],
+    /// Bytes at the peak by owner and by operator (empty when the file names none).
+    owners: FxHashMap<String, u64>,
+    operators: FxHashMap<String, u64>,
+}
+
+/// The operator frame of `stack` (msMemScope's recordings put the operator that asked for a
+/// block innermost, in the file `<operator>`).
+fn operator_of(snapshot: &Snapshot, stack: StackId) -> Option<&str> {
+    snapshot
+        .stack_frames(stack)
+        .find(|f| snapshot.str(f.filename) == "<operator>")
+        .map(|f| snapshot.str(f.name))
 }
 
 /// The blocks counted in allocated right after `event`.
@@ -399,7 +433,21 @@ fn alive_at(replay: &DeviceReplay, event: Option<u32>) -> impl Iterator<Item = L
         .map(|(id, _)| id as LifetimeId)
 }
 
-fn side_sites(input: &DeviceInput) -> SideSites {
+/// Whether a side's device names owners, and whether its stacks name operators.
+fn names_groups(input: &DeviceInput) -> (bool, bool) {
+    let snapshot = input.snapshot;
+    (
+        crate::owner::has_owners(input.device),
+        snapshot
+            .frames
+            .iter()
+            .any(|f| snapshot.str(f.filename) == "<operator>"),
+    )
+}
+
+/// One side's figures; by owner and by operator too where `(has_owners, has_operators)` (either
+/// side naming them: then both are counted, so their rows add up).
+fn side_sites(input: &DeviceInput, (has_owners, has_operators): (bool, bool)) -> SideSites {
     let DeviceInput {
         snapshot,
         device,
@@ -440,11 +488,23 @@ fn side_sites(input: &DeviceInput) -> SideSites {
     figures.expandable_segments |= device.segments.iter().any(|s| s.is_expandable);
     let mut category_bytes = [0u64; Category::ALL.len()];
     let mut alive_bytes: u64 = 0;
+    let (mut owners, mut operators) = (FxHashMap::default(), FxHashMap::default());
     for id in alive_at(replay, figures.peak_event) {
         let lifetime = &replay.lifetimes[id as usize];
         let size = lifetime.requested_size_bytes;
         per_stack.entry(lifetime.stack).or_default().bytes_at_peak += size;
         alive_bytes += size;
+        if has_owners {
+            let owner = match lifetime.alloc_event {
+                Some(event) => snapshot.owner(trace, event as usize).unwrap_or(NO_OWNER),
+                None => crate::owner::BEFORE_TRACE,
+            };
+            *owners.entry(owner.to_string()).or_default() += size;
+        }
+        if has_operators {
+            let operator = operator_of(snapshot, lifetime.stack).unwrap_or(NO_OPERATOR);
+            *operators.entry(operator.to_string()).or_default() += size;
+        }
         let category = categories
             .of_lifetime
             .get(id as usize)
@@ -475,6 +535,8 @@ fn side_sites(input: &DeviceInput) -> SideSites {
         figures,
         sites,
         categories: category_bytes,
+        owners,
+        operators,
     }
 }
 
@@ -635,7 +697,9 @@ fn merged(sites: Vec<Site>) -> Site {
 
 /// Compares two devices (of one file or two).
 pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
-    let (side_a, side_b) = rayon::join(|| side_sites(a), || side_sites(b));
+    let (names_a, names_b) = (names_groups(a), names_groups(b));
+    let named = (names_a.0 || names_b.0, names_a.1 || names_b.1);
+    let (side_a, side_b) = rayon::join(|| side_sites(a, named), || side_sites(b, named));
     let sites = |map: FxHashMap<Vec<SiteFrame>, (SiteFigures, Vec<StackId>)>| -> Vec<Site> {
         map.into_iter()
             .map(|(key, (figures, stacks))| Site {
@@ -713,7 +777,39 @@ pub fn diff_devices(a: &DeviceInput, b: &DeviceInput) -> DeviceDiff {
         b: side_b.figures,
         call_sites: rows,
         categories,
+        owners: groups(&side_a.owners, &side_b.owners),
+        operators: groups(&side_a.operators, &side_b.operators),
     }
+}
+
+/// Owners or operators of both sides as rows, largest |Δ| first, then most bytes, then name.
+fn groups(a: &FxHashMap<String, u64>, b: &FxHashMap<String, u64>) -> Vec<GroupDiff> {
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut rows: Vec<GroupDiff> = names
+        .into_iter()
+        .map(|name| {
+            let (a_bytes, b_bytes) = (
+                a.get(name).copied().unwrap_or(0),
+                b.get(name).copied().unwrap_or(0),
+            );
+            GroupDiff {
+                name: name.clone(),
+                a_bytes,
+                b_bytes,
+                delta_bytes: b_bytes as i64 - a_bytes as i64,
+            }
+        })
+        .collect();
+    rows.sort_by(|x, y| {
+        y.delta_bytes
+            .unsigned_abs()
+            .cmp(&x.delta_bytes.unsigned_abs())
+            .then(y.a_bytes.max(y.b_bytes).cmp(&x.a_bytes.max(x.b_bytes)))
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    rows
 }
 
 fn row(a: Site, b: Site, matched_by: Matched) -> CallSiteDiff {

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::{DeviceId, Kind, MemscopeError, Pool, Rows, Subtype};
+use super::{DeviceId, Kind, MemscopeError, Pool, Rows, Subtype, TextId};
 use crate::model::{
     Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, FileFormat, Frame,
     NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning,
@@ -114,7 +114,10 @@ struct Tables<'r> {
     frames: Vec<Frame>,
     frame_ids: FxHashMap<(StrId, i64, StrId), u32>,
     stacks: Vec<Box<[u32]>>,
-    stack_ids: FxHashMap<u32, StackId>,
+    by_frames: FxHashMap<Box<[u32]>, StackId>,
+    python_frames: FxHashMap<TextId, Box<[u32]>>,
+    call_frames: FxHashMap<TextId, u32>,
+    operator_frames: FxHashMap<TextId, u32>,
 }
 
 impl<'r> Tables<'r> {
@@ -127,7 +130,10 @@ impl<'r> Tables<'r> {
             frames: Vec::new(),
             frame_ids: FxHashMap::default(),
             stacks: Vec::new(),
-            stack_ids: FxHashMap::default(),
+            by_frames: FxHashMap::default(),
+            python_frames: FxHashMap::default(),
+            call_frames: FxHashMap::default(),
+            operator_frames: FxHashMap::default(),
         }
     }
 
@@ -150,63 +156,84 @@ impl<'r> Tables<'r> {
         s
     }
 
-    /// A one-frame stack naming the operator `name` (`torch._ops.aten.addmm.default` reads
-    /// `aten.addmm.default`), for blocks recorded without a Python stack.
-    fn operator(&mut self, name: u32) -> StackId {
-        let key = u32::MAX - name;
-        if let Some(&s) = self.stack_ids.get(&key) {
-            return s;
+    /// The frame of `(file, line, name)`, interned.
+    fn frame(&mut self, file: &str, line: i64, name: &str) -> u32 {
+        let key = (self.text(file), line, self.text(name));
+        let next = self.frames.len() as u32;
+        let frame = *self.frame_ids.entry(key).or_insert(next);
+        if frame == next {
+            self.frames.push(Frame {
+                filename: key.0,
+                line: key.1,
+                name: key.2,
+            });
+        }
+        frame
+    }
+
+    /// A frame as msMemScope writes it: `file(line): function`, or anything else (`nn.Module:
+    /// Linear`, a C callable, a `record_function` name) as a function of no file.
+    fn frame_of_text(&mut self, text: &str) -> u32 {
+        let (file, line, name) = match text.split_once("): ") {
+            Some((left, name)) => match left.rsplit_once('(') {
+                Some((file, n)) => (file, n.parse::<i64>().unwrap_or(0), name),
+                None => (left, 0, name),
+            },
+            None => ("", 0, text),
+        };
+        self.frame(file, line, name)
+    }
+
+    /// The frame naming the operator `name` (`torch._ops.aten.addmm.default` reads
+    /// `aten.addmm.default`), in the file `<operator>`.
+    fn operator_frame(&mut self, name: TextId) -> u32 {
+        if let Some(&f) = self.operator_frames.get(&name) {
+            return f;
         }
         let full = self.rows.text(name);
         let short = full.strip_prefix("torch._ops.").unwrap_or(full).to_string();
-        let frame = Frame {
-            filename: self.text("<operator>"),
-            line: 0,
-            name: self.text(&short),
-        };
-        self.frames.push(frame);
-        self.stacks
-            .push(vec![(self.frames.len() - 1) as u32].into_boxed_slice());
-        let stack = (self.stacks.len() - 1) as StackId;
-        self.stack_ids.insert(key, stack);
-        stack
+        let frame = self.frame("<operator>", 0, &short);
+        self.operator_frames.insert(name, frame);
+        frame
     }
 
-    /// A Python stack as msMemScope writes it, one `file(line): function` a line, innermost
-    /// first.
-    fn stack(&mut self, id: u32) -> StackId {
-        if let Some(&s) = self.stack_ids.get(&id) {
+    /// The frame of a Python trace's call (`FuncInfo`).
+    fn call_frame(&mut self, func: TextId) -> u32 {
+        if let Some(&f) = self.call_frames.get(&func) {
+            return f;
+        }
+        let text = self.rows.text(func).to_string();
+        let frame = self.frame_of_text(text.trim());
+        self.call_frames.insert(func, frame);
+        frame
+    }
+
+    /// A `Call Stack(Python)` as frames, one `file(line): function` a line, innermost first.
+    fn python_frames(&mut self, id: TextId) -> &[u32] {
+        if !self.python_frames.contains_key(&id) {
+            let text = self.rows.text(id).to_string();
+            let frames: Vec<u32> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(|line| self.frame_of_text(line))
+                .collect();
+            self.python_frames.insert(id, frames.into_boxed_slice());
+        }
+        &self.python_frames[&id]
+    }
+
+    /// The stack of `frames` (innermost first), interned; [`NO_STACK`] for none.
+    fn stack(&mut self, frames: &[u32]) -> StackId {
+        if frames.is_empty() {
+            return NO_STACK;
+        }
+        if let Some(&s) = self.by_frames.get(frames) {
             return s;
         }
-        let text = self.rows.text(id).to_string();
-        let mut frames = Vec::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            let (file, line_no, name) = match line.split_once("): ") {
-                Some((left, name)) => match left.rsplit_once('(') {
-                    Some((file, n)) => (file, n.parse::<i64>().unwrap_or(0), name),
-                    None => (left, 0, name),
-                },
-                None => ("", 0, line),
-            };
-            let key = (self.text(file), line_no, self.text(name));
-            let next = self.frames.len() as u32;
-            let frame = *self.frame_ids.entry(key).or_insert(next);
-            if frame == next {
-                self.frames.push(Frame {
-                    filename: key.0,
-                    line: key.1,
-                    name: key.2,
-                });
-            }
-            frames.push(frame);
-        }
-        let stack = if frames.is_empty() {
-            NO_STACK
-        } else {
-            self.stacks.push(frames.into_boxed_slice());
-            (self.stacks.len() - 1) as StackId
-        };
-        self.stack_ids.insert(id, stack);
+        self.stacks.push(frames.into());
+        let stack = (self.stacks.len() - 1) as StackId;
+        self.by_frames.insert(frames.into(), stack);
         stack
     }
 }
@@ -230,6 +257,12 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             row.time_raw
         }
     };
+    // The Python trace's files: ns or µs by the same rule.
+    let mut call_file_ns = vec![false; rows.files.len()];
+    for call in &rows.calls {
+        let latest = call.start_raw.max(call.end_raw).unwrap_or(0);
+        call_file_ns[call.file as usize] |= latest >= NS_FROM;
+    }
     // Time order (the writer groups a block's rows at its free), then process and id; the keys
     // computed once, not per comparison.
     let mut keyed: Vec<(i64, u64, u64, u32)> = (0..rows.rows.len())
@@ -305,6 +338,14 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
     // The operators open on each thread: a block without a Python stack is placed in the
     // innermost one (its "call site" is the operator that asked for it).
     let mut open_ops: FxHashMap<(u64, u64), Vec<u32>> = FxHashMap::default();
+    let mut calls = super::python_trace::by_thread(rows, |raw, file| {
+        if call_file_ns[file as usize] {
+            raw / 1000
+        } else {
+            raw
+        }
+    });
+    let mut frames: Vec<u32> = Vec::new();
     let mut inefficient = super::inefficient::Analyzer::default();
     let mut total_checked = 0u64;
     let mut total_mismatch: Option<(u64, (u32, u64))> = None;
@@ -420,11 +461,21 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                 state.live.insert(row.addr, row.size_bytes);
                 state.push(Action::Alloc, row.addr, row.size_bytes, t_us);
                 let last = state.trace.len() - 1;
-                if let Some(stack) = row.stack {
-                    state.trace.stack[last] = tables.stack(stack);
-                } else if let Some(&op) = open_ops.get(&(row.pid, row.tid)).and_then(|o| o.last()) {
-                    state.trace.stack[last] = tables.operator(op);
+                // Its stack: the operator that asked for it, inside the Python frames (the
+                // row's own stack, else the calls the Python trace has open then).
+                frames.clear();
+                if let Some(&op) = open_ops.get(&(row.pid, row.tid)).and_then(|o| o.last()) {
+                    frames.push(tables.operator_frame(op));
                 }
+                if let Some(stack) = row.stack {
+                    frames.extend_from_slice(tables.python_frames(stack));
+                } else if let Some(thread) = calls.get_mut(&(row.pid, row.tid)) {
+                    let open: Vec<TextId> = thread.open_at(t_us).collect();
+                    for func in open {
+                        frames.push(tables.call_frame(func));
+                    }
+                }
+                state.trace.stack[last] = tables.stack(&frames);
                 if let Some(owner) = row.owner {
                     state.owner[last] = tables.string(owner);
                 }

@@ -12,6 +12,7 @@
 pub mod compare;
 pub mod inefficient;
 pub mod map;
+pub mod python_trace;
 pub mod read;
 
 use std::borrow::Cow;
@@ -224,6 +225,8 @@ pub struct Rows {
     index: FxHashMap<Box<str>, TextId>,
     /// Rows whose `Event` this version does not know, by name.
     pub unknown_events: Vec<(String, u64)>,
+    /// The Python trace's calls, where the recording has one.
+    pub calls: Vec<python_trace::Call>,
 }
 
 impl Rows {
@@ -263,6 +266,12 @@ impl Rows {
             row.stack = map(row.stack);
             self.push(row, file + offset, line);
         }
+        self.calls
+            .extend(other.calls.into_iter().map(|call| python_trace::Call {
+                func: ids[call.func as usize],
+                file: call.file + offset,
+                ..call
+            }));
         for (event, count) in other.unknown_events {
             for _ in 0..count {
                 self.count_unknown(&event);
@@ -342,7 +351,8 @@ pub fn dump_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Reads the recording at `path` (a dump file or a folder) into a [`Snapshot`].
+/// Reads the recording at `path` (a dump file or a folder, with the `python_trace_*.csv` beside
+/// its dump files) into a [`Snapshot`].
 pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
     let files = if path.is_dir() {
         let files = dump_files(path);
@@ -356,6 +366,8 @@ pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
     } else {
         vec![path.to_path_buf()]
     };
+    let traces = python_trace::beside(&files);
+    let files: Vec<PathBuf> = files.into_iter().chain(traces).collect();
     // One file per device: read side by side, then merged (the first error, in file order, wins).
     let read: Vec<Result<Rows, MemscopeError>> = {
         use rayon::prelude::*;
@@ -369,6 +381,8 @@ pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
                     || starts_with_sqlite_magic(file);
                 if is_db {
                     read::read_db(file, &mut rows)?;
+                } else if python_trace::is_trace_name(file) {
+                    python_trace::read_csv(file, &mut rows)?;
                 } else {
                     read::read_csv(file, &mut rows)?;
                 }

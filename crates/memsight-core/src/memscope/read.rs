@@ -257,7 +257,7 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         })?;
         rows.push(row, file, rowid.max(0) as u64);
     }
-    Ok(())
+    super::python_trace::read_db(path, &conn, file, rows)
 }
 
 /// The dump table of `conn` (`memscope_dump`, else `leaks_dump`) and its column names; an error

@@ -192,6 +192,18 @@ impl MemsightApp {
                     self.active_profiler = None;
                     self.active_compare = None;
                 }
+                Some(Ok(Opened::MemscopeCompare(rows))) => {
+                    if let Some(p) = job.source.path() {
+                        self.remember(p);
+                    }
+                    // Opened again: the one window, read afresh (a window's title is its id).
+                    let name = job.source.name();
+                    self.memscope_compares.retain(|t| t.name != name);
+                    self.memscope_compares
+                        .push(crate::views::memscope_compare::CompareTable::new(
+                            name, rows,
+                        ));
+                }
                 Some(Err(message)) => self.notices.error(message),
             }
         }

@@ -74,6 +74,8 @@ pub struct MemsightApp {
     /// Open compare tabs; while `active_compare` is set, the window shows that one.
     compares: Vec<crate::views::compare::CompareDoc>,
     active_compare: Option<usize>,
+    /// Opened `memory_compare_*.csv` files, each in its window.
+    pub memscope_compares: Vec<crate::views::memscope_compare::CompareTable>,
     jobs: Vec<LoadJob>,
     /// Saved, copied, failed: transient messages in the corner; failures stay until dismissed.
     pub notices: Notices,
@@ -121,6 +123,7 @@ impl MemsightApp {
             active_profiler: None,
             compares: Vec::new(),
             active_compare: None,
+            memscope_compares: Vec::new(),
             jobs,
             notices: Notices::default(),
             recent_store,
@@ -293,6 +296,7 @@ impl MemsightApp {
         if self.show_warnings {
             self.warnings_window(&ctx);
         }
+        self.memscope_compare_windows(&ctx);
         if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
             let painter = ctx.layer_painter(egui::LayerId::new(
                 egui::Order::Foreground,

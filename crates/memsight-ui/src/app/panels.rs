@@ -475,6 +475,26 @@ impl MemsightApp {
         doc.owners.open = open;
     }
 
+    /// A window per opened `memory_compare_*.csv` (msMemScope's comparison of two runs).
+    pub(super) fn memscope_compare_windows(&mut self, ctx: &egui::Context) {
+        let mut area = ctx.content_rect();
+        area.min.y = self.chart_rect.map_or(area.min.y + 64.0, |r| r.top());
+        for (k, table) in self.memscope_compares.iter_mut().enumerate() {
+            let mut open = table.open;
+            egui::Window::new(format!("msMemScope comparison: {}", table.name))
+                .open(&mut open)
+                .constrain_to(area)
+                .default_pos(area.left_top() + egui::vec2(24.0 + 24.0 * k as f32, 24.0))
+                .default_width((area.width() * 0.6).clamp(360.0, 760.0))
+                .default_height(area.height() * 0.8)
+                .show(ctx, |ui| {
+                    crate::views::memscope_compare::compare_ui(ui, table);
+                });
+            table.open = open;
+        }
+        self.memscope_compares.retain(|t| t.open);
+    }
+
     pub(super) fn warnings_window(&mut self, ctx: &egui::Context) {
         let Some(doc) = self.docs.get(self.active) else {
             return;

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod event_list;
 pub mod findings;
 pub mod lifecycle;
+pub mod memscope_compare;
 pub mod owners;
 pub mod pool;
 pub mod profiler;
