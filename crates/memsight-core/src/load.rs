@@ -155,6 +155,15 @@ pub fn load_path(path: &Path, progress: Option<&LoadProgress>) -> Result<Snapsho
     if crate::memscope::is_memscope_path(path) {
         return Ok(crate::memscope::load(path)?);
     }
+    if crate::memscope::python_trace::is_trace_name(path) {
+        return Err(crate::memscope::MemscopeError::NotMemscope {
+            path: path.to_path_buf(),
+            why: "this is msMemScope's Python trace, which gives stacks to the blocks of the \
+                  memscope_dump file beside it: open that file or its folder"
+                .into(),
+        }
+        .into());
+    }
     if path.is_dir() {
         return Err(LoadError::NotASnapshot {
             what: "a folder, with no torch_npu profiler data in it".to_string(),

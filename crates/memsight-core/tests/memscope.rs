@@ -593,6 +593,14 @@ fn python_trace_gives_blocks_without_a_stack_the_calls_open_on_their_thread() {
             path.display()
         );
     }
+    // The trace alone says what it is and what to open instead.
+    let alone = Loaded::open(&dir.join("python_trace_1.csv"), None)
+        .expect_err("a trace alone")
+        .to_string();
+    assert!(
+        alone.contains("python_trace_1.csv") && alone.contains("open that file or its folder"),
+        "{alone}"
+    );
     // A bad trace row is an error naming the file and line.
     std::fs::write(
         dir.join("python_trace_1.csv"),
