@@ -212,6 +212,24 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
                 "  no times in this trace (event index is the time axis)"
             )?,
         }
+        if let Some(a) = &d.inefficient_flags_agreement {
+            let counts = |c: &memsight_core::memscope::inefficient::FlagCounts| {
+                format!(
+                    "{} both, {} msMemScope only, {} memsight only",
+                    c.both, c.recorded_only, c.computed_only
+                )
+            };
+            writeln!(
+                out,
+                "  inefficient flags: memsight's agree with msMemScope's on {} of {} blocks \
+                 (early allocation: {}; late deallocation: {}; temporary idleness: {})",
+                a.same,
+                a.blocks,
+                counts(&a.early_allocation),
+                counts(&a.late_deallocation),
+                counts(&a.temporary_idleness)
+            )?;
+        }
     }
     if !report.warnings.is_empty() {
         writeln!(out, "warnings:")?;

@@ -50,6 +50,9 @@ pub struct DeviceStats {
     pub time_span_us: Option<i64>,
     pub streams: usize,
     pub lifetimes: usize,
+    /// msMemScope recordings that carry both its `inefficient_type` flags and the ACCESS rows
+    /// they come from: how far memsight's flags agree with msMemScope's.
+    pub inefficient_flags_agreement: Option<crate::memscope::inefficient::FlagAgreement>,
 }
 
 impl StatsReport {
@@ -119,6 +122,7 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         time_span_us: trace.plausible_time_span_us(),
         streams: streams.len(),
         lifetimes: replay.lifetimes.len(),
+        inefficient_flags_agreement: crate::memscope::inefficient::agreement(device),
     }
 }
 

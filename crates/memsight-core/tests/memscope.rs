@@ -717,3 +717,65 @@ fn diff_by_owner_and_operator_adds_up_to_the_difference_of_the_peaks() {
         assert_eq!(groups.iter().map(|g| g.delta_bytes).sum::<i64>(), 1792);
     }
 }
+
+#[test]
+fn where_msmemscope_wrote_its_flags_stats_counts_how_far_ours_agree() {
+    // Two blocks, each read, then read again after 3,100 operators: by msMemScope's rules both
+    // are temporarily idle. The file says block 1 is idle (agreed) and block 2 early (not ours).
+    let mut lines: Vec<String> = vec![
+        "1,MALLOC,HAL,N/A,1,1,1,0,0x100000,\"{size:2097152}\",,".into(),
+        "2,MALLOC,PTA,N/A,2,1,1,0,0x100000,\"{allocation_id:1,size:512,inefficient_type:temporary_idleness}\",,".into(),
+        "3,MALLOC,PTA,N/A,3,1,1,0,0x100200,\"{allocation_id:2,size:512,inefficient_type:early_allocation}\",,".into(),
+    ];
+    let mut t = 10;
+    for pass in 0..2 {
+        for id in 1..=2 {
+            let addr = 0x10_0000 + (id - 1) * 0x200;
+            lines.push(format!(
+                "{t},ACCESS,READ,aten.add,{t},1,1,0,0x{addr:x},\"{{allocation_id:{id},size:512,type:PTA}}\",,"
+            ));
+            t += 1;
+        }
+        if pass == 0 {
+            for _ in 0..3100 {
+                lines.push(format!(
+                    "{t},OP_LAUNCH,ATEN_START,aten.view,{t},1,1,0,N/A,,,"
+                ));
+                lines.push(format!(
+                    "{},OP_LAUNCH,ATEN_END,aten.view,{},1,1,0,N/A,,,",
+                    t + 1,
+                    t + 1
+                ));
+                t += 2;
+            }
+        }
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let loaded = rows_file("agreement", &refs).expect("loads");
+    let stats = memsight_core::report::StatsReport::new(&loaded);
+    let a = stats.devices[0]
+        .inefficient_flags_agreement
+        .expect("the file carries both");
+    assert_eq!((a.blocks, a.same), (2, 1));
+    let counts = |c: memsight_core::memscope::inefficient::FlagCounts| {
+        (c.both, c.recorded_only, c.computed_only)
+    };
+    assert_eq!(counts(a.temporary_idleness), (1, 0, 1));
+    assert_eq!(counts(a.early_allocation), (0, 1, 0));
+    assert_eq!(counts(a.late_deallocation), (0, 0, 0));
+    // Without msMemScope's flags there is nothing to agree with.
+    let plain: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            l.replace(",inefficient_type:temporary_idleness", "")
+                .replace(",inefficient_type:early_allocation", "")
+        })
+        .collect();
+    let refs: Vec<&str> = plain.iter().map(String::as_str).collect();
+    let loaded = rows_file("no-agreement", &refs).expect("loads");
+    assert!(
+        memsight_core::report::StatsReport::new(&loaded).devices[0]
+            .inefficient_flags_agreement
+            .is_none()
+    );
+}

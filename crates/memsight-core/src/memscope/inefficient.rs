@@ -188,3 +188,56 @@ impl Analyzer {
         Some((key, flags))
     }
 }
+
+/// One flag counted both ways.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlagCounts {
+    /// Flagged by msMemScope and by memsight.
+    pub both: u64,
+    /// Flagged by msMemScope only.
+    pub recorded_only: u64,
+    /// Flagged by memsight only.
+    pub computed_only: u64,
+}
+
+/// How far memsight's flags (computed from the ACCESS rows) agree with the ones msMemScope wrote
+/// (`inefficient_type`), on a device whose file carries both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlagAgreement {
+    /// Blocks judged (each with an `allocation_id`).
+    pub blocks: u64,
+    /// Blocks whose three flags are the same both ways (flagged or not).
+    pub same: u64,
+    pub early_allocation: FlagCounts,
+    pub late_deallocation: FlagCounts,
+    pub temporary_idleness: FlagCounts,
+}
+
+/// The agreement on `device`; `None` unless its file carries both: flags msMemScope wrote and
+/// ACCESS rows to compute them from.
+pub fn agreement(device: &crate::model::Device) -> Option<FlagAgreement> {
+    let uses = &device.block_use;
+    let recorded = uses.iter().any(|u| u.recorded_flags != 0);
+    let accessed = uses.iter().any(|u| u.first_access_event.is_some());
+    if !(recorded && accessed) {
+        return None;
+    }
+    let mut a = FlagAgreement::default();
+    for u in uses {
+        a.blocks += 1;
+        a.same += u64::from(u.flags == u.recorded_flags);
+        for (flag, counts) in [
+            (EARLY_ALLOCATION, &mut a.early_allocation),
+            (LATE_DEALLOCATION, &mut a.late_deallocation),
+            (TEMPORARY_IDLENESS, &mut a.temporary_idleness),
+        ] {
+            match (u.recorded_flags & flag != 0, u.flags & flag != 0) {
+                (true, true) => counts.both += 1,
+                (true, false) => counts.recorded_only += 1,
+                (false, true) => counts.computed_only += 1,
+                (false, false) => {}
+            }
+        }
+    }
+    Some(a)
+}
