@@ -212,6 +212,18 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
                 "  no times in this trace (event index is the time axis)"
             )?,
         }
+        if let Some(m) = &d.device_memory_fullest {
+            writeln!(
+                out,
+                "  device memory (measured {} by msMemScope): at the fullest {} used of {}; the \
+                 pool reserved {} of it, {} outside the allocator (CANN, HCCL, other processes)",
+                counted(d.device_memory_samples, "time"),
+                format_bytes(m.sample.used_bytes() as i64),
+                format_bytes(m.sample.total_bytes as i64),
+                format_bytes(m.pool_reserved_bytes as i64),
+                format_bytes(m.outside_pool_bytes as i64)
+            )?;
+        }
         if let Some(a) = &d.inefficient_flags_agreement {
             let counts = |c: &memsight_core::memscope::inefficient::FlagCounts| {
                 format!(

@@ -5,6 +5,7 @@
 pub mod allocator;
 pub mod category;
 pub mod detect;
+pub mod device_memory;
 pub mod diff;
 pub mod frames;
 pub mod r#gen;

@@ -695,6 +695,7 @@ fn assemble(
             trace,
             segments,
             block_use: Vec::new(),
+            memory_samples: Vec::new(),
         });
     }
 

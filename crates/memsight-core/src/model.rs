@@ -227,6 +227,28 @@ pub struct Device {
     /// How each block was used, where the recording says (msMemScope's ACCESS rows), by alloc
     /// event; empty for snapshots.
     pub block_use: Vec<BlockUse>,
+    /// The whole device's memory where the recording measured it (msMemScope's SNAPSHOT rows),
+    /// in time order; empty for snapshots.
+    pub memory_samples: Vec<DeviceMemorySample>,
+}
+
+/// The whole device's memory at one moment, as the driver reported it (`mem_get_info`'s total
+/// and free, written by msMemScope as a SNAPSHOT row): what the pool reserved is part of it, the
+/// rest is outside the allocator (CANN, HCCL buffers, other processes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceMemorySample {
+    /// The trace event it came right after (`None`: before the first).
+    pub after_event: Option<u32>,
+    pub time_us: i64,
+    pub total_bytes: u64,
+    /// At most `total_bytes`.
+    pub free_bytes: u64,
+}
+
+impl DeviceMemorySample {
+    pub fn used_bytes(&self) -> u64 {
+        self.total_bytes - self.free_bytes
+    }
 }
 
 /// How one block was used between its alloc and its free (msMemScope recordings).

@@ -53,6 +53,10 @@ pub struct DeviceStats {
     /// msMemScope recordings that carry both its `inefficient_type` flags and the ACCESS rows
     /// they come from: how far memsight's flags agree with msMemScope's.
     pub inefficient_flags_agreement: Option<crate::memscope::inefficient::FlagAgreement>,
+    /// msMemScope's measurements of the whole device (SNAPSHOT rows): how many, and the fullest
+    /// with the pool's share of it.
+    pub device_memory_samples: usize,
+    pub device_memory_fullest: Option<crate::device_memory::MeasuredMemory>,
 }
 
 impl StatsReport {
@@ -123,6 +127,8 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         streams: streams.len(),
         lifetimes: replay.lifetimes.len(),
         inefficient_flags_agreement: crate::memscope::inefficient::agreement(device),
+        device_memory_samples: device.memory_samples.len(),
+        device_memory_fullest: crate::device_memory::fullest(device, replay),
     }
 }
 

@@ -487,7 +487,8 @@ pub struct Capacity {
 }
 
 /// The capacity the file shows: at the first `oom`, what was reserved plus the free bytes the
-/// driver reported; else, where the allocator stalled (a device allocation failed), just under
+/// driver reported; else the same at msMemScope's measurements of the device
+/// ([`crate::device_memory::pool_capacity_bytes`]); else, where the allocator stalled (a device allocation failed), just under
 /// the smallest reserved + segment that failed, if that is no lower than the peak reserved.
 pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
     let (device, replay) = (recording.device, recording.replay);
@@ -496,6 +497,19 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         return Some(Capacity {
             bytes: reserved(event as usize)?.saturating_add(free),
             source: format!("the oom at event {event}: reserved then plus the device's free bytes"),
+        });
+    }
+    if let Some((bytes, m)) = crate::device_memory::pool_capacity_bytes(device, replay) {
+        return Some(Capacity {
+            bytes,
+            source: format!(
+                "the device's memory as msMemScope measured it ({}): reserved then plus the \
+                 device's free bytes",
+                m.sample.after_event.map_or_else(
+                    || "before the first event".to_string(),
+                    |e| format!("after event {e}")
+                )
+            ),
         });
     }
     let peak = replay.peak_reserved.bytes.max(0) as u64;

@@ -344,6 +344,11 @@ mod generated {
             for (device, t) in loaded.snapshot.devices.iter().zip(&truth.devices) {
                 let replay = &loaded.replays[device.ordinal as usize];
                 assert_eq!(replay.peak_allocated.bytes as u64, t.peak_allocated_bytes);
+                // A SNAPSHOT row a step: what the device used beyond the pool, every time.
+                assert_eq!(device.memory_samples.len(), t.steps);
+                for m in memsight_core::device_memory::measured_all(device, replay) {
+                    assert_eq!(m.outside_pool_bytes, t.outside_pool_bytes);
+                }
                 // The bytes by owner add up to the allocated bytes, at the peak and anywhere.
                 for event in [replay.peak_allocated.event, Some(100), None] {
                     let owners = memsight_core::owner::bytes_by_owner(
@@ -777,5 +782,41 @@ fn where_msmemscope_wrote_its_flags_stats_counts_how_far_ours_agree() {
         memsight_core::report::StatsReport::new(&loaded).devices[0]
             .inefficient_flags_agreement
             .is_none()
+    );
+}
+
+#[test]
+fn snapshot_rows_measure_the_memory_outside_the_allocator_and_bound_the_capacity() {
+    // The pool reserves one 2 MiB segment; msMemScope measured the device twice: 64 GiB in all,
+    // 4 GiB used (2 MiB of it the pool's, after the segment) and later 5 GiB used.
+    const GIB: u64 = 1 << 30;
+    let lines = [
+        format!(
+            "1,SNAPSHOT,SNAPSHOT,Memory Snapshot,1,1,1,0,N/A,\"{{reserved:0,max_reserved:0,allocated:0,max_allocated:0,total:{},free:{},device_rate:4.6,reserved_rate:0}}\",,",
+            64 * GIB,
+            61 * GIB
+        ),
+        "2,MALLOC,HAL,N/A,2,1,1,0,0x100000,\"{size:2097152}\",,".to_string(),
+        "3,MALLOC,PTA,N/A,3,1,1,0,0x100000,\"{size:512,total:2097152,used:512}\",,".to_string(),
+        format!(
+            "4,SNAPSHOT,SNAPSHOT,Memory Snapshot,4,1,1,0,N/A,\"{{reserved:2097152,max_reserved:2097152,allocated:512,max_allocated:512,total:{},free:{},device_rate:7.8,reserved_rate:0.02}}\",,",
+            64 * GIB,
+            59 * GIB
+        ),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let loaded = rows_file("device-memory", &refs).expect("loads");
+    let device = &loaded.snapshot.devices[0];
+    assert_eq!(device.memory_samples.len(), 2);
+    let fullest = memsight_core::device_memory::fullest(device, &loaded.replays[0]).expect("one");
+    assert_eq!(fullest.sample.used_bytes(), 5 * GIB);
+    assert_eq!(fullest.pool_reserved_bytes, 2 << 20);
+    assert_eq!(fullest.outside_pool_bytes, 5 * GIB - (2 << 20));
+    // The pool could have grown by what was free: 61 GiB at the first (nothing reserved), 59 GiB
+    // + 2 MiB at the second; the smaller bounds it.
+    let recording = memsight_core::whatif::Recording::of(&loaded, 0);
+    assert_eq!(
+        memsight_core::whatif::Settings::recorded(&recording).capacity_bytes,
+        Some(59 * GIB + (2 << 20))
     );
 }

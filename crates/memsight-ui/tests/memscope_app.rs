@@ -94,6 +94,8 @@ fn owners_colour_the_chart_and_their_window_adds_up_to_the_peak() {
 fn the_inefficient_box_keeps_the_flagged_blocks_and_the_finding_is_listed() {
     let (mut harness, dir) = harness("inefficient");
     harness.get_by_label_contains("Inefficient memory: the peak would be");
+    // msMemScope's SNAPSHOT rows: the memory outside the pool, in the summary bar.
+    harness.get_by_label_contains("used of 64.0 GiB, 2.50 GiB outside the pool");
     harness.get_by_label("inefficient").click();
     common::settle(&mut harness);
     let doc = &harness.state().documents()[0];

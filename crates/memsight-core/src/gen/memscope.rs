@@ -30,6 +30,10 @@ use crate::model::Action;
 const MIB: u64 = 1 << 20;
 /// Device memory the allocator may reserve (no OOM in these runs).
 const CAPACITY_BYTES: u64 = 60 << 30;
+/// The whole device (an Atlas 800T A2's 64 GiB), and what CANN's runtime and HCCL hold of it
+/// outside the pool, as msMemScope's SNAPSHOT rows measure it.
+const DEVICE_TOTAL_BYTES: u64 = 64 << 30;
+const OUTSIDE_POOL_BYTES: u64 = 2560 * MIB;
 /// Layers of the model.
 const LAYERS: usize = 24;
 /// Operators that allocate nothing, after each layer's own.
@@ -61,6 +65,8 @@ pub struct DeviceTruth {
     pub early_allocation_ids: Vec<u64>,
     pub late_deallocation_ids: Vec<u64>,
     pub temporary_idleness_ids: Vec<u64>,
+    /// Used on the device and not the pool's, at every SNAPSHOT row (one per step).
+    pub outside_pool_bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -266,6 +272,23 @@ impl Run {
         self.drain_segments();
     }
 
+    /// msMemScope's `take_snapshot()`: the pool's figures and the whole device's.
+    fn snapshot(&mut self) {
+        let mut row = self.row("SNAPSHOT", "SNAPSHOT", "Memory Snapshot");
+        let used = self.reserved_bytes + OUTSIDE_POOL_BYTES;
+        row.attr = format!(
+            "{{reserved:{},max_reserved:{},allocated:{},max_allocated:{},total:{DEVICE_TOTAL_BYTES},free:{},device_rate:{:.2},reserved_rate:{:.2}}}",
+            self.reserved_bytes,
+            self.reserved_bytes,
+            self.used_bytes,
+            self.truth.peak_allocated_bytes,
+            DEVICE_TOTAL_BYTES - used,
+            used as f64 / DEVICE_TOTAL_BYTES as f64 * 100.0,
+            self.used_bytes as f64 / (self.reserved_bytes.max(1)) as f64 * 100.0
+        );
+        self.written.push(row);
+    }
+
     fn mstx(&mut self, event_type: &'static str) {
         let row = self.row("MSTX", event_type, "\"step start\"");
         self.written.push(row);
@@ -321,6 +344,7 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         tight_bytes: 0,
         truth: DeviceTruth {
             device,
+            outside_pool_bytes: OUTSIDE_POOL_BYTES,
             ..DeviceTruth::default()
         },
         rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(device + 1),
@@ -338,6 +362,7 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         || step == 0
     {
         run.mstx("Range_start");
+        run.snapshot();
         // Early: allocated now, first used in the optimizer step (tight: allocated there).
         let (early_id, early) = run.malloc(48 * MIB, "PTA@activation", STACK_EARLY, false);
         run.truth.early_allocation_ids.push(early_id);

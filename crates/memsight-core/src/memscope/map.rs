@@ -21,9 +21,9 @@ use rustc_hash::FxHashMap;
 
 use super::{DeviceId, Kind, MemscopeError, Pool, Rows, Subtype, TextId};
 use crate::model::{
-    Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, FileFormat, Frame,
-    NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId, Trace, Warning,
-    WarningKind,
+    Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, DeviceMemorySample,
+    FileFormat, Frame, NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId,
+    Trace, Warning, WarningKind,
 };
 
 /// `torch_npu`'s small-pool segment, and the granularity of its large ones.
@@ -56,6 +56,8 @@ struct DeviceState {
     owner: Vec<StrId>,
     /// Per judged block (process, allocation id): its use so far.
     uses: FxHashMap<(u64, u64), BlockUse>,
+    /// SNAPSHOT rows: the whole device's memory.
+    samples: Vec<DeviceMemorySample>,
 }
 
 impl DeviceState {
@@ -396,6 +398,20 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             });
             continue;
         }
+        if row.kind == Kind::Snapshot {
+            if let (Some(device), Some(total), Some(free)) =
+                (device_of_row[i], row.total_bytes, row.free_bytes)
+                && let Some(state) = states.get_mut(&device)
+            {
+                state.samples.push(DeviceMemorySample {
+                    after_event: state.trace.len().checked_sub(1).map(|e| e as u32),
+                    time_us: t_us,
+                    total_bytes: total,
+                    free_bytes: free.min(total),
+                });
+            }
+            continue;
+        }
         if row.kind == Kind::OpLaunch {
             let ops = open_ops.entry((row.pid, row.tid)).or_default();
             match (row.subtype, row.name) {
@@ -570,6 +586,7 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             trace,
             segments,
             block_use,
+            memory_samples: std::mem::take(&mut state.samples),
         });
     }
     if devices.is_empty() {

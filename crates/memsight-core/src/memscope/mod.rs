@@ -200,6 +200,8 @@ pub struct Row {
     /// The pool's reserved and allocated bytes after this event (pool MALLOC / FREE).
     pub total_bytes: Option<u64>,
     pub used_bytes: Option<u64>,
+    /// SNAPSHOT: the device's free bytes (`total` is then the device's).
+    pub free_bytes: Option<u64>,
     pub owner: Option<TextId>,
     /// [`EARLY_ALLOCATION`] | [`LATE_DEALLOCATION`] | [`TEMPORARY_IDLENESS`].
     pub inefficient: u8,

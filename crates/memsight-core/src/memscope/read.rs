@@ -344,20 +344,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
                 .map(|t| t as i64)
         })
         .ok_or_else(|| format!("Timestamp(ns) \"{}\" is not a number of ns", short(time)))?;
-    let pool = match subtype {
-        Subtype::Pool(p) => p,
-        // An operator of the ATB library (`ATB_START`) or of ATen (`ATEN_START`, PTA's pool).
-        _ if kind == Kind::OpLaunch => {
-            if raw.event_type.trim().starts_with("ATB") {
-                Pool::Atb
-            } else {
-                Pool::Pta
-            }
-        }
-        _ => attrs
-            .get("type")
-            .map_or(Pool::Other, |t| Pool::of(t.trim())),
-    };
+    let pool = pool_of(kind, subtype, raw.event_type, &attrs);
     // Sizes may be negative (early files' FREE rows): their magnitude, which must fit in u64.
     let number = |key: &str| -> Result<Option<u64>, String> {
         attrs.get(key).map_or(Ok(None), |v| {
@@ -411,6 +398,11 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
         allocation_id: number("allocation_id")?,
         total_bytes: bytes("total")?,
         used_bytes: bytes("used")?,
+        free_bytes: if kind == Kind::Snapshot {
+            bytes("free")?
+        } else {
+            None
+        },
         owner: owner.map(|o| rows.intern(o)),
         inefficient,
         stack: if stack.is_empty() || stack == "NA" {
@@ -428,6 +420,24 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
                 .get("type")
                 .is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
     })
+}
+
+/// The pool a row is about: MALLOC / FREE's Event Type, an operator's library (`ATB_START`: ATB;
+/// `ATEN_START`: PTA's), else the `type` attr (ACCESS).
+fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &Attrs) -> Pool {
+    match subtype {
+        Subtype::Pool(p) => p,
+        _ if kind == Kind::OpLaunch => {
+            if event_type.trim().starts_with("ATB") {
+                Pool::Atb
+            } else {
+                Pool::Pta
+            }
+        }
+        _ => attrs
+            .get("type")
+            .map_or(Pool::Other, |t| Pool::of(t.trim())),
+    }
 }
 
 /// msMemScope's own `inefficient_type` flags on a MALLOC row (`inefficient` in its docs).

@@ -268,6 +268,7 @@ impl MemsightApp {
                 );
                 ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Extend));
             }
+            device_memory_label(ui, device, replay);
             ui.separator();
             let findings = data.findings.len();
             let worst = data.findings.iter().map(|f| f.severity).max();
@@ -305,6 +306,36 @@ impl MemsightApp {
             }
         });
     }
+}
+
+/// msMemScope measured the whole device: how full it was at the fullest, and what lay outside the
+/// allocator then.
+fn device_memory_label(
+    ui: &mut Ui,
+    device: &memsight_core::model::Device,
+    replay: &memsight_core::replay::DeviceReplay,
+) {
+    let Some(m) = memsight_core::device_memory::fullest(device, replay) else {
+        return;
+    };
+    let text = format!(
+        "device {} used of {}, {} outside the pool",
+        format_bytes(m.sample.used_bytes() as i64),
+        format_bytes(m.sample.total_bytes as i64),
+        format_bytes(m.outside_pool_bytes as i64)
+    );
+    let when = m
+        .sample
+        .after_event
+        .map_or_else(|| "before the trace".to_string(), |e| format!("event {e}"));
+    ui.add(egui::Label::new(text).wrap_mode(egui::TextWrapMode::Extend))
+        .on_hover_text(format!(
+            "the fullest of {} measurements of the whole device by msMemScope (SNAPSHOT rows; \
+             {when}): the pool reserved {} then; the rest is CANN's runtime, HCCL buffers or \
+             other processes",
+            device.memory_samples.len(),
+            format_bytes(m.pool_reserved_bytes as i64)
+        ));
 }
 
 /// A menu button with its shortcut on the right.
