@@ -212,6 +212,9 @@ pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
                 "  no times in this trace (event index is the time axis)"
             )?,
         }
+        if !d.actions.is_empty() {
+            writeln!(out, "  allocator {}", d.allocator.describe())?;
+        }
         if let Some(m) = &d.device_memory_fullest {
             writeln!(
                 out,
@@ -611,6 +614,8 @@ struct WhatIfDevice {
     settings: memsight_core::whatif::Settings,
     /// Where the capacity comes from: "--capacity", what the file shows, or nothing known.
     capacity_source: Option<String>,
+    /// The allocator the replay follows, and why.
+    allocator: memsight_core::whatif::AllocatorKind,
     /// These are the settings the run starts from (the file's, with any `--set`).
     base: bool,
     recorded: memsight_core::whatif::Outcome,
@@ -626,6 +631,7 @@ fn known(count: Option<u64>) -> String {
 fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
     for d in devices {
         writeln!(out, "device {}: {}", d.device, d.settings.describe())?;
+        writeln!(out, "  replayed as {}", d.allocator.describe())?;
         writeln!(
             out,
             "  capacity: {}",
@@ -823,6 +829,7 @@ pub fn whatif(
             bail_input!("device {}: {why}", dev.ordinal);
         }
         let recorded = whatif::recorded(&recording);
+        let allocator = whatif::allocator_of(&recording);
         let capacity_source = if capacity.is_some() {
             Some("--capacity".to_string())
         } else {
@@ -852,6 +859,7 @@ pub fn whatif(
                 device: dev.ordinal,
                 settings: tried_settings,
                 capacity_source: capacity_source.clone(),
+                allocator: allocator.clone(),
                 recorded,
                 predicted,
             });

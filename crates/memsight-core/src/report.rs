@@ -57,6 +57,8 @@ pub struct DeviceStats {
     /// with the pool's share of it.
     pub device_memory_samples: usize,
     pub device_memory_fullest: Option<crate::device_memory::MeasuredMemory>,
+    /// The caching allocator `whatif` replays this trace through, and the file's evidence for it.
+    pub allocator: crate::whatif::AllocatorKind,
 }
 
 impl StatsReport {
@@ -129,6 +131,11 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         inefficient_flags_agreement: crate::memscope::inefficient::agreement(device),
         device_memory_samples: device.memory_samples.len(),
         device_memory_fullest: crate::device_memory::fullest(device, replay),
+        allocator: crate::whatif::allocator_of(&crate::whatif::Recording {
+            snapshot,
+            device,
+            replay,
+        }),
     }
 }
 

@@ -535,18 +535,86 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         .filter(|c| c.bytes >= peak)
 }
 
-/// Whether the recording is `torch_npu`'s: its strings or workspace entries say so, or its blocks
-/// carry the 32-byte padding.
+/// Which caching allocator the replay follows for a recording, and what in the file says so.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AllocatorKind {
+    /// `torch_npu`'s (`NPUCachingAllocator`), else `CUDA`'s.
+    pub npu: bool,
+    /// Bytes added to every request before rounding (`torch_npu`'s 32, where the file shows it).
+    pub pad_bytes: u64,
+    /// The evidence, as a reader would check it.
+    pub why: String,
+}
+
+impl AllocatorKind {
+    /// `torch_npu's allocator (why)`, for a line of text.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} caching allocator{} ({})",
+            if self.npu { "torch_npu's" } else { "CUDA's" },
+            if self.pad_bytes > 0 {
+                format!(", requests padded by {} B", self.pad_bytes)
+            } else {
+                String::new()
+            },
+            self.why
+        )
+    }
+}
+
+/// The allocator of `recording`, from its own evidence (older `torch_npu` files carry no
+/// `allocator_settings`): an msMemScope recording, `torch_npu` in its frames or settings, its
+/// workspace entries, or blocks carrying the 32-byte padding.
+pub fn allocator_of(recording: &Recording) -> AllocatorKind {
+    let (snapshot, device) = (recording.snapshot, recording.device);
+    let padding = request_padding(device);
+    let mut why: Vec<String> = Vec::new();
+    if snapshot.format.memscope {
+        why.push("an msMemScope recording (Ascend)".into());
+    }
+    if snapshot.strings.iter().any(|s| s.contains("torch_npu")) {
+        why.push("its frames or settings name torch_npu".into());
+    }
+    if device.trace.action.contains(&Action::WorkspaceSnapshot) {
+        why.push("it records torch_npu's workspace allocations".into());
+    }
+    if let Some(evidence) = &padding.evidence {
+        why.push(evidence.clone());
+    }
+    let npu = !why.is_empty();
+    if !npu {
+        why.push(match &padding.against {
+            Some(against) => format!("nothing in it names torch_npu, and {against}"),
+            None => "nothing in it names torch_npu".into(),
+        });
+    }
+    AllocatorKind {
+        npu,
+        pad_bytes: padding.bytes,
+        why: why.join("; "),
+    }
+}
+
+/// Whether the recording is `torch_npu`'s ([`allocator_of`]).
 fn is_npu(recording: &Recording) -> bool {
-    recording.snapshot.is_npu() || request_padding_bytes(recording.device) > 0
+    allocator_of(recording).npu
+}
+
+/// The padding the allocator adds to every request, and the evidence for or against it.
+struct Padding {
+    bytes: u64,
+    evidence: Option<String>,
+    against: Option<String>,
 }
 
 /// The padding the allocator adds to every request, as the file shows it: `torch_npu` adds 32
-/// bytes before rounding to 512 (`AddPadSize()` in `NPUCachingAllocator.cpp`), so a live block
-/// whose request is a multiple of 512 is 512 bytes larger than it; `CUDA` adds nothing, so such a
-/// block is exactly its request. 0 when no block says.
-fn request_padding_bytes(device: &Device) -> u64 {
-    let (mut padded, mut exact) = (0, 0);
+/// bytes before rounding to 512 (`AddPadSize()` in `NPUCachingAllocator.cpp`), `CUDA` nothing.
+/// Two witnesses: a live block of the final pool whose request is a multiple of 512 is 512
+/// bytes larger than it when padded, exactly its size when not; and, in the trace, a small block
+/// allocated right behind a live one lies the padded or the unpadded size of that one further
+/// on. Padded only where padded blocks are seen and unpadded ones are not.
+fn request_padding(device: &Device) -> Padding {
+    let (mut padded, mut exact) = (0u64, 0u64);
     for b in device.segments.iter().flat_map(|s| &s.blocks) {
         if b.state == BlockState::Inactive
             || b.requested_size_bytes == 0
@@ -560,11 +628,77 @@ fn request_padding_bytes(device: &Device) -> u64 {
             exact += 1;
         }
     }
-    if padded > 0 && exact == 0 {
-        NPU_PAD_BYTES
+    let (trace_padded, trace_exact) = padding_in_trace(device);
+    let (all_padded, all_exact) = (padded + trace_padded, exact + trace_exact);
+    if all_padded > 0 && all_exact == 0 {
+        Padding {
+            bytes: NPU_PAD_BYTES,
+            evidence: Some(format!(
+                "{} carry torch_npu's 32-byte request padding",
+                witnesses(padded, trace_padded)
+            )),
+            against: None,
+        }
     } else {
-        0
+        Padding {
+            bytes: 0,
+            evidence: None,
+            against: (all_exact > 0).then(|| {
+                format!(
+                    "{} are exactly their requests",
+                    witnesses(exact, trace_exact)
+                )
+            }),
+        }
     }
+}
+
+/// `3 blocks of the final pool and 12 allocations of the trace`.
+fn witnesses(pool: u64, trace: u64) -> String {
+    let n = |count: u64, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+    match (pool, trace) {
+        (p, 0) => format!("{} of the final pool", n(p, "block")),
+        (0, t) => format!("{} of the trace", n(t, "allocation")),
+        (p, t) => format!(
+            "{} of the final pool and {} of the trace",
+            n(p, "block"),
+            n(t, "allocation")
+        ),
+    }
+}
+
+/// In the trace: small allocations (below 1 MiB, rounded to 512 bytes) made right behind a live
+/// block, at the distance of that block's padded size (counted first) or of its unpadded size,
+/// where the two differ.
+fn padding_in_trace(device: &Device) -> (u64, u64) {
+    let trace = &device.trace;
+    let round = |bytes: u64| bytes.div_ceil(512).max(1) * 512;
+    let mut live: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    let (mut padded, mut exact) = (0u64, 0u64);
+    for i in 0..trace.len() {
+        let (addr, size) = (trace.addr[i], trace.size_bytes[i]);
+        match trace.action[i] {
+            Action::Alloc => {
+                if let Some((&before, &before_size)) = live.range(..addr).next_back()
+                    && before_size < crate::allocator::SMALL_REQUEST_MAX_BYTES
+                {
+                    let (with_pad, without) =
+                        (round(before_size + NPU_PAD_BYTES), round(before_size));
+                    if with_pad != without {
+                        let gap = addr - before;
+                        padded += u64::from(gap == with_pad);
+                        exact += u64::from(gap == without);
+                    }
+                }
+                live.insert(addr, size);
+            }
+            Action::FreeCompleted => {
+                live.remove(&addr);
+            }
+            _ => {}
+        }
+    }
+    (padded, exact)
 }
 
 /// A prediction with the model's reserved bytes after every trace event.
@@ -663,7 +797,10 @@ fn seeded_model(recording: &Recording, settings: &Settings) -> (Allocator, FxHas
     let mut model = Allocator::with_config(
         MODEL_BASE_ADDRESS,
         settings.capacity_bytes.unwrap_or(UNBOUNDED_BYTES),
-        settings.config(request_padding_bytes(device), is_npu(recording)),
+        {
+            let kind = allocator_of(recording);
+            settings.config(kind.pad_bytes, kind.npu)
+        },
         0,
         0,
     );

@@ -257,3 +257,42 @@ fn npu_workspace_triples_are_held_apart_from_the_pool() {
         "the workspace segment is held as recorded"
     );
 }
+
+/// Older `torch_npu` files carry no `allocator_settings`, and a pool may hold no block whose
+/// request shows the padding: the trace alone must tell `torch_npu`'s allocator from CUDA's (a
+/// small block allocated right behind a live one sits its padded size further on), or a 1 MiB
+/// request lands in the small pool the NPU never puts it in. With the final pool taken away,
+/// the NPU file without `torch_npu` in its strings is still replayed as `torch_npu`'s, padded; the
+/// CUDA files stay CUDA's.
+#[test]
+fn the_allocator_is_told_from_the_trace_when_nothing_else_says() {
+    for (name, npu) in [
+        ("npu_snapshot_expandable.pkl", true),
+        ("cuda_2023_no_time.pickle", false),
+        ("cuda_ctx512_forward_mixed.pickle", false),
+    ] {
+        let Some(path) = common::fixture("snapshots", name) else {
+            memsight_core::testing::skip("corpus not found");
+            return;
+        };
+        let mut snapshot = memsight_core::load_path(&path, None).expect("loads");
+        assert!(
+            !snapshot.strings.iter().any(|s| s.contains("torch_npu")),
+            "{name}"
+        );
+        let traced = snapshot
+            .devices
+            .iter()
+            .position(|d| !d.trace.is_empty())
+            .expect("a trace");
+        for segment in &mut snapshot.devices[traced].segments {
+            segment.blocks.clear();
+        }
+        let loaded = memsight_core::Loaded::new(snapshot);
+        let recording = Recording::of(&loaded, traced);
+        let kind = whatif::allocator_of(&recording);
+        assert_eq!(kind.npu, npu, "{name}: {kind:?}");
+        assert_eq!(kind.pad_bytes, if npu { 32 } else { 0 }, "{name}");
+        assert!(kind.why.contains("of the trace"), "{name}: {}", kind.why);
+    }
+}

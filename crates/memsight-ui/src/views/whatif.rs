@@ -46,6 +46,8 @@ pub struct WhatIfState {
     settings: Option<(usize, Settings)>,
     /// The settings the file was recorded under, for that device.
     recorded_settings: Settings,
+    /// The allocator the replay follows for that device, and why (core `allocator_of`).
+    allocator: String,
     pub show_predicted_pool: bool,
     result: Option<Arc<WhatIfResult>>,
     job: Option<(Settings, Receiver<WhatIfResult>)>,
@@ -171,6 +173,7 @@ impl WhatIfState {
             };
             let recording = Recording::of(&data.loaded, device);
             self.recorded_settings = Settings::recorded(&recording);
+            self.allocator = memsight_core::whatif::allocator_of(&recording).describe();
             self.settings = Some((device, self.recorded_settings));
         }
         let Some((_, settings)) = self.settings else {
@@ -271,6 +274,10 @@ pub fn whatif_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut W
         ui.spinner();
         return;
     };
+    ui.add(
+        egui::Label::new(egui::RichText::new(format!("Replayed as {}", state.allocator)).weak())
+            .wrap(),
+    );
     settings_ui(ui, &mut settings, &state.recorded_settings);
     let refused = settings.refused_by(&Recording::of(&data.loaded, device));
     if let Some(why) = &refused {
