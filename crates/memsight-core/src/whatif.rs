@@ -456,7 +456,7 @@ pub fn recorded(recording: &Recording) -> Outcome {
             .find(|&i| device.trace.action[i] == Action::Alloc)
     });
     let at_peak = replay.totals_after(after_alloc.map(|i| i as u32).or(peak.event));
-    let stalls: Vec<_> = release_bursts(recording.snapshot, device)
+    let stalls: Vec<_> = release_bursts(recording.snapshot, device, recording.replay)
         .into_iter()
         .filter(ReleaseBurst::is_stall)
         .collect();
@@ -513,7 +513,7 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         });
     }
     let peak = replay.peak_reserved.bytes.max(0) as u64;
-    release_bursts(recording.snapshot, device)
+    release_bursts(recording.snapshot, device, recording.replay)
         .into_iter()
         .filter_map(|b| {
             let retry = b.retry_event?;
@@ -860,7 +860,7 @@ fn run(
     // Which recorded releases to replay, by their first event.
     let capacity_known = settings.capacity_bytes.is_some();
     let mut releases = vec![false; trace.len()];
-    for burst in release_bursts(recording.snapshot, device) {
+    for burst in release_bursts(recording.snapshot, device, recording.replay) {
         let replayed = if burst.is_stall() {
             !capacity_known
         } else {
@@ -965,7 +965,7 @@ pub fn sweep_settings(recording: &Recording, base: &Settings) -> Vec<Settings> {
         }
         s
     };
-    let program_releases = release_bursts(recording.snapshot, recording.device)
+    let program_releases = release_bursts(recording.snapshot, recording.device, recording.replay)
         .iter()
         .any(|b| !b.is_stall());
     let mut candidates = vec![

@@ -526,5 +526,5 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
         "the pool after the first call"
     );
     harness.get_by_label_contains("Pool after event 2947");
-    harness.get_by_label_contains("with no request waiting");
+    harness.get_by_label_contains("while no request was waiting");
 }

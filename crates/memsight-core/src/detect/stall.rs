@@ -10,8 +10,21 @@
 //! A burst under an `empty_cache()` frame, or with no request waiting, is the program emptying
 //! the cache itself: one info finding per device says how often and what it cost, never a
 //! warning. One stall finding per device, too, for the worst stall.
+//!
+//! **The capacity rule.** The allocator frees its cache only when a device allocation fails. When
+//! the reserved bytes before the burst plus the new segment are no more than what this trace
+//! reserved at some other moment, or than a capacity the file shows (an `oom` entry, msMemScope's
+//! measurements), the device could have served the request without a release: the burst was
+//! the program's (an `empty_cache()` recorded without frames, often at a fixed period), not a
+//! stall. A retry that ends in an `oom` is always a stall.
+//!
+//! **Periodic releases.** Stackless bursts at a fixed period (three or more, each gap within 30 %
+//! of their median gap) come from one hook. Where the capacity rule shows that one of them did
+//! not need the memory, none of them is a stall: the one at the trace's highest reserved bytes
+//! is the same hook firing there.
 
 use crate::model::{Action, Device, NO_STACK, NO_TIME, Snapshot, StackId};
+use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity};
@@ -30,10 +43,39 @@ struct Burst {
     freed_bytes: u64,
     /// The `segment_alloc` / `segment_map` / `oom` for the request that waited, if one did.
     retry: Option<usize>,
+    /// A segment followed for the same request, but the device had room for it (the capacity
+    /// rule): not a stall.
+    servable: bool,
+    /// One of stackless bursts at a fixed period: about this many events after the one before.
+    period_events: Option<usize>,
 }
 
-fn bursts(snapshot: &Snapshot, device: &Device) -> Vec<Burst> {
+/// The most the device is known to hold for the pool: an `oom` entry's reserved plus free
+/// bytes, or msMemScope's measurements (reserved then plus free; the smallest).
+fn known_capacity_bytes(device: &Device, replay: &DeviceReplay) -> Option<u64> {
+    let reserved = |event: usize| replay.reserved_bytes().get(event).map(|&r| r.max(0) as u64);
+    device
+        .trace
+        .oom_device_free_bytes
+        .first()
+        .and_then(|&(event, free)| reserved(event as usize).map(|r| r.saturating_add(free)))
+        .or_else(|| crate::device_memory::pool_capacity_bytes(device, replay).map(|(b, _)| b))
+}
+
+fn bursts(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Burst> {
     let trace = &device.trace;
+    let reserved = replay.reserved_bytes();
+    let reserved_at = |i: usize| reserved.get(i).map_or(0, |&r| r.max(0) as u64);
+    // The most reserved up to each event, and from each event on: "elsewhere in the trace".
+    let mut most_before = vec![0u64; trace.len() + 1];
+    for i in 0..trace.len() {
+        most_before[i + 1] = most_before[i].max(reserved_at(i));
+    }
+    let mut most_after = vec![0u64; trace.len() + 1];
+    for i in (0..trace.len()).rev() {
+        most_after[i] = most_after[i + 1].max(reserved_at(i));
+    }
+    let capacity = known_capacity_bytes(device, replay);
     let releases = |i: usize| matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap);
     let mut out = Vec::new();
     let mut i = 0;
@@ -59,14 +101,62 @@ fn bursts(snapshot: &Snapshot, device: &Device) -> Vec<Burst> {
             )
             && (stack == NO_STACK || trace.stack[i] == NO_STACK || trace.stack[i] == stack))
             .then_some(i);
+        // The capacity rule: reserved before the burst plus the new segment, against the most
+        // reserved elsewhere (before the burst, or after the retry) and a known capacity.
+        let servable = retry.is_some_and(|r| {
+            if trace.action[r] == Action::Oom {
+                return false;
+            }
+            let needed = first
+                .checked_sub(1)
+                .map_or(0, reserved_at)
+                .saturating_add(trace.size_bytes[r]);
+            let elsewhere = most_before[first].max(most_after[r + 1]);
+            needed <= elsewhere || capacity.is_some_and(|c| needed <= c)
+        });
         out.push(Burst {
             first,
             last,
             freed_bytes,
-            retry,
+            retry: retry.filter(|_| !servable),
+            servable,
+            period_events: None,
         });
     }
+    periodic_releases(device, &mut out);
     out
+}
+
+/// Stackless bursts at a fixed period, one of which the device did not need: none of them is a
+/// stall (their retries, unless an `oom`, are the hook's next request).
+fn periodic_releases(device: &Device, bursts: &mut [Burst]) {
+    let trace = &device.trace;
+    let stackless: Vec<usize> = (0..bursts.len())
+        .filter(|&k| (bursts[k].first..=bursts[k].last).all(|i| trace.stack[i] == NO_STACK))
+        .collect();
+    if stackless.len() < 3 || !stackless.iter().any(|&k| bursts[k].servable) {
+        return;
+    }
+    let gaps: Vec<usize> = stackless
+        .windows(2)
+        .map(|w| bursts[w[1]].first - bursts[w[0]].first)
+        .collect();
+    let mut sorted = gaps.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    if gaps
+        .iter()
+        .any(|&g| (g as f64 - median as f64).abs() > 0.3 * median as f64)
+    {
+        return;
+    }
+    for &k in &stackless {
+        let b = &mut bursts[k];
+        b.period_events = Some(median);
+        if b.retry.is_some_and(|r| trace.action[r] != Action::Oom) {
+            b.retry = None;
+        }
+    }
 }
 
 /// One run of recorded segment releases: a stall when a request waited on it, else the program
@@ -87,8 +177,12 @@ impl ReleaseBurst {
 }
 
 /// The runs of segment releases in `device`'s trace, told apart as this detector tells them.
-pub fn release_bursts(snapshot: &Snapshot, device: &Device) -> Vec<ReleaseBurst> {
-    bursts(snapshot, device)
+pub fn release_bursts(
+    snapshot: &Snapshot,
+    device: &Device,
+    replay: &DeviceReplay,
+) -> Vec<ReleaseBurst> {
+    bursts(snapshot, device, replay)
         .into_iter()
         .map(|b| ReleaseBurst {
             first_event: b.first,
@@ -116,7 +210,7 @@ pub(super) fn uses_expandable_segments(snapshot: &Snapshot, device: &Device) -> 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let (snapshot, device, replay) = (cx.snapshot, cx.device, cx.replay);
     let trace = &device.trace;
-    let all = bursts(snapshot, device);
+    let all = bursts(snapshot, device, replay);
     let mut findings = Vec::new();
     let ms = |a: usize, b: usize| match (trace.time_us[a], trace.time_us[b]) {
         (x, y) if x != NO_TIME && y != NO_TIME => Some((y - x) as f64 / 1e3),
@@ -149,10 +243,13 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             device.ordinal,
         );
         f.title = match ms(worst.first, retry) {
-            Some(t) => {
-                format!("Allocator stall: the cache was emptied to serve a request ({t:.1} ms)")
-            }
-            None => "Allocator stall: the cache was emptied to serve a request".to_string(),
+            Some(t) => format!(
+                "Allocator stall: a device allocation failed, so the allocator released its \
+                 cache and tried again ({t:.1} ms)"
+            ),
+            None => "Allocator stall: a device allocation failed, so the allocator released its \
+                     cache and tried again"
+                .to_string(),
         };
         f.summary = format!(
             "{} time{} a request could not be served from the cache, so the allocator released cached segments and \
@@ -208,24 +305,47 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     let explicit = flushes
         .iter()
         .any(|b| (b.first..=b.last).any(|k| is_explicit_empty_cache(snapshot, trace.stack[k])));
+    let servable = flushes.iter().filter(|b| b.servable).count();
+    let period = flushes.iter().find_map(|b| b.period_events);
+    let times = |n: usize| format!("{n} time{}", if n == 1 { "" } else { "s" });
     let mut f = Finding::new(FindingKind::EmptyCache, Severity::Info, device.ordinal);
-    f.title = format!(
-        "empty_cache() {}: {} time{}",
-        if explicit {
-            "called"
-        } else {
-            "(or a cache release)"
-        },
-        flushes.len(),
-        if flushes.len() == 1 { "" } else { "s" }
-    );
+    f.title = if explicit {
+        format!("empty_cache() called: {}", times(flushes.len()))
+    } else {
+        format!(
+            "Cache released {} (empty_cache() or similar, no call stack recorded)",
+            times(flushes.len())
+        )
+    };
+    let no_failure = if servable > 0 {
+        format!(
+            " {} of these releases came just before a new segment, but the device had room for \
+             it: the reserved bytes then, plus that segment, were no more than this trace \
+             reserved at another moment. So no device allocation failed there.",
+            if servable == flushes.len() {
+                "Each".to_string()
+            } else {
+                servable.to_string()
+            }
+        )
+    } else {
+        String::new()
+    };
+    let no_failure = match period {
+        Some(events) => format!(
+            "{no_failure} The releases without a call stack come at a fixed period (about every \
+             {events} events): one hook in the program (a callback, a scheduler) releases the \
+             cache."
+        ),
+        None => no_failure,
+    };
     f.summary = format!(
-        "The cache was emptied {} time{} with no request waiting ({released} segments, {} released in all); \
-         afterwards {} of segments were allocated again. This is the program's choice, not an allocator \
-         stall, but every segment released and needed again costs a device free and a device malloc \
-             (cudaFree / aclrtFree, then cudaMalloc / aclrtMalloc).",
-        flushes.len(),
-        if flushes.len() == 1 { "" } else { "s" },
+        "The cache was released {} ({released} segments, {} in all) while no request was \
+         waiting for the memory; afterwards {} of segments were allocated again.{no_failure} \
+         This is the program's choice, not an allocator stall. But every segment released and \
+         needed again costs a device free and a device malloc (cudaFree / aclrtFree, then \
+         cudaMalloc / aclrtMalloc).",
+        times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
     );
@@ -290,6 +410,40 @@ mod tests {
                     .iter()
                     .all(|f| f.kind != FindingKind::AllocatorStall),
                 "seed {seed}"
+            );
+        }
+    }
+
+    /// Issue 21: stackless bursts at a fixed period, each right before a new segment, with the
+    /// reserved bytes well below the trace's own peak: the device had room, so no allocation
+    /// failed. They are cache releases (one note), not stalls, and settings advice does not
+    /// rest on them.
+    #[test]
+    fn periodic_stackless_releases_the_device_had_room_for_are_not_stalls() {
+        for seed in 1..=2 {
+            let (g, loaded) = generated(Scenario::TransformerReleases, 60_000, seed);
+            assert!(
+                g.truth.steps >= 4,
+                "seed {seed}: {} iterations",
+                g.truth.steps
+            );
+            let findings = analyze(&loaded);
+            assert!(
+                findings
+                    .iter()
+                    .all(|f| f.kind != FindingKind::AllocatorStall),
+                "seed {seed}: {findings:?}"
+            );
+            let notes: Vec<_> = findings
+                .iter()
+                .filter(|f| f.kind == FindingKind::EmptyCache)
+                .collect();
+            assert_eq!(notes.len(), 1, "seed {seed}: {findings:?}");
+            assert!(
+                notes[0].title.starts_with("Cache released")
+                    && notes[0].summary.contains("the device had room"),
+                "seed {seed}: {:?}",
+                notes[0]
             );
         }
     }

@@ -44,10 +44,14 @@ pub enum Scenario {
     Transformer,
     /// The transformer loop leaking 256 KiB per iteration at a varying point of the iteration.
     TransformerLeak,
+    /// The transformer loop releasing its cache every other iteration from a hook the trace has
+    /// no frames for (stackless `segment_free` bursts at a fixed period, each followed by a new
+    /// segment for the next request): cache releases the device never needed, not stalls.
+    TransformerReleases,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -57,6 +61,7 @@ impl Scenario {
         Self::Expandable,
         Self::Transformer,
         Self::TransformerLeak,
+        Self::TransformerReleases,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +75,7 @@ impl Scenario {
             Self::Expandable => "expandable",
             Self::Transformer => "transformer",
             Self::TransformerLeak => "transformer-leak",
+            Self::TransformerReleases => "transformer-releases",
         }
     }
 }
@@ -207,6 +213,12 @@ struct Stacks {
 }
 
 impl Stacks {
+    /// A context with no frames: code the trace has no stack for (a hook run from C++).
+    fn empty(&mut self) -> u32 {
+        self.stacks.push(Vec::new());
+        (self.stacks.len() - 1) as u32
+    }
+
     fn add(&mut self, inner: &[LibFrame], user: &[LibFrame], cpp: bool) -> u32 {
         let mut frames: Vec<LibFrame> = Vec::new();
         if cpp {
@@ -400,7 +412,10 @@ pub fn generate(options: &GenOptions) -> Generated {
     let mut max_unused = (0u64, None);
     let mut extreme: Vec<u64> = Vec::new(); // recorded indices
 
-    let transformer = matches!(sc, Scenario::Transformer | Scenario::TransformerLeak);
+    let transformer = matches!(
+        sc,
+        Scenario::Transformer | Scenario::TransformerLeak | Scenario::TransformerReleases
+    );
     let mut leak_truth_stack = leak_stack;
     let mut leak_bytes = 2 << 20;
     let mut step = 0u64;
@@ -413,6 +428,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             target,
             transformer::Shape {
                 leak: sc == Scenario::TransformerLeak,
+                release_every: (sc == Scenario::TransformerReleases).then_some(2),
                 cpp: options.seed.is_multiple_of(2),
                 batch: options.batch.max(1),
             },

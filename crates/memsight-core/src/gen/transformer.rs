@@ -25,6 +25,8 @@ const HEADS: u64 = 16;
 const VOCAB: u64 = 32_000;
 /// Sequences per micro-batch unless `GenOptions::batch` says otherwise.
 pub const BATCH: u64 = 4;
+/// The next batch, copied to the device after a cache release (`release_every`).
+const PREFETCH_BYTES: u64 = 768 << 20;
 /// qkv, proj, three experts' fc, two layer norms.
 const PARAMS_PER_LAYER: usize = 7;
 
@@ -33,6 +35,9 @@ const PARAMS_PER_LAYER: usize = 7;
 pub(super) struct Shape {
     /// Inject the leak.
     pub leak: bool,
+    /// Release the cache (`empty_cache()` from a hook with no frames in the trace) after every
+    /// this many iterations.
+    pub release_every: Option<u64>,
     /// Stacks carry C++ frames.
     pub cpp: bool,
     /// Sequences per micro-batch.
@@ -177,8 +182,14 @@ pub(super) fn run(
     target: u64,
     shape: Shape,
 ) -> Run {
-    let Shape { leak, cpp, batch } = shape;
+    let Shape {
+        leak,
+        release_every,
+        cpp,
+        batch,
+    } = shape;
     let s = sites(lib, cpp);
+    let hook = lib.empty();
     let mut out = Run {
         annotations: Vec::new(),
         iterations: 0,
@@ -211,6 +222,7 @@ pub(super) fn run(
         params.push(VOCAB * HIDDEN * 4);
     }
     let mut adamw_ready = false;
+    let mut prefetched: Option<u64> = None;
     while a.recorded < target {
         out.iterations += 1;
         let step = out.iterations;
@@ -334,6 +346,17 @@ pub(super) fn run(
         }
         out.annotations
             .push((format!("ProfilerStep#{step}"), false, a.clock_us));
+        if release_every.is_some_and(|n| step.is_multiple_of(n)) {
+            // The hook empties the cache, then the next batch is copied to the device: its
+            // request is the first after the release and needs a new segment.
+            if let Some(old) = prefetched.take() {
+                a.free(old);
+            }
+            a.tick(50);
+            a.release_cached(Some(hook));
+            a.tick(20);
+            prefetched = a.malloc(PREFETCH_BYTES, stream, Some(s.to_device));
+        }
         a.tick(rng.range(200, 2000) as i64);
     }
     out
