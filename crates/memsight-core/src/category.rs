@@ -128,6 +128,23 @@ impl Categories {
         }
     }
 
+    /// Whether the trace trains: a backward pass or an optimizer step, or blocks that are
+    /// gradients or optimizer state (made before the trace).
+    pub fn trains(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|r| matches!(r.phase, Phase::Backward | Phase::Optimizer))
+            || self
+                .of_lifetime
+                .iter()
+                .any(|c| matches!(c, Category::Gradient | Category::OptimizerState))
+    }
+
+    /// Whether the trace has a backward pass.
+    pub fn has_backward(&self) -> bool {
+        self.runs.iter().any(|r| r.phase == Phase::Backward)
+    }
+
     /// The optimizer steps, in trace order.
     pub fn optimizer_steps(&self) -> impl Iterator<Item = &PhaseRun> {
         self.runs.iter().filter(|r| r.phase == Phase::Optimizer)

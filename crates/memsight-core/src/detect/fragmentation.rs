@@ -36,6 +36,11 @@ const MIN_GROWTHS: usize = 3;
 const WARNING_GAP_PERCENT: u64 = 20;
 /// … and at least this big is a warning; smaller ones are a note.
 const WARNING_GAP_BYTES: u64 = 512 << 20;
+/// Below this share of the reserved bytes, or [`NOTE_GAP_BYTES`], the reserve above the allocated
+/// peak is the cache's normal overhead: no finding (issue 21: notes at 1–9 % of reserved were
+/// noise on every real file).
+const NOTE_GAP_PERCENT: u64 = 10;
+const NOTE_GAP_BYTES: u64 = 64 << 20;
 
 /// One `segment_alloc` made although the cached free bytes covered the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +188,20 @@ fn flush_cycles(device: &Device, replay: &DeviceReplay) -> Vec<Cycle> {
     cycles
 }
 
+/// How much a reserve of `gap_bytes` above the allocated peak matters in a pool that reserved
+/// `reserved_bytes`: `None` for the cache's normal overhead.
+fn severity_of(gap_bytes: u64, reserved_bytes: u64) -> Option<Severity> {
+    if gap_bytes * 100 < reserved_bytes * NOTE_GAP_PERCENT || gap_bytes < NOTE_GAP_BYTES {
+        None
+    } else if gap_bytes * 100 >= reserved_bytes * WARNING_GAP_PERCENT
+        && gap_bytes >= WARNING_GAP_BYTES
+    {
+        Some(Severity::Warning)
+    } else {
+        Some(Severity::Info)
+    }
+}
+
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let (device, replay) = (cx.device, cx.replay);
     let growth = fragmented_growth(device, replay);
@@ -230,16 +249,11 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .copied()
         .unwrap_or(in_cycle[0]);
     let gap_bytes = cycle.gap_bytes.max(0) as u64;
+    let Some(severity) = severity_of(gap_bytes, cycle.peak_reserved_bytes.max(1) as u64) else {
+        return Vec::new();
+    };
     let spread = request_spread(device);
     let flushes = cycles.len().saturating_sub(1);
-    let severity = if gap_bytes * 100
-        >= cycle.peak_reserved_bytes.max(1) as u64 * WARNING_GAP_PERCENT
-        && gap_bytes >= WARNING_GAP_BYTES
-    {
-        Severity::Warning
-    } else {
-        Severity::Info
-    };
     let mut f = Finding::new(FindingKind::Fragmentation, severity, device.ordinal);
     f.title = format!(
         "Fragmentation: {} reserved above the allocated peak",

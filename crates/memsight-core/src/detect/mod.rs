@@ -140,6 +140,33 @@ pub fn breakdown(items: impl IntoIterator<Item = (Category, u64)>) -> Vec<Catego
     out
 }
 
+/// What the traced program does with the device, as its trace shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// A backward pass, an optimizer step, gradients or optimizer state.
+    Training,
+    /// Forward passes alone, in a trace whose stacks would show backward or an optimizer.
+    Inference,
+    /// No trace, or no stacks to tell by.
+    Unknown,
+}
+
+impl Workload {
+    fn of(device: &Device, categories: &Categories) -> Self {
+        let trace = &device.trace;
+        if categories.trains() {
+            Self::Training
+        } else if trace.action.contains(&crate::model::Action::Alloc)
+            && trace.stack.iter().any(|&s| s != NO_STACK)
+        {
+            Self::Inference
+        } else {
+            Self::Unknown
+        }
+    }
+}
+
 /// What every detector of one device reads: the file, the device's replay, what each
 /// allocation is for, and the training iterations, computed once.
 pub struct DeviceContext<'a> {
@@ -148,18 +175,21 @@ pub struct DeviceContext<'a> {
     pub replay: &'a DeviceReplay,
     pub categories: Categories,
     pub steps: Option<steps::Steps>,
+    pub workload: Workload,
 }
 
 impl<'a> DeviceContext<'a> {
     pub fn new(snapshot: &'a Snapshot, device: &'a Device, replay: &'a DeviceReplay) -> Self {
         let categories = classify(snapshot, device, replay);
         let steps = steps::find(snapshot, device, replay, &categories);
+        let workload = Workload::of(device, &categories);
         Self {
             snapshot,
             device,
             replay,
             categories,
             steps,
+            workload,
         }
     }
 

@@ -26,8 +26,9 @@ const MIN_SITE_ALLOCS: usize = 8;
 const SITE_RATIO: u64 = 8;
 /// … when it is also at least this big (small tensors vary a lot and matter little) …
 const MIN_OUTLIER_BYTES: u64 = 1 << 20;
-/// … and at least this share (percent) of the allocated peak …
-const MIN_PEAK_PERCENT: u64 = 1;
+/// … and at least this share (percent) of the allocated peak (below it, a request matters too
+/// little to act on: issue 21) …
+const MIN_PEAK_PERCENT: u64 = 3;
 /// … and rare: a site where more than this share (percent) of requests are that big simply
 /// allocates tensors of several sizes (a weight gradient and a workspace from one line).
 const MAX_OUTLIER_PERCENT: usize = 10;

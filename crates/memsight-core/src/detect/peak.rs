@@ -11,7 +11,7 @@ use crate::frames::headline_frame;
 use crate::model::{BlockState, StackId};
 use crate::units::format_bytes;
 
-use super::{DeviceContext, Finding, FindingKind, Severity, breakdown};
+use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
 
 /// Call sites and blocks named in the summary.
 const TOP: usize = 3;
@@ -139,7 +139,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .iter()
         .find(|h| h.0 == Category::Temporary)
         .map_or_else(String::new, |h| name(h.2));
-    f.suggestion = advice(parts[0].category, &largest_temporary);
+    f.suggestion = advice(parts[0].category, &largest_temporary, cx.workload);
     vec![f]
 }
 
@@ -177,6 +177,11 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 {
                     "in the forward pass, before backward".to_string()
                 }
+                Phase::Forward if cx.workload == Workload::Inference => {
+                    "in a forward pass (the trace has no backward pass or optimizer step: \
+                     inference, or a forward pass recorded alone)"
+                        .to_string()
+                }
                 Phase::Forward => "outside backward and the optimizer step".to_string(),
                 phase => format!("in the {}", phase.name()),
             };
@@ -188,26 +193,41 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     }
 }
 
-/// What lowers a peak that `largest_category` sets; `largest_temporary` names the call site of
-/// the largest block.
-fn advice(largest_category: Category, largest_temporary: &str) -> String {
+/// What lowers a peak whose largest part is `largest_category`, for a training or an inference
+/// run; `largest_temporary` names the call site of the largest temporary block.
+fn advice(largest_category: Category, largest_temporary: &str, workload: Workload) -> String {
+    let inference = workload == Workload::Inference;
     match largest_category {
-        Category::Activation => "Activations set the peak: activation checkpointing, a smaller micro-batch or \
-                                 sequence length, or mixed precision lower it."
+        Category::Activation if inference => "Most of the peak is the forward pass's tensors, and \
+             this trace has no backward pass or optimizer step (inference, or a forward pass \
+             recorded alone). For inference, run under torch.inference_mode() or \
+             torch.no_grad(): each layer's tensors are then freed when the next layer has used \
+             them. A smaller batch or sequence length, fp16 / bf16 or int8 tensors, or a smaller \
+             or paged KV cache lowers it too."
             .to_string(),
-        Category::Parameter | Category::Gradient | Category::OptimizerState => "Model state sets the peak: mixed \
-             precision, sharding (ZeRO / FSDP), or an 8-bit optimizer lower it."
+        Category::Activation => "Most of the peak is activations (kept by the forward pass for \
+             backward). Activation checkpointing, a smaller micro-batch or sequence length, or \
+             mixed precision lowers it."
+            .to_string(),
+        Category::Parameter if inference => "Most of the peak is the model's weights, and this \
+             trace has no backward pass or optimizer step (inference, or a forward pass recorded \
+             alone). Weights in fp16 / bf16, quantised to int8 / int4, or some layers offloaded \
+             to the host lower it."
+            .to_string(),
+        Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
+             is model state (weights, gradients, optimizer state). Mixed precision, sharding \
+             (ZeRO / FSDP), or an 8-bit optimizer lowers it."
             .to_string(),
         Category::Temporary => format!(
-            "Temporaries set the peak: the largest comes from {largest_temporary}; chunk that operation or free its \
-             inputs first."
+            "Most of the peak is temporary tensors; the largest comes from {largest_temporary}. \
+             Compute that operation in chunks, or free its inputs before it."
         ),
-        Category::Workspace => "Workspaces set the peak: limit the operator workspace size (cuBLAS / cuDNN / \
-                                CANN workspace settings)."
+        Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
+             (cuBLAS / cuDNN / CANN workspace settings)."
             .to_string(),
-        Category::Unknown => "Neither the call stacks nor the lifetimes tell what most of this memory is: start with \
-                              the call sites above, and record with stacks (`_record_memory_history(stacks=\"all\")`) \
-                              if they are missing."
+        Category::Unknown => "Neither the call stacks nor the lifetimes tell what most of this \
+             memory is. Start with the call sites above, and record with stacks \
+             (`_record_memory_history(stacks=\"all\")`) if they are missing."
             .to_string(),
     }
 }
@@ -217,6 +237,48 @@ mod tests {
     use crate::detect::test_support::generated;
     use crate::detect::{FindingKind, analyze};
     use crate::r#gen::Scenario;
+
+    /// Issue 21: a forward-only trace is told apart from training; its layers are no
+    /// iterations, and its advice is inference's, never an optimizer's.
+    #[test]
+    fn inference_gets_inference_advice_and_no_iterations() {
+        use crate::detect::{DeviceContext, Workload};
+        for seed in 1..=2 {
+            let (g, loaded) = generated(Scenario::TransformerInference, 30_000, seed);
+            assert!(g.truth.steps >= 3, "seed {seed}");
+            let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
+            let cx = DeviceContext::new(&loaded.snapshot, device, replay);
+            assert_eq!(cx.workload, Workload::Inference, "seed {seed}");
+            assert!(cx.steps.is_none(), "seed {seed}: {:?}", cx.steps);
+            let findings = analyze(&loaded);
+            let peak = findings
+                .iter()
+                .find(|f| f.kind == FindingKind::Peak)
+                .expect("a peak");
+            assert!(
+                peak.suggestion.contains("inference")
+                    && !peak.suggestion.contains("8-bit optimizer")
+                    && !peak.suggestion.contains("ZeRO"),
+                "seed {seed}: {peak:?}"
+            );
+            assert!(
+                findings.iter().all(|f| !matches!(
+                    f.kind,
+                    FindingKind::Leak
+                        | FindingKind::AllocatorStall
+                        | FindingKind::OutlierAllocation
+                )),
+                "seed {seed}: {findings:?}"
+            );
+        }
+        let (_, loaded) = generated(Scenario::Transformer, 30_000, 1);
+        let cx = DeviceContext::new(
+            &loaded.snapshot,
+            &loaded.snapshot.devices[0],
+            &loaded.replays[0],
+        );
+        assert_eq!(cx.workload, Workload::Training);
+    }
 
     #[test]
     fn the_peak_breakdown_adds_up_to_the_peak_allocated_bytes() {

@@ -10,7 +10,8 @@
 //!    (backward), so its low points recur. A low point counts when the curve fell to it by at
 //!    least [`SWING_SHARE_PERCENT`] % of the curve's whole range and rises from it as far again;
 //!    at least three such low points, whose levels stay within half the range of each other (a
-//!    forward pass with big temporaries also dips, but each dip sits higher than the last).
+//!    forward pass with big temporaries also dips, but each dip sits higher than the last). Only
+//!    in a trace with a backward pass: without one (inference), the layers rise and fall too.
 //!
 //! Never from call sites that merely repeat: inside one pass, the layers of the model repeat too
 //! (24 layers' `AccumulateGrad` gradients are one backward pass, not 24 steps), and so does a
@@ -173,6 +174,11 @@ pub fn find(
         StepSource::OptimizerSteps,
     ) {
         return Some(steps);
+    }
+    // The curve's shape is an iteration's only where backward makes it fall: in a forward pass
+    // alone (inference) the layers rise and fall too, and are no iterations.
+    if !categories.has_backward() {
+        return None;
     }
     let lows = curve_lows(replay.allocated_bytes());
     if lows.len() < MIN_CURVE_LOWS {

@@ -48,10 +48,13 @@ pub enum Scenario {
     /// no frames for (stackless `segment_free` bursts at a fixed period, each followed by a new
     /// segment for the next request): cache releases the device never needed, not stalls.
     TransformerReleases,
+    /// The transformer's forward passes alone under `torch.inference_mode()` (each layer's
+    /// tensors freed after the next layer), no backward, no optimizer, no annotations.
+    TransformerInference,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -62,6 +65,7 @@ impl Scenario {
         Self::Transformer,
         Self::TransformerLeak,
         Self::TransformerReleases,
+        Self::TransformerInference,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Scenario {
             Self::Transformer => "transformer",
             Self::TransformerLeak => "transformer-leak",
             Self::TransformerReleases => "transformer-releases",
+            Self::TransformerInference => "transformer-inference",
         }
     }
 }
@@ -414,7 +419,10 @@ pub fn generate(options: &GenOptions) -> Generated {
 
     let transformer = matches!(
         sc,
-        Scenario::Transformer | Scenario::TransformerLeak | Scenario::TransformerReleases
+        Scenario::Transformer
+            | Scenario::TransformerLeak
+            | Scenario::TransformerReleases
+            | Scenario::TransformerInference
     );
     let mut leak_truth_stack = leak_stack;
     let mut leak_bytes = 2 << 20;
@@ -429,6 +437,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             transformer::Shape {
                 leak: sc == Scenario::TransformerLeak,
                 release_every: (sc == Scenario::TransformerReleases).then_some(2),
+                inference: sc == Scenario::TransformerInference,
                 cpp: options.seed.is_multiple_of(2),
                 batch: options.batch.max(1),
             },

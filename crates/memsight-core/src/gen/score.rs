@@ -57,7 +57,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
         ..Score::default()
     };
     let mut clean = Score {
-        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases; with and without annotations)",
+        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases, inference; with and without annotations)",
         unit: "leak, stall or outlier finding, or any warning or error",
         ..Score::default()
     };
@@ -77,7 +77,10 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
             let bare_findings = detect::analyze(&bare);
             if matches!(
                 scenario,
-                Scenario::Steady | Scenario::Transformer | Scenario::TransformerReleases
+                Scenario::Steady
+                    | Scenario::Transformer
+                    | Scenario::TransformerReleases
+                    | Scenario::TransformerInference
             ) {
                 clean.false_alarms += findings
                     .iter()

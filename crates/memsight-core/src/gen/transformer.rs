@@ -38,6 +38,9 @@ pub(super) struct Shape {
     /// Release the cache (`empty_cache()` from a hook with no frames in the trace) after every
     /// this many iterations.
     pub release_every: Option<u64>,
+    /// Forward passes alone under `torch.inference_mode()`: each layer's tensors freed once the
+    /// next layer has used them, no backward, no optimizer, no step annotations.
+    pub inference: bool,
     /// Stacks carry C++ frames.
     pub cpp: bool,
     /// Sequences per micro-batch.
@@ -185,6 +188,7 @@ pub(super) fn run(
     let Shape {
         leak,
         release_every,
+        inference,
         cpp,
         batch,
     } = shape;
@@ -223,7 +227,40 @@ pub(super) fn run(
     }
     let mut adamw_ready = false;
     let mut prefetched: Option<u64> = None;
-    while a.recorded < target {
+    while inference && a.recorded < target {
+        out.iterations += 1;
+        let seq = 128 * rng.range(2, 8);
+        let tokens = batch * seq;
+        let mut previous: Vec<u64> = Vec::new();
+        for _ in 0..LAYERS {
+            let mut kept = Vec::new();
+            for (k, size) in [
+                tokens * HIDDEN * 2,
+                3 * tokens * HIDDEN * 2,
+                batch * HEADS * seq * seq * 2,
+                tokens * HIDDEN * 2,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                a.tick(rng.range(3, 30) as i64);
+                kept.extend(a.malloc(size, stream, Some(s.forward[k])));
+            }
+            for addr in previous.drain(..) {
+                a.tick(2);
+                a.free(addr);
+            }
+            previous = kept;
+        }
+        a.tick(10);
+        let logits = a.malloc(tokens * VOCAB * 2, stream, Some(s.logits));
+        for addr in previous.drain(..).chain(logits) {
+            a.tick(2);
+            a.free(addr);
+        }
+        a.tick(rng.range(200, 2000) as i64);
+    }
+    while !inference && a.recorded < target {
         out.iterations += 1;
         let step = out.iterations;
         out.annotations
