@@ -292,6 +292,29 @@ fn a_trace_that_allocates_more_than_its_segments_hold_is_flagged() {
         pool.segments[0].blocks[0].state,
         BlockState::ActiveAllocated
     );
+    // The doctor says so first, and the peak finding does not read as sound.
+    let findings = memsight_core::detect::analyze(&loaded);
+    let integrity = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Integrity)
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!(integrity.severity, memsight_core::detect::Severity::Warning);
+    assert!(
+        integrity.summary.contains(
+            "At event 0, 8.00 MiB was allocated while the segments held only 2.00 MiB (4.0×)"
+        ),
+        "{}",
+        integrity.summary
+    );
+    let peak = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+        .expect("a peak");
+    assert!(
+        peak.summary.contains("these figures may be wrong"),
+        "{}",
+        peak.summary
+    );
 }
 
 /// XPU pointers are ≥ 2^63: LONG1 with 9 bytes.
@@ -393,4 +416,86 @@ fn one_call_site_allocating_far_more_on_one_device_is_an_imbalance() {
         f.title
     );
     assert!(f.summary.starts_with("route (moe.py:30)"), "{}", f.summary);
+
+    // The heavier device then runs out of memory: the two findings name each other, and the
+    // imbalance is a warning.
+    let mut heavy = trace(80 << 20);
+    heavy.push(with_frames("oom", 0, 2 << 30, "route", 30));
+    let loaded = load(&top(Vec::new(), vec![trace(8 << 20), heavy]));
+    let findings = analyze(&loaded);
+    let of = |kind| {
+        findings
+            .iter()
+            .find(|f| f.kind == kind)
+            .unwrap_or_else(|| panic!("{kind:?} in {findings:#?}"))
+    };
+    let (imbalance, oom) = (of(FindingKind::Imbalance), of(FindingKind::Oom));
+    assert_eq!((imbalance.severity, oom.device), (Severity::Warning, 1));
+    assert!(
+        imbalance
+            .summary
+            .contains("Device 1 ran out of memory at event 60"),
+        "{}",
+        imbalance.summary
+    );
+    assert!(
+        oom.summary
+            .contains("A likely cause: the devices do not allocate alike"),
+        "{}",
+        oom.summary
+    );
+}
+
+/// Issue 21: a snapshot of the pool alone, much of it idle, gets a finding that splits the idle
+/// bytes into completely free segments (what `empty_cache()` returns) and gaps inside used ones.
+#[test]
+fn an_idle_pool_without_a_trace_is_reported() {
+    use memsight_core::detect::{FindingKind, analyze};
+    const SEGMENT: i128 = 256 << 20;
+    let large = |address: i128, blocks: Vec<Py>| {
+        Py::Dict(vec![
+            ("device", Py::Int(0)),
+            ("address", Py::Int(address)),
+            ("total_size", Py::Int(SEGMENT)),
+            ("stream", Py::Int(0)),
+            ("segment_type", Py::Str("large")),
+            ("segment_pool_id", Py::Pair(0, 0)),
+            ("blocks", Py::List(blocks)),
+        ])
+    };
+    // Four 256 MiB segments: two free, one with a 128 MiB gap, one full: 640 MiB of 1 GiB idle.
+    let at = |k: i128| BASE + k * SEGMENT;
+    let segments = vec![
+        large(at(0), vec![block(at(0), SEGMENT, 0, "inactive")]),
+        large(at(1), vec![block(at(1), SEGMENT, 0, "inactive")]),
+        large(
+            at(2),
+            vec![
+                block(at(2), 128 << 20, 128 << 20, "active_allocated"),
+                block(at(2) + (128 << 20), 128 << 20, 0, "inactive"),
+            ],
+        ),
+        large(
+            at(3),
+            vec![block(at(3), SEGMENT, SEGMENT, "active_allocated")],
+        ),
+    ];
+    let loaded = load(&top(segments, Vec::new()));
+    let findings = analyze(&loaded);
+    let idle: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::IdleCache)
+        .collect();
+    assert_eq!(idle.len(), 1, "{findings:#?}");
+    assert_eq!(
+        idle[0].title,
+        "Idle cache: 640 MiB of the 1.00 GiB reserved is in no block"
+    );
+    assert!(
+        idle[0].summary.contains(
+            "512 MiB in 2 completely free segments, and 128 MiB in free gaps inside 1 segment"
+        ),
+        "{}",
+        idle[0].summary
+    );
 }

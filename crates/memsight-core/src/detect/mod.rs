@@ -9,8 +9,10 @@
 //! allocation is for.
 
 pub mod fragmentation;
+mod idle_cache;
 mod imbalance;
 pub mod inefficient;
+mod integrity;
 mod leak;
 mod oom;
 mod outlier;
@@ -49,6 +51,11 @@ pub enum FindingKind {
     /// msMemScope recordings: blocks allocated early, freed late or left idle, with what they
     /// cost at the peak.
     InefficientMemory,
+    /// The recording contradicts itself (allocations outside its segments, more reserved than
+    /// the device holds), or its trace starts in the middle of the run.
+    Integrity,
+    /// A pool without a trace holding much cached memory that no block uses.
+    IdleCache,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -220,15 +227,28 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         .collect();
     let mut findings = Vec::new();
     for cx in &contexts {
-        findings.extend(peak::detect(cx));
+        let integrity = integrity::detect(cx, &loaded.warnings);
+        let mut peak = peak::detect(cx);
+        if integrity.iter().any(|f| f.severity > Severity::Info) {
+            for f in &mut peak {
+                f.summary.push_str(
+                    " This recording contradicts itself (see the finding on it): these figures \
+                     may be wrong.",
+                );
+            }
+        }
+        findings.extend(integrity);
+        findings.extend(peak);
         findings.extend(leak::detect(cx));
         findings.extend(fragmentation::detect(cx));
         findings.extend(oom::detect(cx));
         findings.extend(outlier::detect(cx));
         findings.extend(stall::detect(cx));
         findings.extend(inefficient::detect(cx));
+        findings.extend(idle_cache::detect(cx));
     }
     findings.extend(imbalance::detect(&contexts));
+    link_imbalance_to_oom(&mut findings);
     let advice = settings::detect(loaded, &findings);
     findings.extend(advice);
     findings.sort_by(|a, b| {
@@ -242,6 +262,35 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings,
         contexts.into_iter().map(|cx| cx.categories).collect(),
     )
+}
+
+/// An imbalance whose heavier device ran out of memory is a likely cause of that OOM: each
+/// finding names the other, and the imbalance becomes a warning.
+fn link_imbalance_to_oom(findings: &mut [Finding]) {
+    let Some(k) = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::Imbalance)
+    else {
+        return;
+    };
+    let device = findings[k].device;
+    let Some(o) = findings
+        .iter()
+        .position(|f| f.kind == FindingKind::Oom && f.device == device)
+    else {
+        return;
+    };
+    let (oom_event, imbalance_title) = (findings[o].events.0, findings[k].title.clone());
+    let imbalance = &mut findings[k];
+    imbalance.severity = Severity::Warning;
+    let cause = format!(
+        " Device {device} ran out of memory at event {oom_event} (the out-of-memory finding): \
+         the extra memory this call site asks for there is a likely cause."
+    );
+    imbalance.summary.push_str(&cause);
+    let cause =
+        format!(" A likely cause: the devices do not allocate alike (\"{imbalance_title}\").");
+    findings[o].summary.push_str(&cause);
 }
 
 #[cfg(test)]

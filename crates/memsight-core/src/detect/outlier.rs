@@ -79,9 +79,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 format_bytes(median as i64)
             ),
             summary: format!(
-                "{big} of {} requests from this call site were {SITE_RATIO}× its median of {} or more ({} of them \
-                 freed again, of no model shape and of a size asked in one iteration only — {}); the largest, {} \
-                 at event {largest_event}, is {:.0}× the median{}.",
+                "{big} of {} requests from this call site were {SITE_RATIO}× its median of {} or more. {} \
+                 of them were freed again, do not match a shape of the model, and have a size that only one \
+                 iteration asked for ({}). The largest, {} at event {largest_event}, is {:.0}× the median{}.",
                 requests.len(),
                 format_bytes(median as i64),
                 outliers.len(),
@@ -90,7 +90,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 largest as f64 / median.max(1) as f64,
                 if at_peak {
                     format!(
-                        ", and outliers were alive at the allocated peak ({}): they set it",
+                        ". Some of these large requests were still allocated at the allocated peak ({}), so \
+                         they made the peak higher",
                         format_bytes(peak.bytes)
                     )
                 } else {

@@ -278,7 +278,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     if tried.is_empty() {
         return Vec::new();
     }
-    let rests_on = fragmentation
+    let based_on = fragmentation
         .iter()
         .chain(&stalls)
         .map(|f| format!("\"{}\" on device {}", f.title, f.device))
@@ -293,7 +293,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         device: first.device,
         title: format!("Settings: {} could help", advice.len()),
         summary: format!(
-            "Rests on {rests_on}. The trace replayed through the caching-allocator model \
+            "This advice is based on these findings: {based_on}. The trace replayed through the caching-allocator model \
              reproduces the recording under its own settings (peak reserved {}); under each \
              setting advised it does better. {} The file's allocator settings {}.",
             format_bytes(base.peak_reserved_bytes as i64),

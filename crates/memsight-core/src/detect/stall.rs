@@ -52,7 +52,7 @@ struct Burst {
 
 /// The most the device is known to hold for the pool: an `oom` entry's reserved plus free
 /// bytes, or msMemScope's measurements (reserved then plus free; the smallest).
-fn known_capacity_bytes(device: &Device, replay: &DeviceReplay) -> Option<u64> {
+pub(super) fn known_capacity_bytes(device: &Device, replay: &DeviceReplay) -> Option<u64> {
     let reserved = |event: usize| replay.reserved_bytes().get(event).map(|&r| r.max(0) as u64);
     device
         .trace

@@ -1,0 +1,77 @@
+//! Flags a pool without a trace (a snapshot of the segments alone) that holds much cached
+//! memory no block uses: in completely free segments, which `empty_cache()` would hand back, and
+//! in holes between live blocks, which stay until their segments empty. Without a trace there is
+//! no history to judge, so this is the one thing the pool itself can say.
+
+use crate::model::BlockState;
+use crate::units::format_bytes;
+
+use super::{DeviceContext, Finding, FindingKind, Severity};
+
+/// Idle at least this share (percent) of the reserved bytes …
+const MIN_IDLE_PERCENT: u64 = 20;
+/// … and at least this much is worth a note (below, it is the cache's normal overhead).
+const MIN_IDLE_BYTES: u64 = 512 << 20;
+
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let device = cx.device;
+    if !device.trace.is_empty() || device.segments.is_empty() {
+        return Vec::new();
+    }
+    let reserved: u64 = device.segments.iter().map(|s| s.total_size_bytes).sum();
+    let free_of = |s: &crate::model::Segment| -> u64 {
+        s.blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Inactive)
+            .map(|b| b.size_bytes)
+            .sum()
+    };
+    let (mut empty_segments, mut empty_bytes) = (0usize, 0u64);
+    let (mut holed_segments, mut hole_bytes) = (0usize, 0u64);
+    for s in &device.segments {
+        let free = free_of(s);
+        if free == 0 {
+            continue;
+        }
+        if free >= s.total_size_bytes {
+            empty_segments += 1;
+            empty_bytes += s.total_size_bytes;
+        } else {
+            holed_segments += 1;
+            hole_bytes += free;
+        }
+    }
+    let idle = empty_bytes + hole_bytes;
+    if idle * 100 < reserved.max(1) * MIN_IDLE_PERCENT || idle < MIN_IDLE_BYTES {
+        return Vec::new();
+    }
+    let mut f = Finding::new(FindingKind::IdleCache, Severity::Info, device.ordinal);
+    f.title = format!(
+        "Idle cache: {} of the {} reserved is in no block",
+        format_bytes(idle as i64),
+        format_bytes(reserved as i64)
+    );
+    f.summary = format!(
+        "When this snapshot was taken, the pool reserved {} and {} of it ({}%) held no tensor: {} \
+         in {empty_segments} completely free segment{}, and {} in free gaps inside {holed_segments} \
+         segment{} that still hold live blocks. The file has no trace, so it cannot tell whether \
+         the program will reuse this memory.",
+        format_bytes(reserved as i64),
+        format_bytes(idle as i64),
+        idle * 100 / reserved.max(1),
+        format_bytes(empty_bytes as i64),
+        if empty_segments == 1 { "" } else { "s" },
+        format_bytes(hole_bytes as i64),
+        if holed_segments == 1 { "" } else { "s" },
+    );
+    f.bytes = idle;
+    f.suggestion = format!(
+        "Other processes and libraries cannot use cached memory. If one needs it, call \
+         empty_cache() before it does: that returns the completely free segments ({}); the gaps \
+         inside used segments stay until those segments are empty. If the program itself runs \
+         again, it reuses the cache and nothing needs to change. To see where the gaps come from, \
+         record a trace (`_record_memory_history()`).",
+        format_bytes(empty_bytes as i64)
+    );
+    vec![f]
+}
