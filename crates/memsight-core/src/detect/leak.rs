@@ -10,6 +10,15 @@
 //! the trace, where fewer follow, one never freed. At least one of a site's iterations must have
 //! the full [`ITERATIONS_ALIVE`] after it, so the blocks of the last, unfinished iteration alone
 //! never make a leak.
+//!
+//! **Without iteration markers** (no annotations, no optimizer or backward frames to find
+//! iterations by), the trace is cut into [`WINDOWS`] equal parts. A leak is then one call
+//! stack's blocks of one size, never freed, made in at least [`MIN_WINDOWS_WITH_BLOCKS`] of the
+//! parts (a steady rate over the whole trace, not one pass's activations), while the allocated
+//! floor (each part's lowest point) climbs by at least half of what they hold, and by little
+//! against how far the curve rises and falls inside each part: the program runs the same work
+//! again and again, and only the floor grows. A single forward pass, whose floor climbs as fast
+//! as the curve, is no leak.
 
 use rustc_hash::FxHashMap;
 
@@ -28,6 +37,15 @@ pub const MIN_LEAKING_ITERATIONS: usize = 3;
 /// The allocated low point must rise by at least this share (percent) of what the site left
 /// behind between its first and its last leaking iteration.
 const MIN_LOW_POINT_RISE_PERCENT: u64 = 50;
+/// Parts the trace is cut into where nothing marks its iterations.
+const WINDOWS: usize = 8;
+/// Parts that must each hold blocks of the leaking site.
+const MIN_WINDOWS_WITH_BLOCKS: usize = 6;
+/// Fewest never-freed blocks from one site for a verdict without markers.
+const MIN_UNMARKED_BLOCKS: u64 = 8;
+/// Per part, the floor may climb at most this share (percent) of how far the curve swings
+/// inside a part: more, and the trace is one long climb (a forward pass), not repeated work.
+const MAX_FLOOR_RISE_PER_SWING_PERCENT: i64 = 25;
 
 /// What one call stack left behind.
 struct Site {
@@ -45,8 +63,157 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     match &cx.steps {
         Some(steps) if steps.count() >= MIN_LEAKING_ITERATIONS => leaks(cx, steps),
         Some(steps) => vec![not_judged(cx, steps)],
-        None => Vec::new(),
+        None => unmarked(cx),
     }
+}
+
+/// One call site's never-freed blocks of one size, over the parts of the trace.
+struct Kept {
+    /// The parts it allocated such blocks in.
+    windows: [bool; WINDOWS],
+    count: u64,
+    bytes: u64,
+    first: u32,
+    last: u32,
+}
+
+impl Kept {
+    fn parts(&self) -> usize {
+        self.windows.iter().filter(|&&seen| seen).count()
+    }
+}
+
+/// Each part's lowest allocated bytes, and the median of how far the curve swings in a part.
+fn floors(allocated: &[i64]) -> (Vec<i64>, i64) {
+    let n = allocated.len();
+    let (mut lows, mut swings) = (Vec::new(), Vec::new());
+    for w in 0..WINDOWS {
+        let part = &allocated[w * n / WINDOWS..(w + 1) * n / WINDOWS];
+        let lo = part.iter().copied().min().unwrap_or(0);
+        lows.push(lo);
+        swings.push(part.iter().copied().max().unwrap_or(0) - lo);
+    }
+    swings.sort_unstable();
+    (lows, swings[WINDOWS / 2])
+}
+
+/// Blocks allocated in the trace and never freed, by (call site, size): not model state, with
+/// a stack.
+fn never_freed(cx: &DeviceContext) -> FxHashMap<(StackId, u64), Kept> {
+    let n = cx.device.trace.len();
+    let mut sites: FxHashMap<(StackId, u64), Kept> = FxHashMap::default();
+    for (l, &category) in cx.replay.lifetimes.iter().zip(&cx.categories.of_lifetime) {
+        let Some(alloc) = l.alloc_event else { continue };
+        if category.is_model_state()
+            || l.free_requested_event.is_some()
+            || l.free_completed_event.is_some()
+            || l.stack == crate::model::NO_STACK
+        {
+            continue;
+        }
+        let site = sites
+            .entry((l.stack, l.requested_size_bytes))
+            .or_insert(Kept {
+                windows: [false; WINDOWS],
+                count: 0,
+                bytes: 0,
+                first: alloc,
+                last: alloc,
+            });
+        site.windows[(alloc as usize * WINDOWS / n).min(WINDOWS - 1)] = true;
+        site.count += 1;
+        site.bytes += l.requested_size_bytes;
+        site.first = site.first.min(alloc);
+        site.last = site.last.max(alloc);
+    }
+    sites
+}
+
+/// Leaks where nothing marks the iterations (see the module doc): at most one, the largest.
+fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
+    let allocated = cx.replay.allocated_bytes();
+    if cx.device.trace.len() < WINDOWS * 16 || allocated.len() < cx.device.trace.len() {
+        return Vec::new();
+    }
+    let (lows, swing) = floors(&allocated[..cx.device.trace.len()]);
+    let rise = lows[WINDOWS - 1] - lows[1];
+    // Repeated work: per part, the floor climbs by little against the swing inside a part.
+    let repeated_work = swing > 0
+        && rise > 0
+        && rise / (WINDOWS as i64 - 2) * 100 <= swing * MAX_FLOOR_RISE_PER_SWING_PERCENT;
+    if !repeated_work {
+        return Vec::new();
+    }
+    let parts_after_first = WINDOWS as u64 - 1;
+    let best = never_freed(cx)
+        .into_iter()
+        .filter(|(_, kept)| {
+            kept.parts() >= MIN_WINDOWS_WITH_BLOCKS && kept.count >= MIN_UNMARKED_BLOCKS
+        })
+        .filter(|&((_, size), ref kept)| {
+            // What the site made from the second part on must show in the floor.
+            let after_first = kept.bytes.saturating_sub(size * u64::from(kept.windows[0]));
+            rise as u64
+                >= after_first * MIN_LOW_POINT_RISE_PERCENT / 100 * (parts_after_first - 1)
+                    / parts_after_first
+        })
+        .max_by_key(|((stack, _), kept)| (kept.bytes, std::cmp::Reverse(*stack)));
+    best.map(|((stack, size), kept)| unmarked_finding(cx, (stack, size), &kept, (&lows, swing)))
+        .into_iter()
+        .collect()
+}
+
+fn unmarked_finding(
+    cx: &DeviceContext,
+    (stack, size): (StackId, u64),
+    kept: &Kept,
+    (lows, swing): (&[i64], i64),
+) -> Finding {
+    let inference = cx.workload == super::Workload::Inference;
+    let mut f = Finding::new(
+        FindingKind::Leak,
+        if inference {
+            Severity::Info
+        } else {
+            Severity::Warning
+        },
+        cx.device.ordinal,
+    );
+    f.title = format!(
+        "Leak: one call site keeps {} blocks of {} that are never freed",
+        kept.count,
+        format_bytes(size as i64)
+    );
+    f.summary = format!(
+        "Nothing in this trace marks its iterations, so it was cut into {WINDOWS} equal parts. In \
+         {} of them, this call stack allocated blocks of {} that were never freed: {} blocks, {} \
+         in all, at a steady rate. Over the same parts the lowest allocated point rose from {} to \
+         {}, while the memory rises and falls by about {} inside each part: the program repeats \
+         the same work, and only what these blocks hold stays.{}",
+        kept.parts(),
+        format_bytes(size as i64),
+        kept.count,
+        format_bytes(kept.bytes as i64),
+        format_bytes(lows[1]),
+        format_bytes(lows[WINDOWS - 1]),
+        format_bytes(swing),
+        if inference {
+            " This trace has no backward pass (inference): if these blocks are a cache that grows \
+             during one long request (a KV cache), they are freed when it ends, and this is no \
+             leak."
+        } else {
+            ""
+        }
+    );
+    f.bytes = kept.bytes;
+    f.events = (kept.first, kept.last);
+    f.stack = stack;
+    f.suggestion = "Something keeps a reference to these tensors (a list, a cache, a metrics \
+                    accumulator): drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) \
+                    instead of device tensors. To confirm, record with iteration marks \
+                    (torch.profiler's ProfilerStep, or an msMemScope MSTX step range)."
+        .to_string();
+    f
 }
 
 /// The lowest allocated bytes within each iteration.
@@ -254,6 +421,44 @@ mod tests {
             assert!(
                 truth.is_stack(&snapshot, leaks[0].stack),
                 "seed {seed}: {leaks:#?}"
+            );
+        }
+    }
+
+    /// Issue 21: no annotations, no optimizer and no backward frames — nothing to find the
+    /// iterations by. The leak is still found at its call site from the trace cut into equal
+    /// parts (a steady rate, a rising floor under repeated work), and the clean loop has none.
+    #[test]
+    fn without_iterations_the_steady_rate_and_rising_floor_find_the_leak() {
+        use crate::detect::DeviceContext;
+        use crate::detect::steps;
+        for (scenario, seed) in [1, 2, 3]
+            .map(|s| (Scenario::TransformerLeak, s))
+            .into_iter()
+            .chain([1, 2].map(|s| (Scenario::Transformer, s)))
+        {
+            let (g, loaded) = generated(scenario, 60_000, seed);
+            let mut snapshot = loaded.snapshot.clone();
+            snapshot.annotations.clear();
+            let (device, replay) = (&snapshot.devices[0], &loaded.replays[0]);
+            let mut cx = DeviceContext::new(&snapshot, device, replay);
+            cx.categories.runs.clear();
+            cx.steps = steps::find(&snapshot, device, replay, &cx.categories);
+            assert!(cx.steps.is_none(), "seed {seed}: {:?}", cx.steps);
+            let leaks = super::detect(&cx);
+            let Some(truth) = g.truth.leak.as_ref() else {
+                assert!(leaks.is_empty(), "clean seed {seed}: {leaks:#?}");
+                continue;
+            };
+            assert_eq!(leaks.len(), 1, "seed {seed}: {leaks:#?}");
+            assert!(
+                truth.is_stack(&snapshot, leaks[0].stack),
+                "seed {seed}: {leaks:#?}"
+            );
+            assert!(
+                leaks[0].title.contains("blocks of 256 KiB"),
+                "{}",
+                leaks[0].title
             );
         }
     }
