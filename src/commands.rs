@@ -517,15 +517,16 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
             } else {
                 ("  [", "]", "    ")
             };
+            let span = |what: &str| {
+                if f.events[0] == f.events[1] {
+                    format!("{what} {}", f.events[0])
+                } else {
+                    format!("{what}s {}–{}", f.events[0], f.events[1])
+                }
+            };
             let place = match &f.rank {
-                Some(rank) => format!(
-                    "{rank} (device {}), samples {}–{}",
-                    f.device, f.events[0], f.events[1]
-                ),
-                None => format!(
-                    "device {}, events {}–{}",
-                    f.device, f.events[0], f.events[1]
-                ),
+                Some(rank) => format!("{rank} (device {}), {}", f.device, span("sample")),
+                None => format!("device {}, {}", f.device, span("event")),
             };
             writeln!(
                 out,

@@ -820,3 +820,15 @@ fn snapshot_rows_measure_the_memory_outside_the_allocator_and_bound_the_capacity
         Some(59 * GIB + (2 << 20))
     );
 }
+
+#[test]
+fn a_crlf_recording_names_the_right_line() {
+    // Windows line ends: the csv crate counts such lines one short; the error must not.
+    let text = HEADER.replace('\n', "\r\n")
+        + "1,MALLOC,HAL,N/A,1,1,1,0,0x100000,\"{size:2097152}\",,\r\n\
+           2,MALLOC,PTA,N/A,2,1,1,0,0x100000,\"{size:12,total\",,\r\n";
+    let err = load_text("crlf", text.as_bytes())
+        .expect_err("a bad Attr")
+        .to_string();
+    assert!(err.contains("line 3:"), "{err}");
+}

@@ -43,7 +43,23 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     }
     let idle = empty_bytes + hole_bytes;
     if idle * 100 < reserved.max(1) * MIN_IDLE_PERCENT || idle < MIN_IDLE_BYTES {
-        return Vec::new();
+        // Nothing to report of the pool: say what cannot be judged, so silence does not read
+        // as "checked and clean".
+        let mut f = Finding::new(FindingKind::Iterations, Severity::Info, device.ordinal);
+        f.title = "No trace: only the pool at dump time".to_string();
+        f.summary = format!(
+            "The file holds the pool when it was written and no events: {} reserved, {} in \
+             blocks, {} in no block. Peaks, leaks, stalls and fragmentation over time cannot be \
+             judged without a trace.",
+            format_bytes(reserved as i64),
+            format_bytes(reserved.saturating_sub(idle) as i64),
+            format_bytes(idle as i64)
+        );
+        f.suggestion = "Record a trace: call torch.cuda.memory._record_memory_history() \
+                        (torch_npu: torch.npu.memory._record_memory_history()) before the part \
+                        of the run to study, then dump the snapshot."
+            .to_string();
+        return vec![f];
     }
     let mut f = Finding::new(FindingKind::IdleCache, Severity::Info, device.ordinal);
     f.title = format!(

@@ -44,7 +44,7 @@ pub enum FindingKind {
     Peak,
     /// Explicit `empty_cache()` calls: the program's choice, not an allocator stall.
     EmptyCache,
-    /// The iterations found, when too few to judge a leak.
+    /// The iterations found, when too few to judge a leak; or no trace at all.
     Iterations,
     /// The same call sites allocating very different amounts on different devices or ranks.
     Imbalance,
@@ -237,9 +237,11 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
                 );
             }
         }
+        let leaks = leak::detect(cx);
+        link_leaks_to_peak(cx, &leaks, &mut peak);
         findings.extend(integrity);
         findings.extend(peak);
-        findings.extend(leak::detect(cx));
+        findings.extend(leaks);
         findings.extend(fragmentation::detect(cx));
         findings.extend(oom::detect(cx));
         findings.extend(outlier::detect(cx));
@@ -262,6 +264,50 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings,
         contexts.into_iter().map(|cx| cx.categories).collect(),
     )
+}
+
+/// The blocks a leak keeps that are alive at the peak are named in the peak finding, and fixing
+/// the leak comes first in its advice when they hold a tenth of the peak or more.
+fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Finding]) {
+    let stacks: Vec<StackId> = leaks
+        .iter()
+        .filter(|f| f.kind == FindingKind::Leak && f.has_stack())
+        .map(|f| f.stack)
+        .collect();
+    if stacks.is_empty() {
+        return;
+    }
+    let replay = cx.replay;
+    let event = replay.peak_allocated.event;
+    let leaked: u64 = replay
+        .live_after(cx.device, event)
+        .iter()
+        .map(|&(_, id)| &replay.lifetimes[id as usize])
+        .filter(|l| {
+            l.state_after(event) == crate::model::BlockState::ActiveAllocated
+                && stacks.contains(&l.stack)
+        })
+        .map(|l| l.requested_size_bytes)
+        .sum();
+    if leaked == 0 {
+        return;
+    }
+    for f in peaks {
+        let percent = (leaked * 100 + f.bytes / 2) / f.bytes.max(1);
+        let held = format!(
+            " Of this, {} ({percent}%) is blocks the leak keeps (see the Leak finding); the \
+             breakdown above counts them by what they look like.",
+            crate::units::format_bytes(leaked as i64)
+        );
+        f.summary.push_str(&held);
+        if leaked * 10 >= f.bytes {
+            f.suggestion = format!(
+                "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {}",
+                crate::units::format_bytes(leaked as i64),
+                f.suggestion
+            );
+        }
+    }
 }
 
 /// An imbalance whose heavier device ran out of memory is a likely cause of that OOM: each

@@ -36,19 +36,15 @@ fn add_owners(cx: &DeviceContext, f: &mut Finding) {
     f.summary.push('.');
 }
 
-pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+/// The blocks tensors hold right after `event` (pending frees are not allocated): category,
+/// requested bytes, stack, alloc event.
+fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackId, Option<u32>)> {
     let replay = cx.replay;
-    let peak = replay.peak_allocated;
-    // Without a trace the peak is unknown: the file holds only the pool at dump time.
-    if peak.bytes <= 0 || cx.device.trace.is_empty() {
-        return Vec::new();
-    }
-    // The blocks a tensor holds right after the peak event (pending frees are not allocated).
-    let held: Vec<(Category, u64, StackId, Option<u32>)> = replay
-        .live_after(cx.device, peak.event)
+    replay
+        .live_after(cx.device, event)
         .iter()
         .map(|&(_, id)| (id as usize, &replay.lifetimes[id as usize]))
-        .filter(|(_, l)| l.state_after(peak.event) == BlockState::ActiveAllocated)
+        .filter(|(_, l)| l.state_after(event) == BlockState::ActiveAllocated)
         .map(|(id, l)| {
             (
                 cx.categories.of_lifetime[id],
@@ -57,13 +53,24 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 l.alloc_event,
             )
         })
-        .collect();
+        .collect()
+}
+
+pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    let replay = cx.replay;
+    let peak = replay.peak_allocated;
+    // Without a trace the peak is unknown: the file holds only the pool at dump time.
+    if peak.bytes <= 0 || cx.device.trace.is_empty() {
+        return Vec::new();
+    }
+    let held = held_at(cx, peak.event);
     let total: u64 = held.iter().map(|h| h.1).sum();
     if total == 0 {
         return Vec::new();
     }
     let parts = breakdown(held.iter().map(|h| (h.0, h.1)));
-    let share = |bytes: u64| bytes * 100 / total.max(1);
+    // Rounded: the shares add up to about 100.
+    let share = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
     let name = |stack: StackId| {
         headline_frame(cx.snapshot, stack)
             .unwrap_or_else(|| "blocks without a call stack".to_string())
@@ -139,7 +146,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .iter()
         .find(|h| h.0 == Category::Temporary)
         .map_or_else(String::new, |h| name(h.2));
-    f.suggestion = advice(parts[0].category, &largest_temporary, cx.workload);
+    f.suggestion = advice(
+        parts[0].category,
+        &largest_temporary,
+        cx.workload,
+        parts[0].bytes * 2 >= total,
+    );
     vec![f]
 }
 
@@ -193,17 +205,23 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     }
 }
 
-/// What lowers a peak whose largest part is `largest_category`, for a training or an inference
-/// run; `largest_temporary` names the call site of the largest temporary block.
-fn advice(largest_category: Category, largest_temporary: &str, workload: Workload) -> String {
+/// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
+/// a training or an inference run; `largest_temporary` names the call site of the largest
+/// temporary block.
+fn advice(
+    largest_category: Category,
+    largest_temporary: &str,
+    workload: Workload,
+    most: bool,
+) -> String {
     let inference = workload == Workload::Inference;
-    match largest_category {
+    let text = match largest_category {
         Category::Activation if inference => "Most of the peak is the forward pass's tensors, and \
              this trace has no backward pass or optimizer step (inference, or a forward pass \
              recorded alone). For inference, run under torch.inference_mode() or \
              torch.no_grad(): each layer's tensors are then freed when the next layer has used \
-             them. A smaller batch or sequence length, fp16 / bf16 or int8 tensors, or a smaller \
-             or paged KV cache lowers it too."
+             them. A smaller batch or sequence length, or fp16 / bf16 tensors where the run does \
+             not use them yet, lowers it too."
             .to_string(),
         Category::Activation => "Most of the peak is activations (kept by the forward pass for \
              backward). Activation checkpointing, a smaller micro-batch or sequence length, or \
@@ -229,6 +247,12 @@ fn advice(largest_category: Category, largest_temporary: &str, workload: Workloa
              memory is. Start with the call sites above, and record with stacks \
              (`_record_memory_history(stacks=\"all\")`) if they are missing."
             .to_string(),
+    };
+    if most {
+        text
+    } else {
+        // Under half of the peak: its largest part, not "most" of it.
+        text.replacen("Most of the peak is", "The largest part of the peak is", 1)
     }
 }
 

@@ -341,13 +341,15 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     };
     f.summary = format!(
         "The cache was released {} ({released} segments, {} in all) while no request was \
-         waiting for the memory; afterwards {} of segments were allocated again.{no_failure} \
+         waiting for the memory; afterwards {} of new segments were allocated, up to {} of \
+         which the released cache could have served.{no_failure} \
          This is the program's choice, not an allocator stall. But every segment released and \
          needed again costs a device free and a device malloc (cudaFree / aclrtFree, then \
          cudaMalloc / aclrtMalloc).",
         times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
+        format_bytes(regrown.min(released_bytes) as i64),
     );
     f.bytes = released_bytes;
     f.events = (first.first as u32, last.last as u32);

@@ -80,9 +80,13 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     let (header_len, index) = csv_columns(path, &record)?;
     let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
     let file = rows.add_file(path);
+    // The csv crate counts a CRLF file's lines one short: the first row is line 2 whatever it
+    // says.
+    let mut line_offset: Option<u64> = None;
     while read(&mut record)? {
         // The line the record starts on (stacks hold newlines).
-        let line = record.position().map_or(0, csv::Position::line);
+        let counted = record.position().map_or(0, csv::Position::line);
+        let line = counted + *line_offset.get_or_insert(2u64.saturating_sub(counted));
         if let Some(row) =
             csv_row(&record, (header_len, &columns), rows).map_err(|message| bad(line, message))?
         {

@@ -230,6 +230,9 @@ fn for_each_row(
 ) -> Result<(), ProfilerError> {
     let mut record = csv::ByteRecord::new();
     let mut rows = 0u64;
+    // The csv crate counts a CRLF file's lines one short: the first row after the header is
+    // line 2 whatever it says.
+    let mut line_offset: Option<u64> = None;
     loop {
         match reader.read_byte_record(&mut record) {
             Ok(true) => {
@@ -237,7 +240,8 @@ fn for_each_row(
                 if rows.is_multiple_of(PROGRESS_EVERY_ROWS) {
                     warnings.report(record.position().map_or(0, csv::Position::byte))?;
                 }
-                let line = record.position().map_or(0, csv::Position::line);
+                let counted = record.position().map_or(0, csv::Position::line);
+                let line = counted + *line_offset.get_or_insert(2u64.saturating_sub(counted));
                 if record.len() == 1 && trim(&record[0]).is_empty() {
                     continue; // A blank line.
                 }
