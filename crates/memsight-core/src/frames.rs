@@ -68,13 +68,33 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
     lines
 }
 
-/// The one frame that names a stack in a summary line: the innermost frame of the user's code;
+/// The one frame that names a stack in a summary line: the innermost frame of the user's code
+/// (where that is a script's top level, `<module>`, with the innermost library frame before it);
 /// for a stack that is all native (autograd's engine thread has no Python frames), the operator
 /// it runs — an autograd backward function or an `at::_ops::` call — without its argument list.
 pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
     let lines = display_frames(snapshot, stack, false);
     let first = lines.first()?;
     if !first.internal {
+        // A script's or notebook cell's top level names every allocation it makes through a
+        // library alike: the innermost library frame (outside torch) tells them apart.
+        if first.text.starts_with("<module> (")
+            && let Some(library) = snapshot.stack_frames(stack).find(|f| {
+                let file = snapshot.str(f.filename).replace('\\', "/");
+                file.contains("site-packages/")
+                    && !file.contains("/torch/")
+                    && !file.contains("/torch_npu/")
+            })
+        {
+            let file = snapshot.str(library.filename);
+            let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            return Some(format!(
+                "{} ({short}:{}) in {}",
+                snapshot.str(library.name),
+                library.line,
+                first.text
+            ));
+        }
         return Some(first.text.clone());
     }
     let names: Vec<&str> = snapshot

@@ -212,11 +212,12 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
     }
     let &(largest, k) = gaps.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
     let t = app.time_us[k];
-    // The CANN components holding memory at that moment ("APP" there is the allocator itself).
+    // The CANN components holding memory at that moment ("APP" there is the allocator itself;
+    // GE's memory is already in the operator curve, `PTA+GE`, so not outside it).
     let mut components: Vec<(&str, f64)> = rank
         .modules
         .iter()
-        .filter(|c| c.component != APP_COMPONENT)
+        .filter(|c| c.component != APP_COMPONENT && c.component != "GE")
         .filter_map(|c| Some((c.component.as_str(), at_time(c, &c.reserved_bytes, t)?)))
         .filter(|&(_, v)| v > 0.0)
         .collect();
@@ -341,9 +342,16 @@ fn peak(rank: &Rank) -> Option<Finding> {
     f.events = (i as u32, i as u32);
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
-    f.suggestion = "Shrink or free the largest of these before the peak: a cast or a copy of a large tensor (the \
-                    logits in fp32) can often be done in chunks, in place, or after the reduction."
-        .to_string();
+    f.suggestion = if alive.is_empty() {
+        "The operator rows do not explain this peak: it was allocated before the capture, or the \
+         rows and the curve are from different runs (compare their times). Capture from the \
+         start of the step, with profile_memory=True."
+            .to_string()
+    } else {
+        "Shrink or free the largest of these before the peak: a cast or a copy of a large tensor \
+         (the logits in fp32) can often be done in chunks, in place, or after the reduction."
+            .to_string()
+    };
     Some(f)
 }
 
