@@ -804,6 +804,12 @@ impl Allocator {
 
     /// The tensor at `addr` is freed: `free_requested`, then `free_completed`, then coalescing.
     pub fn free(&mut self, addr: u64) {
+        self.free_from(addr, None);
+    }
+
+    /// Frees the block at `addr`, its free events carrying `context` (the code that frees it,
+    /// as `PyTorch` records with `context="all"`), else the block's own stack.
+    pub fn free_from(&mut self, addr: u64, context: Option<u32>) {
         let Some(seg_addr) = self.segment_of(addr) else {
             return;
         };
@@ -818,7 +824,7 @@ impl Allocator {
             return;
         }
         block.allocated = false;
-        let (requested, stack) = (block.requested, block.stack.take());
+        let (requested, stack) = (block.requested, context.or(block.stack.take()));
         self.allocated_bytes -= requested;
         self.record(Action::FreeRequested, addr, requested, stream, stack, None);
         self.tick(1);

@@ -12,7 +12,9 @@
 //!    by their stack as below (`AdamW` state made in a step the trace no longer holds is still
 //!    optimizer state).
 //! 3. **gradient**: made by autograd's `AccumulateGrad`; or made in a backward pass and still alive
-//!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`).
+//!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`); or
+//!    released by `zero_grad` (the free's stack says so), whatever made it — last step's
+//!    gradients alive before the trace, or made on a backward thread that records no frames.
 //! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
 //!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
@@ -163,6 +165,8 @@ struct StackMarks {
     backward: bool,
     optimizer: bool,
     parameter_init: bool,
+    /// `Optimizer.zero_grad` / `Module.zero_grad`: on a free's stack, the block was a gradient.
+    zero_grad: bool,
 }
 
 fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
@@ -186,6 +190,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || file.starts_with("optim/")
             || file.contains("\\optim\\")
             || (file.contains("optimizer") && name == "step");
+        marks.zero_grad |= name == "zero_grad";
         marks.parameter_init |= matches!(
             name,
             "to" | "cuda"
@@ -224,8 +229,20 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .alloc_event
             .and_then(|e| snapshot.owner(&device.trace, e as usize))
             .and_then(crate::owner::category);
+        // A block released by `zero_grad` was a gradient, whatever made it (the backward
+        // thread often records no frames; last step's gradients are alive before the trace).
+        let freed_by_zero_grad = l
+            .free_requested_event
+            .or(l.free_completed_event)
+            .and_then(|f| device.trace.stack.get(f as usize))
+            .is_some_and(|&s| marks(s).zero_grad);
         let category = named.unwrap_or_else(|| {
-            lifetime_category(l, marks(l.stack), &categories.runs, &backward_starts)
+            let m = marks(l.stack);
+            if freed_by_zero_grad && !m.workspace {
+                Category::Gradient
+            } else {
+                lifetime_category(l, m, &categories.runs, &backward_starts)
+            }
         });
         categories.of_lifetime.push(category);
     }

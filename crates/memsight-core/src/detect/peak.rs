@@ -17,6 +17,8 @@ use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
 const TOP: usize = 3;
 /// A peak within this many allocations of a backward pass's start is the forward pass's end.
 const BACKWARD_BEGINS_ALLOCS: usize = 8;
+/// Last step's gradients worth advice from this share (percent) of the peak.
+const MIN_STALE_GRADIENT_PERCENT: u64 = 5;
 
 /// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
 fn add_owners(cx: &DeviceContext, f: &mut Finding) {
@@ -146,12 +148,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .iter()
         .find(|h| h.0 == Category::Temporary)
         .map_or_else(String::new, |h| name(h.2));
-    f.suggestion = advice(
-        parts[0].category,
-        &largest_temporary,
-        cx.workload,
-        parts[0].bytes * 2 >= total,
-    );
+    f.suggestion = suggestion(cx, (&parts, total), &largest_temporary, peak.event);
     vec![f]
 }
 
@@ -203,6 +200,68 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
             words
         }
     }
+}
+
+/// The peak's advice: last step's gradients first where they are still allocated, then what its
+/// largest part calls for.
+fn suggestion(
+    cx: &DeviceContext,
+    (parts, total): (&[super::CategoryBytes], u64),
+    largest_temporary: &str,
+    event: Option<u32>,
+) -> String {
+    let advice = advice(
+        parts[0].category,
+        largest_temporary,
+        cx.workload,
+        parts[0].bytes * 2 >= total,
+    );
+    let stale = stale_gradient_bytes(cx, event);
+    if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT {
+        return advice;
+    }
+    format!(
+        "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass: \
+         zero_grad() runs after it. Call optimizer.zero_grad(set_to_none=True) before the \
+         forward pass (or right after optimizer.step()): the peak drops by up to {}. Then: {advice}",
+        format_bytes(stale as i64),
+        (stale * 100 + total / 2) / total.max(1),
+        format_bytes(stale as i64)
+    )
+}
+
+/// Bytes at `event`, in a forward pass, of gradients that `zero_grad` frees before the next
+/// optimizer step: not this step's (the optimizer has not used them yet), so last step's.
+fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
+    let Some(e) = event.filter(|&e| cx.categories.phase_at(e) == Phase::Forward) else {
+        return 0;
+    };
+    let next_step = cx
+        .categories
+        .optimizer_steps()
+        .find(|r| r.start > e)
+        .map_or(u32::MAX, |r| r.start);
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    let by_zero_grad = |free: u32| {
+        trace.stack.get(free as usize).is_some_and(|&stack| {
+            snapshot
+                .stack_frames(stack)
+                .any(|f| snapshot.str(f.name) == "zero_grad")
+        })
+    };
+    let replay = cx.replay;
+    replay
+        .live_after(cx.device, event)
+        .iter()
+        .filter(|&&(_, id)| cx.categories.of_lifetime[id as usize] == Category::Gradient)
+        .map(|&(_, id)| &replay.lifetimes[id as usize])
+        .filter(|l| {
+            l.state_after(event) == BlockState::ActiveAllocated
+                && l.free_requested_event
+                    .is_some_and(|f| f < next_step && by_zero_grad(f))
+        })
+        .map(|l| l.requested_size_bytes)
+        .sum()
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
@@ -302,6 +361,48 @@ mod tests {
             &loaded.replays[0],
         );
         assert_eq!(cx.workload, Workload::Training);
+    }
+
+    /// Issue 21: `zero_grad()` after the forward pass keeps last step's gradients allocated
+    /// through it; the peak's advice starts there. With `zero_grad` at the end of the step, the
+    /// gradients alive in a forward pass are gradient accumulation's: no such advice.
+    #[test]
+    fn last_steps_gradients_in_the_forward_pass_bring_zero_grad_advice() {
+        for seed in 1..=2 {
+            let (_, loaded) = generated(Scenario::TransformerLateZeroGrad, 60_000, seed);
+            let findings = analyze(&loaded);
+            let peak = findings
+                .iter()
+                .find(|f| f.kind == FindingKind::Peak)
+                .expect("a peak");
+            assert!(
+                peak.suggestion.starts_with("Last step's gradients (")
+                    && peak
+                        .suggestion
+                        .contains("zero_grad(set_to_none=True) before the forward pass"),
+                "seed {seed}: {peak:?}"
+            );
+            // They are gradients (freed by zero_grad), whether or not the backward thread
+            // recorded frames (odd seeds record none).
+            let gradient = peak
+                .breakdown
+                .iter()
+                .find(|c| c.category == crate::category::Category::Gradient)
+                .map_or(0, |c| c.bytes);
+            assert!(gradient > 0, "seed {seed}: {:?}", peak.breakdown);
+        }
+        for seed in 1..=2 {
+            let (_, loaded) = generated(Scenario::Transformer, 60_000, seed);
+            let findings = analyze(&loaded);
+            let peak = findings
+                .iter()
+                .find(|f| f.kind == FindingKind::Peak)
+                .expect("a peak");
+            assert!(
+                !peak.suggestion.contains("Last step's gradients"),
+                "seed {seed}: {peak:?}"
+            );
+        }
     }
 
     #[test]

@@ -51,10 +51,14 @@ pub enum Scenario {
     /// The transformer's forward passes alone under `torch.inference_mode()` (each layer's
     /// tensors freed after the next layer), no backward, no optimizer, no annotations.
     TransformerInference,
+    /// The transformer loop without gradient accumulation calling `zero_grad()` after the next
+    /// forward pass, not at the end of the step: last step's gradients stay allocated through
+    /// every forward pass.
+    TransformerLateZeroGrad,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -66,6 +70,7 @@ impl Scenario {
         Self::TransformerLeak,
         Self::TransformerReleases,
         Self::TransformerInference,
+        Self::TransformerLateZeroGrad,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl Scenario {
             Self::TransformerLeak => "transformer-leak",
             Self::TransformerReleases => "transformer-releases",
             Self::TransformerInference => "transformer-inference",
+            Self::TransformerLateZeroGrad => "transformer-late-zero-grad",
         }
     }
 }
@@ -423,6 +429,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             | Scenario::TransformerLeak
             | Scenario::TransformerReleases
             | Scenario::TransformerInference
+            | Scenario::TransformerLateZeroGrad
     );
     let mut leak_truth_stack = leak_stack;
     let mut leak_bytes = 2 << 20;
@@ -438,6 +445,7 @@ pub fn generate(options: &GenOptions) -> Generated {
                 leak: sc == Scenario::TransformerLeak,
                 release_every: (sc == Scenario::TransformerReleases).then_some(2),
                 inference: sc == Scenario::TransformerInference,
+                late_zero_grad: sc == Scenario::TransformerLateZeroGrad,
                 cpp: options.seed.is_multiple_of(2),
                 batch: options.batch.max(1),
             },

@@ -57,7 +57,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
         ..Score::default()
     };
     let mut clean = Score {
-        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases, inference; with and without annotations)",
+        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases, inference, late zero_grad; with and without annotations)",
         unit: "leak, stall or outlier finding, or any warning or error",
         ..Score::default()
     };
@@ -81,6 +81,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                     | Scenario::Transformer
                     | Scenario::TransformerReleases
                     | Scenario::TransformerInference
+                    | Scenario::TransformerLateZeroGrad
             ) {
                 clean.false_alarms += findings
                     .iter()

@@ -32,6 +32,10 @@ const PARAMS_PER_LAYER: usize = 7;
 
 /// How the loop is run.
 #[derive(Clone, Copy, Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one switch per variant of the loop a scenario runs"
+)]
 pub(super) struct Shape {
     /// Inject the leak.
     pub leak: bool,
@@ -41,6 +45,9 @@ pub(super) struct Shape {
     /// Forward passes alone under `torch.inference_mode()`: each layer's tensors freed once the
     /// next layer has used them, no backward, no optimizer, no step annotations.
     pub inference: bool,
+    /// `optimizer.zero_grad()` called after the next forward pass (before `loss.backward()`), not
+    /// at the end of the step: last step's gradients stay allocated through the forward pass.
+    pub late_zero_grad: bool,
     /// Stacks carry C++ frames.
     pub cpp: bool,
     /// Sequences per micro-batch.
@@ -69,6 +76,8 @@ struct Sites {
     accumulate_grad: Option<u32>,
     adamw_state: u32,
     adamw_tmp: u32,
+    /// `Optimizer.zero_grad`, on the gradients' frees.
+    zero_grad: u32,
     leak: u32,
 }
 
@@ -168,6 +177,7 @@ fn sites(lib: &mut Stacks, cpp: bool) -> Sites {
             &[],
             cpp,
         ),
+        zero_grad: lib.add(&[("torch/optim/optimizer.py", 950, "zero_grad")], &[], cpp),
         leak,
     }
 }
@@ -189,6 +199,7 @@ pub(super) fn run(
         leak,
         release_every,
         inference,
+        late_zero_grad,
         cpp,
         batch,
     } = shape;
@@ -227,6 +238,8 @@ pub(super) fn run(
     }
     let mut adamw_ready = false;
     let mut prefetched: Option<u64> = None;
+    // Last step's gradients, where zero_grad comes late.
+    let mut stale: Vec<u64> = Vec::new();
     while inference && a.recorded < target {
         out.iterations += 1;
         let seq = 128 * rng.range(2, 8);
@@ -268,7 +281,10 @@ pub(super) fn run(
         // The leak happens at a different point of each iteration.
         let leak_at = rng.below((MICRO_BATCHES * LAYERS) as u64) as usize;
         let mut grads: Vec<u64> = Vec::new();
-        for micro in 0..MICRO_BATCHES {
+        // A late zero_grad matters without gradient accumulation (with it, the first
+        // micro-batch's gradients are alive in the next forward pass anyway).
+        let micro_batches = if late_zero_grad { 1 } else { MICRO_BATCHES };
+        for micro in 0..micro_batches {
             let seq = 128 * rng.range(2, 8);
             let tokens = batch * seq;
             // Forward: every layer saves its activations for backward.
@@ -312,6 +328,11 @@ pub(super) fn run(
             }
             a.tick(10);
             let logits = a.malloc(tokens * VOCAB * 2, stream, Some(s.logits));
+            // A late zero_grad: after the forward pass, before backward.
+            for g in stale.drain(..) {
+                a.tick(2);
+                a.free_from(g, Some(s.zero_grad));
+            }
             // The loss upcasts the logits to fp32: the largest temporary of the step.
             a.tick(10);
             if let Some(t) = a.malloc(tokens * VOCAB * 4, stream, Some(s.loss_upcast)) {
@@ -377,9 +398,13 @@ pub(super) fn run(
         }
         out.annotations
             .push(("Optimizer.step#AdamW.step".to_string(), false, a.clock_us));
-        // zero_grad(set_to_none=True) frees the gradients.
-        for g in grads {
-            a.free(g);
+        // zero_grad(set_to_none=True) frees the gradients (or, late, after the next forward).
+        if late_zero_grad {
+            stale = grads;
+        } else {
+            for g in grads {
+                a.free_from(g, Some(s.zero_grad));
+            }
         }
         out.annotations
             .push((format!("ProfilerStep#{step}"), false, a.clock_us));
