@@ -524,8 +524,12 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
                     format!("{what}s {}–{}", f.events[0], f.events[1])
                 }
             };
+            // A finding with no event of its own (a file without a trace) names the device alone.
             let place = match &f.rank {
                 Some(rank) => format!("{rank} (device {}), {}", f.device, span("sample")),
+                None if f.events == [0, 0] && f.focus_event.is_none() => {
+                    format!("device {}", f.device)
+                }
                 None => format!("device {}, {}", f.device, span("event")),
             };
             writeln!(

@@ -49,8 +49,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.title = "No trace: only the pool at dump time".to_string();
         f.summary = format!(
             "The file holds the pool when it was written and no events: {} reserved, {} in \
-             blocks, {} in no block. Peaks, leaks, stalls and fragmentation over time cannot be \
-             judged without a trace.",
+             live blocks, {} cached in free blocks. Peaks, leaks, stalls and fragmentation over \
+             time cannot be judged without a trace.",
             format_bytes(reserved as i64),
             format_bytes(reserved.saturating_sub(idle) as i64),
             format_bytes(idle as i64)

@@ -301,10 +301,13 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
         );
         f.summary.push_str(&held);
         if leaked * 10 >= f.bytes {
+            let mut then = f.suggestion.chars();
+            let then: String = then
+                .next()
+                .map_or_else(String::new, |c| c.to_lowercase().chain(then).collect());
             f.suggestion = format!(
-                "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {}",
+                "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {then}",
                 crate::units::format_bytes(leaked as i64),
-                f.suggestion
             );
         }
     }

@@ -223,11 +223,20 @@ fn suggestion(
     format!(
         "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass: \
          zero_grad() runs after it. Call optimizer.zero_grad(set_to_none=True) before the \
-         forward pass (or right after optimizer.step()): the peak drops by up to {}. Then: {advice}",
+         forward pass (or right after optimizer.step()): the peak drops by up to {}. Then: {}",
         format_bytes(stale as i64),
         (stale * 100 + total / 2) / total.max(1),
-        format_bytes(stale as i64)
+        format_bytes(stale as i64),
+        lowercase_first(&advice)
     )
+}
+
+/// `Most of …` → `most of …`, to follow "Then:".
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
 }
 
 /// Bytes at `event`, in a forward pass, of gradients that `zero_grad` frees before the next

@@ -302,6 +302,20 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         .filter(|&i| matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap))
         .map(|i| trace.size_bytes[i])
         .sum();
+    // What the released cache could have served: after each release, the new segments until
+    // the next one, up to what that release gave back.
+    let reusable: u64 = flushes
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            let until = flushes.get(k + 1).map_or(trace.len(), |next| next.first);
+            let new: u64 = (b.last + 1..until)
+                .filter(|&i| matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap))
+                .map(|i| trace.size_bytes[i])
+                .sum();
+            new.min(b.freed_bytes)
+        })
+        .sum();
     let explicit = flushes
         .iter()
         .any(|b| (b.first..=b.last).any(|k| is_explicit_empty_cache(snapshot, trace.stack[k])));
@@ -349,7 +363,7 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
-        format_bytes(regrown.min(released_bytes) as i64),
+        format_bytes(reusable as i64),
     );
     f.bytes = released_bytes;
     f.events = (first.first as u32, last.last as u32);
