@@ -266,6 +266,14 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
     )
 }
 
+/// `Most of …` → `most of …`: a sentence that follows "Then:".
+pub(super) fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
+}
+
 /// The blocks a leak keeps that are alive at the peak are named in the peak finding, and fixing
 /// the leak comes first in its advice when they hold a tenth of the peak or more.
 fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Finding]) {
@@ -301,10 +309,7 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
         );
         f.summary.push_str(&held);
         if leaked * 10 >= f.bytes {
-            let mut then = f.suggestion.chars();
-            let then: String = then
-                .next()
-                .map_or_else(String::new, |c| c.to_lowercase().chain(then).collect());
+            let then = lowercase_first(&f.suggestion);
             f.suggestion = format!(
                 "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {then}",
                 crate::units::format_bytes(leaked as i64),

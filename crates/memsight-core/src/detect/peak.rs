@@ -227,16 +227,8 @@ fn suggestion(
         format_bytes(stale as i64),
         (stale * 100 + total / 2) / total.max(1),
         format_bytes(stale as i64),
-        lowercase_first(&advice)
+        super::lowercase_first(&advice)
     )
-}
-
-/// `Most of …` → `most of …`, to follow "Then:".
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
 }
 
 /// Bytes at `event`, in a forward pass, of gradients that `zero_grad` frees before the next
