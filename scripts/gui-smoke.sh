@@ -48,7 +48,7 @@ app=$!
 # The window appears within 60 s…
 window=""
 for _ in $(seq 60); do
-    window="$(xdotool search --name '^memsight$' 2>/dev/null | head -1 || true)"
+    window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
     [ -n "$window" ] && break
     kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited:" >&2; cat "$work/app.log" >&2; exit 1; }
     sleep 1
@@ -191,7 +191,7 @@ recording="$work/中文目录/训练记录"
 app=$!
 window=""
 for _ in $(seq 60); do
-    window="$(xdotool search --name '^memsight$' 2>/dev/null | head -1 || true)"
+    window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
     [ -n "$window" ] && break
     kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on the msMemScope recording:" >&2; cat "$work/app-memscope.log" >&2; exit 1; }
     sleep 1

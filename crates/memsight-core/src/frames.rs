@@ -36,14 +36,40 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         || file.contains("/lib/python")
 }
 
+/// Whether a frame is the recorder's or the allocator's own (`torch::unwind`,
+/// `CapturedTraceback::gather`, `DeviceCachingAllocator::malloc` …): the same at the top of every
+/// C++ stack, so they say nothing about who asked for the memory.
+fn is_recording_machinery(snapshot: &Snapshot, frame: &Frame) -> bool {
+    let name = snapshot.str(frame.name);
+    [
+        "unwind",
+        "CapturedTraceback",
+        "gather_with_cpp",
+        "CachingAllocator",
+    ]
+    .iter()
+    .any(|m| name.contains(m))
+}
+
 /// The frames of `stack`, innermost first, consecutive repeats collapsed; without the internal
-/// ones unless `with_internal`. Falls back to every frame when all are internal.
+/// ones unless `with_internal`. Falls back to every frame when all are internal, less the
+/// recorder's and the allocator's own frames on top (the caller's operator comes first).
 pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> Vec<FrameLine> {
-    let all: Vec<(&Frame, bool)> = snapshot
+    let mut all: Vec<(&Frame, bool)> = snapshot
         .stack_frames(stack)
         .map(|f| (f, is_internal(snapshot, f)))
         .collect();
-    let keep_internal = with_internal || all.iter().all(|&(_, internal)| internal);
+    let all_internal = all.iter().all(|&(_, internal)| internal);
+    if all_internal && !with_internal {
+        let machinery = all
+            .iter()
+            .take_while(|(f, _)| is_recording_machinery(snapshot, f))
+            .count();
+        if machinery < all.len() {
+            all.drain(..machinery);
+        }
+    }
+    let keep_internal = with_internal || all_internal;
     let mut lines: Vec<FrameLine> = Vec::new();
     for (frame, internal) in all {
         if internal && !keep_internal {
@@ -186,6 +212,50 @@ mod tests {
     fn an_all_internal_stack_still_shows_something() {
         let s = snapshot(&[("??", 0, "at::empty")]);
         assert_eq!(display_frames(&s, 0, false).len(), 1);
+    }
+
+    #[test]
+    fn a_cpp_only_stack_starts_at_the_operator_not_the_recorder() {
+        // The top of a segment_alloc's stack in a CUDA file recorded with C++ frames only.
+        let s = snapshot(&[
+            ("??", 0, "torch::unwind::unwind()"),
+            (
+                "??",
+                0,
+                "torch::CapturedTraceback::gather(bool, bool, bool)",
+            ),
+            (
+                "memory_snapshot.cpp",
+                0,
+                "torch::cuda::(anonymous namespace)::gather_with_cpp()",
+            ),
+            (
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            ),
+            (
+                "??",
+                0,
+                "at::detail::empty_strided_cuda(c10::ArrayRef<long>)",
+            ),
+            (
+                "??",
+                0,
+                "at::_ops::empty_strided::call(c10::ArrayRef<long>)",
+            ),
+        ]);
+        let lines = display_frames(&s, 0, false);
+        assert_eq!(
+            lines.first().map(|l| l.text.as_str()),
+            Some("at::detail::empty_strided_cuda(c10::ArrayRef<long>)")
+        );
+        assert_eq!(lines.len(), 2);
+        // Asked for, the internal frames are all there.
+        assert_eq!(display_frames(&s, 0, true).len(), 6);
+        // A stack of nothing but machinery keeps it (something is shown).
+        let only = snapshot(&[("??", 0, "torch::unwind::unwind()")]);
+        assert_eq!(display_frames(&only, 0, false).len(), 1);
     }
 
     #[test]

@@ -352,7 +352,7 @@ impl Settings {
     }
 
     /// What these settings change from `base`, in `PYTORCH_CUDA_ALLOC_CONF` words (`key:none`
-    /// for a key `base` sets and these do not); "as above" when nothing.
+    /// for a key `base` sets and these do not); "no change" when nothing.
     pub fn changes_from(&self, base: &Settings) -> String {
         let (mine, theirs) = (self.conf_entries(), base.conf_entries());
         let mut changed: Vec<String> = mine
@@ -372,7 +372,7 @@ impl Settings {
             changed.push("with the recorded empty_cache()".to_string());
         }
         if changed.is_empty() {
-            "as above".to_string()
+            "no change".to_string()
         } else {
             changed.join(", ")
         }
@@ -1101,6 +1101,6 @@ mod tests {
             tried.changes_from(&s),
             "expandable_segments:True, max_split_size_mb:none, without empty_cache()"
         );
-        assert_eq!(s.changes_from(&s), "as above");
+        assert_eq!(s.changes_from(&s), "no change");
     }
 }

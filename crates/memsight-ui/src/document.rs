@@ -60,10 +60,14 @@ static NEXT_DOCUMENT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 
 impl Document {
     pub fn new(name: String, path: Option<PathBuf>, data: Prepared) -> Self {
-        let device = data
-            .loaded
-            .snapshot
-            .busiest_device()
+        // The device that ran out of memory, if one did (what the user opened the file for);
+        // else the busiest.
+        let snapshot = &data.loaded.snapshot;
+        let device = snapshot
+            .devices
+            .iter()
+            .find(|d| d.trace.action.contains(&memsight_core::model::Action::Oom))
+            .or_else(|| snapshot.busiest_device())
             .map_or(0, |d| d.ordinal);
         Self {
             key: NEXT_DOCUMENT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -34,8 +34,9 @@ pub enum Command {
     SelectEvent(Option<u32>),
     /// Move the selected event by this many events (arrow keys).
     Step(i64),
-    /// The next (`true`) or previous `segment_alloc` from the selected event.
-    SegmentAlloc {
+    /// The next (`true`) or previous segment step from the selected event: a `segment_alloc`,
+    /// or on expandable segments a `segment_map` / `segment_unmap` ([`is_segment_step`]).
+    SegmentStep {
         forward: bool,
     },
     Unpin,
@@ -47,6 +48,17 @@ pub enum Command {
     ShowEvents(u32, u32),
     /// The lifecycle chart has zoomed as asked.
     Shown,
+}
+
+/// The events the pool's segment buttons step through: where the pool grew (`segment_alloc`,
+/// `segment_map`) or gave pages back inside an expandable segment (`segment_unmap`).
+/// `segment_free` is left out: `empty_cache` frees many at once, and stepping through each would
+/// bury the allocations.
+pub fn is_segment_step(action: Action) -> bool {
+    matches!(
+        action,
+        Action::SegmentAlloc | Action::SegmentMap | Action::SegmentUnmap
+    )
 }
 
 impl Selection {
@@ -78,16 +90,16 @@ impl Selection {
                     let target = (current + delta).clamp(0, n.saturating_sub(1) as i64);
                     self.event = clamp(Some(target as u32));
                 }
-                Command::SegmentAlloc { forward } => {
+                Command::SegmentStep { forward } => {
                     // With no event selected, forward starts before the first event and backward
                     // after the last.
-                    let is_alloc = |i: &usize| device.trace.action[*i] == Action::SegmentAlloc;
+                    let is_step = |i: &usize| is_segment_step(device.trace.action[*i]);
                     let found = if forward {
-                        (self.event.map_or(0, |e| e as usize + 1)..n).find(is_alloc)
+                        (self.event.map_or(0, |e| e as usize + 1)..n).find(is_step)
                     } else {
                         (0..self.event.map_or(n, |e| e as usize))
                             .rev()
-                            .find(is_alloc)
+                            .find(is_step)
                     };
                     if let Some(i) = found {
                         self.event = Some(i as u32);
@@ -225,6 +237,47 @@ mod tests {
     }
 
     #[test]
+    fn segment_steps_on_expandable_segments_land_on_maps_and_unmaps() {
+        // An expandable-segment run: the generator maps and unmaps pages, never allocates a
+        // segment. The expected events are read from the trace, not from the stepping code.
+        let l = r#gen::generate_loaded(Scenario::Expandable, 20_000, 3).1;
+        let trace = &l.snapshot.devices[0].trace;
+        let steps: Vec<u32> = (0..trace.len())
+            .filter(|&i| matches!(trace.action[i], Action::SegmentMap | Action::SegmentUnmap))
+            .map(|i| i as u32)
+            .collect();
+        assert!(
+            !trace.action.contains(&Action::SegmentAlloc) && steps.len() >= 2,
+            "the run maps pages and allocates no segment"
+        );
+        assert!(
+            trace.action.contains(&Action::SegmentUnmap),
+            "its empty_cache() calls unmap pages"
+        );
+        let mut selection = Selection::default();
+        let mut visited = Vec::new();
+        for _ in 0..steps.len() + 1 {
+            selection.apply(
+                [Command::SegmentStep { forward: true }],
+                &l.snapshot.devices[0],
+                &l.replays[0],
+            );
+            visited.push(selection.event.expect("a step lands on an event"));
+        }
+        visited.dedup();
+        assert_eq!(
+            visited, steps,
+            "forward visits every map and unmap once, in order"
+        );
+        selection.apply(
+            [Command::SegmentStep { forward: false }],
+            &l.snapshot.devices[0],
+            &l.replays[0],
+        );
+        assert_eq!(selection.event, steps.iter().rev().nth(1).copied());
+    }
+
+    #[test]
     fn segment_alloc_jumps_land_on_segment_allocs() {
         let l = loaded();
         let trace = &l.snapshot.devices[0].trace;
@@ -235,7 +288,7 @@ mod tests {
         assert!(allocs.len() >= 2, "the scenario allocates segments");
         let mut selection = Selection::default();
         selection.apply(
-            [Command::SegmentAlloc { forward: true }],
+            [Command::SegmentStep { forward: true }],
             &l.snapshot.devices[0],
             &l.replays[0],
         );
@@ -247,7 +300,7 @@ mod tests {
         selection.apply(
             [
                 Command::SelectEvent(Some(0)),
-                Command::SegmentAlloc { forward: true },
+                Command::SegmentStep { forward: true },
             ],
             &l.snapshot.devices[0],
             &l.replays[0],
@@ -255,8 +308,8 @@ mod tests {
         assert_eq!(selection.event, allocs.iter().copied().find(|&a| a > 0));
         selection.apply(
             [
-                Command::SegmentAlloc { forward: true },
-                Command::SegmentAlloc { forward: false },
+                Command::SegmentStep { forward: true },
+                Command::SegmentStep { forward: false },
             ],
             &l.snapshot.devices[0],
             &l.replays[0],

@@ -137,21 +137,37 @@ impl MemsightApp {
         }
     }
 
+    /// The Help menu: the keys and mouse of the charts, and About.
+    fn help_menu(&mut self, ui: &mut Ui) {
+        ui.menu_button("Keys and mouse", |ui| {
+            egui::Grid::new("help-keys")
+                .num_columns(2)
+                .striped(true)
+                .show(ui, |ui| {
+                    for (keys, what) in KEYS {
+                        ui.strong(*keys);
+                        ui.label(*what);
+                        ui.end_row();
+                    }
+                });
+        });
+        ui.menu_button("About memsight", |ui| {
+            ui.strong(format!("memsight {}", env!("CARGO_PKG_VERSION")));
+            ui.label(
+                "A visualizer and doctor for device memory of PyTorch jobs on GPUs (CUDA) and \
+                 Ascend NPUs (torch_npu): memory snapshots, torch_npu profiler CSVs and \
+                 msMemScope recordings.",
+            );
+            ui.label("Nothing in a file is ever run: pickles are read as data only.");
+        });
+    }
+
     pub(super) fn menu_ui(&mut self, ui: &mut Ui) {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| self.file_menu(ui));
             ui.menu_button("View", |ui| self.view_menu(ui));
+            ui.menu_button("Help", |ui| self.help_menu(ui));
             ui.separator();
-            for (i, doc) in self.profilers.iter().enumerate() {
-                if ui
-                    .selectable_label(self.active_profiler == Some(i), &doc.name)
-                    .on_hover_text("profiler data")
-                    .clicked()
-                {
-                    self.active_profiler = Some(i);
-                    self.active_compare = None;
-                }
-            }
             let tabs: Vec<(String, String)> = self
                 .docs
                 .iter()
@@ -180,6 +196,17 @@ impl MemsightApp {
                 tab.context_menu(|ui| {
                     ui.menu_button("Compare with…", |ui| self.compare_menu_ui(ui, i));
                 });
+            }
+            // Profiler runs after the snapshots: a tab opened later never lands in front.
+            for (i, doc) in self.profilers.iter().enumerate() {
+                if ui
+                    .selectable_label(self.active_profiler == Some(i), &doc.name)
+                    .on_hover_text("profiler data")
+                    .clicked()
+                {
+                    self.active_profiler = Some(i);
+                    self.active_compare = None;
+                }
             }
             self.compare_tabs_ui(ui);
         });
@@ -220,13 +247,30 @@ impl MemsightApp {
         };
         let data = Arc::clone(&doc.data);
         let snapshot = &data.loaded.snapshot;
+        let mut open_dialog = false;
         ui.horizontal_wrapped(|ui| {
+            let oom_here = doc.device_index().is_some_and(|i| {
+                snapshot.devices[i]
+                    .trace
+                    .action
+                    .contains(&memsight_core::model::Action::Oom)
+            });
+            let selected = if oom_here {
+                egui::RichText::new(format!("{} (OOM)", doc.device)).color(palette::ERROR_TEXT)
+            } else {
+                egui::RichText::new(doc.device.to_string())
+            };
             egui::ComboBox::from_label("device")
-                .selected_text(doc.device.to_string())
+                .selected_text(selected)
                 .show_ui(ui, |ui| {
                     for d in &snapshot.devices {
+                        let oom = if d.trace.action.contains(&memsight_core::model::Action::Oom) {
+                            ", OOM"
+                        } else {
+                            ""
+                        };
                         let text = format!(
-                            "{} ({} events, {} segments)",
+                            "{} ({} events, {} segments{oom})",
                             d.ordinal,
                             d.trace.len(),
                             d.segments.len()
@@ -294,6 +338,23 @@ impl MemsightApp {
             if ui.button(text).clicked() {
                 self.show_warnings = !self.show_warnings;
             }
+            if doc.path.is_none() {
+                // The bundled demo (or data from memory): say how to see one's own file.
+                ui.separator();
+                if ui
+                    .button(
+                        egui::RichText::new("demo data: open yours (Ctrl+O)…")
+                            .color(palette::SELECTION),
+                    )
+                    .on_hover_text(
+                        "File → Open, or drop a snapshot, profiler folder or msMemScope \
+                         recording on the window",
+                    )
+                    .clicked()
+                {
+                    open_dialog = true;
+                }
+            }
             if !device.trace.is_empty()
                 && ui
                     .selectable_label(doc.whatif.open, "What if…")
@@ -305,6 +366,9 @@ impl MemsightApp {
                 doc.whatif.open = !doc.whatif.open;
             }
         });
+        if open_dialog {
+            self.start_dialog(Purpose::OpenSnapshots);
+        }
     }
 }
 
@@ -342,3 +406,41 @@ fn device_memory_label(
 pub(super) fn shortcut_button(ui: &mut Ui, text: &str, shortcut: &str) -> egui::Response {
     ui.add(egui::Button::new(text).shortcut_text(shortcut))
 }
+
+/// What the keys and the mouse do, for Help → Keys and mouse.
+const KEYS: &[(&str, &str)] = &[
+    (
+        "Ctrl+O",
+        "open snapshots, profiler CSVs or msMemScope files",
+    ),
+    (
+        "Ctrl+E / Ctrl+Shift+E",
+        "export the chart / the window as PNG",
+    ),
+    ("Ctrl+W", "close the tab"),
+    (
+        "Up / Down arrow (Shift: 100)",
+        "step through events; the pool and the chart follow",
+    ),
+    ("wheel over the chart", "zoom time (x) around the pointer"),
+    ("Shift+wheel", "zoom time and bytes together"),
+    (
+        "Shift+drag or right-drag",
+        "zoom to a box (a flat box zooms time only)",
+    ),
+    ("drag", "pan"),
+    ("Ctrl+drag", "select a range of events: what it left behind"),
+    (
+        "+ / - / Left / Right",
+        "zoom / pan the chart (pointer over it)",
+    ),
+    ("Home, 0 or double-click", "show the whole trace"),
+    ("click a band", "pin the allocation: its stack and events"),
+    (
+        "click a legend row",
+        "keep that call site's bands, dim the rest",
+    ),
+    ("click a pool block", "pin it and show it on the chart"),
+    ("Ctrl+wheel over the pool", "zoom the pool's rows"),
+    ("Esc", "close the warnings or the file browser"),
+];

@@ -38,6 +38,8 @@ pub struct Layout {
     pub details: Option<Rect>,
     pub bottom: Option<Rect>,
     pub chart: Option<Rect>,
+    /// The What-if panel, where open.
+    pub whatif: Option<Rect>,
 }
 
 /// What the bottom area shows when it is too narrow for both side by side.
@@ -102,6 +104,8 @@ pub struct MemsightApp {
     /// findings panel once, and the user's toggle wins until the next crossing.
     was_narrow: Option<bool>,
     pub bottom_tab: BottomTab,
+    /// The window's title as last set: the file and device shown.
+    title: String,
 }
 
 impl MemsightApp {
@@ -139,6 +143,7 @@ impl MemsightApp {
             layout: Layout::default(),
             was_narrow: None,
             bottom_tab: BottomTab::default(),
+            title: "memsight".to_string(),
         }
     }
 
@@ -246,6 +251,7 @@ impl MemsightApp {
         self.poll_jobs();
         self.take_dropped_files(&ctx);
         if self.view == View::App {
+            self.follow_title(&ctx);
             self.shortcuts(&ctx);
             let exporting = self.poll_dialogs(&ctx);
             // The picture of this frame is the export: no notice over it.
@@ -282,8 +288,12 @@ impl MemsightApp {
         if !self.docs.is_empty() {
             egui::Panel::top("summary").show(ui, |ui| self.summary_ui(ui));
         }
+        self.layout = Layout {
+            window: Some(ui.max_rect()),
+            ..Layout::default()
+        };
         // Before the charts, so they show this frame's predictions.
-        self.whatif_window(&ctx);
+        self.whatif_panel(ui);
         self.owners_window(&ctx);
         self.panels_ui(ui, &ctx);
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
@@ -314,6 +324,28 @@ impl MemsightApp {
         }
         if self.is_busy() {
             ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// The window's title names what is shown: "memsight — file (device 0)".
+    pub fn window_title(&self) -> String {
+        let shown = if let Some(c) = self.active_compare.and_then(|c| self.compares.get(c)) {
+            Some(c.name.clone())
+        } else if let Some(p) = self.active_profiler.and_then(|p| self.profilers.get(p)) {
+            Some(format!("{} (profiler)", p.name))
+        } else {
+            self.docs
+                .get(self.active)
+                .map(|d| format!("{} (device {})", d.name, d.device))
+        };
+        shown.map_or_else(|| "memsight".to_string(), |s| format!("memsight — {s}"))
+    }
+
+    fn follow_title(&mut self, ctx: &egui::Context) {
+        let title = self.window_title();
+        if title != self.title {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Title(title.clone()));
+            self.title = title;
         }
     }
 

@@ -27,8 +27,10 @@ impl MemsightApp {
     pub(super) fn panels_ui(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         let width = ui.available_width();
         let narrow = self.follow_window_width(ctx);
+        // The window and the What-if panel were placed before (`ui_root`, `whatif_panel`).
         self.layout = Layout {
-            window: Some(ui.max_rect()),
+            window: self.layout.window,
+            whatif: self.layout.whatif,
             ..Layout::default()
         };
         // The side panels share at most half the width, so the chart keeps the rest.
@@ -43,6 +45,19 @@ impl MemsightApp {
                 .show(ui, |ui| self.findings_panel_ui(ui));
             self.layout.findings = Some(panel.response.rect);
         }
+        if self.show_pool && !self.docs.is_empty() {
+            // A third of the height to start with, at most 45 %: the lifecycle chart keeps at
+            // least half the window, at 800×500 too.
+            let available = ui.available_height();
+            let max_height = (available * 0.45).max(120.0);
+            let panel = egui::Panel::bottom("pool")
+                .resizable(true)
+                .default_size(260.0_f32.min(available * 0.34).max(100.0))
+                .min_size(100.0)
+                .max_size(max_height)
+                .show(ui, |ui| self.bottom_ui(ui, narrow));
+            self.layout.bottom = Some(panel.response.rect);
+        }
         let side_panel = self
             .docs
             .get(self.active)
@@ -55,7 +70,8 @@ impl MemsightApp {
                 .min_size(160.0)
                 .max_size((side_budget - left).max(160.0))
                 .show(ui, |ui| {
-                    // Content wider than the panel scrolls; it never pushes the panel off-screen.
+                    // Long stack lines wrap; wider content scrolls, it never pushes the panel
+                    // off-screen.
                     egui::ScrollArea::both()
                         .id_salt("details-scroll")
                         .auto_shrink([false, false])
@@ -65,17 +81,6 @@ impl MemsightApp {
                         });
                 });
             self.layout.details = Some(panel.response.rect);
-        }
-        if self.show_pool && !self.docs.is_empty() {
-            // At most half the window, so the lifecycle chart always keeps room.
-            let max_height = (ui.available_height() * 0.5).max(120.0);
-            let panel = egui::Panel::bottom("pool")
-                .resizable(true)
-                .default_size(260.0_f32.min(max_height))
-                .min_size(100.0)
-                .max_size(max_height)
-                .show(ui, |ui| self.bottom_ui(ui, narrow));
-            self.layout.bottom = Some(panel.response.rect);
         }
     }
 
@@ -150,6 +155,7 @@ impl MemsightApp {
         }
         self.chart_rect = Some(ui.available_rect_before_wrap());
         let data = Arc::clone(&doc.data);
+        doc.lifecycle.search_hits = doc.events.search_hits(&data, i);
         let highlight = doc
             .range_report()
             .filter(|_| doc.range.dim_others)
@@ -395,15 +401,17 @@ impl MemsightApp {
                     line.text
                 };
                 let rich = egui::RichText::new(text).monospace();
-                ui.label(if line.internal { rich.weak() } else { rich });
+                ui.add(egui::Label::new(if line.internal { rich.weak() } else { rich }).wrap());
             }
         });
     }
 
-    /// The What-if panel of the active file: takes finished replays, starts the ones its
-    /// settings call for, hands the predicted curve and pool to the charts, and draws its window.
-    /// Closed, it takes the predictions off the charts.
-    pub(super) fn whatif_window(&mut self, ctx: &egui::Context) {
+    /// The What-if panel of the active file, on the right (beside the chart, never over it):
+    /// takes finished replays, starts the ones its settings call for, hands the predicted curve
+    /// and pool to the charts, and draws its content. Closed, it takes the predictions off the
+    /// charts.
+    pub(super) fn whatif_panel(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
         let Some(doc) = self.docs.get_mut(self.active) else {
             return;
         };
@@ -422,28 +430,36 @@ impl MemsightApp {
                 .checked_sub(1)
                 .map(|e| e as u32)
         });
-        doc.whatif.poll(ctx, &data, i, event);
+        doc.whatif.poll(&ctx, &data, i, event);
         let current = doc.whatif.current(i).map(Arc::clone);
         doc.lifecycle.predicted_reserved = current.as_ref().map(|r| Arc::clone(&r.prediction));
         doc.pool.predicted = doc
             .whatif
             .predicted_pool(i, event)
             .zip(current.map(|r| r.settings.describe()));
+        let width = ui.available_width();
         let mut open = true;
-        // Below the menu and summary bars (which wrap in a narrow window): from the chart's top
-        // as last drawn.
-        let mut area = ctx.content_rect();
-        area.min.y = self.chart_rect.map_or(area.min.y + 64.0, |r| r.top());
-        egui::Window::new("What if")
-            .open(&mut open)
-            .constrain_to(area)
-            .default_pos(area.right_top() + egui::vec2(-360.0, 0.0))
-            .default_width(340.0)
-            .default_height(area.height().min(600.0))
-            .vscroll(true)
-            .show(ctx, |ui| {
-                crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif);
+        let panel = egui::Panel::right("whatif")
+            .resizable(true)
+            .default_size((width * 0.25).clamp(260.0, 360.0))
+            .min_size(220.0)
+            .max_size((width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0))
+            .show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    ui.heading("What if");
+                    if ui.small_button("close").clicked() {
+                        open = false;
+                    }
+                });
+                // Wider content scrolls sideways; it never pushes the panel off-screen.
+                egui::ScrollArea::both()
+                    .id_salt("whatif-scroll")
+                    .auto_shrink([false, false])
+                    .show(ui, |ui| {
+                        crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif);
+                    });
             });
+        self.layout.whatif = Some(panel.response.rect);
         doc.whatif.open = open;
     }
 

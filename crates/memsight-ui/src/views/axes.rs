@@ -52,10 +52,44 @@ pub fn byte_grid(input: &egui_plot::GridInput, label_top: bool) -> Vec<egui_plot
     // The top of the chart says its value too, where the last labelled line is far below it.
     let highest = (hi / step).floor() * step;
     if label_top && hi - highest > (hi - lo) * 0.12 {
+        // The finer lines just under the top would print their labels over the top's
+        // ("645 MiB" over "640 MiB"): they go.
+        marks.retain(|m| hi - m.value > (hi - lo) * 0.06);
         marks.push(egui_plot::GridMark {
             value: hi,
             step_size: step,
         });
     }
     marks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_top_label_has_no_line_close_under_it() {
+        // 645 MiB shown: labelled lines every 256 MiB, finer ones every 64 MiB; the top says
+        // 645 MiB, and the 640 MiB line under it (its label would overprint) is gone.
+        let mib = 1024.0 * 1024.0;
+        let input = egui_plot::GridInput {
+            bounds: (0.0, 645.0 * mib),
+            base_step_size: mib,
+        };
+        let marks = byte_grid(&input, true);
+        let top = 645.0 * mib;
+        assert!(marks.iter().any(|m| m.value == top), "the top is labelled");
+        assert!(
+            marks
+                .iter()
+                .filter(|m| m.value != top)
+                .all(|m| top - m.value > 0.06 * top),
+            "{:?}",
+            marks.iter().map(|m| m.value / mib).collect::<Vec<_>>()
+        );
+        assert!(
+            marks.iter().any(|m| m.value == 576.0 * mib),
+            "the lines below stay"
+        );
+    }
 }

@@ -33,8 +33,18 @@ pub struct EventListState {
 }
 
 impl EventListState {
-    /// The events the list shows: `None` means all of them.
-    fn rows(&mut self, data: &Prepared, device: usize) -> Option<Arc<Vec<u32>>> {
+    /// The events the search text matches (with the action filter), for marking on the chart;
+    /// `None` without a search.
+    pub fn search_hits(&mut self, data: &Prepared, device: usize) -> Option<Arc<Vec<u32>>> {
+        if self.search.trim().is_empty() {
+            return None;
+        }
+        self.rows(data, device).map(|(rows, _)| rows)
+    }
+
+    /// The events the list shows (`None` means all of them), and whether they changed since the
+    /// last call.
+    fn rows(&mut self, data: &Prepared, device: usize) -> Option<(Arc<Vec<u32>>, bool)> {
         if self.filter.is_none() && self.search.trim().is_empty() && !self.inefficient_only {
             return None;
         }
@@ -44,7 +54,8 @@ impl EventListState {
             self.search.trim().to_string(),
             self.inefficient_only,
         );
-        if self.rows.as_ref().map(|(k, _)| k) != Some(&key) {
+        let changed = self.rows.as_ref().map(|(k, _)| k) != Some(&key);
+        if changed {
             let mut rows = matching_events(data, device, self.filter, &key.2);
             if self.inefficient_only {
                 let flagged = inefficient_allocs(data, device);
@@ -52,7 +63,7 @@ impl EventListState {
             }
             self.rows = Some((key, Arc::new(rows)));
         }
-        self.rows.as_ref().map(|(_, r)| Arc::clone(r))
+        self.rows.as_ref().map(|(_, r)| (Arc::clone(r), changed))
     }
 }
 
@@ -243,14 +254,30 @@ pub fn event_list_ui(
     commands: &mut Vec<Command>,
 ) {
     let trace = &data.loaded.snapshot.devices[device].trace;
-    toolbar_ui(ui, data, device, state, commands);
-    let rows = state.rows(data, device);
+    let (rows, changed) = state
+        .rows(data, device)
+        .map_or((None, false), |(r, changed)| (Some(r), changed));
     let count = rows.as_ref().map_or(trace.len(), |r| r.len());
+    // A new search goes to its first match (the pool and the chart follow).
+    if changed
+        && !state.search.trim().is_empty()
+        && let Some(&first) = rows.as_ref().and_then(|r| r.first())
+    {
+        commands.push(Command::SelectEvent(Some(first)));
+    }
+    let matches = rows.as_ref().map(|r| r.len());
+    if toolbar_ui(ui, data, device, state, matches, commands) {
+        ui.ctx().request_repaint();
+    }
     let event_of = |row: usize| rows.as_ref().map_or(row as u32, |r| r[row]);
     if count == 0 {
         ui.weak("no event matches");
         return;
     }
+    // Files without times leave the time column out (it would be empty).
+    let columns: Vec<usize> = (0..COLUMNS.len())
+        .filter(|&c| c != 1 || trace.has_time())
+        .collect();
     if state.widths.as_ref().map(|(d, _)| *d) != Some(device) {
         state.widths = Some((device, fitted_widths(ui, data, device)));
     }
@@ -276,9 +303,9 @@ pub fn event_list_ui(
                 .min_scrolled_height(0.0)
                 .max_scroll_height(rows_height)
                 .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
-            for (i, w) in widths.iter().enumerate() {
-                let column = Column::initial(*w).at_least(24.0).clip(true);
-                table = table.column(if i == widths.len() - 1 {
+            for (i, &c) in columns.iter().enumerate() {
+                let column = Column::initial(widths[c]).at_least(24.0).clip(true);
+                table = table.column(if i == columns.len() - 1 {
                     column.resizable(false)
                 } else {
                     column
@@ -296,7 +323,7 @@ pub fn event_list_ui(
             }
             table
                 .header(ROW_HEIGHT + 2.0, |mut header| {
-                    for title in COLUMNS {
+                    for title in columns.iter().map(|&c| COLUMNS[c]) {
                         header.col(|ui| {
                             ui.add(Label::new(RichText::new(title).strong()).selectable(false));
                         });
@@ -307,7 +334,8 @@ pub fn event_list_ui(
                         let e = event_of(row.index()) as usize;
                         let selected = selection.event == Some(e as u32);
                         row.set_selected(selected);
-                        for (text, full) in cells(data, device, e, t0) {
+                        let mut cells = cells(data, device, e, t0).map(Some);
+                        for (text, full) in columns.iter().filter_map(|&c| cells[c].take()) {
                             row.col(|ui| {
                                 let text = if selected {
                                     RichText::new(text).strong()
@@ -326,14 +354,17 @@ pub fn event_list_ui(
         });
 }
 
-/// Action filter, search box, first / last.
+/// Action filter, search box and its match count, first / last. Returns whether the search
+/// text changed.
 fn toolbar_ui(
     ui: &mut Ui,
     data: &Prepared,
     device: usize,
     state: &mut EventListState,
+    matches: Option<usize>,
     commands: &mut Vec<Command>,
-) {
+) -> bool {
+    let mut changed = false;
     let s = &data.loaded.snapshot;
     let trace = &s.devices[device].trace;
     ui.horizontal_wrapped(|ui| {
@@ -355,11 +386,21 @@ fn toolbar_ui(
                     ui.selectable_value(&mut state.filter, Some(a), a.name(&s.strings));
                 }
             });
-        ui.add(
-            egui::TextEdit::singleline(&mut state.search)
-                .hint_text("0x address or stack text")
-                .desired_width(180.0),
-        );
+        changed = ui
+            .add(
+                egui::TextEdit::singleline(&mut state.search)
+                    .hint_text("0x address or stack text")
+                    .desired_width(180.0),
+            )
+            .on_hover_text("matches are marked under the chart; a new search goes to the first")
+            .changed();
+        if let Some(n) = matches {
+            ui.weak(if n == 1 {
+                "1 match".to_string()
+            } else {
+                format!("{n} matches")
+            });
+        }
         if !s.devices[device].block_use.is_empty() {
             ui.checkbox(&mut state.inefficient_only, "inefficient")
                 .on_hover_text(
@@ -376,6 +417,7 @@ fn toolbar_ui(
             ));
         }
     });
+    changed
 }
 
 #[cfg(test)]

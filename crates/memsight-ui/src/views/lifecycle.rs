@@ -23,7 +23,12 @@ use crate::prepared::{Prepared, Step};
 use crate::selection::{Command, Selection};
 use crate::views::axes::{byte_grid, grid_marks, nice_step};
 
-const OVERVIEW_HEIGHT: f32 = 44.0;
+/// The overview strip's height: a tenth of the chart's space, within these bounds.
+const OVERVIEW_MAX_HEIGHT: f32 = 44.0;
+const OVERVIEW_MIN_HEIGHT: f32 = 18.0;
+/// A box zoom also zooms the bytes when it is at least this tall; flatter, it zooms time only
+/// (and its preview is full height).
+const BOX_ZOOM_MIN_HEIGHT_PX: f32 = 8.0;
 /// The least room the y axis' labels get ("1023 MiB").
 const Y_AXIS_MIN_WIDTH: f32 = 56.0;
 /// Call sites the legend names at most.
@@ -48,6 +53,16 @@ pub struct LifecycleState {
     /// The colour of highlighted bands (`None`: their own); the compare view gives both charts
     /// one, so a call site reads the same in A and B.
     pub highlight_color: Option<Color32>,
+    /// The legend entry clicked: its bands stay, the others are dimmed.
+    pub legend_highlight: Option<LegendKey>,
+    /// The legend folded to one button (`None`: folded when it would cover much of the chart).
+    pub legend_folded: Option<bool>,
+    /// The events the event list's search matches, marked under the chart.
+    pub search_hits: Option<Arc<Vec<u32>>>,
+    /// The selected event the chart last followed: it pans to a new one that is out of view.
+    followed_event: Option<u32>,
+    /// The legend's header and rows as drawn last frame, with their text (tests, tools).
+    legend_drawn: Vec<(Rect, String)>,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
     /// The view of the last frame: the layout is current when it has this key.
@@ -65,6 +80,28 @@ pub struct LifecycleState {
     pub predicted_reserved: Option<Arc<memsight_core::whatif::Prediction>>,
     /// Its highest bytes per column of the layout it was computed for.
     predicted_columns: Option<(LayoutKey, usize, Arc<[u64]>)>,
+}
+
+/// What one legend entry stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegendKey {
+    CallSite(memsight_core::model::StackId),
+    Category(Category),
+    /// An owner's index in `Prepared::owner_names`.
+    Owner(usize),
+}
+
+impl LegendKey {
+    /// Whether lifetime `id`'s band belongs to this entry.
+    fn holds(self, data: &Prepared, device: usize, id: LifetimeId) -> bool {
+        match self {
+            Self::CallSite(stack) => {
+                data.loaded.replays[device].lifetimes[id as usize].stack == stack
+            }
+            Self::Category(c) => data.category(device, id) == c,
+            Self::Owner(k) => data.owner_index(device, id) == Some(k),
+        }
+    }
 }
 
 /// Everything a layout depends on.
@@ -176,9 +213,10 @@ pub fn lifecycle_ui(
         state.use_time = false;
     }
     let full = ui.available_rect_before_wrap();
+    let overview_height = (full.height() * 0.1).clamp(OVERVIEW_MIN_HEIGHT, OVERVIEW_MAX_HEIGHT);
     let plot_rect = Rect::from_min_max(
         full.min,
-        pos2(full.max.x, full.max.y - OVERVIEW_HEIGHT - 4.0),
+        pos2(full.max.x, full.max.y - overview_height - 4.0),
     );
     ui.allocate_rect(full, Sense::hover());
     // Where `egui_plot` puts its frame (its axes take what their labels need): where it put it
@@ -197,7 +235,7 @@ pub fn lifecycle_ui(
         }
     };
     let overview_rect = Rect::from_min_max(
-        pos2(chart_rect.min.x, full.max.y - OVERVIEW_HEIGHT),
+        pos2(chart_rect.min.x, full.max.y - overview_height),
         full.max,
     );
     if !roomy(chart_rect) {
@@ -259,22 +297,43 @@ pub fn lifecycle_ui(
     paint_marks(&painter, laid, chart_rect, &y_of);
     paint_predicted(&painter, predicted.as_deref(), chart_rect, &y_of);
     if let Some(keep) = highlight {
-        paint_dimmed_except(&painter, data, device, state, keep, chart_rect, &y_of);
+        paint_dimmed_except(
+            &painter,
+            data,
+            device,
+            state,
+            &|id| keep.contains(&id),
+            chart_rect,
+            &y_of,
+        );
+    } else if let Some(key) = state.legend_highlight.filter(|_| !state.hide_legend) {
+        paint_dimmed_except(
+            &painter,
+            data,
+            device,
+            state,
+            &|id| key.holds(data, device, id),
+            chart_rect,
+            &y_of,
+        );
     }
     if let Some(selected) = selection.lifetime {
         paint_selection(&painter, laid, selected, chart_rect, &y_of);
     }
-    if !state.hide_legend {
-        match state.color_by {
-            ColorBy::Category => paint_category_legend(&painter, chart_rect),
-            ColorBy::Owner => paint_owner_legend(&painter, data, chart_rect),
-            ColorBy::CallSite => paint_call_site_legend(&painter, data, laid, chart_rect),
-        }
-    }
+    paint_search_hits(&painter, state, chart_rect, &ax, &x_of);
     paint_picks(
         &painter, chart_rect, state, selection, &response, &ax, &x_of,
     );
-    hover_and_click(data, device, laid, current, chart_rect, &response, commands);
+    // The legend last: drawn over the bands, and its clicks are its own (not the chart's).
+    let over_legend = if state.hide_legend {
+        false
+    } else {
+        legend_ui(ui, data, state, chart_rect)
+    };
+    let laid = state.laid.as_ref().expect("checked above");
+    if !over_legend {
+        hover_and_click(data, device, laid, current, chart_rect, &response, commands);
+    }
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
 }
 
@@ -461,9 +520,10 @@ fn x_grid(input: &egui_plot::GridInput, time: bool) -> Vec<egui_plot::GridMark> 
             step
         },
     );
-    // A label centred on the right edge would be cut ("2000" for 20000): that tick goes unlabelled.
+    // A label centred on the right edge would be cut ("2000" for 20000), and one on the left
+    // edge would run into the y axis' "0 B": those ticks go unlabelled.
     for mark in &mut marks {
-        if hi - mark.value < (hi - lo) * 0.02 {
+        if hi - mark.value < (hi - lo) * 0.02 || mark.value - lo < (hi - lo) * 0.02 {
             mark.step_size = step / 5.0;
         }
     }
@@ -476,8 +536,24 @@ fn x_label(x: f64, step: f64, time: bool) -> String {
         let decimals = (-(step / 1e6).log10()).ceil().clamp(0.0, 6.0) as usize;
         format!("{:.decimals$} s", x / 1e6)
     } else {
-        format!("{}", x.round() as i64)
+        thousands(x.round() as i64)
     }
+}
+
+/// An integer with its thousands separated by commas: "1,250,000".
+pub fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// Our band mesh as an `egui_plot` item: built for the plot's frame, drawn as it is, in the plot's
@@ -556,6 +632,21 @@ fn follow_selection(
         state.y_range = None;
         commands.push(Command::Revealed);
     }
+    if selection.event != state.followed_event {
+        state.followed_event = selection.event;
+        // A new event picked elsewhere (the event list, the arrow keys, a segment step) and out of
+        // view: the chart pans to it, keeping its zoom.
+        if let (Some(e), Some((x0, x1))) = (selection.event, state.x_range)
+            && selection.zoom_to.is_none()
+            && !selection.reveal
+        {
+            let x = ax.x_of_event(e as usize);
+            if !(x0..=x1).contains(&x) {
+                let half = (x1 - x0) / 2.0;
+                state.x_range = Some(clamp_view((x - half, x + half), (full_x0, full_x1)));
+            }
+        }
+    }
     if let Some((first, last)) = selection.zoom_to {
         // Zoom to the evidence of a finding, with a little context on both sides.
         let count = ax.event_count;
@@ -613,10 +704,14 @@ fn view_input(
         }
         (view, y_view) = key_zoom(ui, view, y_view, (full_x0, full_x1));
     }
-    // Ctrl+drag: select a range of events for range analysis.
+    // Ctrl+drag: select a range of events for range analysis. Drags start where the button
+    // went down, not where the drag was recognised (a few pixels on, or a slow frame later).
     let ranging = ui.input(|i| i.modifiers.command);
+    let pressed_at = ui
+        .input(|i| i.pointer.press_origin())
+        .or_else(|| response.interact_pointer_pos());
     if response.drag_started() && ranging {
-        state.range_start = response.interact_pointer_pos();
+        state.range_start = pressed_at;
     }
     if let Some(start) = state.range_start
         && response.drag_stopped()
@@ -636,7 +731,7 @@ fn view_input(
     let box_zooming = !ranging
         && (ui.input(|i| i.modifiers.shift) || response.dragged_by(egui::PointerButton::Secondary));
     if response.drag_started() && box_zooming {
-        state.box_start = response.interact_pointer_pos();
+        state.box_start = pressed_at;
     }
     if state.range_start.is_some() {
         // A range is being drawn: no pan.
@@ -650,7 +745,7 @@ fn view_input(
                     to_x(start.x.max(end.x), view),
                 );
                 view = (a, b);
-                if (end.y - start.y).abs() > 3.0
+                if (end.y - start.y).abs() >= BOX_ZOOM_MIN_HEIGHT_PX
                     && let Some(y) = y_view.or(auto_y)
                 {
                     y_view = Some((
@@ -755,11 +850,24 @@ fn paint_picks(
         painter.rect_filled(r, 0.0, palette::RANGE_DRAG);
     }
     if let (Some(start), Some(now)) = (state.box_start, response.interact_pointer_pos()) {
-        let r = Rect::from_x_y_ranges(
-            start.x.min(now.x)..=start.x.max(now.x),
-            chart_rect.y_range(),
-        );
+        // The preview is what the zoom will show: the box, or the full height when the box is
+        // too flat to zoom the bytes.
+        let y_range = if (now.y - start.y).abs() >= BOX_ZOOM_MIN_HEIGHT_PX {
+            egui::Rangef::new(
+                start.y.min(now.y).max(chart_rect.top()),
+                start.y.max(now.y).min(chart_rect.bottom()),
+            )
+        } else {
+            chart_rect.y_range()
+        };
+        let r = Rect::from_x_y_ranges(start.x.min(now.x)..=start.x.max(now.x), y_range);
         painter.rect_filled(r, 0.0, palette::BOX_ZOOM);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.0, palette::SELECTION),
+            egui::StrokeKind::Inside,
+        );
     }
 
     // The selected event, as a line across the chart.
@@ -806,7 +914,9 @@ fn hover_and_click(
             Band::Lifetime(id) => lifetime_tooltip_ui(ui, data, device, id),
             Band::Merged { count, .. } => {
                 ui.label(format!(
-                    "{count} allocations, each thinner than a pixel here: zoom in to see them"
+                    "{count} allocations, each thinner than a pixel here: Shift+wheel, or a \
+                     Shift+drag box, zooms time and bytes to show them (the wheel alone zooms \
+                     time)"
                 ));
                 if let Some(e) = laid.columns.get(column).and_then(|c| c.event) {
                     ui.label(format!("state after event {e}"));
@@ -822,6 +932,12 @@ impl LifecycleState {
         self.plot_frame = None;
         self.pending = None;
         self.wanted = None;
+    }
+
+    /// The legend as drawn last frame: its header (fold / show), then one rectangle per row with
+    /// the row's text; empty when no legend is drawn.
+    pub fn legend_drawn(&self) -> &[(Rect, String)] {
+        &self.legend_drawn
     }
 
     /// True until the layout for the current view has arrived.
@@ -1214,20 +1330,20 @@ fn paint_selection(
     }
 }
 
-/// Dims the chart except the bands in `keep` (range analysis).
+/// Dims the chart except the bands `keep` accepts (range analysis, a legend entry).
 fn paint_dimmed_except(
     painter: &egui::Painter,
     data: &Prepared,
     device: usize,
     state: &LifecycleState,
-    keep: &FxHashSet<LifetimeId>,
+    keep: &dyn Fn(LifetimeId) -> bool,
     rect: Rect,
     y_of: &dyn Fn(f64) -> f32,
 ) {
     let Some(laid) = &state.laid else { return };
     let highlight_color = state.highlight_color;
     painter.rect_filled(rect, 0.0, palette::DIM);
-    for (r, id, merged) in band_rects(laid, rect, y_of, &|id| keep.contains(&id)) {
+    for (r, id, merged) in band_rects(laid, rect, y_of, keep) {
         let color =
             highlight_color.unwrap_or_else(|| data.band_color(device, id, laid.key.color_by));
         // A merged run holds other blocks too: drawn paler than the blocks it is sure of.
@@ -1240,90 +1356,282 @@ fn paint_dimmed_except(
     }
 }
 
-/// The categories in their colours, in the chart's top-left corner.
-fn paint_category_legend(painter: &egui::Painter, chart_rect: Rect) {
-    let rows: Vec<(String, egui::Color32)> = Category::ALL
-        .iter()
-        .map(|c| (c.name().replace('_', " "), palette::category_color(*c, 0)))
-        .collect();
-    paint_swatch_legend(painter, &rows, chart_rect);
+/// One legend row: its colour, the short label drawn, what its hover says, what it stands for.
+struct LegendRow {
+    color: Color32,
+    label: String,
+    detail: String,
+    key: LegendKey,
 }
 
-/// The file's owners in their colours, in the chart's top-left corner (at most 12).
-fn paint_owner_legend(painter: &egui::Painter, data: &Prepared, chart_rect: Rect) {
-    let rows: Vec<(String, egui::Color32)> = data
-        .owner_names
-        .iter()
-        .take(12)
-        .enumerate()
-        .map(|(k, o)| (o.clone(), palette::owner_color(Some(k), 0)))
-        .collect();
-    paint_swatch_legend(painter, &rows, chart_rect);
+/// The legend's rows for the colouring shown: the call sites that fill most of the chart (each at
+/// least 2 %), the categories, or the file's owners (at most 12).
+fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<LegendRow> {
+    let snapshot = &data.loaded.snapshot;
+    match state.color_by {
+        ColorBy::Category => Category::ALL
+            .iter()
+            .map(|&c| LegendRow {
+                color: palette::category_color(c, 0),
+                label: c.name().replace('_', " "),
+                detail: format!("category: {}", c.name().replace('_', " ")),
+                key: LegendKey::Category(c),
+            })
+            .collect(),
+        ColorBy::Owner => data
+            .owner_names
+            .iter()
+            .take(12)
+            .enumerate()
+            .map(|(k, o)| LegendRow {
+                color: palette::owner_color(Some(k), 0),
+                label: o.clone(),
+                detail: format!("owner: {o}"),
+                key: LegendKey::Owner(k),
+            })
+            .collect(),
+        ColorBy::CallSite => {
+            let stacks: Vec<_> = state
+                .laid
+                .iter()
+                .flat_map(|laid| &laid.top_stacks)
+                .filter(|(_, share)| *share >= 0.02)
+                .copied()
+                .collect();
+            let headlines: Vec<String> = stacks
+                .iter()
+                .map(|&(stack, _)| {
+                    memsight_core::frames::headline_frame(snapshot, stack)
+                        .unwrap_or_else(|| "(no stack)".to_string())
+                })
+                .collect();
+            stacks
+                .iter()
+                .zip(&headlines)
+                .map(|(&(stack, share), headline)| {
+                    // Two sites with one headline (one line, called from two places or running two
+                    // operators) are told apart by the first frame where their stacks differ.
+                    let twin = stacks
+                        .iter()
+                        .zip(&headlines)
+                        .find(|((other, _), h)| *other != stack && *h == headline)
+                        .map(|((other, _), _)| *other);
+                    let headline =
+                        match twin.and_then(|other| first_difference(snapshot, stack, other)) {
+                            Some(frame) => format!("{} · {frame}", short_site(headline, 28)),
+                            None => headline.clone(),
+                        };
+                    let frames: Vec<String> = display_frames(snapshot, stack, false)
+                        .into_iter()
+                        .take(8)
+                        .map(|l| l.text)
+                        .collect();
+                    LegendRow {
+                        color: palette::band_color(stack, 0),
+                        label: format!("{}  {:.0} %", short_site(&headline, 56), share * 100.0),
+                        detail: format!(
+                            "{:.1} % of the allocated area in view\n{}",
+                            share * 100.0,
+                            if frames.is_empty() {
+                                "no stack recorded".to_string()
+                            } else {
+                                frames.join("\n")
+                            }
+                        ),
+                        key: LegendKey::CallSite(stack),
+                    }
+                })
+                .collect()
+        }
+    }
 }
 
-/// A legend of `rows` (a name and its colour swatch each) in the chart's top-left corner.
-fn paint_swatch_legend(
-    painter: &egui::Painter,
-    rows: &[(String, egui::Color32)],
-    chart_rect: Rect,
-) {
-    let font = egui::FontId::proportional(11.0);
+/// The first frame of `stack`, innermost first and internal frames included, where it differs
+/// from `other`, shortened (`None` when one is a prefix of the other).
+fn first_difference(
+    snapshot: &memsight_core::model::Snapshot,
+    stack: memsight_core::model::StackId,
+    other: memsight_core::model::StackId,
+) -> Option<String> {
+    let (a, b) = (
+        display_frames(snapshot, stack, true),
+        display_frames(snapshot, other, true),
+    );
+    let i = a.iter().zip(&b).position(|(x, y)| x.text != y.text)?;
+    Some(short_site(&a[i].text, 24))
+}
+
+/// A call site's headline as a legend fits it: each `(path:line)` cut to `(file:line)`, then the
+/// whole cut at the end to `max_chars`, so the function and file stay readable (never cut in the
+/// middle of a path, where six sites in one folder would read the same).
+pub fn short_site(headline: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(headline.len());
+    let mut rest = headline;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(')') else { break };
+        let inner = &rest[..close];
+        match inner.rfind(':') {
+            Some(colon) if inner[..colon].contains(['/', '\\']) => {
+                let path = &inner[..colon];
+                out.push_str(path.rsplit(['/', '\\']).next().unwrap_or(path));
+                out.push_str(&inner[colon..]);
+            }
+            _ => out.push_str(inner),
+        }
+        rest = &rest[close..];
+    }
+    out.push_str(rest);
+    if out.chars().count() > max_chars {
+        out = out
+            .chars()
+            .take(max_chars.saturating_sub(1))
+            .chain(['…'])
+            .collect();
+    }
+    out
+}
+
+/// The legend over the chart, in the top corner where the data is lowest; folded to one button
+/// where it would cover more than a fifth of the chart. Hovering a row shows the whole call
+/// site; a click keeps its bands and dims the rest (a second click clears). Returns whether the
+/// pointer is over the legend (its clicks are not the chart's).
+fn legend_ui(ui: &mut Ui, data: &Prepared, state: &mut LifecycleState, chart_rect: Rect) -> bool {
+    let rows = legend_rows(data, state);
+    state.legend_drawn.clear();
+    if rows.is_empty() {
+        return false;
+    }
+    let painter = ui.painter_at(chart_rect);
+    let font = FontId::proportional(11.0);
+    let row_h = 15.0;
     let galleys: Vec<_> = rows
         .iter()
-        .map(|(name, _)| painter.layout_no_wrap(name.clone(), font.clone(), palette::AXIS))
+        .map(|r| painter.layout_no_wrap(r.label.clone(), font.clone(), palette::AXIS))
         .collect();
-    let row_h = 14.0;
     let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
-    let origin = chart_rect.left_top() + egui::vec2(6.0, 6.0);
-    let backing = Rect::from_min_size(
-        origin,
-        egui::vec2(width, row_h * galleys.len() as f32 + 6.0),
-    );
+    let size = vec2(width, row_h * (rows.len() + 1) as f32 + 4.0);
+    let covers_much = size.x * size.y > chart_rect.area() * 0.2;
+    let folded = state.legend_folded.unwrap_or(covers_much);
+    // The corner whose columns reach least high under the legend.
+    let corner_top = |left: f32| {
+        let Some(laid) = &state.laid else {
+            return chart_rect.bottom();
+        };
+        let n = laid.columns.len().max(1);
+        let col = |x: f32| {
+            (((x - chart_rect.left()) / chart_rect.width()) * n as f32).clamp(0.0, n as f32 - 1.0)
+                as usize
+        };
+        laid.columns[col(left)..=col(left + size.x)]
+            .iter()
+            .map(|c| laid.y_of(chart_rect, c.reserved_max_bytes as f64))
+            .fold(chart_rect.bottom(), f32::min)
+    };
+    let (left_x, right_x) = (chart_rect.left() + 6.0, chart_rect.right() - size.x - 6.0);
+    let origin_x = if corner_top(left_x) > corner_top(right_x) {
+        left_x
+    } else {
+        right_x
+    };
+    let header = if folded {
+        format!("legend ({}): show", rows.len())
+    } else {
+        "legend: fold".to_string()
+    };
+    let header_galley = painter.layout_no_wrap(header, font.clone(), palette::AXIS);
+    let backing = if folded {
+        let w = header_galley.size().x + 12.0;
+        let x = if origin_x == left_x {
+            left_x
+        } else {
+            chart_rect.right() - w - 6.0
+        };
+        Rect::from_min_size(pos2(x, chart_rect.top() + 6.0), vec2(w, row_h + 4.0))
+    } else {
+        Rect::from_min_size(pos2(origin_x, chart_rect.top() + 6.0), size)
+    };
     painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
-    for (k, ((_, color), galley)) in rows.iter().zip(galleys).enumerate() {
-        let y = origin.y + 3.0 + row_h * k as f32;
-        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
-        painter.rect_filled(swatch, 1.0, *color);
-        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
+    let header_rect = Rect::from_min_size(backing.min, vec2(backing.width(), row_h + 2.0));
+    painter.galley(
+        header_rect.min + vec2(6.0, 2.0),
+        header_galley,
+        palette::AXIS,
+    );
+    let id = ui.scope_id().with("lifecycle-legend");
+    let header_response = ui
+        .interact(header_rect, id.with("header"), Sense::click())
+        .on_hover_text(if folded {
+            "show the legend"
+        } else {
+            "fold the legend"
+        });
+    if header_response.clicked() {
+        state.legend_folded = Some(!folded);
     }
+    let mut hovered = header_response.hovered();
+    state.legend_drawn = vec![(header_rect, String::new())];
+    if !folded {
+        for (k, (row, galley)) in rows.iter().zip(galleys).enumerate() {
+            let rect = Rect::from_min_size(
+                pos2(backing.left(), header_rect.bottom() + row_h * k as f32),
+                vec2(backing.width(), row_h),
+            );
+            let chosen = state.legend_highlight == Some(row.key);
+            if chosen {
+                painter.rect_filled(rect, 0.0, palette::SELECTION.gamma_multiply(0.25));
+            }
+            let swatch =
+                Rect::from_min_size(pos2(rect.left() + 4.0, rect.top() + 2.0), vec2(10.0, 10.0));
+            painter.rect_filled(swatch, 1.0, row.color);
+            painter.galley(pos2(rect.left() + 18.0, rect.top()), galley, palette::AXIS);
+            let response = ui
+                .interact(rect, id.with(k), Sense::click())
+                .on_hover_ui(|ui| {
+                    ui.label(&row.detail);
+                    ui.weak(if chosen {
+                        "click: show every band again"
+                    } else {
+                        "click: keep these bands, dim the rest"
+                    });
+                });
+            hovered |= response.hovered();
+            state.legend_drawn.push((rect, row.label.clone()));
+            if response.clicked() {
+                state.legend_highlight = (!chosen).then_some(row.key);
+            }
+        }
+    }
+    hovered
 }
 
-/// The call sites that fill most of the chart, in their colours, in the chart's top-right corner.
-fn paint_call_site_legend(painter: &egui::Painter, data: &Prepared, laid: &Laid, chart_rect: Rect) {
-    let font = egui::FontId::proportional(11.0);
-    let snapshot = &data.loaded.snapshot;
-    let rows: Vec<_> = laid
-        .top_stacks
-        .iter()
-        .filter(|(_, share)| *share >= 0.02)
-        .map(|&(stack, share)| {
-            let name = memsight_core::frames::headline_frame(snapshot, stack)
-                .unwrap_or_else(|| "(no stack)".to_string());
-            let name: String = if name.chars().count() > 48 {
-                name.chars().take(47).chain(['…']).collect()
-            } else {
-                name
-            };
-            let text = format!("{name}  {:.0} %", share * 100.0);
-            (
-                stack,
-                painter.layout_no_wrap(text, font.clone(), palette::AXIS),
-            )
-        })
-        .collect();
-    if rows.is_empty() {
+/// The events the event list's search matches, as ticks along the bottom of the chart (one per
+/// pixel column at most).
+fn paint_search_hits(
+    painter: &egui::Painter,
+    state: &LifecycleState,
+    rect: Rect,
+    ax: &Axis<'_>,
+    x_of: &dyn Fn(f64) -> f32,
+) {
+    let Some(hits) = &state.search_hits else {
         return;
-    }
-    let row_h = 14.0;
-    let width = rows.iter().map(|(_, g)| g.size().x).fold(0.0, f32::max) + 24.0;
-    let origin = chart_rect.right_top() + egui::vec2(-width - 6.0, 6.0);
-    let backing = Rect::from_min_size(origin, egui::vec2(width, row_h * rows.len() as f32 + 6.0));
-    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
-    for (k, (stack, galley)) in rows.into_iter().enumerate() {
-        let y = origin.y + 3.0 + row_h * k as f32;
-        let swatch = Rect::from_min_size(pos2(origin.x + 4.0, y + 2.0), egui::vec2(10.0, 10.0));
-        painter.rect_filled(swatch, 1.0, palette::band_color(stack, 0));
-        painter.galley(pos2(origin.x + 18.0, y), galley, palette::AXIS);
+    };
+    let (x0, x1) = state.x_range.unwrap_or_else(|| ax.full_range());
+    let (first, last) = (ax.event_at(x0), ax.event_at(x1));
+    let from = hits.partition_point(|&e| e < first);
+    let mut last_px = f32::NEG_INFINITY;
+    for &e in hits[from..].iter().take_while(|&&e| e <= last) {
+        let px = x_of(ax.x_of_event(e as usize)).round();
+        if px - last_px < 1.0 || !rect.x_range().contains(px) {
+            continue;
+        }
+        last_px = px;
+        painter.line_segment(
+            [pos2(px, rect.bottom() - 7.0), pos2(px, rect.bottom())],
+            Stroke::new(1.0, palette::SEARCH_HIT),
+        );
     }
 }
 
@@ -1407,12 +1715,20 @@ fn overview_ui(
         let ax = axis(data, device, state.use_time);
         let allocated = data.loaded.replays[device].allocated_bytes();
         let columns = ax.columns(full.0, full.1, rect.width().max(1.0) as usize);
+        // A column with no event (a quiet stretch in time mode) shows the state after the event
+        // before it, never a drop to 0 that is not in the data.
         let curve: Vec<f32> = columns
             .iter()
             .map(|c| {
                 allocated
                     .get(c.start as usize..(c.end as usize).min(allocated.len()))
                     .and_then(|s| s.iter().copied().max())
+                    .or_else(|| {
+                        (c.start as usize)
+                            .checked_sub(1)
+                            .and_then(|e| allocated.get(e))
+                            .copied()
+                    })
                     .unwrap_or(0) as f32
             })
             .collect();
@@ -1630,6 +1946,37 @@ mod tests {
         assert_eq!(clamp_view((950.0, 1100.0), (0.0, 1000.0)), (850.0, 1000.0));
         assert_eq!(clamp_view((-10.0, 2000.0), (0.0, 1000.0)), (0.0, 1000.0));
         assert_eq!(clamp_view((10.0, 11.0), (0.0, 1000.0)), (10.0, 14.0));
+    }
+
+    #[test]
+    fn large_event_numbers_are_grouped_by_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+        assert_eq!(thousands(-4500), "-4,500");
+        assert_eq!(x_label(5_000_000.0, 1e6, false), "5,000,000");
+    }
+
+    #[test]
+    fn short_sites_keep_the_function_and_file_not_the_folders() {
+        assert_eq!(
+            short_site(
+                "update_nodes (/mnt/data3/work/project/model/graph.py:212)",
+                48
+            ),
+            "update_nodes (graph.py:212)"
+        );
+        assert_eq!(
+            short_site(r"forward (D:\work\model.py:39)", 48),
+            "forward (model.py:39)"
+        );
+        // No path, or an operator's argument list: as it is, cut at the end.
+        assert_eq!(short_site("at::_ops::empty", 48), "at::_ops::empty");
+        assert_eq!(
+            short_site("a_very_long_function_name_indeed (x.py:1)", 20),
+            "a_very_long_functio…"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use memsight_core::units::format_bytes;
 
 use crate::palette::{self, ColorBy};
 use crate::prepared::Prepared;
-use crate::selection::{Command, Selection};
+use crate::selection::{Command, Selection, is_segment_step};
 
 const ROW_HEIGHT: f32 = 18.0;
 const LABEL_WIDTH: f32 = 96.0;
@@ -72,12 +72,15 @@ pub struct PoolViewState {
     /// The segment the selection points at (the one just allocated, or the pinned block's),
     /// and the selection it was found for: the rows scroll to it once per change.
     followed: Option<(Option<u32>, Option<LifetimeId>)>,
+    /// What the rows follow: the selected event's segment, or the pinned block's (whichever
+    /// the user changed last).
+    follow: Follow,
     /// Where the highlighted segment was drawn last frame, and the rows' visible area.
     highlight: Option<(Rect, Rect)>,
     /// The rows' visible area last frame.
     rows_rect: Option<Rect>,
-    /// The device's `segment_alloc` events, in order (for the ‹ › buttons).
-    segment_allocs: Option<(usize, Arc<[u32]>)>,
+    /// The device's segment steps ([`is_segment_step`]), in order, for the ‹ › buttons.
+    segment_steps: Option<(usize, Arc<[u32]>)>,
     /// The what-if replay's pool at the selected event, shown instead of the recorded one (the
     /// What-if panel sets it), and the settings it was predicted under.
     pub predicted: Option<(Arc<PoolState>, String)>,
@@ -104,6 +107,20 @@ impl PoolViewState {
             )
         })
     }
+}
+
+/// What the segment buttons step through, for their hover text.
+const STEPPED: &str = "segment_alloc, segment_map or segment_unmap";
+
+/// Which segment the rows scroll to and outline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Follow {
+    /// The segment at the selected event's address (a `segment_alloc` just made, a page range
+    /// just mapped).
+    #[default]
+    Event,
+    /// The segment holding the pinned block.
+    Pinned,
 }
 
 /// Free bytes, gap count, largest gap and 1 − largest / free, over the whole pool.
@@ -148,12 +165,27 @@ pub fn pool_ui(
     let is_predicted = shown.predicted;
 
     predicted_label(ui, state, is_predicted);
-    let jumps = segment_alloc_jumps(state, dev, device, selection.event);
+    let jumps = segment_steps(state, dev, device, selection.event);
     header_ui(ui, data, device, &pool, event, jumps, state, commands);
-    let target = followed_segment(&pool, &order, dev, selection);
     let key = (selection.event, selection.lifetime);
+    if let Some((event_was, pinned_was)) = state.followed {
+        // The rows follow what the user changed last: a new event (a segment_alloc stepped to,
+        // a row clicked) wins over a block pinned earlier.
+        if selection.event != event_was {
+            state.follow = Follow::Event;
+        } else if selection.lifetime != pinned_was && selection.lifetime.is_some() {
+            state.follow = Follow::Pinned;
+        }
+    }
+    let target = followed_segment(&pool, &order, dev, selection, state.follow);
     let scroll_to = (state.followed != Some(key)).then_some(target).flatten();
     state.followed = Some(key);
+    // A segment_map maps one page range into its segment: that range is outlined, not the whole.
+    let mapped = selection
+        .event
+        .map(|e| e as usize)
+        .filter(|&e| dev.trace.action[e] == Action::SegmentMap && state.follow == Follow::Event)
+        .map(|e| (dev.trace.addr[e], dev.trace.size_bytes[e]));
     let largest = pool
         .segments
         .iter()
@@ -191,13 +223,16 @@ pub fn pool_ui(
                 &mut rects,
             );
             if target == Some(row) {
+                let outlined = mapped
+                    .and_then(|(addr, size_bytes)| sub_rect(seg, seg_rect, addr, size_bytes))
+                    .unwrap_or(seg_rect);
                 ui.painter().rect_stroke(
-                    seg_rect.expand(1.0),
+                    outlined.expand(1.0),
                     0.0,
                     Stroke::new(2.0, palette::SELECTED_EVENT),
                     egui::StrokeKind::Outside,
                 );
-                highlight = Some(seg_rect);
+                highlight = Some(outlined);
             }
             let hovered_block = response.hover_pos().and_then(|p| {
                 rects
@@ -267,58 +302,102 @@ fn predicted_label(ui: &mut Ui, state: &PoolViewState, predicted: bool) {
     }
 }
 
-/// Whether there is a `segment_alloc` before / after `selected` (with none selected: from either
-/// end), for the ‹ › buttons.
-fn segment_alloc_jumps(
+/// Where the bytes `addr .. addr + size_bytes` lie in a segment drawn at `seg_rect` (`None` when
+/// they are not inside it).
+fn sub_rect(seg: &PoolSegment, seg_rect: Rect, addr: u64, size_bytes: u64) -> Option<Rect> {
+    let end = seg.address.checked_add(seg.total_size_bytes)?;
+    if addr < seg.address || addr >= end {
+        return None;
+    }
+    let x_of = |a: u64| {
+        seg_rect.left()
+            + ((a.min(end) - seg.address) as f64 / seg.total_size_bytes.max(1) as f64) as f32
+                * seg_rect.width()
+    };
+    let (left, right) = (x_of(addr), x_of(addr.saturating_add(size_bytes)));
+    Some(Rect::from_x_y_ranges(
+        left..=right.max(left + 2.0),
+        seg_rect.y_range(),
+    ))
+}
+
+/// What the segment buttons step through, as the file has it: "segment_alloc",
+/// "segment_map" (expandable segments: their maps and unmaps), or "segment event" (both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentSteps {
+    pub earlier: bool,
+    pub later: bool,
+    pub name: &'static str,
+}
+
+/// Whether there is a segment step before / after `selected` (with none selected: from either
+/// end), for the ‹ › buttons, and what they are called.
+fn segment_steps(
     state: &mut PoolViewState,
     dev: &memsight_core::model::Device,
     device: usize,
     selected: Option<u32>,
-) -> (bool, bool) {
-    if state.segment_allocs.as_ref().map(|(d, _)| *d) != Some(device) {
-        let trace = &dev.trace;
-        let allocs: Vec<u32> = (0..trace.len())
-            .filter(|&i| trace.action[i] == Action::SegmentAlloc)
+) -> SegmentSteps {
+    let trace = &dev.trace;
+    if state.segment_steps.as_ref().map(|(d, _)| *d) != Some(device) {
+        let steps: Vec<u32> = (0..trace.len())
+            .filter(|&i| is_segment_step(trace.action[i]))
             .map(|i| i as u32)
             .collect();
-        state.segment_allocs = Some((device, allocs.into()));
+        state.segment_steps = Some((device, steps.into()));
     }
-    let allocs: &[u32] = state.segment_allocs.as_ref().map_or(&[], |(_, a)| a);
-    (
-        allocs
+    let steps: &[u32] = state.segment_steps.as_ref().map_or(&[], |(_, a)| a);
+    let allocs = steps
+        .iter()
+        .any(|&e| trace.action[e as usize] == Action::SegmentAlloc);
+    let maps = steps
+        .iter()
+        .any(|&e| trace.action[e as usize] != Action::SegmentAlloc);
+    SegmentSteps {
+        earlier: steps
             .first()
             .is_some_and(|&a| selected.is_none_or(|e| a < e)),
-        allocs
+        later: steps
             .last()
             .is_some_and(|&a| selected.is_none_or(|e| a > e)),
-    )
+        name: match (allocs, maps) {
+            (true, true) => "segment event",
+            (false, true) => "segment_map",
+            _ => "segment_alloc",
+        },
+    }
 }
 
-/// The row of the segment the selection points at: the pinned block's, else the one holding the
-/// selected event's address (the segment a `segment_alloc` just created).
+/// The row of the segment the selection points at: the one holding the selected event's
+/// address (the segment a `segment_alloc` just created) or the pinned block's, as `follow` says,
+/// else the other.
 fn followed_segment(
     pool: &PoolState,
     order: &[usize],
     dev: &memsight_core::model::Device,
     selection: &Selection,
+    follow: Follow,
 ) -> Option<usize> {
-    selection
-        .lifetime
-        .and_then(|id| {
-            order.iter().position(|&i| {
-                pool.segments[i]
-                    .blocks
-                    .iter()
-                    .any(|b| b.lifetime == Some(id) && b.state != BlockState::Inactive)
-            })
+    let pinned = || {
+        let id = selection.lifetime?;
+        order.iter().position(|&i| {
+            pool.segments[i]
+                .blocks
+                .iter()
+                .any(|b| b.lifetime == Some(id) && b.state != BlockState::Inactive)
         })
-        .or_else(|| {
-            let addr = dev.trace.addr[selection.event? as usize];
-            order.iter().position(|&i| {
-                let seg = &pool.segments[i];
-                (seg.address..seg.address + seg.total_size_bytes.max(1)).contains(&addr)
-            })
+    };
+    let at_event = || {
+        let addr = dev.trace.addr[selection.event? as usize];
+        order.iter().position(|&i| {
+            let seg = &pool.segments[i];
+            (seg.address..seg.address + seg.total_size_bytes.max(1)).contains(&addr)
         })
+    };
+    match follow {
+        Follow::Event => at_event().or_else(pinned),
+        Follow::Pinned => pinned().or_else(at_event),
+    }
 }
 
 #[expect(
@@ -331,7 +410,7 @@ fn header_ui(
     device: usize,
     pool: &PoolState,
     event: Option<u32>,
-    (has_earlier, has_later): (bool, bool),
+    steps: SegmentSteps,
     state: &mut PoolViewState,
     commands: &mut Vec<Command>,
 ) {
@@ -341,39 +420,50 @@ fn header_ui(
         let when = match event {
             None if trace.is_empty() => "at dump time (no trace)".to_string(),
             None => "before the first event".to_string(),
-            Some(e) => format!("after event {e} ({})", trace.action[e as usize].name(&data.loaded.snapshot.strings)),
+            Some(e) => format!(
+                "after event {e} ({})",
+                trace.action[e as usize].name(&data.loaded.snapshot.strings)
+            ),
         };
         ui.strong(format!("Pool {when}"));
-        // Disabled, with the reason, where there is no segment_alloc to go to.
+        // Disabled, with the reason, where there is no segment step to go to.
+        let name = steps.name;
         if ui
-            .add_enabled(has_earlier, egui::Button::new("< segment_alloc").small())
-            .on_hover_text("previous segment_alloc")
-            .on_disabled_hover_text("no segment_alloc before this event")
+            .add_enabled(
+                steps.earlier,
+                egui::Button::new(format!("< {name}")).small(),
+            )
+            .on_hover_text(format!("previous {STEPPED} (the pool right after it)"))
+            .on_disabled_hover_text(format!("no {name} before this event"))
             .clicked()
         {
-            commands.push(Command::SegmentAlloc { forward: false });
+            commands.push(Command::SegmentStep { forward: false });
         }
         if ui
-            .add_enabled(has_later, egui::Button::new("segment_alloc >").small())
-            .on_hover_text("next segment_alloc")
-            .on_disabled_hover_text("no segment_alloc after this event")
+            .add_enabled(steps.later, egui::Button::new(format!("{name} >")).small())
+            .on_hover_text(format!("next {STEPPED} (the pool right after it)"))
+            .on_disabled_hover_text(format!("no {name} after this event"))
             .clicked()
         {
-            commands.push(Command::SegmentAlloc { forward: true });
+            commands.push(Command::SegmentStep { forward: true });
         }
         ui.checkbox(&mut state.row_scale, "rows to own scale")
             .on_hover_text("each segment fills the width, so small ones show their blocks");
-        ui.separator();
-        ui.label(format!(
-            "{} allocated / {} reserved · {} free in {gaps} gaps · largest gap {} · fragmentation {:.0} %",
-            format_bytes(pool.totals.allocated_bytes),
-            format_bytes(pool.totals.reserved_bytes),
-            format_bytes(free as i64),
-            format_bytes(largest_gap as i64),
-            figure * 100.0
-        ));
-        ui.label(format!("{} segments", pool.segments.len()));
     });
+    // The figures on one line of their own, cut to the width (all of them on hover), so a
+    // narrow panel keeps its rows for the segments.
+    let figures = format!(
+        "{} allocated / {} reserved · {} segments · {} free in {gaps} gaps · largest gap {} · \
+         fragmentation {:.0} %",
+        format_bytes(pool.totals.allocated_bytes),
+        format_bytes(pool.totals.reserved_bytes),
+        pool.segments.len(),
+        format_bytes(free as i64),
+        format_bytes(largest_gap as i64),
+        figure * 100.0
+    );
+    ui.add(egui::Label::new(&figures).truncate())
+        .on_hover_text(figures);
 }
 
 #[expect(

@@ -348,22 +348,24 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
         .num_columns(4)
         .striped(true)
         .show(ui, |ui| {
-            for what in ["change (best first)", "peak reserved", "stalls / OOMs", ""] {
+            // The long column last, so a narrow panel cuts the settings' words, not the figures
+            // or the button.
+            for what in ["", "peak reserved", "stalls / OOMs", "change (best first)"] {
                 ui.label(RichText::new(what).strong());
             }
             ui.end_row();
             let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
             for (settings, outcome) in &sweep.ranked {
-                ui.label(settings.changes_from(&sweep.base));
+                if ui.small_button("use").clicked() {
+                    chosen = Some(*settings);
+                }
                 ui.label(format_bytes(outcome.peak_reserved_bytes as i64));
                 ui.label(format!(
                     "{} / {}",
                     known(outcome.stalls),
                     known(outcome.ooms)
                 ));
-                if ui.small_button("use").clicked() {
-                    chosen = Some(*settings);
-                }
+                ui.label(settings.changes_from(&sweep.base));
                 ui.end_row();
             }
         });

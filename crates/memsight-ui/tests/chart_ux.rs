@@ -1,0 +1,444 @@
+//! The chart and the pool as a memory expert uses them (issue 22): the legend, segment stepping
+//! on expandable segments, a pinned block that does not hold the pool's scroll, the chart
+//! following the event list, honest zoom, search hits, the Help menu, the OOM device, the
+//! window's title, and room for the chart in small windows.
+//! Run with `WGPU_BACKEND=gl` (CI pins it).
+
+mod common;
+
+use egui::{Event, Modifiers, PointerButton, Pos2, vec2};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use memsight_core::r#gen::{self, GenOptions, Scenario};
+use memsight_core::model::Action;
+use memsight_ui::headless::{ScreenshotOptions, prepared_app};
+use memsight_ui::selection::Command;
+use memsight_ui::{MemsightApp, Source};
+
+fn generated(scenario: Scenario, events: usize) -> Source {
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed: 3,
+        protocol: 4,
+        ..GenOptions::default()
+    });
+    let bytes: &'static [u8] = Box::leak(
+        g.write_pickle(Vec::new())
+            .expect("in memory")
+            .into_boxed_slice(),
+    );
+    Source::Bytes {
+        name: format!("{}.pickle", scenario.name()),
+        bytes,
+    }
+}
+
+fn fixture(name: &str) -> Option<Source> {
+    let dir = memsight_core::testing::fixtures_dir()?;
+    Some(Source::Path(dir.join("snapshots").join(name)))
+}
+
+fn harness(source: &Source, width: f32, height: f32) -> Harness<'static, MemsightApp> {
+    let options = ScreenshotOptions {
+        width,
+        height,
+        ..ScreenshotOptions::default()
+    };
+    let app = prepared_app(source, &options).unwrap_or_else(|e| panic!("{e}"));
+    let mut harness = Harness::builder()
+        .with_size(vec2(width, height))
+        .with_step_dt(1.0 / 60.0)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    common::settle(&mut harness);
+    harness
+}
+
+fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
+    harness.hover_at(pos);
+    for pressed in [true, false] {
+        harness.event(Event::PointerButton {
+            pos,
+            button: PointerButton::Primary,
+            pressed,
+            modifiers: Modifiers::NONE,
+        });
+    }
+    harness.step();
+    harness.step();
+}
+
+#[test]
+fn the_legend_names_file_and_line_and_a_click_highlights_a_call_site_without_pinning() {
+    let mut harness = harness(&generated(Scenario::Transformer, 20_000), 1400.0, 900.0);
+    let doc = &harness.state().documents()[0];
+    let drawn = doc.lifecycle.legend_drawn().to_vec();
+    assert!(drawn.len() >= 3, "a header and rows: {drawn:?}");
+    // Every row names a function and a file:line, no folder: "forward (model.py:61)  10 %".
+    for (_, text) in &drawn[1..] {
+        assert!(!text.contains('/'), "{text}");
+        assert!(text.ends_with('%'), "{text}");
+    }
+    // Rows read differently (sites with one headline are told apart).
+    let mut texts: Vec<&str> = drawn[1..]
+        .iter()
+        .map(|(_, t)| t.rsplit_once("  ").map_or(t.as_str(), |(name, _)| name))
+        .collect();
+    texts.sort_unstable();
+    let before = texts.len();
+    texts.dedup();
+    assert_eq!(texts.len(), before, "{drawn:?}");
+
+    // A click on a row highlights its call site; it does not fall through to the chart.
+    click_at(&mut harness, drawn[1].0.center());
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert!(doc.lifecycle.legend_highlight.is_some());
+    assert_eq!(
+        doc.selection.lifetime, None,
+        "nothing pinned under the legend"
+    );
+    assert_eq!(
+        doc.selection.event, None,
+        "no event picked under the legend"
+    );
+    // A second click clears it; the header folds the legend to one button.
+    click_at(&mut harness, drawn[1].0.center());
+    common::settle(&mut harness);
+    assert!(
+        harness.state().documents()[0]
+            .lifecycle
+            .legend_highlight
+            .is_none()
+    );
+    click_at(&mut harness, drawn[0].0.center());
+    common::settle(&mut harness);
+    let legend = harness.state().documents()[0]
+        .lifecycle
+        .legend_drawn()
+        .to_vec();
+    assert_eq!(legend.len(), 1, "folded to its header: {legend:?}");
+}
+
+#[test]
+fn a_small_chart_starts_with_its_legend_folded() {
+    let harness = harness(&generated(Scenario::Transformer, 20_000), 800.0, 500.0);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(
+        doc.lifecycle.legend_drawn().len(),
+        1,
+        "at 800×500 the legend would cover much of the chart: one button"
+    );
+}
+
+#[test]
+fn segment_map_stepping_on_an_expandable_npu_file_outlines_the_range_mapped() {
+    let Some(source) = fixture("npu_snapshot_expandable.pkl") else {
+        return;
+    };
+    let mut harness = harness(&source, 1400.0, 900.0);
+    // The file's segment_map events, read from the trace: the first maps 40 MiB at its start.
+    let data = std::sync::Arc::clone(&harness.state().documents()[0].data);
+    let trace = &data.loaded.snapshot.devices[0].trace;
+    let maps: Vec<u32> = (0..trace.len())
+        .filter(|&i| trace.action[i] == Action::SegmentMap)
+        .map(|i| i as u32)
+        .collect();
+    assert_eq!(maps.len(), 45, "read with Python's pickle: 45 segment_map");
+    // Two steps: the second map (event 8) maps 20 MiB into a segment that is larger by then.
+    harness.get_by_label("segment_map >").click();
+    harness.run_steps(3);
+    harness.get_by_label("segment_map >").click();
+    harness.run_steps(3);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(maps[1]));
+    harness.get_by_label_contains(&format!("Pool after event {} (segment_map)", maps[1]));
+    let (outlined, visible) = doc
+        .pool
+        .highlighted_segment()
+        .expect("the mapped range is outlined");
+    assert!(
+        visible.contains_rect(outlined),
+        "in view: {outlined:?} {visible:?}"
+    );
+    let event = maps[1] as usize;
+    let (addr, size) = (trace.addr[event], trace.size_bytes[event]);
+    let pool = doc.pool.pool().expect("shown");
+    let segment = pool
+        .segments
+        .iter()
+        .find(|s| (s.address..s.address + s.total_size_bytes).contains(&addr))
+        .expect("the mapped range lies in a segment");
+    if segment.total_size_bytes > size {
+        // Narrower than the whole row: only the pages just mapped.
+        let row = doc.pool.block_rect(None).map(|(r, _)| r.height());
+        assert!(row.is_some_and(|h| (outlined.height() - h).abs() < 1.0));
+        let share = size as f32 / segment.total_size_bytes as f32;
+        let full = outlined.width() / share;
+        assert!(
+            full > outlined.width() * 1.2,
+            "{outlined:?} is a part of its segment"
+        );
+    }
+    // Stepping back lands on the first map.
+    harness.get_by_label("< segment_map").click();
+    harness.run_steps(3);
+    assert_eq!(
+        harness.state().documents()[0].selection.event,
+        Some(maps[0])
+    );
+}
+
+#[test]
+fn a_segment_alloc_stepped_to_is_shown_even_with_a_block_pinned() {
+    let mut harness = harness(&generated(Scenario::Fragmentation, 8000), 1400.0, 900.0);
+    let doc = &harness.state().documents()[0];
+    let trace = &doc.data.loaded.snapshot.devices[0].trace;
+    let allocs: Vec<u32> = (0..trace.len())
+        .filter(|&i| trace.action[i] == Action::SegmentAlloc)
+        .map(|i| i as u32)
+        .collect();
+    assert!(allocs.len() >= 4, "{}", allocs.len());
+    // Pin a block of the first segment, then step to a later segment_alloc.
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(Command::SelectEvent(Some(allocs[0] + 1)));
+    common::settle(&mut harness);
+    let (rect, pinned) = harness.state().documents()[0]
+        .pool
+        .block_rect(None)
+        .expect("a block to pin");
+    click_at(&mut harness, rect.center());
+    common::settle(&mut harness);
+    assert_eq!(
+        harness.state().documents()[0].selection.lifetime,
+        Some(pinned)
+    );
+    let target = *allocs.last().expect("several");
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(Command::SelectEvent(Some(target - 1)));
+    common::settle(&mut harness);
+    harness.get_by_label("segment_alloc >").click();
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(target));
+    assert_eq!(doc.selection.lifetime, Some(pinned), "still pinned");
+    // The new segment, not the pinned block's, is outlined and in view.
+    let addr = doc.data.loaded.snapshot.devices[0].trace.addr[target as usize];
+    let (outlined, visible) = doc.pool.highlighted_segment().expect("outlined");
+    assert!(
+        visible.contains_rect(outlined),
+        "{outlined:?} in {visible:?}"
+    );
+    let pool = doc.pool.pool().expect("shown");
+    assert!(pool.segments.iter().any(|s| s.address == addr));
+}
+
+#[test]
+fn the_chart_pans_to_an_event_picked_in_the_list() {
+    let mut harness = harness(&generated(Scenario::Leak, 8000), 1400.0, 900.0);
+    harness.state_mut().documents_mut()[0].lifecycle.x_range = Some((100.0, 1100.0));
+    common::settle(&mut harness);
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(Command::SelectEvent(Some(6000)));
+    common::settle(&mut harness);
+    let (a, b) = harness.state().documents()[0]
+        .lifecycle
+        .x_range
+        .expect("still zoomed");
+    assert!(a <= 6000.0 && 6000.0 <= b, "{a}..{b} shows event 6000");
+    assert!((b - a - 1000.0).abs() < 1.0, "the zoom is kept: {a}..{b}");
+}
+
+/// Shift+drag from `from` to `to`: the pointer jumps 40 px in the first frame (the drag is
+/// recognised there), then moves on in ten steps.
+fn shift_drag(harness: &mut Harness<'static, MemsightApp>, from: Pos2, to: Pos2) {
+    harness.event(Event::PointerMoved(from));
+    harness.event(Event::PointerButton {
+        pos: from,
+        button: PointerButton::Primary,
+        pressed: true,
+        modifiers: Modifiers::SHIFT,
+    });
+    harness.step();
+    let jump = from + (to - from).normalized() * 40.0;
+    harness.event_modifiers(Event::PointerMoved(jump), Modifiers::SHIFT);
+    harness.step();
+    for k in 1..=10 {
+        harness.event_modifiers(
+            Event::PointerMoved(jump + (to - jump) * (k as f32 / 10.0)),
+            Modifiers::SHIFT,
+        );
+        harness.step();
+    }
+    harness.event(Event::PointerButton {
+        pos: to,
+        button: PointerButton::Primary,
+        pressed: false,
+        modifiers: Modifiers::SHIFT,
+    });
+    harness.step();
+}
+
+#[test]
+fn a_box_zoom_starts_where_the_button_went_down_and_a_flat_box_zooms_time_only() {
+    let mut harness = harness(&generated(Scenario::Leak, 8000), 1400.0, 900.0);
+    harness.state_mut().show_pool = false;
+    common::settle(&mut harness);
+    let rect = harness.state().documents()[0]
+        .lifecycle
+        .chart_rect()
+        .expect("laid out");
+    let x_at = |px: f32| f64::from((px - rect.left()) / rect.width()) * 8000.0;
+    // Flat: 4 px tall.
+    let (from, to) = (
+        egui::pos2(rect.left() + rect.width() * 0.3, rect.center().y),
+        egui::pos2(rect.left() + rect.width() * 0.6, rect.center().y + 4.0),
+    );
+    shift_drag(&mut harness, from, to);
+    common::settle(&mut harness);
+    let lifecycle = &harness.state().documents()[0].lifecycle;
+    let (a, b) = lifecycle.x_range.expect("zoomed");
+    assert!(
+        (a - x_at(from.x)).abs() < 30.0,
+        "starts at the press: {a} vs {}",
+        x_at(from.x)
+    );
+    assert!((b - x_at(to.x)).abs() < 30.0, "{b} vs {}", x_at(to.x));
+    assert_eq!(lifecycle.y_range, None, "a flat box zooms time only");
+    // Tall: bytes too.
+    harness.key_press(egui::Key::Home);
+    common::double_click(&mut harness, rect.center());
+    common::settle(&mut harness);
+    let (from, to) = (
+        egui::pos2(
+            rect.left() + rect.width() * 0.3,
+            rect.top() + rect.height() * 0.3,
+        ),
+        egui::pos2(
+            rect.left() + rect.width() * 0.6,
+            rect.top() + rect.height() * 0.7,
+        ),
+    );
+    shift_drag(&mut harness, from, to);
+    common::settle(&mut harness);
+    assert!(harness.state().documents()[0].lifecycle.y_range.is_some());
+}
+
+#[test]
+fn a_search_counts_its_matches_goes_to_the_first_and_marks_the_chart() {
+    let mut harness = harness(&generated(Scenario::Leak, 8000), 1400.0, 900.0);
+    // The generator's leak comes from metrics.py; which events mention it, read from the stacks.
+    let doc = &harness.state().documents()[0];
+    let s = &doc.data.loaded.snapshot;
+    let trace = &s.devices[0].trace;
+    let expected: Vec<u32> = (0..trace.len())
+        .filter(|&i| {
+            s.stack_frames(trace.stack[i])
+                .any(|f| s.str(f.filename).contains("metrics.py"))
+        })
+        .map(|i| i as u32)
+        .collect();
+    assert!(!expected.is_empty());
+    harness.state_mut().documents_mut()[0].events.search = "metrics.py".to_string();
+    common::settle(&mut harness);
+    harness.get_by_label(&format!("{} matches", expected.len()));
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.event, Some(expected[0]), "the first match");
+    assert_eq!(
+        doc.lifecycle.search_hits.as_deref(),
+        Some(&expected),
+        "marked on the chart"
+    );
+}
+
+#[test]
+fn files_without_times_show_no_time_column() {
+    let Some(source) = fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    let harness = harness(&source, 1400.0, 900.0);
+    assert!(harness.query_by_label("time (s)").is_none());
+    harness.get_by_label("address");
+    // A file with times keeps it.
+    let harness = self::harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    harness.get_by_label("time (s)");
+}
+
+#[test]
+fn help_lists_the_keys() {
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    harness.get_by_label("Help").click();
+    harness.run_steps(2);
+    harness.get_by_label("Keys and mouse").hover();
+    harness.run_steps(3);
+    harness.get_by_label("Shift+wheel");
+    harness.get_by_label("zoom time and bytes together");
+}
+
+#[test]
+fn the_app_opens_on_the_device_that_ran_out_of_memory_and_marks_it() {
+    // Two devices with the same trace; only device 1's ends in an OOM (device 0's OOM entry is
+    // turned into an annotation). The busiest-device rule alone would pick device 0.
+    let (_, loaded) = r#gen::generate_loaded(Scenario::Oom, 6000, 3);
+    let mut snapshot = loaded.snapshot;
+    let mut calm = snapshot.devices[0].clone();
+    assert!(
+        calm.trace.action.contains(&Action::Oom),
+        "the scenario ends in an OOM"
+    );
+    for a in &mut calm.trace.action {
+        if *a == Action::Oom {
+            *a = Action::Annotate;
+        }
+    }
+    calm.trace.oom_device_free_bytes.clear();
+    snapshot.devices[0].ordinal = 1;
+    calm.ordinal = 0;
+    snapshot.devices.insert(0, calm);
+    let prepared = memsight_ui::prepared::Prepared::new(memsight_core::Loaded::new(snapshot));
+    let doc = memsight_ui::document::Document::new("two.pickle".into(), None, prepared);
+    assert_eq!(doc.device, 1);
+    let app = MemsightApp::with_documents(vec![doc]);
+    let mut harness = Harness::builder()
+        .with_size(vec2(1400.0, 900.0))
+        .with_step_dt(1.0 / 60.0)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    common::settle(&mut harness);
+    harness.get_by_value("1 (OOM)");
+    assert_eq!(
+        harness.state().window_title(),
+        "memsight — two.pickle (device 1)"
+    );
+}
+
+#[test]
+fn small_windows_keep_half_the_height_for_the_chart_and_what_if_sits_beside_it() {
+    for (width, height) in [(1400.0, 900.0), (900.0, 600.0), (800.0, 500.0)] {
+        let mut harness = harness(&generated(Scenario::Stall, 8000), width, height);
+        let layout = harness.state().layout;
+        let (window, chart) = (layout.window.expect("drawn"), layout.chart.expect("drawn"));
+        assert!(
+            chart.height() >= 0.5 * height && window.contains_rect(chart),
+            "{width}×{height}: the chart is {} px tall",
+            chart.height()
+        );
+        // The What-if panel opens beside the chart, never over it.
+        harness.state_mut().documents_mut()[0].whatif.open = true;
+        common::settle(&mut harness);
+        let layout = harness.state().layout;
+        let (chart, whatif) = (layout.chart.expect("drawn"), layout.whatif.expect("open"));
+        assert!(
+            chart.right() <= whatif.left() + 1.0,
+            "{width}×{height}: chart {chart:?}, What if {whatif:?}"
+        );
+        assert!(
+            chart.width() >= 0.5 * width - 1.0,
+            "{width}×{height}: {chart:?}"
+        );
+    }
+}
