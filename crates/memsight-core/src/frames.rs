@@ -123,10 +123,18 @@ pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
         }
         return Some(first.text.clone());
     }
-    let names: Vec<&str> = snapshot
+    // The recorder's and the allocator's frames name no operator (unless they are all there is).
+    let mut names: Vec<&str> = snapshot
         .stack_frames(stack)
+        .filter(|f| !is_recording_machinery(snapshot, f))
         .map(|f| snapshot.str(f.name))
         .collect();
+    if names.is_empty() {
+        names = snapshot
+            .stack_frames(stack)
+            .map(|f| snapshot.str(f.name))
+            .collect();
+    }
     let operator = names
         .iter()
         .find(|n| n.contains("_backward") || n.contains("Backward"))
@@ -253,6 +261,11 @@ mod tests {
         assert_eq!(lines.len(), 2);
         // Asked for, the internal frames are all there.
         assert_eq!(display_frames(&s, 0, true).len(), 6);
+        // The headline names the operator, not the allocator.
+        assert_eq!(
+            headline_frame(&s, 0).as_deref(),
+            Some("at::_ops::empty_strided::call")
+        );
         // A stack of nothing but machinery keeps it (something is shown).
         let only = snapshot(&[("??", 0, "torch::unwind::unwind()")]);
         assert_eq!(display_frames(&only, 0, false).len(), 1);

@@ -34,6 +34,8 @@ pub struct Document {
     pub pool: PoolViewState,
     pub range: RangeView,
     pub events: EventListState,
+    /// The table of live blocks at the selected event.
+    pub blocks: crate::views::blocks::BlockTableState,
     pub findings: FindingsState,
     pub whatif: WhatIfState,
     /// The memory-by-owner window (msMemScope recordings).
@@ -81,6 +83,7 @@ impl Document {
             pool: PoolViewState::default(),
             range: RangeView::default(),
             events: EventListState::default(),
+            blocks: crate::views::blocks::BlockTableState::default(),
             findings: FindingsState::default(),
             whatif: WhatIfState::default(),
             owners: crate::views::owners::OwnersState::default(),

@@ -256,7 +256,7 @@ mod tests {
         );
         let mut selection = Selection::default();
         let mut visited = Vec::new();
-        for _ in 0..steps.len() + 1 {
+        for _ in 0..=steps.len() {
             selection.apply(
                 [Command::SegmentStep { forward: true }],
                 &l.snapshot.devices[0],

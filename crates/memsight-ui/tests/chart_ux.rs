@@ -442,3 +442,54 @@ fn small_windows_keep_half_the_height_for_the_chart_and_what_if_sits_beside_it()
         );
     }
 }
+
+#[test]
+fn the_block_table_lists_the_live_blocks_sorts_filters_and_pins() {
+    // Below 1300 px the bottom area shows one part at a time: the table gets the whole width.
+    let mut harness = harness(&generated(Scenario::Leak, 8000), 1200.0, 900.0);
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(Command::SelectEvent(Some(5000)));
+    common::settle(&mut harness);
+    harness.get_by_label("Blocks").click();
+    common::settle(&mut harness);
+    // The blocks live after event 5000, read from the lifetimes (not from the pool replay the
+    // table uses): allocated at or before it, not freed by it.
+    let doc = &harness.state().documents()[0];
+    let lifetimes = &doc.data.loaded.replays[0].lifetimes;
+    let mut expected: Vec<u32> = (0..lifetimes.len() as u32)
+        .filter(|&id| {
+            let l = &lifetimes[id as usize];
+            l.alloc_event.is_none_or(|a| a <= 5000)
+                && l.free_completed_event.is_none_or(|f| f > 5000)
+        })
+        .collect();
+    expected.sort_unstable();
+    let rows = doc.blocks.shown_rows().to_vec();
+    let mut shown: Vec<u32> = rows.iter().map(|r| r.lifetime).collect();
+    shown.sort_unstable();
+    assert_eq!(shown, expected);
+    harness.get_by_label_contains(&format!("{} blocks", expected.len()));
+    // Largest first.
+    assert!(rows.windows(2).all(|w| w[0].size_bytes >= w[1].size_bytes));
+    // A click on "size" sorts the other way.
+    harness.get_by_label("size (down)").click();
+    common::settle(&mut harness);
+    let rows = harness.state().documents()[0].blocks.shown_rows().to_vec();
+    assert!(rows.windows(2).all(|w| w[0].size_bytes <= w[1].size_bytes));
+    // The leak's call site (metrics.py) as a filter: only its blocks.
+    harness.state_mut().documents_mut()[0].blocks.filter = "metrics.py".into();
+    common::settle(&mut harness);
+    let rows = harness.state().documents()[0].blocks.shown_rows().to_vec();
+    assert!(!rows.is_empty() && rows.len() < expected.len());
+    assert!(rows.iter().all(|r| r.call_site.contains("metrics.py")));
+    // A click on a row pins its block.
+    let first = rows[0].clone();
+    let label = format!("0x{:x}", first.address);
+    harness.get_by_label(&label).click();
+    common::settle(&mut harness);
+    assert_eq!(
+        harness.state().documents()[0].selection.lifetime,
+        Some(first.lifetime)
+    );
+}

@@ -103,6 +103,29 @@ fn compare_with_from_the_file_menu_opens_a_compare_tab_whose_rows_highlight_both
     harness.run_steps(2);
     assert_eq!(harness.state().compares()[0].highlighted(0), None);
 
+    // Both charts on one byte scale, tall enough for either peak; unticked, each its own.
+    let compare = &harness.state().compares()[0];
+    let (a, b) = (compare.charts[0].y_range, compare.charts[1].y_range);
+    assert_eq!(a, b);
+    let top_bytes = a.expect("a shared scale").1;
+    for side in 0..2 {
+        let replay = &compare.data[side].loaded.replays[compare.device_indexes[side]];
+        assert!(
+            top_bytes >= replay.peak_reserved.bytes as f64,
+            "{side}: {top_bytes}"
+        );
+    }
+    harness
+        .get_by_label("same byte scale on both charts")
+        .click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let compare = &harness.state().compares()[0];
+    assert_eq!(
+        (compare.charts[0].y_range, compare.charts[1].y_range),
+        (None, None)
+    );
+
     // Ctrl+E exports the compare view through the browser, named after both files.
     let dir = std::env::temp_dir().join(format!("memsight-compare-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -138,7 +138,7 @@ impl MemsightApp {
     }
 
     /// The Help menu: the keys and mouse of the charts, and About.
-    fn help_menu(&mut self, ui: &mut Ui) {
+    fn help_menu(ui: &mut Ui) {
         ui.menu_button("Keys and mouse", |ui| {
             egui::Grid::new("help-keys")
                 .num_columns(2)
@@ -166,7 +166,7 @@ impl MemsightApp {
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| self.file_menu(ui));
             ui.menu_button("View", |ui| self.view_menu(ui));
-            ui.menu_button("Help", |ui| self.help_menu(ui));
+            ui.menu_button("Help", Self::help_menu);
             ui.separator();
             let tabs: Vec<(String, String)> = self
                 .docs
@@ -249,42 +249,7 @@ impl MemsightApp {
         let snapshot = &data.loaded.snapshot;
         let mut open_dialog = false;
         ui.horizontal_wrapped(|ui| {
-            let oom_here = doc.device_index().is_some_and(|i| {
-                snapshot.devices[i]
-                    .trace
-                    .action
-                    .contains(&memsight_core::model::Action::Oom)
-            });
-            let selected = if oom_here {
-                egui::RichText::new(format!("{} (OOM)", doc.device)).color(palette::ERROR_TEXT)
-            } else {
-                egui::RichText::new(doc.device.to_string())
-            };
-            egui::ComboBox::from_label("device")
-                .selected_text(selected)
-                .show_ui(ui, |ui| {
-                    for d in &snapshot.devices {
-                        let oom = if d.trace.action.contains(&memsight_core::model::Action::Oom) {
-                            ", OOM"
-                        } else {
-                            ""
-                        };
-                        let text = format!(
-                            "{} ({} events, {} segments{oom})",
-                            d.ordinal,
-                            d.trace.len(),
-                            d.segments.len()
-                        );
-                        if ui
-                            .selectable_value(&mut doc.device, d.ordinal, text)
-                            .changed()
-                        {
-                            // Another device: another trace, so nothing selected carries over.
-                            doc.selection = crate::selection::Selection::default();
-                            doc.lifecycle = crate::views::lifecycle::LifecycleState::default();
-                        }
-                    }
-                });
+            device_combo_ui(ui, doc, snapshot);
             let Some(i) = doc.device_index() else { return };
             let (device, replay) = (&snapshot.devices[i], &data.loaded.replays[i]);
             ui.separator();
@@ -372,6 +337,50 @@ impl MemsightApp {
     }
 }
 
+/// The device shown, picked from the file's devices; the one that ran out of memory says so.
+fn device_combo_ui(
+    ui: &mut Ui,
+    doc: &mut crate::document::Document,
+    snapshot: &memsight_core::model::Snapshot,
+) {
+    let oom_here = doc.device_index().is_some_and(|i| {
+        snapshot.devices[i]
+            .trace
+            .action
+            .contains(&memsight_core::model::Action::Oom)
+    });
+    let selected = if oom_here {
+        egui::RichText::new(format!("{} (OOM)", doc.device)).color(palette::ERROR_TEXT)
+    } else {
+        egui::RichText::new(doc.device.to_string())
+    };
+    egui::ComboBox::from_label("device")
+        .selected_text(selected)
+        .show_ui(ui, |ui| {
+            for d in &snapshot.devices {
+                let oom = if d.trace.action.contains(&memsight_core::model::Action::Oom) {
+                    ", OOM"
+                } else {
+                    ""
+                };
+                let text = format!(
+                    "{} ({} events, {} segments{oom})",
+                    d.ordinal,
+                    d.trace.len(),
+                    d.segments.len()
+                );
+                if ui
+                    .selectable_value(&mut doc.device, d.ordinal, text)
+                    .changed()
+                {
+                    // Another device: another trace, so nothing selected carries over.
+                    doc.selection = crate::selection::Selection::default();
+                    doc.lifecycle = crate::views::lifecycle::LifecycleState::default();
+                }
+            }
+        });
+}
+
 /// msMemScope measured the whole device: how full it was at the fullest, and what lay outside the
 /// allocator then.
 fn device_memory_label(
@@ -421,6 +430,10 @@ const KEYS: &[(&str, &str)] = &[
     (
         "Up / Down arrow (Shift: 100)",
         "step through events; the pool and the chart follow",
+    ),
+    (
+        "[ / ]",
+        "previous / next segment_alloc (segment_map / unmap on expandable segments)",
     ),
     ("wheel over the chart", "zoom time (x) around the pointer"),
     ("Shift+wheel", "zoom time and bytes together"),

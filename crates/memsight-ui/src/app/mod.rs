@@ -42,12 +42,15 @@ pub struct Layout {
     pub whatif: Option<Rect>,
 }
 
-/// What the bottom area shows when it is too narrow for both side by side.
+/// What the bottom area shows: when it is too narrow for two parts side by side, one of these;
+/// else the event list beside the pool chart or the block table (`Events` shows the pool there).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BottomTab {
     #[default]
     Events,
     Pool,
+    /// The live blocks at the selected event, as a table.
+    Blocks,
 }
 
 /// What the app draws: everything, or one chart alone (`memsight screenshot --view`).
@@ -106,6 +109,8 @@ pub struct MemsightApp {
     pub bottom_tab: BottomTab,
     /// The window's title as last set: the file and device shown.
     title: String,
+    /// The last line written to `MEMSIGHT_UI_LOG`.
+    logged: String,
 }
 
 impl MemsightApp {
@@ -144,6 +149,7 @@ impl MemsightApp {
             was_narrow: None,
             bottom_tab: BottomTab::default(),
             title: "memsight".to_string(),
+            logged: String::new(),
         }
     }
 
@@ -292,6 +298,9 @@ impl MemsightApp {
             window: Some(ui.max_rect()),
             ..Layout::default()
         };
+        if let Some(doc) = self.docs.get_mut(self.active) {
+            doc.pool.forget_drawn();
+        }
         // Before the charts, so they show this frame's predictions.
         self.whatif_panel(ui);
         self.owners_window(&ctx);
@@ -303,6 +312,7 @@ impl MemsightApp {
         if let Some(doc) = self.docs.get_mut(self.active) {
             doc.apply_commands();
         }
+        self.log_selection();
         if self.show_warnings {
             self.warnings_window(&ctx);
         }
@@ -349,18 +359,71 @@ impl MemsightApp {
         }
     }
 
-    /// ↑ / ↓ step through events (Shift: 100 at a time) unless a text field has the keys.
+    /// With `MEMSIGHT_UI_LOG=FILE`, appends a line to FILE whenever what the user picked or what
+    /// the pool outlines changes: how the real-window check (`scripts/gui-smoke.sh`) reads what
+    /// a click did. Off (nothing written) otherwise.
+    fn log_selection(&mut self) {
+        let Some(path) = std::env::var_os("MEMSIGHT_UI_LOG") else {
+            return;
+        };
+        let Some(doc) = self.docs.get(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let trace = &doc.data.loaded.snapshot.devices[i].trace;
+        let event = doc.selection.event.map(|e| e as usize);
+        let line = format!(
+            "file={} event={} action={} event_addr={} pinned={} outlined={}\n",
+            doc.name,
+            event.map_or_else(|| "none".to_string(), |e| e.to_string()),
+            event.map_or("none", |e| trace.action[e]
+                .name(&doc.data.loaded.snapshot.strings)),
+            event.map_or_else(|| "none".to_string(), |e| format!("0x{:x}", trace.addr[e])),
+            doc.selection
+                .lifetime
+                .map_or_else(|| "none".to_string(), |l| l.to_string()),
+            doc.pool.highlighted_address().map_or_else(
+                || "none".to_string(),
+                |(a, visible)| format!("0x{a:x}{}", if visible { "" } else { "(hidden)" })
+            ),
+        );
+        if line != self.logged {
+            use std::io::Write as _;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = f.write_all(line.as_bytes());
+            }
+            self.logged = line;
+        }
+    }
+
+    /// ↑ / ↓ step through events (Shift: 100 at a time), [ / ] through segment steps, unless a
+    /// text field has the keys.
     fn step_keys(&mut self, ctx: &egui::Context) {
         if let Some(doc) = self.docs.get_mut(self.active)
-            && !ctx.memory(|m| m.focused().is_some())
+            && !ctx.text_edit_focused()
         {
-            let (up, down, shift) = ctx.input(|i| {
+            let (up, down, shift, earlier, later) = ctx.input(|i| {
                 (
                     i.key_pressed(egui::Key::ArrowUp),
                     i.key_pressed(egui::Key::ArrowDown),
                     i.modifiers.shift,
+                    i.key_pressed(egui::Key::OpenBracket),
+                    i.key_pressed(egui::Key::CloseBracket),
                 )
             });
+            // [ / ]: the pool's segment buttons (segment_alloc, segment_map / unmap).
+            if earlier {
+                doc.commands
+                    .push(crate::selection::Command::SegmentStep { forward: false });
+            }
+            if later {
+                doc.commands
+                    .push(crate::selection::Command::SegmentStep { forward: true });
+            }
             let step = if shift { 100 } else { 1 };
             if up {
                 doc.commands.push(crate::selection::Command::Step(-step));

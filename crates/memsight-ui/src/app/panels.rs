@@ -178,15 +178,17 @@ impl MemsightApp {
                 .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         });
         if !has_trace {
-            self.pool_ui(ui);
+            self.pool_or_blocks_ui(ui);
         } else if narrow {
             ui.horizontal(|ui| {
                 ui.selectable_value(&mut self.bottom_tab, BottomTab::Events, "Events");
                 ui.selectable_value(&mut self.bottom_tab, BottomTab::Pool, "Pool");
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Blocks, "Blocks");
             });
             match self.bottom_tab {
                 BottomTab::Events => self.event_list_ui(ui),
                 BottomTab::Pool => self.pool_ui(ui),
+                BottomTab::Blocks => self.blocks_ui(ui),
             }
         } else {
             let width = ui.available_width();
@@ -196,8 +198,47 @@ impl MemsightApp {
                 .min_size(240.0)
                 .max_size(width * 0.7)
                 .show(ui, |ui| self.event_list_ui(ui));
+            self.pool_or_blocks_ui(ui);
+        }
+    }
+
+    /// The pool chart or the block table, with tabs to switch (the part beside the event list).
+    fn pool_or_blocks_ui(&mut self, ui: &mut Ui) {
+        let mut blocks = self.bottom_tab == BottomTab::Blocks;
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut blocks, false, "Pool");
+            ui.selectable_value(&mut blocks, true, "Blocks");
+        });
+        self.bottom_tab = if blocks {
+            BottomTab::Blocks
+        } else if self.bottom_tab == BottomTab::Blocks {
+            BottomTab::Pool
+        } else {
+            self.bottom_tab
+        };
+        if blocks {
+            self.blocks_ui(ui);
+        } else {
             self.pool_ui(ui);
         }
+    }
+
+    pub(super) fn blocks_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        ui.push_id(("blocks", doc.key), |ui| {
+            crate::views::blocks::blocks_ui(
+                ui,
+                &data,
+                i,
+                &doc.selection,
+                &mut doc.blocks,
+                &mut doc.commands,
+            );
+        });
     }
 
     pub(super) fn event_list_ui(&mut self, ui: &mut Ui) {

@@ -66,6 +66,10 @@ pub struct CompareDoc {
     selections: [Selection; 2],
     /// x by iteration instead of trace fraction (when both sides have iterations).
     pub by_iteration: bool,
+    /// Both charts on one byte scale (0 to the larger peak), so their heights compare.
+    pub same_scale: bool,
+    /// The shared scale last put on the charts (a chart the user zoomed keeps its own).
+    applied_scale: Option<(f64, f64)>,
 }
 
 impl CompareDoc {
@@ -115,6 +119,8 @@ impl CompareDoc {
             }),
             selections: [Selection::default(), Selection::default()],
             by_iteration: false,
+            same_scale: true,
+            applied_scale: None,
         }
     }
 
@@ -284,6 +290,7 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
             table_ui(ui, doc, d);
         },
     );
+    share_scale(doc);
     let half = (charts.width() - 8.0) / 2.0;
     for side in 0..2 {
         let x0 = charts.min.x + side as f32 * (half + 8.0);
@@ -323,10 +330,34 @@ pub fn compare_ui(ui: &mut Ui, doc: &mut CompareDoc) {
     }
 }
 
-fn summary_ui(ui: &mut Ui, doc: &CompareDoc, d: &DeviceDiff) {
+/// With `same_scale`, both charts show 0 to the larger of the two peaks (reserved or active,
+/// plus 5 %), unless the user zoomed a chart's bytes; without it, each its own.
+fn share_scale(doc: &mut CompareDoc) {
+    let shared = doc.same_scale.then(|| {
+        let peak = (0..2)
+            .map(|side| {
+                let r = &doc.data[side].loaded.replays[doc.device_indexes[side]];
+                r.peak_reserved.bytes.max(r.peak_active.bytes).max(1024)
+            })
+            .max()
+            .unwrap_or(1024);
+        (0.0, peak as f64 * 1.05)
+    });
+    for chart in &mut doc.charts {
+        if chart.y_range.is_none() || chart.y_range == doc.applied_scale {
+            chart.y_range = shared;
+        }
+    }
+    doc.applied_scale = shared;
+}
+
+fn summary_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
     ui.horizontal_wrapped(|ui| {
         ui.label(egui::RichText::new(format!("A: {}", doc.names[0])).color(palette::COMPARE_A));
         ui.label(egui::RichText::new(format!("B: {}", doc.names[1])).color(palette::COMPARE_B));
+        ui.separator();
+        ui.checkbox(&mut doc.same_scale, "same byte scale on both charts")
+            .on_hover_text("0 to the larger peak on both, so heights compare; off: each its own");
     });
     ui.horizontal_wrapped(|ui| {
         let quantity = |ui: &mut Ui, what: &str, a: u64, b: u64| {
@@ -537,7 +568,11 @@ fn table_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
                     format_bytes(site.a.bytes_at_peak as i64),
                     format_bytes(site.b.bytes_at_peak as i64),
                     format!("{} → {}", site.a.allocs, site.b.allocs),
-                    format!("{}{tag}", site.top_frame),
+                    // Folders dropped (the hover has the whole stack): file:line stays in view.
+                    format!(
+                        "{}{tag}",
+                        crate::views::lifecycle::short_site(&site.top_frame, 200)
+                    ),
                 ];
                 for (c, text) in cells.into_iter().enumerate() {
                     row.col(|ui| {

@@ -296,40 +296,21 @@ pub fn lifecycle_ui(
     let y_of = |bytes: f64| laid.y_of(chart_rect, bytes);
     paint_marks(&painter, laid, chart_rect, &y_of);
     paint_predicted(&painter, predicted.as_deref(), chart_rect, &y_of);
-    if let Some(keep) = highlight {
-        paint_dimmed_except(
-            &painter,
-            data,
-            device,
-            state,
-            &|id| keep.contains(&id),
-            chart_rect,
-            &y_of,
-        );
-    } else if let Some(key) = state.legend_highlight.filter(|_| !state.hide_legend) {
-        paint_dimmed_except(
-            &painter,
-            data,
-            device,
-            state,
-            &|id| key.holds(data, device, id),
-            chart_rect,
-            &y_of,
-        );
-    }
-    if let Some(selected) = selection.lifetime {
-        paint_selection(&painter, laid, selected, chart_rect, &y_of);
-    }
+    paint_highlights(
+        &painter,
+        (data, device),
+        state,
+        highlight,
+        selection.lifetime,
+        chart_rect,
+        &y_of,
+    );
     paint_search_hits(&painter, state, chart_rect, &ax, &x_of);
     paint_picks(
         &painter, chart_rect, state, selection, &response, &ax, &x_of,
     );
     // The legend last: drawn over the bands, and its clicks are its own (not the chart's).
-    let over_legend = if state.hide_legend {
-        false
-    } else {
-        legend_ui(ui, data, state, chart_rect)
-    };
+    let over_legend = !state.hide_legend && legend_ui(ui, data, state, chart_rect);
     let laid = state.laid.as_ref().expect("checked above");
     if !over_legend {
         hover_and_click(data, device, laid, current, chart_rect, &response, commands);
@@ -548,7 +529,7 @@ pub fn thousands(n: i64) -> String {
         out.push('-');
     }
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
@@ -1330,6 +1311,43 @@ fn paint_selection(
     }
 }
 
+/// What stands out over the bands: the range's blocks or a legend entry's (the rest dimmed),
+/// and the pinned allocation's outline.
+fn paint_highlights(
+    painter: &egui::Painter,
+    (data, device): (&Prepared, usize),
+    state: &LifecycleState,
+    range: Option<&FxHashSet<LifetimeId>>,
+    pinned: Option<LifetimeId>,
+    rect: Rect,
+    y_of: &dyn Fn(f64) -> f32,
+) {
+    if let Some(keep) = range {
+        paint_dimmed_except(
+            painter,
+            data,
+            device,
+            state,
+            &|id| keep.contains(&id),
+            rect,
+            y_of,
+        );
+    } else if let Some(key) = state.legend_highlight.filter(|_| !state.hide_legend) {
+        paint_dimmed_except(
+            painter,
+            data,
+            device,
+            state,
+            &|id| key.holds(data, device, id),
+            rect,
+            y_of,
+        );
+    }
+    if let (Some(selected), Some(laid)) = (pinned, &state.laid) {
+        paint_selection(painter, laid, selected, rect, y_of);
+    }
+}
+
 /// Dims the chart except the bands `keep` accepts (range analysis, a legend entry).
 fn paint_dimmed_except(
     painter: &egui::Painter,
@@ -1418,7 +1436,7 @@ fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<LegendRow> {
                         .map(|((other, _), _)| *other);
                     let headline =
                         match twin.and_then(|other| first_difference(snapshot, stack, other)) {
-                            Some(frame) => format!("{} · {frame}", short_site(headline, 28)),
+                            Some(frame) => format!("{} · {frame}", short_site(headline, 44)),
                             None => headline.clone(),
                         };
                     let frames: Vec<String> = display_frames(snapshot, stack, false)
@@ -1428,7 +1446,7 @@ fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<LegendRow> {
                         .collect();
                     LegendRow {
                         color: palette::band_color(stack, 0),
-                        label: format!("{}  {:.0} %", short_site(&headline, 56), share * 100.0),
+                        label: format!("{}  {:.0} %", short_site(&headline, 84), share * 100.0),
                         detail: format!(
                             "{:.1} % of the allocated area in view\n{}",
                             share * 100.0,
@@ -1458,7 +1476,7 @@ fn first_difference(
         display_frames(snapshot, other, true),
     );
     let i = a.iter().zip(&b).position(|(x, y)| x.text != y.text)?;
-    Some(short_site(&a[i].text, 24))
+    Some(short_site(&a[i].text, 36))
 }
 
 /// A call site's headline as a legend fits it: each `(path:line)` cut to `(file:line)`, then the
@@ -1514,44 +1532,24 @@ fn legend_ui(ui: &mut Ui, data: &Prepared, state: &mut LifecycleState, chart_rec
     let size = vec2(width, row_h * (rows.len() + 1) as f32 + 4.0);
     let covers_much = size.x * size.y > chart_rect.area() * 0.2;
     let folded = state.legend_folded.unwrap_or(covers_much);
-    // The corner whose columns reach least high under the legend.
-    let corner_top = |left: f32| {
-        let Some(laid) = &state.laid else {
-            return chart_rect.bottom();
-        };
-        let n = laid.columns.len().max(1);
-        let col = |x: f32| {
-            (((x - chart_rect.left()) / chart_rect.width()) * n as f32).clamp(0.0, n as f32 - 1.0)
-                as usize
-        };
-        laid.columns[col(left)..=col(left + size.x)]
-            .iter()
-            .map(|c| laid.y_of(chart_rect, c.reserved_max_bytes as f64))
-            .fold(chart_rect.bottom(), f32::min)
-    };
-    let (left_x, right_x) = (chart_rect.left() + 6.0, chart_rect.right() - size.x - 6.0);
-    let origin_x = if corner_top(left_x) > corner_top(right_x) {
-        left_x
-    } else {
-        right_x
-    };
+    let left = legend_goes_left(state, chart_rect, size.x);
     let header = if folded {
         format!("legend ({}): show", rows.len())
     } else {
         "legend: fold".to_string()
     };
     let header_galley = painter.layout_no_wrap(header, font.clone(), palette::AXIS);
-    let backing = if folded {
-        let w = header_galley.size().x + 12.0;
-        let x = if origin_x == left_x {
-            left_x
-        } else {
-            chart_rect.right() - w - 6.0
-        };
-        Rect::from_min_size(pos2(x, chart_rect.top() + 6.0), vec2(w, row_h + 4.0))
+    let size = if folded {
+        vec2(header_galley.size().x + 12.0, row_h + 4.0)
     } else {
-        Rect::from_min_size(pos2(origin_x, chart_rect.top() + 6.0), size)
+        size
     };
+    let x = if left {
+        chart_rect.left() + 6.0
+    } else {
+        chart_rect.right() - size.x - 6.0
+    };
+    let backing = Rect::from_min_size(pos2(x, chart_rect.top() + 6.0), size);
     painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
     let header_rect = Rect::from_min_size(backing.min, vec2(backing.width(), row_h + 2.0));
     painter.galley(
@@ -1604,6 +1602,26 @@ fn legend_ui(ui: &mut Ui, data: &Prepared, state: &mut LifecycleState, chart_rec
         }
     }
     hovered
+}
+
+/// Whether a legend `width` wide goes in the top-left corner: where the reserved line under it
+/// reaches less high than under the top-right one.
+fn legend_goes_left(state: &LifecycleState, chart_rect: Rect, width: f32) -> bool {
+    let Some(laid) = &state.laid else {
+        return false;
+    };
+    let n = laid.columns.len().max(1);
+    let col = |x: f32| {
+        (((x - chart_rect.left()) / chart_rect.width()) * n as f32).clamp(0.0, n as f32 - 1.0)
+            as usize
+    };
+    let top_under = |left: f32| {
+        laid.columns[col(left)..=col(left + width)]
+            .iter()
+            .map(|c| laid.y_of(chart_rect, c.reserved_max_bytes as f64))
+            .fold(chart_rect.bottom(), f32::min)
+    };
+    top_under(chart_rect.left() + 6.0) > top_under(chart_rect.right() - width - 6.0)
 }
 
 /// The events the event list's search matches, as ticks along the bottom of the chart (one per
@@ -1692,6 +1710,37 @@ fn paint_steps(
     }
 }
 
+/// The overview's curve: the highest allocated bytes in each of `width` columns over `full`.
+fn overview_curve(
+    data: &Prepared,
+    device: usize,
+    use_time: bool,
+    full: (f64, f64),
+    width: f32,
+) -> Vec<f32> {
+    let ax = axis(data, device, use_time);
+    let allocated = data.loaded.replays[device].allocated_bytes();
+    let columns = ax.columns(full.0, full.1, width.max(1.0) as usize);
+
+    // A column with no event (a quiet stretch in time mode) shows the state after the event
+    // before it, never a drop to 0 that is not in the data.
+    columns
+        .iter()
+        .map(|c| {
+            allocated
+                .get(c.start as usize..(c.end as usize).min(allocated.len()))
+                .and_then(|s| s.iter().copied().max())
+                .or_else(|| {
+                    (c.start as usize)
+                        .checked_sub(1)
+                        .and_then(|e| allocated.get(e))
+                        .copied()
+                })
+                .unwrap_or(0) as f32
+        })
+        .collect()
+}
+
 fn overview_ui(
     ui: &mut Ui,
     data: &Arc<Prepared>,
@@ -1712,26 +1761,7 @@ fn overview_ui(
         color_by: ColorBy::CallSite,
     };
     if state.overview.as_ref().map(|(k, _)| *k) != Some(key) {
-        let ax = axis(data, device, state.use_time);
-        let allocated = data.loaded.replays[device].allocated_bytes();
-        let columns = ax.columns(full.0, full.1, rect.width().max(1.0) as usize);
-        // A column with no event (a quiet stretch in time mode) shows the state after the event
-        // before it, never a drop to 0 that is not in the data.
-        let curve: Vec<f32> = columns
-            .iter()
-            .map(|c| {
-                allocated
-                    .get(c.start as usize..(c.end as usize).min(allocated.len()))
-                    .and_then(|s| s.iter().copied().max())
-                    .or_else(|| {
-                        (c.start as usize)
-                            .checked_sub(1)
-                            .and_then(|e| allocated.get(e))
-                            .copied()
-                    })
-                    .unwrap_or(0) as f32
-            })
-            .collect();
+        let curve = overview_curve(data, device, state.use_time, full, rect.width());
         state.overview = Some((key, Arc::new(curve)));
     }
     let Some((_, curve)) = &state.overview else {

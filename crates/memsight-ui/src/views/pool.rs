@@ -75,8 +75,9 @@ pub struct PoolViewState {
     /// What the rows follow: the selected event's segment, or the pinned block's (whichever
     /// the user changed last).
     follow: Follow,
-    /// Where the highlighted segment was drawn last frame, and the rows' visible area.
-    highlight: Option<(Rect, Rect)>,
+    /// Where the highlighted segment (or mapped range) was drawn last frame, the rows' visible
+    /// area, and the segment's address.
+    highlight: Option<(Rect, Rect, u64)>,
     /// The rows' visible area last frame.
     rows_rect: Option<Rect>,
     /// The device's segment steps ([`is_segment_step`]), in order, for the ‹ › buttons.
@@ -94,7 +95,20 @@ impl PoolViewState {
 
     /// Where the highlighted segment was drawn last frame, and the visible area of the rows.
     pub fn highlighted_segment(&self) -> Option<(Rect, Rect)> {
+        self.highlight.map(|(r, visible, _)| (r, visible))
+    }
+
+    /// Forgets where things were drawn: called each frame before the views draw, so a pool not
+    /// drawn this frame (the Blocks tab shown) reports nothing outlined.
+    pub fn forget_drawn(&mut self) {
+        self.highlight = None;
+        self.block_rects.clear();
+    }
+
+    /// The address of the segment outlined last frame, and whether it was in the visible rows.
+    pub fn highlighted_address(&self) -> Option<(u64, bool)> {
         self.highlight
+            .map(|(r, visible, address)| (address, visible.contains_rect(r)))
     }
 
     /// Where a block of `lifetime` was drawn last frame; or any live block at least 4 px wide
@@ -167,25 +181,7 @@ pub fn pool_ui(
     predicted_label(ui, state, is_predicted);
     let jumps = segment_steps(state, dev, device, selection.event);
     header_ui(ui, data, device, &pool, event, jumps, state, commands);
-    let key = (selection.event, selection.lifetime);
-    if let Some((event_was, pinned_was)) = state.followed {
-        // The rows follow what the user changed last: a new event (a segment_alloc stepped to,
-        // a row clicked) wins over a block pinned earlier.
-        if selection.event != event_was {
-            state.follow = Follow::Event;
-        } else if selection.lifetime != pinned_was && selection.lifetime.is_some() {
-            state.follow = Follow::Pinned;
-        }
-    }
-    let target = followed_segment(&pool, &order, dev, selection, state.follow);
-    let scroll_to = (state.followed != Some(key)).then_some(target).flatten();
-    state.followed = Some(key);
-    // A segment_map maps one page range into its segment: that range is outlined, not the whole.
-    let mapped = selection
-        .event
-        .map(|e| e as usize)
-        .filter(|&e| dev.trace.action[e] == Action::SegmentMap && state.follow == Follow::Event)
-        .map(|e| (dev.trace.addr[e], dev.trace.size_bytes[e]));
+    let (target, scroll_to, mapped) = follow(state, &pool, &order, dev, selection);
     let largest = pool
         .segments
         .iter()
@@ -232,7 +228,7 @@ pub fn pool_ui(
                     Stroke::new(2.0, palette::SELECTED_EVENT),
                     egui::StrokeKind::Outside,
                 );
-                highlight = Some(outlined);
+                highlight = Some((outlined, seg.address));
             }
             let hovered_block = response.hover_pos().and_then(|p| {
                 rects
@@ -262,8 +258,40 @@ pub fn pool_ui(
         }
     }
     state.block_rects = rects;
-    state.highlight = highlight.map(|r| (r, output.inner_rect));
+    state.highlight = highlight.map(|(r, address)| (r, output.inner_rect, address));
     state.rows_rect = Some(output.inner_rect);
+}
+
+/// The row the pool outlines (the selected event's segment or the pinned block's, whichever the
+/// user changed last), the row to scroll to (once per change), and the page range a selected
+/// `segment_map` mapped (outlined instead of its whole segment).
+fn follow(
+    state: &mut PoolViewState,
+    pool: &PoolState,
+    order: &[usize],
+    dev: &memsight_core::model::Device,
+    selection: &Selection,
+) -> (Option<usize>, Option<usize>, Option<(u64, u64)>) {
+    let key = (selection.event, selection.lifetime);
+    if let Some((event_was, pinned_was)) = state.followed {
+        // The rows follow what the user changed last: a new event (a segment_alloc stepped to,
+        // a row clicked) wins over a block pinned earlier.
+        if selection.event != event_was {
+            state.follow = Follow::Event;
+        } else if selection.lifetime != pinned_was && selection.lifetime.is_some() {
+            state.follow = Follow::Pinned;
+        }
+    }
+    let target = followed_segment(pool, order, dev, selection, state.follow);
+    let scroll_to = (state.followed != Some(key)).then_some(target).flatten();
+    state.followed = Some(key);
+    // A segment_map maps one page range into its segment: that range is outlined, not the whole.
+    let mapped = selection
+        .event
+        .map(|e| e as usize)
+        .filter(|&e| dev.trace.action[e] == Action::SegmentMap && state.follow == Follow::Event)
+        .map(|e| (dev.trace.addr[e], dev.trace.size_bytes[e]));
+    (target, scroll_to, mapped)
 }
 
 /// Shows the what-if replay's pool for `event` where the What-if panel has one, else the recorded
@@ -321,8 +349,8 @@ fn sub_rect(seg: &PoolSegment, seg_rect: Rect, addr: u64, size_bytes: u64) -> Op
     ))
 }
 
-/// What the segment buttons step through, as the file has it: "segment_alloc",
-/// "segment_map" (expandable segments: their maps and unmaps), or "segment event" (both).
+/// What the segment buttons step through, as the file has it: `segment_alloc`, `segment_map`
+/// (expandable segments: their maps and unmaps), or "segment event" (both).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentSteps {
     pub earlier: bool,
@@ -433,7 +461,9 @@ fn header_ui(
                 steps.earlier,
                 egui::Button::new(format!("< {name}")).small(),
             )
-            .on_hover_text(format!("previous {STEPPED} (the pool right after it)"))
+            .on_hover_text(format!(
+                "previous {STEPPED} (the pool right after it); key: ["
+            ))
             .on_disabled_hover_text(format!("no {name} before this event"))
             .clicked()
         {
@@ -441,7 +471,7 @@ fn header_ui(
         }
         if ui
             .add_enabled(steps.later, egui::Button::new(format!("{name} >")).small())
-            .on_hover_text(format!("next {STEPPED} (the pool right after it)"))
+            .on_hover_text(format!("next {STEPPED} (the pool right after it); key: ]"))
             .on_disabled_hover_text(format!("no {name} after this event"))
             .clicked()
         {
