@@ -135,6 +135,10 @@ pub const CURVE_ACTIVE: Color32 = Color32::from_rgb(40, 160, 90);
 pub const CURVE_APP: Color32 = Color32::from_rgb(210, 60, 40);
 pub const MARK: Color32 = Color32::from_rgb(200, 0, 160);
 pub const HOVER_LINE: Color32 = Color32::from_gray(140);
+/// The fragmentation track: bytes reserved and not allocated (area), the largest free block
+/// (line).
+pub const UNUSED_RESERVED: Color32 = Color32::from_rgb(253, 208, 162);
+pub const LARGEST_FREE: Color32 = Color32::from_rgb(166, 54, 3);
 /// Ticks under the lifecycle chart at the events the search matches.
 pub const SEARCH_HIT: Color32 = Color32::from_rgb(214, 39, 40);
 pub const LEGEND_BACKING: Color32 = Color32::from_rgba_premultiplied(235, 235, 235, 220);

@@ -493,3 +493,39 @@ fn the_block_table_lists_the_live_blocks_sorts_filters_and_pins() {
         Some(first.lifetime)
     );
 }
+
+#[test]
+fn the_fragmentation_track_shows_unused_reserved_and_the_largest_free_block() {
+    let harness = harness(&generated(Scenario::Fragmentation, 8000), 1400.0, 900.0);
+    let doc = &harness.state().documents()[0];
+    let track = doc.lifecycle.fragmentation().expect("laid out").to_vec();
+    let chart = doc.lifecycle.chart_rect().expect("drawn");
+    assert_eq!(track.len(), chart.width() as usize, "one value per column");
+    // Where sampled, the largest free block fits in what is free: reserved − allocated over
+    // the column's events is at least its largest free block (at the column's last state).
+    let sampled: Vec<(u64, u64)> = track
+        .iter()
+        .filter_map(|&(unused, largest)| largest.map(|l| (unused, l)))
+        .collect();
+    assert!(sampled.len() >= 100, "{} pools sampled", sampled.len());
+    assert!(sampled.iter().all(|&(unused, largest)| largest <= unused));
+    // The scenario fragments its pool: somewhere the largest free block is under half of what
+    // is free.
+    assert!(
+        sampled
+            .iter()
+            .any(|&(unused, largest)| unused > 0 && largest * 2 < unused),
+        "no fragmentation seen"
+    );
+    // Each column's figure is the most reserved − allocated over its events, read from the
+    // replay's totals.
+    let replay = &doc.data.loaded.replays[0];
+    let most = (0..replay.event_count())
+        .map(|e| {
+            let t = replay.totals_after(Some(e as u32));
+            (t.reserved_bytes - t.allocated_bytes).max(0) as u64
+        })
+        .max()
+        .unwrap_or(0);
+    assert_eq!(track.iter().map(|t| t.0).max(), Some(most));
+}

@@ -131,6 +131,11 @@ fn compare_with_from_the_file_menu_opens_a_compare_tab_whose_rows_highlight_both
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     harness.state_mut().dialogs.last_dir = Some(dir.clone());
+    // The picture says what it shows.
+    assert_eq!(
+        harness.state().export_caption(),
+        "batch2.pickle vs batch4.pickle · memsight"
+    );
     harness.key_press_modifiers(Modifiers::COMMAND, Key::E);
     harness.run_steps(2);
     harness.get_by_label("Save").click();

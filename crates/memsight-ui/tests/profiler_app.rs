@@ -93,6 +93,33 @@ fn real_ranks_show_curves_findings_and_tables() {
     harness.run_steps(2);
     harness.get_by_label("peak APP reserved");
     harness.get_by_label("2.06 GiB");
+
+    // The fragmentation track: the operator pool's reserved − allocated, sample by sample, as
+    // the rows of operator memory_record.csv give them (a gap where either is missing).
+    // (The toolbar's switch, and the plots' legend entries.)
+    assert!(harness.get_all_by_label("reserved − allocated").count() >= 2);
+    let data = &harness.state().profilers()[0].data;
+    for rank in 0..data.run.ranks.len() {
+        let Some((curve, values, _)) = data.unused_series(rank) else {
+            continue;
+        };
+        assert_eq!(values.len(), curve.len());
+        for (k, &v) in values.iter().enumerate() {
+            let (r, a) = (curve.reserved_bytes[k], curve.allocated_bytes[k]);
+            if r.is_nan() || a.is_nan() {
+                assert!(v.is_nan(), "rank {rank} sample {k}");
+            } else {
+                assert!(
+                    (v - (r - a).max(0.0)).abs() < 0.5,
+                    "rank {rank} sample {k}: {v}"
+                );
+            }
+        }
+    }
+    assert!(
+        (0..data.run.ranks.len()).any(|r| data.unused_series(r).is_some()),
+        "a rank records the operator pool"
+    );
 }
 
 /// Two generated ranks (8,000 samples of 0.5 ms); rank1 stalls from sample 4,000 to 5,999.

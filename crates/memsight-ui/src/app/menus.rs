@@ -71,6 +71,14 @@ impl MemsightApp {
             if doc.data.has_owners() {
                 ui.checkbox(&mut doc.owners.open, "Memory by owner (msMemScope)");
             }
+            // After the rows above, which keep their places.
+            let mut track = !doc.lifecycle.hide_fragmentation;
+            if ui
+                .checkbox(&mut track, "Fragmentation track under the chart")
+                .changed()
+            {
+                doc.lifecycle.hide_fragmentation = !track;
+            }
         }
     }
 

@@ -260,8 +260,11 @@ impl MemsightApp {
             self.follow_title(&ctx);
             self.shortcuts(&ctx);
             let exporting = self.poll_dialogs(&ctx);
-            // The picture of this frame is the export: no notice over it.
-            if !exporting {
+            // The picture of this frame is the export: no notice over it, and a caption on it
+            // that says what it shows.
+            if exporting {
+                self.paint_export_caption(&ctx);
+            } else {
                 self.notices.show(&ctx);
             }
         }
@@ -349,6 +352,49 @@ impl MemsightApp {
                 .map(|d| format!("{} (device {})", d.name, d.device))
         };
         shown.map_or_else(|| "memsight".to_string(), |s| format!("memsight — {s}"))
+    }
+
+    /// The caption an exported picture carries: the file, the device and the view, at the top
+    /// of the chart (where "Export chart" crops), over everything.
+    fn paint_export_caption(&self, ctx: &egui::Context) {
+        let Some(chart) = self.chart_rect.or(self.layout.window) else {
+            return;
+        };
+        let painter = ctx.layer_painter(egui::LayerId::new(
+            egui::Order::Foreground,
+            egui::Id::unique("memsight-export-caption"),
+        ));
+        let galley = painter.layout_no_wrap(
+            self.export_caption(),
+            egui::FontId::proportional(12.0),
+            palette::AXIS,
+        );
+        let at = egui::pos2(chart.center().x - galley.size().x / 2.0, chart.top() + 2.0);
+        painter.rect_filled(
+            egui::Rect::from_min_size(at, galley.size()).expand(3.0),
+            2.0,
+            palette::LEGEND_BACKING,
+        );
+        painter.galley(at, galley, palette::AXIS);
+    }
+
+    /// What an exported picture says it shows: "file (device 0) · blocks by call site · memsight".
+    pub fn export_caption(&self) -> String {
+        let what = self
+            .docs
+            .get(self.active)
+            .filter(|_| self.active_profiler.is_none() && self.active_compare.is_none())
+            .map(|d| match d.lifecycle.color_by {
+                crate::palette::ColorBy::CallSite => " · blocks by call site",
+                crate::palette::ColorBy::Category => " · blocks by category",
+                crate::palette::ColorBy::Owner => " · blocks by owner",
+            })
+            .unwrap_or_default();
+        let shown = self.window_title();
+        format!(
+            "{}{what} · memsight",
+            shown.strip_prefix("memsight — ").unwrap_or(&shown)
+        )
     }
 
     fn follow_title(&mut self, ctx: &egui::Context) {

@@ -26,6 +26,12 @@ use crate::views::axes::{byte_grid, grid_marks, nice_step};
 /// The overview strip's height: a tenth of the chart's space, within these bounds.
 const OVERVIEW_MAX_HEIGHT: f32 = 44.0;
 const OVERVIEW_MIN_HEIGHT: f32 = 18.0;
+/// The fragmentation track's height: a twelfth of the chart's space, within these bounds.
+const TRACK_MAX_HEIGHT: f32 = 48.0;
+const TRACK_MIN_HEIGHT: f32 = 20.0;
+/// Pools replayed for the track's largest free block, at most, per layout (each well under a
+/// millisecond: BENCHMARKS.md).
+const TRACK_POOL_SAMPLES: usize = 160;
 /// A box zoom also zooms the bytes when it is at least this tall; flatter, it zooms time only
 /// (and its preview is full height).
 const BOX_ZOOM_MIN_HEIGHT_PX: f32 = 8.0;
@@ -38,6 +44,10 @@ const MAX_MESH_VERTICES: usize = 120_000;
 
 /// What the chart shows and what the user picked; `Default` is the whole trace.
 #[derive(Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one switch per option the View menu offers"
+)]
 pub struct LifecycleState {
     /// Visible x range (event index, or µs since the first event in time mode); `None`: all.
     pub x_range: Option<(f64, f64)>,
@@ -49,6 +59,8 @@ pub struct LifecycleState {
     pub color_by: ColorBy,
     /// The colour legend on the chart (call sites or categories).
     pub hide_legend: bool,
+    /// The fragmentation track under the chart (reserved − allocated, the largest free block).
+    pub hide_fragmentation: bool,
     pub show_internal_frames: bool,
     /// The colour of highlighted bands (`None`: their own); the compare view gives both charts
     /// one, so a call site reads the same in A and B.
@@ -128,6 +140,9 @@ struct Laid {
     y_max_bytes: f64,
     /// The call stacks that fill most of the chart, largest area first, with their share.
     top_stacks: Vec<(memsight_core::model::StackId, f64)>,
+    /// Per column: the most bytes reserved and not allocated, and the largest free block of the
+    /// pool (sampled: `None` between samples).
+    fragmentation: Vec<(u64, Option<u64>)>,
 }
 
 impl Laid {
@@ -213,26 +228,11 @@ pub fn lifecycle_ui(
         state.use_time = false;
     }
     let full = ui.available_rect_before_wrap();
-    let overview_height = (full.height() * 0.1).clamp(OVERVIEW_MIN_HEIGHT, OVERVIEW_MAX_HEIGHT);
-    let plot_rect = Rect::from_min_max(
-        full.min,
-        pos2(full.max.x, full.max.y - overview_height - 4.0),
-    );
+    let (plot_rect, track_height, overview_height) = split_area(full, state.hide_fragmentation);
     ui.allocate_rect(full, Sense::hover());
-    // Where `egui_plot` puts its frame (its axes take what their labels need): where it put it
-    // last time, with the same margins when the space changed size. Before it has drawn here at
-    // all, one frame draws an empty plot to learn them, so the first layout is made for the right
-    // rectangle (not made twice).
-    let chart_rect = match state.plot_frame {
-        Some((space, frame)) if space == plot_rect => frame,
-        Some((space, frame)) => Rect::from_min_max(
-            plot_rect.min + (frame.min - space.min),
-            plot_rect.max - (space.max - frame.max),
-        ),
-        None => {
-            measure_plot_frame(ui, data, device, state, plot_rect);
-            return;
-        }
+    let Some(chart_rect) = expected_plot_frame(state, plot_rect) else {
+        measure_plot_frame(ui, data, device, state, plot_rect);
+        return;
     };
     let overview_rect = Rect::from_min_max(
         pos2(chart_rect.min.x, full.max.y - overview_height),
@@ -315,7 +315,93 @@ pub fn lifecycle_ui(
     if !over_legend {
         hover_and_click(data, device, laid, current, chart_rect, &response, commands);
     }
+    if !state.hide_fragmentation {
+        let track_rect = Rect::from_min_max(
+            pos2(chart_rect.min.x, overview_rect.min.y - track_height),
+            pos2(chart_rect.max.x, overview_rect.min.y - 4.0),
+        );
+        fragmentation_ui(ui, state, track_rect, current);
+    }
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
+}
+
+/// The fragmentation track: per column, the bytes reserved and not allocated (the shaded area)
+/// and the largest free block of the pool (the line): where the two part, free memory is in
+/// pieces too small for a large request. Hover: the figures at that column.
+fn fragmentation_ui(ui: &mut Ui, state: &LifecycleState, rect: Rect, current: bool) {
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 0.0, palette::BACKGROUND);
+    painter.rect_stroke(
+        rect,
+        0.0,
+        Stroke::new(1.0, palette::GRID),
+        egui::StrokeKind::Inside,
+    );
+    let Some(laid) = state.laid.as_ref().filter(|_| current) else {
+        return;
+    };
+    let track = &laid.fragmentation;
+    let top = track
+        .iter()
+        .map(|&(unused, _)| unused)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f32;
+    let col_w = rect.width() / track.len().max(1) as f32;
+    let y_of = |bytes: u64| rect.bottom() - 1.0 - bytes as f32 / top * (rect.height() - 3.0);
+    let mut area = Mesh::default();
+    let mut line: Vec<Pos2> = Vec::new();
+    for (c, &(unused, largest)) in track.iter().enumerate() {
+        let x = rect.left() + c as f32 * col_w;
+        area.add_colored_rect(
+            Rect::from_min_max(pos2(x, y_of(unused)), pos2(x + col_w, rect.bottom() - 1.0)),
+            palette::UNUSED_RESERVED,
+        );
+        if let Some(l) = largest {
+            line.push(pos2(x + col_w / 2.0, y_of(l)));
+        }
+    }
+    painter.add(Shape::mesh(area));
+    painter.add(Shape::line(line, Stroke::new(1.2, palette::LARGEST_FREE)));
+    painter.text(
+        rect.left_top() + vec2(4.0, 1.0),
+        Align2::LEFT_TOP,
+        format!(
+            "reserved − allocated (up to {}) · line: largest free block",
+            format_bytes(top as i64)
+        ),
+        FontId::proportional(10.0),
+        palette::AXIS,
+    );
+    let response = ui.interact(
+        rect,
+        ui.scope_id().with("lifecycle-fragmentation"),
+        Sense::hover(),
+    );
+    if let Some(p) = response.hover_pos() {
+        let c = (((p.x - rect.left()) / col_w) as usize).min(track.len().saturating_sub(1));
+        // The nearest sampled pool for the largest free block.
+        let largest = (0..track.len())
+            .filter_map(|k| track[k].1.map(|l| (k.abs_diff(c), l)))
+            .min_by_key(|&(d, _)| d)
+            .map(|(_, l)| l);
+        let unused = track.get(c).map_or(0, |t| t.0);
+        response.on_hover_ui_at_pointer(|ui| {
+            ui.label(format!(
+                "reserved − allocated: up to {}",
+                format_bytes(unused as i64)
+            ));
+            if let Some(l) = largest {
+                ui.label(format!("largest free block: {}", format_bytes(l as i64)));
+                if unused > 0 {
+                    ui.weak(
+                        "a request larger than the largest free block needs a new segment, \
+                         whatever is free in total",
+                    );
+                }
+            }
+        });
+    }
 }
 
 /// The predicted reserved bytes at their highest in each column of the current layout (cached
@@ -350,6 +436,40 @@ fn predicted_columns(state: &mut LifecycleState, ax: &Axis) -> Option<Arc<[u64]>
         .collect();
     state.predicted_columns = Some((laid.key, id, Arc::clone(&columns)));
     Some(columns)
+}
+
+/// Where `egui_plot` will put its frame in `plot_rect` (its axes take what their labels need):
+/// where it put it last time, with the same margins when the space changed size. `None` before
+/// it has drawn here at all: one frame then draws an empty plot to learn them, so the first
+/// layout is made for the right rectangle (not made twice).
+fn expected_plot_frame(state: &LifecycleState, plot_rect: Rect) -> Option<Rect> {
+    match state.plot_frame {
+        Some((space, frame)) if space == plot_rect => Some(frame),
+        Some((space, frame)) => Some(Rect::from_min_max(
+            plot_rect.min + (frame.min - space.min),
+            plot_rect.max - (space.max - frame.max),
+        )),
+        None => None,
+    }
+}
+
+/// The chart's space split top to bottom: the plot, the fragmentation track (when shown) and the
+/// overview strip; their heights follow the space, within bounds.
+fn split_area(full: Rect, hide_track: bool) -> (Rect, f32, f32) {
+    let overview_height = (full.height() * 0.1).clamp(OVERVIEW_MIN_HEIGHT, OVERVIEW_MAX_HEIGHT);
+    let track_height = if hide_track {
+        0.0
+    } else {
+        (full.height() * 0.08).clamp(TRACK_MIN_HEIGHT, TRACK_MAX_HEIGHT) + 4.0
+    };
+    let plot_rect = Rect::from_min_max(
+        full.min,
+        pos2(
+            full.max.x,
+            full.max.y - overview_height - 4.0 - track_height,
+        ),
+    );
+    (plot_rect, track_height, overview_height)
 }
 
 /// Where `egui_plot` put its frame in the plot's space this frame; when the axes took another
@@ -915,6 +1035,12 @@ impl LifecycleState {
         self.wanted = None;
     }
 
+    /// The fragmentation track of the layout shown: per column, the most bytes reserved and not
+    /// allocated, and the largest free block where the pool was sampled.
+    pub fn fragmentation(&self) -> Option<&[(u64, Option<u64>)]> {
+        self.laid.as_ref().map(|l| l.fragmentation.as_slice())
+    }
+
     /// The legend as drawn last frame: its header (fold / show), then one rectangle per row with
     /// the row's text; empty when no legend is drawn.
     pub fn legend_drawn(&self) -> &[(Rect, String)] {
@@ -1071,9 +1197,11 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         let mesh = build_mesh(data, key, &laid_columns, (y_min_bytes, y_max_bytes));
         if mesh.vertices.len() <= MAX_MESH_VERTICES || min_band_px >= 16.0 {
             let top_stacks = top_stacks(replay, &laid_columns, LEGEND_ENTRIES);
+            let fragmentation = fragmentation_track(device, replay, columns, &laid_columns);
             return Laid {
                 key,
                 top_stacks,
+                fragmentation,
                 columns: Arc::new(laid_columns),
                 mesh: Arc::new(mesh),
                 events: (
@@ -1086,6 +1214,48 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         }
         min_band_px *= 2.0;
     }
+}
+
+/// Per column: the most bytes reserved and not allocated over its events, and, every few
+/// columns (at most `TRACK_POOL_SAMPLES` pools replayed), the largest free block of the pool at
+/// the column's shown state.
+fn fragmentation_track(
+    device: &memsight_core::model::Device,
+    replay: &memsight_core::replay::DeviceReplay,
+    ranges: &[std::ops::Range<u32>],
+    columns: &[Column],
+) -> Vec<(u64, Option<u64>)> {
+    let (reserved, allocated) = (replay.reserved_bytes(), replay.allocated_bytes());
+    let unused = |e: usize| {
+        reserved
+            .get(e)
+            .zip(allocated.get(e))
+            .map_or(0, |(r, a)| u64::try_from(r - a).unwrap_or(0))
+    };
+    let every = ranges.len().div_ceil(TRACK_POOL_SAMPLES).max(1);
+    ranges
+        .iter()
+        .zip(columns)
+        .enumerate()
+        .map(|(c, (range, column))| {
+            let most = (range.start as usize..range.end as usize)
+                .map(unused)
+                .max()
+                .unwrap_or_else(|| column.event.map_or(0, |e| unused(e as usize)));
+            let largest = (c % every == 0).then(|| {
+                replay
+                    .pool_after(device, column.event)
+                    .segments
+                    .iter()
+                    .flat_map(|s| &s.blocks)
+                    .filter(|b| b.state == memsight_core::model::BlockState::Inactive)
+                    .map(|b| b.size_bytes)
+                    .max()
+                    .unwrap_or(0)
+            });
+            (most, largest)
+        })
+        .collect()
 }
 
 /// The `n` call stacks whose bands cover the most of the chart (bytes × columns), with their

@@ -84,7 +84,7 @@ fn lines_for<'a>(
             1.0,
         ));
     }
-    wanted
+    let mut lines: Vec<Line> = wanted
         .into_iter()
         .filter_map(|(key, label, color, width)| {
             let (curve, values, envelope) = data.series(rank, &key)?;
@@ -98,7 +98,23 @@ fn lines_for<'a>(
                 width,
             })
         })
-        .collect()
+        .collect();
+    // The fragmentation track, on each rank's own plot (not in the overlay of every rank).
+    if shown.unused
+        && rank_color.is_none()
+        && let Some((curve, values, envelope)) = data.unused_series(rank)
+    {
+        lines.push(Line {
+            label: "reserved − allocated".to_string(),
+            offset_us,
+            color: palette::LARGEST_FREE,
+            curve,
+            values,
+            envelope,
+            width: 1.0,
+        });
+    }
+    lines
 }
 
 /// Index range of `curve`'s samples within `[a_us, b_us]` (absolute), one more on each side.

@@ -77,6 +77,9 @@ pub struct PreparedProfiler {
     pub same_clock: bool,
     /// Per rank: the envelope of every series.
     envelopes: Vec<Vec<(SeriesKey, Envelope)>>,
+    /// Per rank: the operator curve's reserved − allocated bytes (the fragmentation track), and
+    /// their envelope; `None` where the rank records either not at all.
+    unused: Vec<Option<(Vec<f64>, Envelope)>>,
     /// Per rank: the figures the tables show, computed once (a peak scans every sample).
     pub summaries: Vec<RankSummary>,
 }
@@ -171,6 +174,33 @@ impl PreparedProfiler {
             })
             .collect();
         let summaries = run.ranks.par_iter().map(RankSummary::new).collect();
+        let unused = run
+            .ranks
+            .par_iter()
+            .map(|rank| {
+                let curve = rank.curve(OPERATOR_COMPONENT)?;
+                let (reserved, allocated) = (
+                    Field::Reserved.values(curve),
+                    Field::Allocated.values(curve),
+                );
+                let values: Vec<f64> = reserved
+                    .iter()
+                    .zip(allocated)
+                    .map(|(&r, &a)| {
+                        // Unrecorded stays a gap (NaN), never 0.
+                        if r.is_nan() || a.is_nan() {
+                            f64::NAN
+                        } else {
+                            (r - a).max(0.0)
+                        }
+                    })
+                    .collect();
+                values.iter().any(|v| !v.is_nan()).then(|| {
+                    let envelope = Envelope::new(&values);
+                    (values, envelope)
+                })
+            })
+            .collect();
         Self {
             run,
             findings,
@@ -179,8 +209,16 @@ impl PreparedProfiler {
             rank_spans_us,
             same_clock,
             envelopes,
+            unused,
             summaries,
         }
+    }
+
+    /// The operator curve of `rank` with its reserved − allocated bytes, and their envelope.
+    pub fn unused_series(&self, rank: usize) -> Option<(&Curve, &[f64], &Envelope)> {
+        let curve = self.run.ranks.get(rank)?.curve(OPERATOR_COMPONENT)?;
+        let (values, envelope) = self.unused.get(rank)?.as_ref()?;
+        Some((curve, values, envelope))
     }
 
     /// Operator row `row` of rank `rank`.
@@ -215,6 +253,8 @@ pub struct Shown {
     pub reserved: bool,
     pub active: bool,
     pub app: bool,
+    /// The fragmentation track: operator reserved − allocated.
+    pub unused: bool,
     /// Other `memory_record` components (PTA, GE, WORKSPACE) and `npu_module_mem` components.
     pub extra: BTreeSet<SeriesKey>,
 }
@@ -226,6 +266,7 @@ impl Default for Shown {
             reserved: true,
             active: true,
             app: true,
+            unused: true,
             extra: BTreeSet::new(),
         }
     }
@@ -407,6 +448,11 @@ pub fn toolbar_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
         ui.checkbox(&mut doc.shown.reserved, "operator reserved");
         ui.checkbox(&mut doc.shown.active, "operator active");
         ui.checkbox(&mut doc.shown.app, "APP reserved");
+        ui.checkbox(&mut doc.shown.unused, "reserved − allocated")
+            .on_hover_text(
+                "the operator pool's cached, unallocated bytes: where it stays high, memory is \
+                 reserved in pieces the requests do not fit (fragmentation) or kept by the cache",
+            );
         // The other memory_record components, on demand.
         let others: BTreeSet<String> = data
             .run
