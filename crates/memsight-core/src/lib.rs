@@ -20,7 +20,7 @@ pub mod profiler;
 pub mod range;
 pub mod replay;
 
-pub use load::{LoadError, LoadProgress, load_bytes, load_path, load_reader};
+pub use load::{LoadError, LoadPhase, LoadProgress, load_bytes, load_path, load_reader};
 pub use model::Snapshot;
 pub mod report;
 pub mod testing;
@@ -61,7 +61,11 @@ impl Loaded {
         path: &std::path::Path,
         progress: Option<&LoadProgress>,
     ) -> Result<Self, LoadError> {
-        load_path(path, progress).map(Self::new)
+        let snapshot = load_path(path, progress)?;
+        if let Some(p) = progress {
+            p.set_phase(LoadPhase::Replaying);
+        }
+        Ok(Self::new(snapshot))
     }
 
     /// The replay of device `ordinal`.

@@ -147,6 +147,32 @@ pub struct LoadProgress {
     /// Trace events read so far.
     pub events_read: AtomicU64,
     pub cancel: AtomicBool,
+    /// What the load is doing now ([`LoadPhase`] as a number).
+    phase: std::sync::atomic::AtomicU8,
+}
+
+/// The stages of a load, in order: the file is read, then the allocator is replayed over the
+/// trace, then the findings and the views' indexes are computed (a progress bar full of bytes
+/// read still has these to go: seconds on millions of events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadPhase {
+    Reading,
+    Replaying,
+    Analysing,
+}
+
+impl LoadProgress {
+    pub fn set_phase(&self, phase: LoadPhase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    pub fn phase(&self) -> LoadPhase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => LoadPhase::Reading,
+            1 => LoadPhase::Replaying,
+            _ => LoadPhase::Analysing,
+        }
+    }
 }
 
 /// Loads the snapshot at `path` (plain or gzip-compressed).

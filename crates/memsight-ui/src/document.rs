@@ -215,12 +215,19 @@ impl Source {
             }
             Self::Path(path) => Loaded::open(path, progress),
             Self::Bytes { name, bytes } => {
-                load_bytes(bytes, std::path::Path::new(name)).map(Loaded::new)
+                load_bytes(bytes, std::path::Path::new(name)).map(|snapshot| {
+                    if let Some(p) = progress {
+                        p.set_phase(memsight_core::LoadPhase::Replaying);
+                    }
+                    Loaded::new(snapshot)
+                })
             }
         };
-        loaded
-            .map(|l| Opened::Snapshot(Box::new(Prepared::new(l))))
-            .map_err(|e| e.to_string())
+        let loaded = loaded.map_err(|e| e.to_string())?;
+        if let Some(p) = progress {
+            p.set_phase(memsight_core::LoadPhase::Analysing);
+        }
+        Ok(Opened::Snapshot(Box::new(Prepared::new(loaded))))
     }
 
     /// Loads a snapshot; an error for profiler data.
@@ -294,5 +301,36 @@ impl LoadJob {
             return 0.0;
         }
         (self.progress.bytes_read.load(Ordering::Relaxed) as f32 / self.total_bytes as f32).min(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memsight_core::LoadPhase;
+
+    #[test]
+    fn a_load_says_what_it_does_after_the_file_is_read() {
+        let g = memsight_core::r#gen::generate(&memsight_core::r#gen::GenOptions {
+            events: 3000,
+            ..memsight_core::r#gen::GenOptions::default()
+        });
+        let path =
+            std::env::temp_dir().join(format!("memsight-phases-{}.pickle", std::process::id()));
+        std::fs::write(&path, g.write_pickle(Vec::new()).expect("in memory")).expect("write");
+        let progress = LoadProgress::default();
+        assert_eq!(progress.phase(), LoadPhase::Reading);
+        let source = Source::Path(path.clone());
+        assert!(matches!(
+            source.load(Some(&progress)),
+            Ok(Opened::Snapshot(_))
+        ));
+        // Read, replayed, then analysed: the last phase is the detectors and the indexes.
+        assert_eq!(progress.phase(), LoadPhase::Analysing);
+        assert!(
+            progress.events_read.load(Ordering::Relaxed) > 0,
+            "the reading was reported"
+        );
+        std::fs::remove_file(path).expect("clean up");
     }
 }

@@ -130,7 +130,7 @@ fn compare_with_from_the_file_menu_opens_a_compare_tab_whose_rows_highlight_both
     let dir = std::env::temp_dir().join(format!("memsight-compare-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    harness.state_mut().dialogs.last_dir = Some(dir.clone());
+    harness.state_mut().dialogs.last_export_dir = Some(dir.clone());
     // The picture says what it shows.
     assert_eq!(
         harness.state().export_caption(),

@@ -78,7 +78,7 @@ fn ctrl_o_without_a_desktop_dialog_opens_the_browser_which_opens_a_snapshot() {
 
     harness.key_press_modifiers(Modifiers::COMMAND, Key::O);
     harness.run_steps(2);
-    harness.get_by_label_contains("Open memory snapshots");
+    harness.get_by_label_contains("Open a memory snapshot");
     // Into the folder (a double click), then pick the snapshot and press Open.
     let folder = harness.get_by_label_contains("runs").rect().center();
     common::double_click(&mut harness, folder);
@@ -107,12 +107,21 @@ fn ctrl_o_without_a_desktop_dialog_opens_the_browser_which_opens_a_snapshot() {
 #[test]
 fn ctrl_e_exports_the_chart_as_a_png_and_says_where_it_went() {
     let dir = scratch("export");
+    // A snapshot lies in the folder: the export dialog does not list it (nothing to overwrite
+    // by a slip), only folders and pictures.
+    std::fs::write(dir.join("step_1200.pickle"), b"not listed").expect("write");
     let mut harness = harness_of(&leak_source(), 1000.0, 700.0);
-    harness.state_mut().dialogs.last_dir = Some(dir.clone());
+    harness.state_mut().dialogs.last_export_dir = Some(dir.clone());
     harness.key_press_modifiers(Modifiers::COMMAND, Key::E);
     harness.run_steps(2);
-    // The suggested name says what it shows: the file, the device, the view.
-    harness.get_by_label_contains("Export as PNG");
+    // The title says what is exported; the suggested name says what it shows: the file, the
+    // device, the view.
+    harness.get_by_label_contains("Export the chart as PNG");
+    assert!(
+        harness
+            .query_by_label_contains("step_1200.pickle")
+            .is_none()
+    );
     harness.get_by_label("Save").click();
     harness.run_steps(4);
     let png = dir.join("leak-device0-timeline.png");
@@ -135,11 +144,17 @@ fn ctrl_e_exports_the_chart_as_a_png_and_says_where_it_went() {
     harness.get_by_label_contains(&notice);
     harness.get_by_label("copy path");
     // Nothing half-written beside it.
-    let left: Vec<String> = std::fs::read_dir(&dir)
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
         .expect("listed")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(left, ["leak-device0-timeline.png"]);
+    left.sort();
+    assert_eq!(left, ["leak-device0-timeline.png", "step_1200.pickle"]);
+    assert_eq!(
+        std::fs::read(dir.join("step_1200.pickle")).expect("still there"),
+        b"not listed",
+        "untouched"
+    );
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
@@ -312,6 +327,8 @@ fn file_menu_opens_a_profiler_folder_through_the_browser() {
     // The menu closes, then the browser window sizes itself over a frame or two.
     harness.run_steps(5);
     harness.get_by_label_contains("Open a torch_npu profiler or msMemScope folder");
+    // A folder picker: its field says so.
+    harness.get_by_label("Folder:");
     harness.get_by_label_contains("rank0_level0").click();
     harness.run_steps(1);
     harness.get_by_label("Open").click();
@@ -323,4 +340,53 @@ fn file_menu_opens_a_profiler_folder_through_the_browser() {
     let names: Vec<&str> = app.profilers().iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].contains("rank0_level0"), "{names:?}");
+}
+
+#[test]
+fn the_folder_picker_lists_folders_only() {
+    let dir = scratch("folders");
+    std::fs::create_dir_all(dir.join("rank3_ascend_pt")).expect("folder");
+    std::fs::write(dir.join("notes.csv"), b"a,b").expect("file");
+    let mut harness = harness_of(&leak_source(), 1000.0, 700.0);
+    harness.state_mut().dialogs.last_dir = Some(dir.clone());
+    harness.get_by_label("File").click();
+    harness.run_steps(2);
+    harness
+        .get_by_label("Open folder (profiler, msMemScope)…")
+        .click();
+    harness.run_steps(5);
+    harness.get_by_label_contains("rank3_ascend_pt");
+    assert!(harness.query_by_label_contains("notes.csv").is_none());
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn no_tooltip_draws_over_an_open_file_dialog() {
+    let mut harness = harness_of(&leak_source(), 1400.0, 900.0);
+    harness.state_mut().show_pool = false;
+    common::settle(&mut harness);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_band(3.0)
+        .expect("a band tall enough to hover");
+    let addr = format!(
+        "0x{:x}",
+        harness.state().documents()[0].data.loaded.replays[0].lifetimes[id as usize].addr
+    );
+    // The browser is centred: a band near the chart's left edge stays outside it.
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::O);
+    harness.run_steps(3);
+    assert!(harness.state().dialogs.builtin_is_open());
+    harness.hover_at(pos);
+    harness.run_steps(60);
+    assert!(
+        harness.query_by_label(&addr).is_none(),
+        "no tooltip with a dialog open"
+    );
+    // Closed, the same hover shows the band's tooltip.
+    harness.key_press(Key::Escape);
+    harness.run_steps(2);
+    harness.hover_at(pos + egui::vec2(0.0, 1.0));
+    harness.run_steps(60);
+    harness.get_by_label(&addr);
 }

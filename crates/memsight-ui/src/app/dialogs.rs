@@ -82,8 +82,11 @@ pub struct Dialogs {
     pub backend: Backend,
     desktop: Option<DesktopDialog>,
     builtin: Option<BuiltinDialog>,
-    /// The folder of the last file opened or saved; dialogs start there.
+    /// The folder of the last file opened; open dialogs start there.
     pub last_dir: Option<PathBuf>,
+    /// The folder of the last picture exported; export dialogs start there (else in the
+    /// user's Pictures folder, not among the data).
+    pub last_export_dir: Option<PathBuf>,
     /// Why the desktop's dialog is not used has been said (once a session is enough).
     told_why: bool,
 }
@@ -96,6 +99,7 @@ impl Dialogs {
             desktop: None,
             builtin: None,
             last_dir,
+            last_export_dir: None,
             told_why: false,
         }
     }
@@ -208,7 +212,11 @@ impl Dialogs {
         } else {
             first.parent()?
         };
-        self.last_dir = Some(folder.to_path_buf());
+        if matches!(purpose, Purpose::Export { .. }) {
+            self.last_export_dir = Some(folder.to_path_buf());
+        } else {
+            self.last_dir = Some(folder.to_path_buf());
+        }
         Some(match purpose {
             Purpose::OpenSnapshots | Purpose::OpenProfilerFolder => Picked::Open(paths),
             Purpose::Export { target, .. } => {
@@ -241,7 +249,7 @@ impl Dialogs {
     fn open_desktop(&mut self, purpose: Purpose) {
         let (send, answer) = channel();
         let mut dialog = rfd::FileDialog::new();
-        if let Some(dir) = &self.last_dir {
+        if let Some(dir) = self.start_dir(&purpose) {
             dialog = dialog.set_directory(dir);
         }
         let what = purpose.clone();
@@ -259,8 +267,8 @@ impl Dialogs {
                     .set_title("Open torch_npu profiler or msMemScope folders")
                     .pick_folders()
                     .unwrap_or_default(),
-                Purpose::Export { name, .. } => dialog
-                    .set_title("Export as PNG")
+                Purpose::Export { name, target } => dialog
+                    .set_title(export_title(target))
                     .set_file_name(name)
                     .add_filter("PNG", &["png"])
                     .save_file()
@@ -279,20 +287,27 @@ impl Dialogs {
     /// Opens the browser; `why` (the desktop's dialog could not be used) comes back as a note.
     fn open_builtin(&mut self, purpose: Purpose, why: Option<String>) -> Option<String> {
         let start = self
-            .last_dir
-            .clone()
+            .start_dir(&purpose)
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("/"));
         let mut dialog = match &purpose {
+            // One file at a time: a click puts its name in the File field (several files:
+            // drop them on the window, or the desktop's dialog).
             Purpose::OpenSnapshots => egui_file::FileDialog::open_file()
-                .title("Open memory snapshots, profiler CSVs or msMemScope recordings")
-                .multi_select(true)
+                .title("Open a memory snapshot, profiler CSV or msMemScope recording")
                 .show_files_filter(Box::new(|p: &Path| is_openable(p))),
+            // Folders only, and the field says so.
             Purpose::OpenProfilerFolder => egui_file::FileDialog::select_folder()
-                .title("Open a torch_npu profiler or msMemScope folder"),
-            Purpose::Export { name, .. } => egui_file::FileDialog::save_file()
-                .title("Export as PNG")
-                .default_filename(name.clone()),
+                .title("Open a torch_npu profiler or msMemScope folder")
+                .file_label_text("Folder:".into())
+                .show_files_filter(Box::new(|p: &Path| p.is_dir())),
+            // Folders and pictures: never the data files an export could be mistaken for.
+            Purpose::Export { name, target } => egui_file::FileDialog::save_file()
+                .title(export_title(*target))
+                .default_filename(name.clone())
+                .show_files_filter(Box::new(|p: &Path| {
+                    p.is_dir() || crate::image_kind(p).is_ok()
+                })),
         }
         .id(egui::Id::unique("memsight-file-browser"))
         .initial_path(start)
@@ -304,6 +319,29 @@ impl Dialogs {
         self.builtin = Some(BuiltinDialog { purpose, dialog });
         let why = why.filter(|_| !std::mem::replace(&mut self.told_why, true))?;
         Some(format!("{why}: using memsight's file browser"))
+    }
+}
+
+/// "Export the chart as PNG", "Export the window as PNG".
+fn export_title(target: ExportTarget) -> &'static str {
+    match target {
+        ExportTarget::Chart => "Export the chart as PNG",
+        ExportTarget::Window => "Export the window as PNG",
+    }
+}
+
+impl Dialogs {
+    /// Where a dialog for `purpose` starts: an export where the last one went, else in the
+    /// user's Pictures folder; an open where the last file came from.
+    fn start_dir(&self, purpose: &Purpose) -> Option<PathBuf> {
+        match purpose {
+            Purpose::Export { .. } => self.last_export_dir.clone().or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|home| PathBuf::from(home).join("Pictures"))
+                    .filter(|p| p.is_dir())
+            }),
+            _ => self.last_dir.clone(),
+        }
     }
 }
 

@@ -239,6 +239,18 @@ impl MemsightApp {
                         .desired_width(240.0)
                         .text(text),
                 );
+                // Once the file is read, the bar stays full: say what is being done.
+                let phase = match job.progress.phase() {
+                    memsight_core::LoadPhase::Reading => "reading the file",
+                    memsight_core::LoadPhase::Replaying => "replaying the allocator over the trace",
+                    memsight_core::LoadPhase::Analysing => {
+                        "running the detectors and indexing for the charts"
+                    }
+                };
+                ui.label(phase);
+                if job.progress.phase() != memsight_core::LoadPhase::Reading {
+                    ui.spinner();
+                }
                 if ui.button("Cancel").clicked() {
                     cancel = Some(i);
                 }

@@ -267,6 +267,11 @@ impl MemsightApp {
             } else {
                 self.notices.show(&ctx);
             }
+            // A file dialog is modal: behind it nothing answers the pointer, and no tooltip
+            // draws over it.
+            if self.dialogs.is_open() {
+                ui.disable();
+            }
         }
         if let Some(c) = self.active_compare.filter(|&c| c < self.compares.len()) {
             self.compare_root(ui, c);
