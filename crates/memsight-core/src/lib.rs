@@ -19,6 +19,7 @@ pub mod pickle;
 pub mod profiler;
 pub mod range;
 pub mod replay;
+pub mod segments;
 
 pub use load::{LoadError, LoadPhase, LoadProgress, load_bytes, load_path, load_reader};
 pub use model::Snapshot;

@@ -411,6 +411,42 @@ fn pool_state_agrees_with_totals_at_every_event() {
     }
 }
 
+/// The segment timeline's spans add up, after every event, to the reserved bytes; their highest
+/// sum is the peak reserved that Python's pickle gives (`EXPECTED`).
+#[test]
+fn segment_spans_add_up_to_the_reserved_bytes() {
+    for expected in EXPECTED {
+        let Some(loaded) = load(expected.file) else {
+            return;
+        };
+        let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
+        let spans = memsight_core::segments::spans(device);
+        let reserved_after = |n: Option<u32>| -> i64 {
+            spans
+                .iter()
+                .filter(|s| s.is_live_after(n))
+                .map(|s| s.size_bytes as i64)
+                .sum()
+        };
+        let mut peak = reserved_after(None);
+        for e in 0..replay.event_count() as u32 {
+            let r = reserved_after(Some(e));
+            peak = peak.max(r);
+            if e % 3 == 0 {
+                assert_eq!(
+                    r,
+                    replay.totals_after(Some(e)).reserved_bytes,
+                    "{} after {e}",
+                    expected.file
+                );
+            }
+        }
+        if replay.event_count() > 0 {
+            assert_eq!(peak, expected.peak_bytes[0], "{}", expected.file);
+        }
+    }
+}
+
 /// Blocks allocated in a range and not freed by its end, counted with Python's pickle by pairing
 /// each `alloc` with the next `free_completed` at its address.
 #[test]

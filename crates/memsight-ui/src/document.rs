@@ -36,6 +36,8 @@ pub struct Document {
     pub events: EventListState,
     /// The table of live blocks at the selected event.
     pub blocks: crate::views::blocks::BlockTableState,
+    /// Segments over time.
+    pub segments: crate::views::segments::SegmentTimelineState,
     pub findings: FindingsState,
     pub whatif: WhatIfState,
     /// The memory-by-owner window (msMemScope recordings).
@@ -84,6 +86,7 @@ impl Document {
             range: RangeView::default(),
             events: EventListState::default(),
             blocks: crate::views::blocks::BlockTableState::default(),
+            segments: crate::views::segments::SegmentTimelineState::default(),
             findings: FindingsState::default(),
             whatif: WhatIfState::default(),
             owners: crate::views::owners::OwnersState::default(),

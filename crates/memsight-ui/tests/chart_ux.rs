@@ -529,3 +529,36 @@ fn the_fragmentation_track_shows_unused_reserved_and_the_largest_free_block() {
         .unwrap_or(0);
     assert_eq!(track.iter().map(|t| t.0).max(), Some(most));
 }
+
+#[test]
+fn the_segment_timeline_shows_segments_over_time_and_a_click_shows_the_pool_of_one() {
+    let mut harness = harness(&generated(Scenario::Fragmentation, 8000), 1400.0, 900.0);
+    harness.get_by_label("Segments").click();
+    common::settle(&mut harness);
+    let rect = harness.state().documents()[0]
+        .segments
+        .drawn_rect()
+        .expect("the timeline is drawn");
+    // Low in the middle of the trace: a segment live there.
+    let at = egui::pos2(rect.center().x, rect.bottom() - 3.0);
+    let (k, _) = harness.state().documents()[0]
+        .segments
+        .span_under(at)
+        .expect("a segment under the pointer");
+    let span = {
+        let doc = &harness.state().documents()[0];
+        memsight_core::segments::spans(&doc.data.loaded.snapshot.devices[0])[k].clone()
+    };
+    click_at(&mut harness, at);
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    if let Some(opened) = span.opened_at {
+        // The pool right after the event that reserved it: a segment_alloc at its address.
+        assert_eq!(doc.selection.event, Some(opened));
+        let trace = &doc.data.loaded.snapshot.devices[0].trace;
+        assert_eq!(trace.action[opened as usize], Action::SegmentAlloc);
+        assert_eq!(trace.addr[opened as usize], span.address);
+    } else {
+        assert!(doc.selection.event.is_some());
+    }
+}

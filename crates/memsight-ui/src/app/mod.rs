@@ -51,6 +51,8 @@ pub enum BottomTab {
     Pool,
     /// The live blocks at the selected event, as a table.
     Blocks,
+    /// Segments over time.
+    Segments,
 }
 
 /// What the app draws: everything, or one chart alone (`memsight screenshot --view`).

@@ -184,11 +184,13 @@ impl MemsightApp {
                 ui.selectable_value(&mut self.bottom_tab, BottomTab::Events, "Events");
                 ui.selectable_value(&mut self.bottom_tab, BottomTab::Pool, "Pool");
                 ui.selectable_value(&mut self.bottom_tab, BottomTab::Blocks, "Blocks");
+                ui.selectable_value(&mut self.bottom_tab, BottomTab::Segments, "Segments");
             });
             match self.bottom_tab {
                 BottomTab::Events => self.event_list_ui(ui),
                 BottomTab::Pool => self.pool_ui(ui),
                 BottomTab::Blocks => self.blocks_ui(ui),
+                BottomTab::Segments => self.segments_ui(ui),
             }
         } else {
             let width = ui.available_width();
@@ -202,25 +204,52 @@ impl MemsightApp {
         }
     }
 
-    /// The pool chart or the block table, with tabs to switch (the part beside the event list).
+    /// The pool chart, the block table or the segment timeline, with tabs to switch (the part
+    /// beside the event list; `Events` there means the pool).
     fn pool_or_blocks_ui(&mut self, ui: &mut Ui) {
-        let mut blocks = self.bottom_tab == BottomTab::Blocks;
-        ui.horizontal(|ui| {
-            ui.selectable_value(&mut blocks, false, "Pool");
-            ui.selectable_value(&mut blocks, true, "Blocks");
-        });
-        self.bottom_tab = if blocks {
-            BottomTab::Blocks
-        } else if self.bottom_tab == BottomTab::Blocks {
-            BottomTab::Pool
-        } else {
-            self.bottom_tab
+        let mut shown = match self.bottom_tab {
+            BottomTab::Events => BottomTab::Pool,
+            other => other,
         };
-        if blocks {
-            self.blocks_ui(ui);
-        } else {
-            self.pool_ui(ui);
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut shown, BottomTab::Pool, "Pool");
+            ui.selectable_value(&mut shown, BottomTab::Blocks, "Blocks");
+            ui.selectable_value(&mut shown, BottomTab::Segments, "Segments");
+        });
+        if shown != BottomTab::Pool || self.bottom_tab != BottomTab::Events {
+            self.bottom_tab = shown;
         }
+        match shown {
+            BottomTab::Blocks => self.blocks_ui(ui),
+            BottomTab::Segments => self.segments_ui(ui),
+            _ => self.pool_ui(ui),
+        }
+    }
+
+    pub(super) fn segments_ui(&mut self, ui: &mut Ui) {
+        let Some(doc) = self.docs.get_mut(self.active) else {
+            return;
+        };
+        let Some(i) = doc.device_index() else { return };
+        let data = Arc::clone(&doc.data);
+        let count = data.loaded.replays[i].event_count() as u32;
+        let Some(last) = count.checked_sub(1) else {
+            ui.weak("no trace: no segment came or went");
+            return;
+        };
+        // The events the lifecycle chart shows, so the two line up.
+        let shown = doc.lifecycle.visible_events().unwrap_or((0, last));
+        ui.push_id(("segments", doc.key), |ui| {
+            crate::views::segments::segments_ui(
+                ui,
+                &data,
+                i,
+                shown,
+                &doc.selection,
+                &mut doc.segments,
+                &mut doc.commands,
+            );
+        });
     }
 
     pub(super) fn blocks_ui(&mut self, ui: &mut Ui) {
