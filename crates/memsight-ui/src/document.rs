@@ -64,20 +64,27 @@ static NEXT_DOCUMENT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 
 impl Document {
     pub fn new(name: String, path: Option<PathBuf>, data: Prepared) -> Self {
+        Self::shared(name, path, Arc::new(data))
+    }
+
+    /// A document over data another one holds too (an export rendered off screen).
+    pub fn shared(name: String, path: Option<PathBuf>, data: Arc<Prepared>) -> Self {
         // The device that ran out of memory, if one did (what the user opened the file for);
         // else the busiest.
         let snapshot = &data.loaded.snapshot;
         let device = snapshot
             .devices
             .iter()
-            .find(|d| d.trace.action.contains(&memsight_core::model::Action::Oom))
+            .enumerate()
+            .find(|&(k, _)| data.has_oom(k))
+            .map(|(_, d)| d)
             .or_else(|| snapshot.busiest_device())
             .map_or(0, |d| d.ordinal);
         Self {
             key: NEXT_DOCUMENT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             name,
             path,
-            data: Arc::new(data),
+            data,
             device,
             selection: Selection::default(),
             commands: Vec::new(),

@@ -139,6 +139,8 @@ pub const HOVER_LINE: Color32 = Color32::from_gray(140);
 /// (line).
 pub const UNUSED_RESERVED: Color32 = Color32::from_rgb(253, 208, 162);
 pub const LARGEST_FREE: Color32 = Color32::from_rgb(166, 54, 3);
+/// The lines between panels (and separators): visible on the light background.
+pub const DIVIDER: Color32 = Color32::from_gray(150);
 /// Ticks under the lifecycle chart at the events the search matches.
 pub const SEARCH_HIT: Color32 = Color32::from_rgb(214, 39, 40);
 pub const LEGEND_BACKING: Color32 = Color32::from_rgba_premultiplied(235, 235, 235, 220);

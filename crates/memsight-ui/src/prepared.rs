@@ -31,6 +31,8 @@ pub struct Prepared {
     /// device each lifetime's index into them (`u32::MAX`: none); empty for snapshots.
     pub owner_names: Vec<String>,
     pub owners: Vec<Vec<u32>>,
+    /// Per device: whether its trace has an `oom` (looked up once: traces run to millions).
+    pub ooms: Vec<bool>,
 }
 
 /// A `ProfilerStep#N` range on both x axes.
@@ -136,6 +138,12 @@ impl Prepared {
         let (findings, categories) = memsight_core::detect::analyze_with_categories(&loaded);
         let categories = categories.into_iter().map(|c| c.of_lifetime).collect();
         let (owner_names, owners) = lifetime_owners(&loaded);
+        let ooms = loaded
+            .snapshot
+            .devices
+            .iter()
+            .map(|d| d.trace.action.contains(&memsight_core::model::Action::Oom))
+            .collect();
         Self {
             loaded,
             orders,
@@ -146,6 +154,7 @@ impl Prepared {
             categories,
             owner_names,
             owners,
+            ooms,
         }
     }
 
@@ -158,6 +167,11 @@ impl Prepared {
     pub fn owner_index(&self, device: usize, id: LifetimeId) -> Option<usize> {
         let i = *self.owners.get(device)?.get(id as usize)?;
         (i != u32::MAX).then_some(i as usize)
+    }
+
+    /// Whether device index `device` ran out of memory in its trace.
+    pub fn has_oom(&self, device: usize) -> bool {
+        self.ooms.get(device).copied().unwrap_or(false)
     }
 
     /// The category of lifetime `id` on device index `device`.

@@ -562,3 +562,46 @@ fn the_segment_timeline_shows_segments_over_time_and_a_click_shows_the_pool_of_o
         assert!(doc.selection.event.is_some());
     }
 }
+
+#[test]
+fn the_chart_exports_at_a_chosen_size_with_its_caption() {
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    harness.state_mut().documents_mut()[0].lifecycle.x_range = Some((500.0, 2500.0));
+    common::settle(&mut harness);
+    assert_eq!(
+        harness.state().export_caption(),
+        "leak.pickle (device 0) · blocks by call site · memsight"
+    );
+    let dir = std::env::temp_dir().join(format!("memsight-sized-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let png = dir.join("leak-chart-1280.png");
+    let ctx = harness.ctx.clone();
+    harness.state_mut().export_at_size(
+        &ctx,
+        memsight_ui::ExportTarget::Chart,
+        png.clone(),
+        [1280, 720],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(2);
+    while !png.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        harness.step();
+    }
+    harness.step();
+    let image = image::open(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+    assert_eq!((image.width(), image.height()), (1280, 720));
+    let notices: Vec<String> = harness
+        .state()
+        .notices
+        .current()
+        .iter()
+        .map(|n| n.text.clone())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("saved") && n.contains("leak-chart-1280.png")),
+        "{notices:?}"
+    );
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

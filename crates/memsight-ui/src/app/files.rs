@@ -75,6 +75,75 @@ impl MemsightApp {
         }
     }
 
+    /// "Export chart at a size": the dialog, then an off-screen rendering at `size` pixels.
+    pub(super) fn start_export_at(&mut self, target: ExportTarget, size: [u32; 2]) {
+        self.start_export(target);
+        if self.dialogs.is_open() {
+            self.export_size = Some(size);
+        }
+    }
+
+    /// Renders the snapshot shown, as it is shown (device, zoom, colouring, selection), off
+    /// screen at `size` pixels on a thread, with its caption, and saves it to `path`; the
+    /// outcome comes back as a notice.
+    pub fn export_at_size(
+        &mut self,
+        ctx: &egui::Context,
+        target: ExportTarget,
+        path: PathBuf,
+        [width, height]: [u32; 2],
+    ) {
+        let shown = self
+            .docs
+            .get(self.active)
+            .filter(|_| self.active_profiler.is_none() && self.active_compare.is_none());
+        let Some(doc) = shown else {
+            self.notices
+                .error("an export at a size renders a snapshot's chart: show one first");
+            return;
+        };
+        let mut copy = crate::document::Document::shared(
+            doc.name.clone(),
+            doc.path.clone(),
+            Arc::clone(&doc.data),
+        );
+        copy.device = doc.device;
+        copy.selection = doc.selection.clone();
+        copy.lifecycle.copy_view(&doc.lifecycle);
+        let inputs: Vec<PathBuf> = self.docs.iter().filter_map(|d| d.path.clone()).collect();
+        let done = Arc::clone(&self.exports_done);
+        let ctx = ctx.clone();
+        let caption = self.export_caption();
+        self.notices.info(format!(
+            "rendering {} at {width} × {height}…",
+            path.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        ));
+        std::thread::spawn(move || {
+            let mut app = MemsightApp::with_documents(vec![copy]);
+            app.view = match target {
+                ExportTarget::Chart => crate::View::Timeline,
+                ExportTarget::Window => crate::View::App,
+            };
+            app.fixed_caption = Some(caption);
+            let options = crate::headless::ScreenshotOptions {
+                width: width as f32,
+                height: height as f32,
+                view: app.view,
+                ..crate::headless::ScreenshotOptions::default()
+            };
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            let result = crate::headless::render(app, &options)
+                .and_then(|image| crate::write_image(&image, &path, &inputs))
+                .map(|()| path.clone())
+                .map_err(|e| format!("could not save {}: {e}", path.display()));
+            if let Ok(mut done) = done.lock() {
+                done.push(result);
+            }
+            ctx.request_repaint();
+        });
+    }
+
     pub(super) fn start_export(&mut self, target: ExportTarget) {
         if target == ExportTarget::Chart && self.chart_rect.is_none() {
             self.notices.error("nothing to export: no chart is shown");
@@ -100,8 +169,12 @@ impl MemsightApp {
         match outcome.picked {
             Some(Picked::Open(paths)) => self.open_all(ctx, paths),
             Some(Picked::Export(target, path)) => {
-                self.pending_export = Some((target, path));
-                ctx.request_repaint();
+                if let Some(size) = self.export_size.take() {
+                    self.export_at_size(ctx, target, path, size);
+                } else {
+                    self.pending_export = Some((target, path));
+                    ctx.request_repaint();
+                }
             }
             None => {}
         }

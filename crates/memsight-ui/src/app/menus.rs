@@ -131,6 +131,17 @@ impl MemsightApp {
             })
             .response
             .on_disabled_hover_text("show a snapshot's tab first");
+            // Below Compare, so the rows above keep their places.
+            ui.menu_button("Export chart at a size…", |ui| {
+                ui.weak("rendered off screen at this size, the view as shown");
+                for size in EXPORT_SIZES {
+                    if ui.button(format!("{} × {}", size[0], size[1])).clicked() {
+                        self.start_export_at(ExportTarget::Chart, size);
+                    }
+                }
+            })
+            .response
+            .on_disabled_hover_text("show a snapshot's tab first");
         });
         ui.separator();
         let open = !self.docs.is_empty() || !self.profilers.is_empty() || !self.compares.is_empty();
@@ -363,12 +374,7 @@ fn device_combo_ui(
     doc: &mut crate::document::Document,
     snapshot: &memsight_core::model::Snapshot,
 ) {
-    let oom_here = doc.device_index().is_some_and(|i| {
-        snapshot.devices[i]
-            .trace
-            .action
-            .contains(&memsight_core::model::Action::Oom)
-    });
+    let oom_here = doc.device_index().is_some_and(|i| doc.data.has_oom(i));
     let selected = if oom_here {
         egui::RichText::new(format!("{} (OOM)", doc.device)).color(palette::ERROR_TEXT)
     } else {
@@ -377,12 +383,8 @@ fn device_combo_ui(
     egui::ComboBox::from_label("device")
         .selected_text(selected)
         .show_ui(ui, |ui| {
-            for d in &snapshot.devices {
-                let oom = if d.trace.action.contains(&memsight_core::model::Action::Oom) {
-                    ", OOM"
-                } else {
-                    ""
-                };
+            for (k, d) in snapshot.devices.iter().enumerate() {
+                let oom = if doc.data.has_oom(k) { ", OOM" } else { "" };
                 let text = format!(
                     "{} ({} events, {} segments{oom})",
                     d.ordinal,
@@ -435,6 +437,9 @@ fn device_memory_label(
 pub(super) fn shortcut_button(ui: &mut Ui, text: &str, shortcut: &str) -> egui::Response {
     ui.add(egui::Button::new(text).shortcut_text(shortcut))
 }
+
+/// The sizes "Export chart at a size" offers: full HD, QHD, 4K.
+const EXPORT_SIZES: [[u32; 2]; 3] = [[1920, 1080], [2560, 1440], [3840, 2160]];
 
 /// What the keys and the mouse do, for Help → Keys and mouse.
 const KEYS: &[(&str, &str)] = &[

@@ -113,6 +113,11 @@ pub struct MemsightApp {
     title: String,
     /// The last line written to `MEMSIGHT_UI_LOG`.
     logged: String,
+    /// The size the export being asked for renders at (Export chart at a size).
+    export_size: Option<[u32; 2]>,
+    /// A caption drawn on every frame (an off-screen rendering for an export: the caption of
+    /// the view it copies).
+    pub fixed_caption: Option<String>,
 }
 
 impl MemsightApp {
@@ -152,6 +157,8 @@ impl MemsightApp {
             bottom_tab: BottomTab::default(),
             title: "memsight".to_string(),
             logged: String::new(),
+            export_size: None,
+            fixed_caption: None,
         }
     }
 
@@ -252,9 +259,23 @@ impl MemsightApp {
     /// Everything, inside `ui`.
     pub fn ui_root(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
-        // Light, like the charts people know from PyTorch's viewer.
+        // Light, like the charts people know from PyTorch's viewer; the lines between panels
+        // dark enough to find and drag.
         if ctx.theme() != egui::Theme::Light {
             ctx.set_theme(egui::Theme::Light);
+        }
+        if ctx
+            .global_style()
+            .visuals
+            .widgets
+            .noninteractive
+            .bg_stroke
+            .color
+            != palette::DIVIDER
+        {
+            ctx.global_style_mut(|style| {
+                style.visuals.widgets.noninteractive.bg_stroke.color = palette::DIVIDER;
+            });
         }
         self.poll_jobs();
         self.take_dropped_files(&ctx);
@@ -265,7 +286,7 @@ impl MemsightApp {
             // The picture of this frame is the export: no notice over it, and a caption on it
             // that says what it shows.
             if exporting {
-                self.paint_export_caption(&ctx);
+                self.paint_caption(&ctx, &self.export_caption());
             } else {
                 self.notices.show(&ctx);
             }
@@ -287,6 +308,9 @@ impl MemsightApp {
             View::App | View::Diff => {}
             View::Timeline => {
                 egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
+                if let Some(text) = &self.fixed_caption {
+                    self.paint_caption(&ctx, text);
+                }
                 return;
             }
             View::Pool => {
@@ -327,21 +351,7 @@ impl MemsightApp {
             self.warnings_window(&ctx);
         }
         self.memscope_compare_windows(&ctx);
-        if ctx.input(|i| !i.raw.hovered_files.is_empty()) {
-            let painter = ctx.layer_painter(egui::LayerId::new(
-                egui::Order::Foreground,
-                egui::Id::unique("memsight-drop-overlay"),
-            ));
-            let screen = ctx.content_rect();
-            painter.rect_filled(screen, 0.0, palette::BOX_ZOOM);
-            painter.text(
-                screen.center(),
-                egui::Align2::CENTER_CENTER,
-                "drop to open",
-                egui::FontId::proportional(24.0),
-                palette::AXIS,
-            );
-        }
+        paint_drop_overlay(&ctx);
         if self.is_busy() {
             ctx.request_repaint_after(std::time::Duration::from_millis(50));
         }
@@ -363,7 +373,7 @@ impl MemsightApp {
 
     /// The caption an exported picture carries: the file, the device and the view, at the top
     /// of the chart (where "Export chart" crops), over everything.
-    fn paint_export_caption(&self, ctx: &egui::Context) {
+    fn paint_caption(&self, ctx: &egui::Context, text: &str) {
         let Some(chart) = self.chart_rect.or(self.layout.window) else {
             return;
         };
@@ -372,7 +382,7 @@ impl MemsightApp {
             egui::Id::unique("memsight-export-caption"),
         ));
         let galley = painter.layout_no_wrap(
-            self.export_caption(),
+            text.to_string(),
             egui::FontId::proportional(12.0),
             palette::AXIS,
         );
@@ -486,6 +496,26 @@ impl MemsightApp {
             }
         }
     }
+}
+
+/// "drop to open" over the whole window while files are dragged over it.
+fn paint_drop_overlay(ctx: &egui::Context) {
+    if ctx.input(|i| i.raw.hovered_files.is_empty()) {
+        return;
+    }
+    let painter = ctx.layer_painter(egui::LayerId::new(
+        egui::Order::Foreground,
+        egui::Id::unique("memsight-drop-overlay"),
+    ));
+    let screen = ctx.content_rect();
+    painter.rect_filled(screen, 0.0, palette::BOX_ZOOM);
+    painter.text(
+        screen.center(),
+        egui::Align2::CENTER_CENTER,
+        "drop to open",
+        egui::FontId::proportional(24.0),
+        palette::AXIS,
+    );
 }
 
 /// The folder of the most recent file that still exists: where the first dialog starts.

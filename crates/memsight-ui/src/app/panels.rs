@@ -50,10 +50,13 @@ impl MemsightApp {
             // least half the window, at 800×500 too.
             let available = ui.available_height();
             let max_height = (available * 0.45).max(120.0);
+            // At least a few rows of the event list (a resize never leaves it one row tall), and
+            // the chart still half the window at 800×500.
+            let min_height = 150.0_f32.min(available * 0.3).max(100.0);
             let panel = egui::Panel::bottom("pool")
                 .resizable(true)
-                .default_size(260.0_f32.min(available * 0.34).max(100.0))
-                .min_size(100.0)
+                .default_size(260.0_f32.min(available * 0.34).max(min_height))
+                .min_size(min_height)
                 .max_size(max_height)
                 .show(ui, |ui| self.bottom_ui(ui, narrow));
             self.layout.bottom = Some(panel.response.rect);

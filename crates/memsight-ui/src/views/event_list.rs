@@ -154,11 +154,22 @@ fn cells(data: &Prepared, device: usize, e: usize, t0: i64) -> [(String, String)
     };
     let bytes = |b: i64| (format_bytes(b), format!("{b} bytes"));
     let action = trace.action[e].name(&s.strings).to_string();
+    // The action's hover: the event's call stack (segment events too), the user's frames first.
+    let frames = memsight_core::frames::display_frames(s, trace.stack[e], false);
+    let action_full = if frames.is_empty() {
+        format!("{action}: no stack recorded")
+    } else {
+        let mut lines: Vec<String> = frames.iter().take(12).map(|l| l.text.clone()).collect();
+        if frames.len() > 12 {
+            lines.push(format!("… {} more frames", frames.len() - 12));
+        }
+        format!("{action}, called from:\n{}", lines.join("\n"))
+    };
     let address = format!("0x{:x}", trace.addr[e]);
     [
         (e.to_string(), format!("event {e}")),
         (time, time_full),
-        (action.clone(), action),
+        (action, action_full),
         (address.clone(), address),
         bytes(trace.size_bytes[e] as i64),
         (
@@ -275,9 +286,8 @@ pub fn event_list_ui(
         return;
     }
     // Files without times leave the time column out (it would be empty).
-    let columns: Vec<usize> = (0..COLUMNS.len())
-        .filter(|&c| c != 1 || trace.has_time())
-        .collect();
+    let has_time = data.times[device].is_some();
+    let columns: Vec<usize> = (0..COLUMNS.len()).filter(|&c| c != 1 || has_time).collect();
     if state.widths.as_ref().map(|(d, _)| *d) != Some(device) {
         state.widths = Some((device, fitted_widths(ui, data, device)));
     }

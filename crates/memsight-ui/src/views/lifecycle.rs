@@ -75,6 +75,10 @@ pub struct LifecycleState {
     followed_event: Option<u32>,
     /// The legend's header and rows as drawn last frame, with their text (tests, tools).
     legend_drawn: Vec<(Rect, String)>,
+    /// The fragmentation track of the layout shown, and the job computing one: started only
+    /// once the view rests (no layout on its way), so it never competes with zooming.
+    track: Option<(LayoutKey, Track)>,
+    track_pending: Option<(LayoutKey, Receiver<Track>)>,
     laid: Option<Laid>,
     pending: Option<(LayoutKey, Receiver<Laid>)>,
     /// The view of the last frame: the layout is current when it has this key.
@@ -140,10 +144,11 @@ struct Laid {
     y_max_bytes: f64,
     /// The call stacks that fill most of the chart, largest area first, with their share.
     top_stacks: Vec<(memsight_core::model::StackId, f64)>,
-    /// Per column: the most bytes reserved and not allocated, and the largest free block of the
-    /// pool (sampled: `None` between samples).
-    fragmentation: Vec<(u64, Option<u64>)>,
 }
+
+/// The fragmentation track of one layout: per column, the most bytes reserved and not
+/// allocated, and the largest free block of the pool (sampled: `None` between samples).
+type Track = Arc<Vec<(u64, Option<u64>)>>;
 
 impl Laid {
     fn y_of(&self, rect: Rect, bytes: f64) -> f32 {
@@ -320,6 +325,7 @@ pub fn lifecycle_ui(
             pos2(chart_rect.min.x, overview_rect.min.y - track_height),
             pos2(chart_rect.max.x, overview_rect.min.y - 4.0),
         );
+        request_track(ui.ctx(), data, state, &ax);
         fragmentation_ui(ui, state, track_rect, current);
     }
     overview_ui(ui, data, device, state, overview_rect, full_x, view);
@@ -337,10 +343,22 @@ fn fragmentation_ui(ui: &mut Ui, state: &LifecycleState, rect: Rect, current: bo
         Stroke::new(1.0, palette::GRID),
         egui::StrokeKind::Inside,
     );
-    let Some(laid) = state.laid.as_ref().filter(|_| current) else {
+    let Some(track) = state
+        .laid
+        .as_ref()
+        .filter(|_| current)
+        .and_then(|laid| state.track.as_ref().filter(|(k, _)| *k == laid.key))
+        .map(|(_, t)| Arc::clone(t))
+    else {
+        painter.text(
+            rect.left_top() + vec2(4.0, 1.0),
+            Align2::LEFT_TOP,
+            "reserved − allocated · largest free block: when the view rests",
+            FontId::proportional(10.0),
+            palette::AXIS,
+        );
         return;
     };
-    let track = &laid.fragmentation;
     let top = track
         .iter()
         .map(|&(unused, _)| unused)
@@ -1035,10 +1053,28 @@ impl LifecycleState {
         self.wanted = None;
     }
 
+    /// Shows what `other` shows: the same view, colouring and options (not its layout, which is
+    /// made again for this chart's size).
+    pub fn copy_view(&mut self, other: &Self) {
+        self.x_range = other.x_range;
+        self.y_range = other.y_range;
+        self.use_time = other.use_time;
+        self.color_by = other.color_by;
+        self.hide_legend = other.hide_legend;
+        self.hide_fragmentation = other.hide_fragmentation;
+        self.legend_highlight = other.legend_highlight;
+        self.legend_folded = other.legend_folded;
+        self.search_hits.clone_from(&other.search_hits);
+    }
+
     /// The fragmentation track of the layout shown: per column, the most bytes reserved and not
     /// allocated, and the largest free block where the pool was sampled.
     pub fn fragmentation(&self) -> Option<&[(u64, Option<u64>)]> {
-        self.laid.as_ref().map(|l| l.fragmentation.as_slice())
+        let laid = self.laid.as_ref()?;
+        self.track
+            .as_ref()
+            .filter(|(k, _)| *k == laid.key)
+            .map(|(_, t)| t.as_slice())
     }
 
     /// The legend as drawn last frame: its header (fold / show), then one rectangle per row with
@@ -1055,7 +1091,13 @@ impl LifecycleState {
         let frame_changed = self
             .plot_frame
             .is_some_and(|(_, frame)| self.laid.as_ref().is_none_or(|l| l.key.rect != frame));
+        // The fragmentation track follows once the layout has landed.
+        let track_due = !self.hide_fragmentation
+            && self.laid.as_ref().is_some_and(|l| {
+                self.track.as_ref().map(|(k, _)| *k) != Some(l.key) && self.wanted == Some(l.key)
+            });
         frame_changed
+            || track_due
             || self.pending.is_some()
             || self
                 .wanted
@@ -1197,11 +1239,9 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         let mesh = build_mesh(data, key, &laid_columns, (y_min_bytes, y_max_bytes));
         if mesh.vertices.len() <= MAX_MESH_VERTICES || min_band_px >= 16.0 {
             let top_stacks = top_stacks(replay, &laid_columns, LEGEND_ENTRIES);
-            let fragmentation = fragmentation_track(device, replay, columns, &laid_columns);
             return Laid {
                 key,
                 top_stacks,
-                fragmentation,
                 columns: Arc::new(laid_columns),
                 mesh: Arc::new(mesh),
                 events: (
@@ -1214,6 +1254,40 @@ fn compute_layout(data: &Prepared, key: LayoutKey, columns: &[std::ops::Range<u3
         }
         min_band_px *= 2.0;
     }
+}
+
+/// Takes a finished track; once the layout of the view has landed and none is on its way,
+/// starts the track for it (on rayon).
+fn request_track(ctx: &egui::Context, data: &Arc<Prepared>, state: &mut LifecycleState, ax: &Axis) {
+    if let Some((key, rx)) = &state.track_pending
+        && let Ok(track) = rx.try_recv()
+    {
+        state.track = Some((*key, track));
+        state.track_pending = None;
+    }
+    let Some(laid) = state.laid.as_ref().filter(|_| state.pending.is_none()) else {
+        return;
+    };
+    let key = laid.key;
+    let done = state.track.as_ref().is_some_and(|(k, _)| *k == key);
+    let asked = state.track_pending.as_ref().is_some_and(|(k, _)| *k == key);
+    if done || asked || state.wanted != Some(key) {
+        return;
+    }
+    let columns = Arc::clone(&laid.columns);
+    let ranges = ax.columns(key.x0, key.x1, columns.len());
+    let (send, rx) = channel();
+    let (data, ctx) = (Arc::clone(data), ctx.clone());
+    rayon::spawn(move || {
+        let (device, replay) = (
+            &data.loaded.snapshot.devices[key.device],
+            &data.loaded.replays[key.device],
+        );
+        let track = fragmentation_track(device, replay, &ranges, &columns);
+        let _ = send.send(Arc::new(track));
+        ctx.request_repaint();
+    });
+    state.track_pending = Some((key, rx));
 }
 
 /// Per column: the most bytes reserved and not allocated over its events, and, every few
