@@ -55,10 +55,12 @@ impl Icon {
             }
             // A sheet with its top right corner folded.
             Self::File => {
-                let fold = (w / 3).max(1);
-                if y + x < fold + w - fold && x >= w - fold && y < fold {
-                    // The fold's diagonal.
-                    x + fold - y == w || x + fold - y + 1 == w
+                let fold = (w / 3).max(2);
+                let corner_x = w - fold;
+                if x >= corner_x && y < fold {
+                    // The fold's diagonal, from the top edge down to the right edge.
+                    let d = x - corner_x;
+                    d == y || d + 1 == y
                 } else {
                     edge(0, w, x) || edge(0, h, y)
                 }
@@ -78,10 +80,14 @@ fn icon_rasterizer() -> GlyphRasterizer {
     GlyphRasterizer::new("memsight::file_icons", |request| {
         let icon = Icon::of(request.cluster)?;
         let size = request.font_size_px.max(6.0);
-        let (w, h) = (
-            (0.9 * size).round() as usize,
-            (0.75 * size).round() as usize,
-        );
+        // A sheet stands upright; folders and disks are wider.
+        let (w, h) = match icon {
+            Icon::File => ((0.6 * size).round() as usize, (0.8 * size).round() as usize),
+            _ => (
+                (0.9 * size).round() as usize,
+                (0.75 * size).round() as usize,
+            ),
+        };
         let stroke = (size / 12.0).round().max(1.0) as usize;
         let mut image = ColorImage::filled([w, h], Color32::TRANSPARENT);
         for y in 0..h {
