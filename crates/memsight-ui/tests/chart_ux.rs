@@ -46,9 +46,11 @@ fn harness(source: &Source, width: f32, height: f32) -> Harness<'static, Memsigh
         ..ScreenshotOptions::default()
     };
     let app = prepared_app(source, &options).unwrap_or_else(|e| panic!("{e}"));
+    // The fonts the window installs (the file browser's icons among them).
     let mut harness = Harness::builder()
         .with_size(vec2(width, height))
         .with_step_dt(1.0 / 60.0)
+        .with_context_setup(memsight_ui::fonts::install)
         .wgpu()
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
     common::settle(&mut harness);
@@ -604,4 +606,25 @@ fn the_chart_exports_at_a_chosen_size_with_its_caption() {
         "{notices:?}"
     );
     std::fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[test]
+fn the_demo_says_how_to_open_ones_own_file() {
+    // Data from memory (the bundled demo) offers the dialog in the summary bar; a file does not.
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    harness.state_mut().dialogs.backend = memsight_ui::app::dialogs::Backend::Builtin;
+    harness
+        .get_by_label("demo data: open yours (Ctrl+O)…")
+        .click();
+    harness.run_steps(3);
+    assert!(harness.state().dialogs.builtin_is_open());
+    let Some(file) = fixture("npu_snapshot_with_empty_cache.pkl") else {
+        return;
+    };
+    let harness = self::harness(&file, 1400.0, 900.0);
+    assert!(
+        harness
+            .query_by_label("demo data: open yours (Ctrl+O)…")
+            .is_none()
+    );
 }

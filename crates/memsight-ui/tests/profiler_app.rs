@@ -254,3 +254,45 @@ fn image_snapshot_of_two_ranks_curves() {
     harness.snapshot_options("profiler_two_ranks_curves", &common::snapshot_options());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_profiler_tab_opened_with_a_snapshot_sits_after_it() {
+    let root = two_rank_run("tabs");
+    let g = memsight_core::r#gen::generate(&memsight_core::r#gen::GenOptions {
+        events: 2000,
+        ..memsight_core::r#gen::GenOptions::default()
+    });
+    let bytes: &'static [u8] = Box::leak(
+        g.write_pickle(Vec::new())
+            .expect("in memory")
+            .into_boxed_slice(),
+    );
+    let ctx = egui::Context::default();
+    // The profiler run is asked for first; the tab bar still lists it after the snapshot.
+    let app = MemsightApp::new(
+        &ctx,
+        vec![
+            Source::Path(root.join("rank0")),
+            Source::Bytes {
+                name: "steady.pickle".into(),
+                bytes,
+            },
+        ],
+        None,
+    );
+    let mut harness = Harness::builder()
+        .with_size(vec2(1400.0, 860.0))
+        .with_step_dt(1.0 / 60.0)
+        .wgpu()
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    common::settle(&mut harness);
+    assert_eq!(harness.state().profilers().len(), 1);
+    assert_eq!(harness.state().documents().len(), 1);
+    let snapshot_tab = harness.get_by_label("steady.pickle").rect();
+    let profiler_tab = harness.get_by_label("rank0").rect();
+    assert!(
+        snapshot_tab.left() < profiler_tab.left(),
+        "{snapshot_tab:?} {profiler_tab:?}"
+    );
+    let _ = std::fs::remove_dir_all(root);
+}

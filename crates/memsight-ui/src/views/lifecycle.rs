@@ -2215,6 +2215,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_overview_in_time_mode_never_drops_to_zero_between_events() {
+        // A generated run has times; 4,000 events over 3,000 columns leave columns with no
+        // event in them. Allocated memory never falls to 0 once the parameters are there
+        // (read from the replay's totals), so neither may the curve.
+        let data = Prepared::new(
+            memsight_core::r#gen::generate_loaded(memsight_core::r#gen::Scenario::Leak, 4000, 1).1,
+        );
+        let ax = axis(&data, 0, true);
+        assert!(ax.times.is_some(), "the generated trace has times");
+        let full = ax.full_range();
+        let curve = overview_curve(&data, 0, true, full, 3000.0);
+        let columns = ax.columns(full.0, full.1, 3000);
+        assert!(
+            columns.iter().any(std::ops::Range::is_empty),
+            "some columns hold no event"
+        );
+        let allocated = data.loaded.replays[0].allocated_bytes();
+        let first_nonzero = allocated.iter().position(|&a| a > 0).expect("allocates") as u32;
+        for (c, range) in columns.iter().enumerate() {
+            if range.start > first_nonzero {
+                assert!(curve[c] > 0.0, "column {c} ({range:?}) drops to 0");
+            }
+        }
+    }
+
+    #[test]
     fn views_stay_inside_the_trace() {
         assert_eq!(clamp_view((-50.0, 50.0), (0.0, 1000.0)), (0.0, 100.0));
         assert_eq!(clamp_view((950.0, 1100.0), (0.0, 1000.0)), (850.0, 1000.0));
