@@ -59,8 +59,8 @@ impl Icon {
                 let corner_x = w - fold;
                 if x >= corner_x && y < fold {
                     // The fold's diagonal, from the top edge down to the right edge.
-                    let d = x - corner_x;
-                    d == y || d + 1 == y
+                    let along = x - corner_x;
+                    along == y || along + 1 == y
                 } else {
                     edge(0, w, x) || edge(0, h, y)
                 }
