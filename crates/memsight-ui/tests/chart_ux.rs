@@ -628,3 +628,30 @@ fn the_demo_says_how_to_open_ones_own_file() {
             .is_none()
     );
 }
+
+#[test]
+fn a_band_clicked_on_the_chart_shows_its_block_s_segment_in_the_pool() {
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_band(3.0)
+        .expect("a band tall enough to click");
+    click_at(&mut harness, pos);
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.selection.lifetime, Some(id));
+    // The click picks the column's event too; the pool outlines the pinned block's segment,
+    // not the segment at that event's address.
+    let addr = doc.data.loaded.replays[0].lifetimes[id as usize].addr;
+    let pool = doc.pool.pool().expect("shown");
+    let segment = pool
+        .segments
+        .iter()
+        .find(|s| (s.address..s.address + s.total_size_bytes).contains(&addr))
+        .expect("the block is in a segment");
+    assert_eq!(
+        doc.pool.highlighted_address(),
+        Some((segment.address, true)),
+        "outlined and in view"
+    );
+}

@@ -274,12 +274,13 @@ fn follow(
 ) -> (Option<usize>, Option<usize>, Option<(u64, u64)>) {
     let key = (selection.event, selection.lifetime);
     if let Some((event_was, pinned_was)) = state.followed {
-        // The rows follow what the user changed last: a new event (a segment_alloc stepped to,
-        // a row clicked) wins over a block pinned earlier.
-        if selection.event != event_was {
-            state.follow = Follow::Event;
-        } else if selection.lifetime != pinned_was && selection.lifetime.is_some() {
+        // The rows follow what the user changed last: a block just pinned (in the pool, the
+        // table, or a band clicked on the chart, which picks its event too), else a new event
+        // (a segment_alloc stepped to, a row clicked) over a block pinned earlier.
+        if selection.lifetime != pinned_was && selection.lifetime.is_some() {
             state.follow = Follow::Pinned;
+        } else if selection.event != event_was {
+            state.follow = Follow::Event;
         }
     }
     let target = followed_segment(pool, order, dev, selection, state.follow);
