@@ -4,39 +4,17 @@
 
 mod common;
 
+use common::{click_at, fixture, generated};
+
 use std::path::PathBuf;
 
-use egui::{Event, Modifiers, PointerButton, Pos2, vec2};
+use egui::{Event, Modifiers, vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use memsight_core::r#gen::{self, GenOptions, Scenario};
+use memsight_core::r#gen::Scenario;
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
 use memsight_ui::palette::ColorBy;
 use memsight_ui::{ExportTarget, MemsightApp, Source};
-
-/// A generated snapshot, kept for the life of the test process.
-fn generated(scenario: Scenario, events: usize) -> Source {
-    let g = r#gen::generate(&GenOptions {
-        scenario,
-        events,
-        seed: 3,
-        protocol: 4,
-        ..GenOptions::default()
-    });
-    let bytes: &'static [u8] = Box::leak(
-        g.write_pickle(Vec::new())
-            .expect("in memory")
-            .into_boxed_slice(),
-    );
-    Source::Bytes {
-        name: format!("{}.pickle", scenario.name()),
-        bytes,
-    }
-}
-
-fn fixture(name: &str) -> Option<Source> {
-    memsight_core::testing::fixtures_dir().map(|dir| Source::Path(dir.join("snapshots").join(name)))
-}
 
 fn harness(source: &Source, options: &ScreenshotOptions) -> Harness<'static, MemsightApp> {
     let app = prepared_app(source, options).unwrap_or_else(|e| panic!("{e}"));
@@ -47,20 +25,6 @@ fn harness(source: &Source, options: &ScreenshotOptions) -> Harness<'static, Mem
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
     common::settle(&mut harness);
     harness
-}
-
-fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
-    harness.hover_at(pos);
-    for pressed in [true, false] {
-        harness.event(Event::PointerButton {
-            pos,
-            button: PointerButton::Primary,
-            pressed,
-            modifiers: Modifiers::NONE,
-        });
-    }
-    harness.step();
-    harness.step();
 }
 
 fn small() -> ScreenshotOptions {

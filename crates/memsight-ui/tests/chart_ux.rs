@@ -1,43 +1,22 @@
 //! The chart and the pool as a memory expert uses them (issue 22): the legend, segment stepping
-//! on expandable segments, a pinned block that does not hold the pool's scroll, the chart
-//! following the event list, honest zoom, search hits, the Help menu, the OOM device, the
-//! window's title, and room for the chart in small windows.
+//! on expandable segments, which segment the pool follows, the chart following the event list,
+//! honest zoom, search hits, the Help menu, the OOM device, the window's title, room for the
+//! chart in small windows, the block table, the segment timeline, the fragmentation track, the
+//! export at a size, the demo's way to one's own file.
 //! Run with `WGPU_BACKEND=gl` (CI pins it).
 
 mod common;
 
+use common::{click_at, fixture, generated};
+
 use egui::{Event, Modifiers, PointerButton, Pos2, vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use memsight_core::r#gen::{self, GenOptions, Scenario};
+use memsight_core::r#gen::{self, Scenario};
 use memsight_core::model::Action;
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
 use memsight_ui::selection::Command;
 use memsight_ui::{MemsightApp, Source};
-
-fn generated(scenario: Scenario, events: usize) -> Source {
-    let g = r#gen::generate(&GenOptions {
-        scenario,
-        events,
-        seed: 3,
-        protocol: 4,
-        ..GenOptions::default()
-    });
-    let bytes: &'static [u8] = Box::leak(
-        g.write_pickle(Vec::new())
-            .expect("in memory")
-            .into_boxed_slice(),
-    );
-    Source::Bytes {
-        name: format!("{}.pickle", scenario.name()),
-        bytes,
-    }
-}
-
-fn fixture(name: &str) -> Option<Source> {
-    let dir = memsight_core::testing::fixtures_dir()?;
-    Some(Source::Path(dir.join("snapshots").join(name)))
-}
 
 fn harness(source: &Source, width: f32, height: f32) -> Harness<'static, MemsightApp> {
     let options = ScreenshotOptions {
@@ -55,20 +34,6 @@ fn harness(source: &Source, width: f32, height: f32) -> Harness<'static, Memsigh
         .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
     common::settle(&mut harness);
     harness
-}
-
-fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
-    harness.hover_at(pos);
-    for pressed in [true, false] {
-        harness.event(Event::PointerButton {
-            pos,
-            button: PointerButton::Primary,
-            pressed,
-            modifiers: Modifiers::NONE,
-        });
-    }
-    harness.step();
-    harness.step();
 }
 
 #[test]

@@ -6,7 +6,48 @@
 
 use egui::{Event, Modifiers, PointerButton, Pos2};
 use egui_kittest::{Harness, SnapshotOptions};
-use memsight_ui::MemsightApp;
+use memsight_core::r#gen::{self, GenOptions, Scenario};
+use memsight_ui::{MemsightApp, Source};
+
+/// A generated snapshot (seed 3) in memory, kept for the life of the test process.
+pub fn generated(scenario: Scenario, events: usize) -> Source {
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events,
+        seed: 3,
+        protocol: 4,
+        ..GenOptions::default()
+    });
+    let bytes: &'static [u8] = Box::leak(
+        g.write_pickle(Vec::new())
+            .expect("in memory")
+            .into_boxed_slice(),
+    );
+    Source::Bytes {
+        name: format!("{}.pickle", scenario.name()),
+        bytes,
+    }
+}
+
+/// A snapshot of the corpus; `None` where the corpus is absent.
+pub fn fixture(name: &str) -> Option<Source> {
+    memsight_core::testing::fixtures_dir().map(|dir| Source::Path(dir.join("snapshots").join(name)))
+}
+
+/// A click at `pos`: hover, press, release, two frames.
+pub fn click_at(harness: &mut Harness<'static, MemsightApp>, pos: Pos2) {
+    harness.hover_at(pos);
+    for pressed in [true, false] {
+        harness.event(Event::PointerButton {
+            pos,
+            button: PointerButton::Primary,
+            pressed,
+            modifiers: Modifiers::NONE,
+        });
+    }
+    harness.step();
+    harness.step();
+}
 
 /// Ctrl+drag (Cmd on macOS) from `from` to `to` in ten moves, one frame each.
 pub fn ctrl_drag(harness: &mut Harness<'static, MemsightApp>, from: Pos2, to: Pos2) {
