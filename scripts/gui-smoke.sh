@@ -32,6 +32,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+await_window() {  # APP_LOG WHAT: waits up to 60 s for $app's window (sets $window), then 5 s more
+    window=""
+    for _ in $(seq 60); do
+        window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
+        [ -n "$window" ] && break
+        kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on $2:" >&2; cat "$1" >&2; exit 1; }
+        sleep 1
+    done
+    [ -n "$window" ] || { echo "gui-smoke: no window for $2 within 60 s" >&2; exit 1; }
+    sleep 5
+}
+
 mkdir -p "$work/中文目录"
 snapshot="$work/中文目录/内存快照.pkl"
 "$bin" gen --scenario transformer-leak --events 20000 -o "$snapshot" 2>/dev/null
@@ -50,15 +62,7 @@ bin="$(realpath "$bin")"
 app=$!
 
 # The window appears within 60 s…
-window=""
-for _ in $(seq 60); do
-    window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
-    [ -n "$window" ] && break
-    kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited:" >&2; cat "$work/app.log" >&2; exit 1; }
-    sleep 1
-done
-[ -n "$window" ] || { echo "gui-smoke: no window within 60 s" >&2; exit 1; }
-sleep 5
+await_window "$work/app.log" "$snapshot"
 # … and stays up while it draws the Chinese tab label, the chart and the findings.
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died while drawing:" >&2; cat "$work/app.log" >&2; exit 1; }
 
@@ -193,15 +197,7 @@ recording="$work/中文目录/训练记录"
 "$bin" gen --format memscope --devices 2 --events 30000 -o "$recording" 2>/dev/null
 (cd "$work" && exec "$bin" "$recording") >"$work/app-memscope.log" 2>&1 &
 app=$!
-window=""
-for _ in $(seq 60); do
-    window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
-    [ -n "$window" ] && break
-    kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on the msMemScope recording:" >&2; cat "$work/app-memscope.log" >&2; exit 1; }
-    sleep 1
-done
-[ -n "$window" ] || { echo "gui-smoke: no window for the msMemScope recording within 60 s" >&2; exit 1; }
-sleep 5
+await_window "$work/app-memscope.log" "the msMemScope recording"
 xdotool windowfocus "$window" 2>/dev/null || true
 import -window root "$work/memscope.png"
 # View -> colour by owner (the row below "category"), then View -> Memory by owner (the last row).
@@ -240,15 +236,7 @@ start_logged() {  # FILE LOG: the app on FILE, logging to LOG; sets $app and $wi
     wait "$app" 2>/dev/null || true
     (cd "$work" && MEMSIGHT_UI_LOG="$2" exec "$bin" "$1") >"$work/app-steps.log" 2>&1 &
     app=$!
-    window=""
-    for _ in $(seq 60); do
-        window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
-        [ -n "$window" ] && break
-        kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on $1:" >&2; cat "$work/app-steps.log" >&2; exit 1; }
-        sleep 1
-    done
-    [ -n "$window" ] || { echo "gui-smoke: no window for $1 within 60 s" >&2; exit 1; }
-    sleep 5
+    await_window "$work/app-steps.log" "$1"
     # The pointer rests on the findings panel (no tooltip over the chart); the keys go to the window.
     xdotool mousemove 120 500
     xdotool windowfocus "$window" 2>/dev/null || true

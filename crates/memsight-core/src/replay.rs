@@ -50,19 +50,25 @@ pub struct Lifetime {
     pub pending_free_at_start: bool,
 }
 
+/// Whether something made at event `made` (`None`: before the trace) and gone at event `gone`
+/// (`None`: still there at the end) exists right after event `n` (`None`: before the first).
+pub fn live_after(made: Option<u32>, gone: Option<u32>, n: Option<u32>) -> bool {
+    let started = match (made, n) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(a), Some(n)) => a <= n,
+    };
+    let ended = match (gone, n) {
+        (None, _) | (Some(_), None) => false,
+        (Some(f), Some(n)) => f <= n,
+    };
+    started && !ended
+}
+
 impl Lifetime {
     /// Whether the block is live right after event `n` (`None`: before the first event).
     pub fn is_live_after(&self, n: Option<u32>) -> bool {
-        let started = match (self.alloc_event, n) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(a), Some(n)) => a <= n,
-        };
-        let ended = match (self.free_completed_event, n) {
-            (None, _) | (Some(_), None) => false,
-            (Some(f), Some(n)) => f <= n,
-        };
-        started && !ended
+        live_after(self.alloc_event, self.free_completed_event, n)
     }
 
     /// State right after event `n` while live.

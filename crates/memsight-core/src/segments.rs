@@ -29,16 +29,7 @@ impl SegmentSpan {
 
     /// Whether it is reserved right after event `e` (`None`: before the first event).
     pub fn is_live_after(&self, e: Option<u32>) -> bool {
-        let opened = match (self.opened_at, e) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(o), Some(e)) => o <= e,
-        };
-        let closed = match (self.closed_at, e) {
-            (None, _) | (Some(_), None) => false,
-            (Some(c), Some(e)) => c <= e,
-        };
-        opened && !closed
+        crate::replay::live_after(self.opened_at, self.closed_at, e)
     }
 }
 
