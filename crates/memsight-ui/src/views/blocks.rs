@@ -290,12 +290,18 @@ pub fn blocks_ui(
                             event(block.alloc_event, "before the trace"),
                             event(block.free_event, "never"),
                             format!("0x{:x}", block.address),
-                            block.call_site.clone(),
+                            // Folders dropped, so file:line stays in view (the hover has it all).
+                            crate::views::lifecycle::short_site(&block.call_site, 200),
                         ];
-                        for text in cells {
+                        for (c, text) in cells.into_iter().enumerate() {
+                            let full = if c == COLUMNS.len() - 1 {
+                                block.call_site.clone()
+                            } else {
+                                text.clone()
+                            };
                             row.col(|ui| {
-                                ui.add(Label::new(text.clone()).truncate().selectable(false))
-                                    .on_hover_text(text);
+                                ui.add(Label::new(text).truncate().selectable(false))
+                                    .on_hover_text(full);
                             });
                         }
                         if row.response().clicked() {
