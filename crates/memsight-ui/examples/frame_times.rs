@@ -73,8 +73,11 @@ fn main() {
     harness.hover_at(center);
     let mut ms = Vec::with_capacity(frames);
     let layouts_before = layouts_received(&harness);
+    // Frames over 16 ms: how many took a layout that had just landed, and in which gesture.
+    let (mut slow, mut slow_landed, mut slow_by_gesture) = (0, 0, [0usize; 3]);
     for f in 0..frames {
         interact(&harness, f, center);
+        let landed_before = layouts_received(&harness);
         let t = Instant::now();
         harness.step();
         let output = harness.output().shapes.clone();
@@ -84,6 +87,11 @@ fn main() {
         std::hint::black_box(&primitives);
         let took = t.elapsed();
         ms.push(took.as_secs_f64() * 1e3);
+        if took > Duration::from_millis(16) {
+            slow += 1;
+            slow_landed += usize::from(layouts_received(&harness) != landed_before);
+            slow_by_gesture[gesture(f)] += 1;
+        }
         // Paced at 60 frames a second, as a display would.
         std::thread::sleep(FRAME.saturating_sub(took));
     }
@@ -108,6 +116,20 @@ fn main() {
         ms[ms.len() - 1],
         layouts as f64 / (frames as f64 * FRAME.as_secs_f64())
     );
+    println!(
+        "{slow} frames over 16 ms: {slow_landed} took a layout that had just landed; \
+         {} while zooming in, {} while dragging, {} while zooming out",
+        slow_by_gesture[0], slow_by_gesture[1], slow_by_gesture[2]
+    );
+}
+
+/// Frame `f`'s gesture: 0 zoom in, 1 drag, 2 zoom out (see `interact`).
+fn gesture(f: usize) -> usize {
+    match f % 200 {
+        0..80 => 0,
+        80..120 => 1,
+        _ => 2,
+    }
 }
 
 /// Frame `f`'s input: zoom in for 80 frames, drag for 40, zoom out for 80, again and again.
