@@ -2,7 +2,8 @@
 //! on expandable segments, which segment the pool follows, the chart following the event list,
 //! honest zoom, search hits, the Help menu, the OOM device, the window's title, room for the
 //! chart in small windows, the block table, the segment timeline, the fragmentation track, the
-//! export at a size, the demo's way to one's own file.
+//! export at a size, the demo's way to one's own file, step shading, What-if answers scrolled
+//! into view, stack lines wrapped in the details panel, the dividers' colour.
 //! Run with `WGPU_BACKEND=gl` (CI pins it).
 
 mod common;
@@ -410,6 +411,53 @@ fn small_windows_keep_half_the_height_for_the_chart_and_what_if_sits_beside_it()
     }
 }
 
+/// In a small window the What-if panel scrolls, and the answer to a click is brought into view:
+/// the replay's table when it lands, the sweep's ranking (its first "use" button) when that does.
+#[test]
+fn what_if_answers_scroll_into_view_in_a_small_window() {
+    let mut harness = harness(&generated(Scenario::Stall, 8000), 800.0, 500.0);
+    harness.state_mut().documents_mut()[0].whatif.open = true;
+    common::settle(&mut harness);
+    let panel = harness.state().layout.whatif.expect("open");
+    let visible = |rect: egui::Rect| rect.top() >= panel.top() && rect.bottom() <= panel.bottom();
+    let predicted = harness.get_by_label("predicted").rect();
+    assert!(
+        visible(predicted),
+        "the table's head {predicted:?} in {panel:?}"
+    );
+    // The button lies below the fold here: the user scrolls down to it.
+    harness.hover_at(panel.center());
+    for _ in 0..20 {
+        if visible(harness.get_by_label("Try the common settings").rect()) {
+            break;
+        }
+        harness.event(Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: vec2(0.0, -40.0),
+            modifiers: Modifiers::NONE,
+            phase: egui::TouchPhase::Move,
+            source: egui::MouseWheelSource::Wheel,
+        });
+        harness.step();
+    }
+    // Let the smooth scroll come to rest before clicking.
+    harness.run_steps(90);
+    let button = harness.get_by_label("Try the common settings").rect();
+    assert!(visible(button), "scrolled to {button:?}");
+    harness.get_by_label("Try the common settings").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let first_use = harness
+        .query_all_by_label("use")
+        .next()
+        .expect("a use button per row")
+        .rect();
+    assert!(
+        visible(first_use),
+        "the first \"use\" {first_use:?} in {panel:?}"
+    );
+}
+
 #[test]
 fn the_block_table_lists_the_live_blocks_sorts_filters_and_pins() {
     // Below 1300 px the bottom area shows one part at a time: the table gets the whole width.
@@ -619,4 +667,139 @@ fn a_band_clicked_on_the_chart_shows_its_block_s_segment_in_the_pool() {
         Some((segment.address, true)),
         "outlined and in view"
     );
+}
+
+/// The step shading and labels: every other step shaded and labelled where it is wide enough;
+/// steps a few pixels wide or less (thousands of them in a long run seen whole) are neither
+/// shaded nor labelled. Laying out their labels was most of a zoomed-out frame at 5 M events.
+#[test]
+fn steps_are_shaded_and_labelled_where_they_fit_and_skipped_where_they_do_not() {
+    let shown = |harness: &Harness<'static, MemsightApp>| {
+        let (mut shaded, mut labels) = (0, Vec::new());
+        for clipped in &harness.output().shapes {
+            match &clipped.shape {
+                egui::Shape::Rect(r) if r.fill == memsight_ui::palette::STEP_SHADE => shaded += 1,
+                egui::Shape::Text(t)
+                    if t.galley.text().starts_with("step #")
+                        || t.galley.text().starts_with('#') =>
+                {
+                    labels.push(t.galley.text().to_string());
+                }
+                _ => {}
+            }
+        }
+        (shaded, labels)
+    };
+    // 20,000 events of the steady run: 51 steps (the truth file's step count), about 20 px each.
+    let few = harness(&generated(Scenario::Steady, 20_000), 1400.0, 900.0);
+    let steps = few.state().documents()[0].data.steps[0].len();
+    assert!((40..=60).contains(&steps), "{steps} steps");
+    let (shaded, labels) = shown(&few);
+    // Every other step, but the steps' lengths vary: a few are too short.
+    assert!(
+        (steps / 3..=steps / 2 + 1).contains(&shaded),
+        "{shaded} of {steps} steps shaded"
+    );
+    assert!(labels.len() >= steps / 3, "{labels:?}");
+    // 400,000 events: about 1,000 steps, each a pixel or so wide: no shade, no label.
+    let mut many = harness(&generated(Scenario::Steady, 400_000), 1400.0, 900.0);
+    assert!(many.state().documents()[0].data.steps[0].len() > 900);
+    assert_eq!(shown(&many), (0, Vec::new()));
+    // Zoomed in (+ six times: a 64th of the run), its steps are wide again.
+    let center = many.state().documents()[0]
+        .lifecycle
+        .chart_rect()
+        .expect("laid out")
+        .center();
+    many.hover_at(center);
+    for _ in 0..6 {
+        many.key_press(egui::Key::Plus);
+        many.step();
+    }
+    common::settle(&mut many);
+    let (shaded, labels) = shown(&many);
+    assert!(
+        shaded >= 5 && labels.len() >= 10,
+        "{shaded} shaded, {labels:?}"
+    );
+}
+
+/// A pinned allocation's stack in the details panel: a line longer than the panel is wrapped
+/// inside it, whole, never cut. The real file with the longest frames (CUDA 2023 paths under
+/// `/mnt/…`), in a 900×600 window.
+#[test]
+fn long_stack_lines_wrap_inside_the_details_panel() {
+    let Some(source) = fixture("cuda_2023_no_time.pickle") else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let mut harness = harness(&source, 900.0, 600.0);
+    let doc = &harness.state().documents()[0];
+    let device = doc.device_index().expect("a device");
+    let data = std::sync::Arc::clone(&doc.data);
+    let replay = &data.loaded.replays[device];
+    // The allocation whose stack has the longest line (as the panel writes it).
+    let (id, line) = (0..replay.lifetimes.len().min(20_000))
+        .filter_map(|id| {
+            let l = &replay.lifetimes[id];
+            let lines =
+                memsight_core::frames::display_frames(&data.loaded.snapshot, l.stack, false);
+            let longest = lines
+                .into_iter()
+                .filter(|f| f.repeat <= 1)
+                .map(|f| f.text)
+                .max_by_key(String::len)?;
+            Some((id as u32, longest))
+        })
+        .max_by_key(|(_, text)| text.len())
+        .expect("stacks");
+    assert!(line.len() > 80, "{line}");
+    let event = replay.lifetimes[id as usize]
+        .alloc_event
+        .or(replay.lifetimes[id as usize].free_completed_event);
+    harness.state_mut().documents_mut()[0]
+        .commands
+        .push(Command::PickInChart {
+            event,
+            lifetime: Some(id),
+        });
+    common::settle(&mut harness);
+    let panel = harness
+        .state()
+        .layout
+        .details
+        .expect("the details panel is open");
+    let label = harness.get_by_label(&line).rect();
+    assert!(
+        label.left() >= panel.left() && label.right() <= panel.right() + 1.0,
+        "{line:?} at {label:?}, the panel {panel:?}"
+    );
+    assert!(label.height() > 20.0, "one line, {label:?}: not wrapped");
+}
+
+/// The lines between the chart and the panels are dark enough to find and drag: the row of
+/// pixels at the bottom panel's top edge is mostly `palette::DIVIDER` grey (egui's light theme
+/// draws it at grey 190, nearly invisible on the 248 background).
+#[test]
+fn the_divider_above_the_bottom_panel_is_drawn_dark() {
+    let mut harness = harness(&generated(Scenario::Steady, 8000), 900.0, 600.0);
+    let bottom = harness.state().layout.bottom.expect("drawn");
+    let image = harness.render().expect("renders");
+    let scale = harness.ctx.pixels_per_point();
+    let darkest_row = ((bottom.top() - 3.0) * scale) as u32..=((bottom.top() + 3.0) * scale) as u32;
+    let xs = ((bottom.left() + 50.0) * scale) as u32..((bottom.right() - 50.0) * scale) as u32;
+    let share_dark = darkest_row
+        .map(|y| {
+            let dark = xs
+                .clone()
+                .filter(|&x| {
+                    let p = image.get_pixel(x, y);
+                    let divider = memsight_ui::palette::DIVIDER;
+                    (0..3).all(|c| p[c].abs_diff([divider.r(), divider.g(), divider.b()][c]) <= 20)
+                })
+                .count();
+            dark as f32 / xs.len() as f32
+        })
+        .fold(0.0, f32::max);
+    assert!(share_dark > 0.8, "{share_dark} of the divider row is dark");
 }

@@ -73,12 +73,14 @@ impl MemsightApp {
                 .min_size(160.0)
                 .max_size((side_budget - left).max(160.0))
                 .show(ui, |ui| {
-                    // Long stack lines wrap; wider content scrolls, it never pushes the panel
-                    // off-screen.
+                    // Long stack lines wrap at the panel's width (not at the widest row's);
+                    // wider content scrolls, it never pushes the panel off-screen.
+                    let visible_width = ui.available_width();
                     egui::ScrollArea::both()
                         .id_salt("details-scroll")
                         .auto_shrink([false, false])
                         .show(ui, |ui| {
+                            ui.set_max_width(visible_width);
                             self.range_ui(ui);
                             self.details_ui(ui);
                         });
@@ -458,7 +460,12 @@ impl MemsightApp {
                 ));
             }
         });
-        egui::ScrollArea::vertical().show(ui, |ui| {
+        // The panel itself scrolls: the stack follows the facts (no second scroll area
+        // inside it). Wrapped at the visible edge: the facts above may be wider than the panel
+        // (they scroll sideways), and a line wrapped to their width would be cut again.
+        let width = (ui.clip_rect().right() - ui.cursor().left()).max(120.0);
+        ui.scope(|ui| {
+            ui.set_max_width(width);
             let lines = memsight_core::frames::display_frames(
                 &data.loaded.snapshot,
                 lifetime.stack,
@@ -524,11 +531,17 @@ impl MemsightApp {
                         open = false;
                     }
                 });
-                // Wider content scrolls sideways; it never pushes the panel off-screen.
+                // Text wraps at the panel's width; wider content scrolls sideways, it never
+                // pushes the panel off-screen.
+                let visible_width = ui.available_width();
+                // Solid scroll bars take their own room: a floating one lay over the last row
+                // (the sweep's button at 800×500) and took its clicks.
+                ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
                 egui::ScrollArea::both()
                     .id_salt("whatif-scroll")
                     .auto_shrink([false, false])
                     .show(ui, |ui| {
+                        ui.set_max_width(visible_width);
                         crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif);
                     });
             });

@@ -59,6 +59,16 @@ pub struct WhatIfState {
     sweep: Option<Sweep>,
     /// The last sweep's thread stopped without an answer.
     sweep_failed: bool,
+    /// What just landed and is to be scrolled into view once (the panel scrolls, and the
+    /// answer to a click may lie below its fold).
+    reveal: Option<Reveal>,
+}
+
+/// An answer to scroll into view once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reveal {
+    Outcome,
+    Sweep,
 }
 
 /// The common settings tried one by one and in pairs (core `whatif::sweep`), best first.
@@ -109,6 +119,7 @@ impl WhatIfState {
             Ok(ranked) => {
                 sweep.ranked = ranked;
                 sweep.running = None;
+                self.reveal = Some(Reveal::Sweep);
             }
             Err(TryRecvError::Disconnected) => {
                 self.sweep = None;
@@ -185,6 +196,7 @@ impl WhatIfState {
                 Ok(result) => {
                     self.result = Some(Arc::new(result));
                     self.job = None;
+                    self.reveal = Some(Reveal::Outcome);
                 }
                 Err(TryRecvError::Disconnected) => {
                     let why = format!("the replay under {} stopped unexpectedly", tried.describe());
@@ -274,9 +286,9 @@ pub fn whatif_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut W
         ui.spinner();
         return;
     };
-    ui.add(
-        egui::Label::new(egui::RichText::new(format!("Replayed as {}", state.allocator)).weak())
-            .wrap(),
+    sentence(
+        ui,
+        RichText::new(format!("Replayed as {}", state.allocator)).weak(),
     );
     settings_ui(ui, &mut settings, &state.recorded_settings);
     let refused = settings.refused_by(&Recording::of(&data.loaded, device));
@@ -299,7 +311,15 @@ pub fn whatif_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut W
         ui.colored_label(palette::ERROR_TEXT, why);
     }
     match state.current(device) {
-        Some(result) => outcome_ui(ui, data, device, result, as_recorded),
+        Some(result) => {
+            let shown = outcome_ui(ui, data, device, result, as_recorded);
+            if state.reveal == Some(Reveal::Outcome) {
+                // The least scroll that shows the whole table: the settings stay in view
+                // where the panel has room for both.
+                ui.scroll_to_rect(shown, None);
+                state.reveal = None;
+            }
+        }
         None if refused.is_some() || failed.is_some() => {
             ui.weak("no prediction for these settings");
         }
@@ -344,7 +364,7 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
         return;
     };
     let mut chosen = None;
-    egui::Grid::new("whatif-sweep")
+    let table = egui::Grid::new("whatif-sweep")
         .num_columns(4)
         .striped(true)
         .show(ui, |ui| {
@@ -369,6 +389,11 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
                 ui.end_row();
             }
         });
+    if state.reveal == Some(Reveal::Sweep) {
+        // The ranking answers the button above it: its top row in view.
+        ui.scroll_to_rect(table.response.rect, Some(egui::Align::TOP));
+        state.reveal = None;
+    }
     if let Some(settings) = chosen {
         state.settings = Some((device, settings));
     }
@@ -473,89 +498,109 @@ fn capacity_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
     });
 }
 
-/// Recorded against predicted, and how far to trust it.
+/// A sentence wrapped at the panel's visible edge: a table above it wider than the panel (it
+/// scrolls sideways) would otherwise set its wrap width, and cut it.
+fn sentence(ui: &mut Ui, text: RichText) {
+    let width = (ui.clip_rect().right() - ui.cursor().left()).max(120.0);
+    ui.scope(|ui| {
+        ui.set_max_width(width);
+        ui.add(egui::Label::new(text).wrap());
+    });
+}
+
+/// Recorded against predicted, and how far to trust it; returns the area it took.
 fn outcome_ui(
     ui: &mut Ui,
     data: &Prepared,
     device: usize,
     result: &WhatIfResult,
     as_recorded: bool,
-) {
-    let (r, p) = (&result.recorded, &result.prediction.outcome);
-    let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
-    let bytes = |b: u64| format_bytes(b as i64);
-    let stalls = |o: &Outcome| match (o.stalls, o.stall_released_bytes) {
-        (Some(n), Some(freed)) if n > 0 => format!("{n} ({} freed)", bytes(freed)),
-        (n, _) => known(n),
-    };
-    egui::Grid::new("whatif-outcome")
-        .num_columns(3)
-        .striped(true)
-        .show(ui, |ui| {
-            ui.label("");
-            ui.label(RichText::new("recorded").strong());
-            ui.label(RichText::new("predicted").strong());
-            ui.end_row();
-            let delta = (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                / (r.peak_reserved_bytes as f64).max(1.0)
-                * 100.0;
-            for (what, a, b) in [
-                (
-                    "peak reserved",
-                    bytes(r.peak_reserved_bytes),
-                    format!("{} ({delta:+.1} %)", bytes(p.peak_reserved_bytes)),
-                ),
-                (
-                    "segment allocs / maps",
-                    r.segment_allocs.to_string(),
-                    p.segment_allocs.to_string(),
-                ),
-                (
-                    "segment frees / unmaps",
-                    r.segment_frees.to_string(),
-                    p.segment_frees.to_string(),
-                ),
-                ("stalls", stalls(r), stalls(p)),
-                ("OOMs", known(r.ooms), known(p.ooms)),
-                (
-                    "unused at peak",
-                    bytes(r.peak_fragmentation_bytes),
-                    bytes(p.peak_fragmentation_bytes),
-                ),
-            ] {
-                ui.label(what);
-                ui.label(a);
-                ui.label(b);
+) -> egui::Rect {
+    // Its whole area, for scrolling it into view.
+    ui.scope(|ui| {
+        let (r, p) = (&result.recorded, &result.prediction.outcome);
+        let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
+        let bytes = |b: u64| format_bytes(b as i64);
+        let stalls = |o: &Outcome| match (o.stalls, o.stall_released_bytes) {
+            (Some(n), Some(freed)) if n > 0 => format!("{n} ({} freed)", bytes(freed)),
+            (n, _) => known(n),
+        };
+        egui::Grid::new("whatif-outcome")
+            .num_columns(3)
+            .striped(true)
+            .show(ui, |ui| {
+                ui.label("");
+                ui.label(RichText::new("recorded").strong());
+                ui.label(RichText::new("predicted").strong());
                 ui.end_row();
+                let delta = (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
+                    / (r.peak_reserved_bytes as f64).max(1.0)
+                    * 100.0;
+                for (what, a, b) in [
+                    (
+                        "peak reserved",
+                        bytes(r.peak_reserved_bytes),
+                        format!("{} ({delta:+.1} %)", bytes(p.peak_reserved_bytes)),
+                    ),
+                    (
+                        "segment allocs / maps",
+                        r.segment_allocs.to_string(),
+                        p.segment_allocs.to_string(),
+                    ),
+                    (
+                        "segment frees / unmaps",
+                        r.segment_frees.to_string(),
+                        p.segment_frees.to_string(),
+                    ),
+                    ("stalls", stalls(r), stalls(p)),
+                    ("OOMs", known(r.ooms), known(p.ooms)),
+                    (
+                        "unused at peak",
+                        bytes(r.peak_fragmentation_bytes),
+                        bytes(p.peak_fragmentation_bytes),
+                    ),
+                ] {
+                    ui.label(what);
+                    ui.label(a);
+                    ui.label(b);
+                    ui.end_row();
+                }
+            });
+        // Under the recorded settings this is the fidelity; under others, where they first matter.
+        let fidelity = match (p.first_divergence_event, as_recorded) {
+            (None, _) => "the model's reserved bytes follow the recording at every alloc".to_string(),
+            (Some(e), true) => format!(
+                "fidelity: the model's reserved bytes first differ from the recording after event {e}"
+            ),
+            (Some(e), false) => {
+                format!("reserved bytes first differ from the recording after event {e}")
             }
-        });
-    // Under the recorded settings this is the fidelity; under others, where they first matter.
-    ui.label(match (p.first_divergence_event, as_recorded) {
-        (None, _) => "the model's reserved bytes follow the recording at every alloc".to_string(),
-        (Some(e), true) => format!(
-            "fidelity: the model's reserved bytes first differ from the recording after event {e}"
-        ),
-        (Some(e), false) => {
-            format!("reserved bytes first differ from the recording after event {e}")
+        };
+        sentence(ui, RichText::new(fidelity));
+        let before = data.loaded.replays[device]
+            .totals_after(None)
+            .reserved_bytes;
+        if before > 0 {
+            sentence(
+                ui,
+                RichText::new(format!(
+                    "{} was reserved before the trace; the replay keeps that pool as the recorded settings made it",
+                    format_bytes(before)
+                ))
+                .weak(),
+            );
         }
-    });
-    let before = data.loaded.replays[device]
-        .totals_after(None)
-        .reserved_bytes;
-    if before > 0 {
-        ui.weak(format!(
-            "{} was reserved before the trace; the replay keeps that pool as the recorded settings made it",
-            format_bytes(before)
-        ));
-    }
-    ui.horizontal(|ui| {
-        let (rect, _) = ui.allocate_exact_size(egui::vec2(28.0, 10.0), egui::Sense::hover());
-        ui.painter().extend(egui::Shape::dashed_line(
-            &[rect.left_center(), rect.right_center()],
-            egui::Stroke::new(1.5, palette::PREDICTED_LINE),
-            5.0,
-            3.0,
-        ));
-        ui.label("on the chart: predicted reserved");
-    });
+        ui.horizontal(|ui| {
+            let (rect, _) = ui.allocate_exact_size(egui::vec2(28.0, 10.0), egui::Sense::hover());
+            ui.painter().extend(egui::Shape::dashed_line(
+                &[rect.left_center(), rect.right_center()],
+                egui::Stroke::new(1.5, palette::PREDICTED_LINE),
+                5.0,
+                3.0,
+            ));
+            ui.label("on the chart: predicted reserved");
+        });
+    })
+    .response
+    .rect
 }
