@@ -803,3 +803,34 @@ fn the_divider_above_the_bottom_panel_is_drawn_dark() {
         .fold(0.0, f32::max);
     assert!(share_dark > 0.8, "{share_dark} of the divider row is dark");
 }
+
+/// A window shrunk and grown again: the event list never stays a row tall, the chart keeps at
+/// least half the height, at every size on the way.
+#[test]
+fn resizing_the_window_keeps_rows_of_the_list_and_half_the_height_for_the_chart() {
+    let mut harness = harness(&generated(Scenario::Steady, 8000), 1400.0, 900.0);
+    for (width, height) in [
+        (800.0, 500.0),
+        (1400.0, 900.0),
+        (900.0, 420.0),
+        (1600.0, 1000.0),
+    ] {
+        harness.set_size(vec2(width, height));
+        common::settle(&mut harness);
+        let layout = harness.state().layout;
+        let (chart, bottom) = (layout.chart.expect("drawn"), layout.bottom.expect("drawn"));
+        assert!(
+            chart.height() >= 0.5 * height,
+            "{width}×{height}: the chart is {} px tall",
+            chart.height()
+        );
+        // The list's rows: the tab bar, the filter line, the header and at least two rows.
+        let rows = harness.query_all_by_label_contains("free_").count()
+            + harness.query_all_by_label_contains("alloc").count();
+        assert!(
+            bottom.height() >= 100.0 && rows >= 2,
+            "{width}×{height}: the bottom panel is {} px tall, {rows} rows",
+            bottom.height()
+        );
+    }
+}

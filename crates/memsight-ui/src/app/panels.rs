@@ -49,10 +49,15 @@ impl MemsightApp {
             // A third of the height to start with, at most 45 %: the lifecycle chart keeps at
             // least half the window, at 800×500 too.
             let available = ui.available_height();
-            let max_height = (available * 0.45).max(120.0);
             // At least a few rows of the event list (a resize never leaves it one row tall), and
             // the chart still half the window at 800×500.
             let min_height = 150.0_f32.min(available * 0.3).max(100.0);
+            // Also when the window shrank under a height chosen in a taller one (20 px: the
+            // central panel's margins).
+            let chart_keeps = ui.ctx().content_rect().height() * CHART_MIN_SHARE + 20.0;
+            let max_height = (available * 0.45)
+                .min(available - chart_keeps)
+                .max(min_height);
             let panel = egui::Panel::bottom("pool")
                 .resizable(true)
                 .default_size(260.0_f32.min(available * 0.34).max(min_height))
