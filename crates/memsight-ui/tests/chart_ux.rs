@@ -834,3 +834,26 @@ fn resizing_the_window_keeps_rows_of_the_list_and_half_the_height_for_the_chart(
         );
     }
 }
+
+/// A run thinner than a pixel that holds one allocation is that allocation: its tooltip gives
+/// its address and size (it read "1 allocations, each thinner than a pixel"), and a click pins
+/// it.
+#[test]
+fn a_lone_allocation_thinner_than_a_pixel_is_still_that_allocation() {
+    use memsight_core::lifecycle::Band;
+    let mut harness = harness(&generated(Scenario::Steady, 20_000), 1400.0, 900.0);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_run(|band, _| match band {
+            Band::Merged { count: 1, largest } => Some(largest),
+            _ => None,
+        })
+        .expect("a lone thin allocation in the steady run");
+    harness.hover_at(pos);
+    harness.run_steps(60);
+    let addr = harness.state().documents()[0].data.loaded.replays[0].lifetimes[id as usize].addr;
+    harness.get_by_label(&format!("0x{addr:x}"));
+    assert!(harness.query_by_label_contains("1 allocations").is_none());
+    click_at(&mut harness, pos);
+    assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
+}

@@ -1020,7 +1020,14 @@ fn hover_and_click(
         && let Some(c) = column_at(laid, chart_rect, p).filter(|_| current)
     {
         let lifetime = match hovered {
-            Some((Band::Lifetime(id), _)) => Some(id),
+            Some((
+                Band::Lifetime(id)
+                | Band::Merged {
+                    count: 1,
+                    largest: id,
+                },
+                _,
+            )) => Some(id),
             _ => None,
         };
         commands.push(Command::PickInChart {
@@ -1030,7 +1037,14 @@ fn hover_and_click(
     }
     if let Some((band, column)) = hovered {
         response.clone().on_hover_ui_at_pointer(|ui| match band {
-            Band::Lifetime(id) => lifetime_tooltip_ui(ui, data, device, id),
+            // One allocation alone under a pixel is still that allocation.
+            Band::Lifetime(id)
+            | Band::Merged {
+                count: 1,
+                largest: id,
+            } => {
+                lifetime_tooltip_ui(ui, data, device, id);
+            }
             Band::Merged { count, .. } => {
                 ui.label(format!(
                     "{count} allocations, each thinner than a pixel here: Shift+wheel, or a \
@@ -1112,23 +1126,33 @@ impl LifecycleState {
     /// An allocation drawn at least `min_height_px` tall near the middle of the chart, and the
     /// screen point at its centre there.
     pub fn find_band(&self, min_height_px: f32) -> Option<(LifetimeId, Pos2)> {
+        self.find_run(|band, height_px| match band {
+            Band::Lifetime(id) if height_px >= min_height_px => Some(id),
+            _ => None,
+        })
+    }
+
+    /// The first run near the middle of the chart for which `wanted(band, its height in
+    /// pixels)` names an allocation, and the screen point at its centre (tests and tools).
+    pub fn find_run(
+        &self,
+        wanted: impl Fn(Band, f32) -> Option<LifetimeId>,
+    ) -> Option<(LifetimeId, Pos2)> {
         let laid = self.laid.as_ref()?;
         let rect = laid.key.rect;
         let n = laid.columns.len();
         let col_w = rect.width() / n.max(1) as f32;
         let y_of = |bytes: u64| laid.y_of(rect, bytes as f64);
         (n / 3..2 * n / 3).find_map(|c| {
-            laid.columns[c].runs.iter().find_map(|r| match r.band {
-                Band::Lifetime(id) if y_of(r.y0_bytes) - y_of(r.y1_bytes) >= min_height_px => {
-                    Some((
-                        id,
-                        pos2(
-                            rect.left() + (c as f32 + 0.5) * col_w,
-                            f32::midpoint(y_of(r.y0_bytes), y_of(r.y1_bytes)),
-                        ),
-                    ))
-                }
-                _ => None,
+            laid.columns[c].runs.iter().find_map(|r| {
+                let id = wanted(r.band, y_of(r.y0_bytes) - y_of(r.y1_bytes))?;
+                Some((
+                    id,
+                    pos2(
+                        rect.left() + (c as f32 + 0.5) * col_w,
+                        f32::midpoint(y_of(r.y0_bytes), y_of(r.y1_bytes)),
+                    ),
+                ))
             })
         })
     }
