@@ -630,6 +630,36 @@ const CASEBOOK: &[Verdict] = &[
 ];
 
 /// Every verdict of the casebook holds: what must be found is, what must not be is not.
+/// Iterations from `snapshot` events: cuda_cppframes_snapshotevents has 9, at events 582, 1163,
+/// 1743, 2323, 2903, 3483, 4063, 4643 and 5223 of 5,803 (read with Python's pickle): ten spans of
+/// 580-582 events, the first before any snapshot. Ten iterations, and the peak (event 759) is
+/// in the second; it was called "iteration 1 of 9".
+#[test]
+fn snapshot_events_count_the_iteration_before_the_first_one() {
+    let Some(loaded) = load("cuda_cppframes_snapshotevents.pickle") else {
+        return;
+    };
+    let (device, replay) = loaded.replay(0).expect("device 0");
+    let categories = memsight_core::category::classify(&loaded.snapshot, device, replay);
+    let steps = memsight_core::detect::steps::find(&loaded.snapshot, device, replay, &categories)
+        .expect("iterations");
+    assert_eq!(
+        steps.bounds,
+        [0, 582, 1163, 1743, 2323, 2903, 3483, 4063, 4643, 5223, 5803]
+    );
+    assert_eq!(steps.step_of(759), Some(1));
+    let findings = memsight_core::detect::analyze(&loaded);
+    let peak = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+        .expect("a peak finding");
+    assert!(
+        peak.summary.contains("iteration 2 of 10 iterations"),
+        "{}",
+        peak.summary
+    );
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};

@@ -3,7 +3,8 @@
 //! 1. `ProfilerStep#N` annotations (files with times), or msMemScope's MSTX `step start` ranges:
 //!    each starts an iteration;
 //! 2. `Optimizer.step` annotations: each ends one;
-//! 3. `snapshot` events: each starts one;
+//! 3. `snapshot` events: each starts one, and the events before the first are one more when
+//!    they are as many as a typical iteration's (the snapshot taken at each iteration's end);
 //! 4. optimizer steps in the call stacks (allocations under `torch/optim/`, see
 //!    [`crate::category`]): each ends one — every iteration runs `optimizer.step()` once;
 //! 5. the repeating shape of the allocated curve: an iteration climbs (forward) and falls back
@@ -165,8 +166,18 @@ pub fn find(
         .collect();
     // One snapshot event marks nothing but itself; two start two iterations.
     if snapshots.len() >= 2
-        && let Some(steps) = starting(snapshots, StepSource::SnapshotEvents)
+        && let Some(mut steps) = starting(snapshots, StepSource::SnapshotEvents)
     {
+        // A program may take its snapshots at the end of each iteration as well as at the
+        // start: the events before the first one are an iteration too when they are as many as
+        // an iteration's (cuda_cppframes_snapshotevents: 9 snapshots every ~580 events, 582
+        // events before the first, 10 iterations). Fewer are set-up, not an iteration.
+        let mut spans: Vec<u32> = steps.bounds.windows(2).map(|w| w[1] - w[0]).collect();
+        spans.sort_unstable();
+        let typical = spans[spans.len() / 2];
+        if steps.bounds[0] > 0 && steps.bounds[0] >= typical / 2 {
+            steps.bounds.insert(0, 0);
+        }
         return Some(steps);
     }
     if let Some(steps) = ending(
