@@ -135,12 +135,52 @@ pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
             .map(|f| snapshot.str(f.name))
             .collect();
     }
+    // Kernel plumbing (output allocation, registration wrappers) names no operator either,
+    // though its names carry the operator's (`structured_log_softmax_backward_…::set_output…`).
+    let is_operator = |n: &&&str| !KERNEL_PLUMBING.iter().any(|p| n.contains(p));
     let operator = names
         .iter()
+        .filter(is_operator)
         .find(|n| n.contains("_backward") || n.contains("Backward"))
-        .or_else(|| names.iter().find(|n| n.contains("at::_ops::")))
+        .or_else(|| {
+            names
+                .iter()
+                .filter(is_operator)
+                .find(|n| n.contains("at::_ops::"))
+        })
         .unwrap_or(&names[0]);
-    Some(operator.split('(').next().unwrap_or(operator).to_string())
+    Some(function_name(operator))
+}
+
+/// Parts of C++ frame names that allocate a kernel's output or register it.
+const KERNEL_PLUMBING: [&str; 6] = [
+    "set_output",
+    "create_out",
+    "wrap_kernel_functor",
+    "wrapper_",
+    "structured_",
+    "at::detail::",
+];
+
+/// A C++ frame's function name without its return type, argument list or anonymous
+/// namespaces: `at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, …)` is
+/// `at::detail::_empty_generic<long>` (cutting at the first parenthesis left "at::" of
+/// `at::(anonymous namespace)::…`).
+fn function_name(name: &str) -> String {
+    let name = name.replace("(anonymous namespace)::", "");
+    let head = name.split('(').next().unwrap_or(&name);
+    // The return type ends at the last space outside template brackets.
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in head.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ' ' if depth == 0 => start = i + 1,
+            _ => {}
+        }
+    }
+    head[start..].to_string()
 }
 
 /// A stack as plain text, one frame a line (for the clipboard).
@@ -213,6 +253,81 @@ mod tests {
         assert_eq!(
             stack_text(&s, 0, false),
             "forward (model.py:54) (×2)\nmain (train.py:9)"
+        );
+    }
+
+    #[test]
+    fn cpp_names_lose_return_types_arguments_and_anonymous_namespaces() {
+        assert_eq!(
+            function_name(
+                "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, c10::Allocator*)"
+            ),
+            "at::detail::_empty_generic<long>"
+        );
+        assert_eq!(
+            function_name(
+                "at::(anonymous namespace)::wrapper_CUDA__log_softmax_backward_data(at::Tensor const&)"
+            ),
+            "at::wrapper_CUDA__log_softmax_backward_data"
+        );
+        assert_eq!(
+            function_name("torch::autograd::generated::details::pow_backward(at::Tensor)"),
+            "torch::autograd::generated::details::pow_backward"
+        );
+    }
+
+    /// The peak of cuda_2023_no_time (event 3697) was allocated on autograd's engine thread, C++
+    /// frames only: its headline read "at::" (the first parenthesis was an anonymous
+    /// namespace's). The frames, innermost first, as the file has them (arguments cut here).
+    #[test]
+    fn a_native_backward_stack_is_named_by_its_operator() {
+        let s = snapshot(&[
+            ("??", 0, "torch::unwind::unwind()"),
+            (
+                "??",
+                0,
+                "torch::CapturedTraceback::gather(bool, bool, bool)",
+            ),
+            (
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            ),
+            (
+                "",
+                0,
+                "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)",
+            ),
+            ("??", 0, "at::detail::empty_cuda(c10::ArrayRef<long>)"),
+            (
+                "RegisterCUDA.cpp",
+                0,
+                "at::(anonymous namespace)::create_out(c10::ArrayRef<long>)",
+            ),
+            (
+                "RegisterCUDA.cpp",
+                0,
+                "at::(anonymous namespace)::structured_log_softmax_backward_cuda_out_functional::set_output_raw_strided(long)",
+            ),
+            (
+                "RegisterCUDA.cpp",
+                0,
+                "at::(anonymous namespace)::wrapper_CUDA__log_softmax_backward_data(at::Tensor const&)",
+            ),
+            (
+                "??",
+                0,
+                "at::_ops::_log_softmax_backward_data::redispatch(c10::DispatchKeySet)",
+            ),
+            (
+                "??",
+                0,
+                "torch::autograd::generated::LogSoftmaxBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+        ]);
+        assert_eq!(
+            headline_frame(&s, 0).as_deref(),
+            Some("at::_ops::_log_softmax_backward_data::redispatch")
         );
     }
 

@@ -660,6 +660,36 @@ fn snapshot_events_count_the_iteration_before_the_first_one() {
     );
 }
 
+/// The peak's call sites are source lines: on cuda_ctx512_forward_mixed, the blocks held right
+/// after the peak event (6762) whose innermost frame outside torch and site-packages is
+/// `transformer.py:22` are 452 (Python's pickle): 451 allocated in the trace (11,175,608,320
+/// bytes, replaying alloc / free_completed) and one of 33,554,432 bytes at 0x7fedfa000000 that
+/// the trace never touches, active in the final segment list with that line in its frames. They
+/// came from a dozen stacks and were listed apart, each under 1 GiB; the finding also names the
+/// line of the allocation that reached the peak, not the largest holder.
+#[test]
+fn the_peak_lists_call_sites_by_source_line() {
+    let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
+        return;
+    };
+    let findings = memsight_core::detect::analyze(&loaded);
+    let peak = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+        .expect("a peak finding");
+    assert!(
+        peak.summary.contains(&format!(
+            "forward (/home/c-kaitwang/assignment1/cs336_basics/transformer.py:22) {} in 452 blocks",
+            memsight_core::units::format_bytes(11_175_608_320 + 33_554_432)
+        )),
+        "{}",
+        peak.summary
+    );
+    let (device, _) = loaded.replay(0).expect("device 0");
+    assert_eq!(peak.focus_event, Some(6762));
+    assert_eq!(peak.stack, device.trace.stack[6762]);
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};
