@@ -164,7 +164,7 @@ const KERNEL_PLUMBING: [&str; 6] = [
 
 /// A C++ frame's function name without its return type, argument list or anonymous
 /// namespaces: `at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, …)` is
-/// `at::detail::_empty_generic<long>` (cutting at the first parenthesis left "at::" of
+/// `at::detail::_empty_generic<long>` (cutting at the first parenthesis left `at::` of
 /// `at::(anonymous namespace)::…`).
 fn function_name(name: &str) -> String {
     let name = name.replace("(anonymous namespace)::", "");
@@ -276,8 +276,8 @@ mod tests {
         );
     }
 
-    /// The peak of cuda_2023_no_time (event 3697) was allocated on autograd's engine thread, C++
-    /// frames only: its headline read "at::" (the first parenthesis was an anonymous
+    /// The peak of `cuda_2023_no_time` (event 3697) was allocated on autograd's engine thread, C++
+    /// frames only: its headline read `at::` (the first parenthesis was an anonymous
     /// namespace's). The frames, innermost first, as the file has them (arguments cut here).
     #[test]
     fn a_native_backward_stack_is_named_by_its_operator() {

@@ -630,7 +630,7 @@ const CASEBOOK: &[Verdict] = &[
 ];
 
 /// Every verdict of the casebook holds: what must be found is, what must not be is not.
-/// Iterations from `snapshot` events: cuda_cppframes_snapshotevents has 9, at events 582, 1163,
+/// Iterations from `snapshot` events: `cuda_cppframes_snapshotevents` has 9, at events 582, 1163,
 /// 1743, 2323, 2903, 3483, 4063, 4643 and 5223 of 5,803 (read with Python's pickle): ten spans of
 /// 580-582 events, the first before any snapshot. Ten iterations, and the peak (event 759) is
 /// in the second; it was called "iteration 1 of 9".
@@ -660,10 +660,10 @@ fn snapshot_events_count_the_iteration_before_the_first_one() {
     );
 }
 
-/// The peak's call sites are source lines: on cuda_ctx512_forward_mixed, the blocks held right
+/// The peak's call sites are source lines: on `cuda_ctx512_forward_mixed`, the blocks held right
 /// after the peak event (6762) whose innermost frame outside torch and site-packages is
 /// `transformer.py:22` are 452 (Python's pickle): 451 allocated in the trace (11,175,608,320
-/// bytes, replaying alloc / free_completed) and one of 33,554,432 bytes at 0x7fedfa000000 that
+/// bytes, replaying `alloc` / `free_completed`) and one of 33,554,432 bytes at 0x7fedfa000000 that
 /// the trace never touches, active in the final segment list with that line in its frames. They
 /// came from a dozen stacks and were listed apart, each under 1 GiB; the finding also names the
 /// line of the allocation that reached the peak, not the largest holder.
