@@ -266,6 +266,51 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
 
 /// Operator allocations named in a peak finding.
 const PEAK_OPERATORS: usize = 5;
+/// What was allocated before the capture is said from this share (percent) of the peak.
+const PREDATES_MIN_PERCENT: f64 = 10.0;
+/// Operator rows and a curve further apart than this (microseconds) are two captures; an hour
+/// covers any clock difference between the two tables of one run, and timestamps a
+/// spreadsheet rounded to five digits (±5,000 s).
+const CAPTURES_APART_US: f64 = 3.6e9;
+
+/// How far apart in time the operator rows and `curve` lie, where that makes them two captures.
+fn capture_gap_us(rank: &Rank, curve: &Curve) -> Option<f64> {
+    let span = |times: &mut dyn Iterator<Item = f64>| {
+        times
+            .filter(|t| t.is_finite())
+            .fold(None, |span: Option<(f64, f64)>, t| match span {
+                None => Some((t, t)),
+                Some((a, b)) => Some((a.min(t), b.max(t))),
+            })
+    };
+    let operators = span(
+        &mut rank
+            .operators
+            .iter()
+            .flat_map(|o| [o.alloc_us, o.release_us]),
+    )?;
+    let samples = span(&mut curve.time_us.iter().copied())?;
+    let gap_us = (operators.0 - samples.1).max(samples.0 - operators.1);
+    (gap_us > CAPTURES_APART_US).then_some(gap_us)
+}
+
+/// "134 days", "5.2 hours".
+fn duration_words(us: f64) -> String {
+    let hours = us / 3.6e9;
+    if hours >= 48.0 {
+        format!("{:.0} days", hours / 24.0)
+    } else {
+        format!("{hours:.1} hours")
+    }
+}
+
+/// An operator that casts or copies a tensor (`aten::to`, `aten::_to_copy`, `aten::copy_`,
+/// `npu_dtype_cast`, …).
+fn is_cast_or_copy(name: &str) -> bool {
+    ["_to_copy", "aten::to", "copy_", "cast"]
+        .iter()
+        .any(|p| name.contains(p))
+}
 /// One rank allocating this many times what another does under one operator name …
 const IMBALANCE_RATIO: f64 = 5.0;
 /// … and at least this much more is an imbalance.
@@ -278,10 +323,13 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let (peak_bytes, i) = curve.peak_allocated()?;
     let t = curve.time_us[i];
     let reserved = curve.reserved_bytes[i];
+    // The operator rows and the curve must be of one capture to say which rows hold the peak.
+    let apart_us = capture_gap_us(rank, curve);
     let mut alive: Vec<(usize, &super::OperatorRow)> = rank
         .operators
         .iter()
         .enumerate()
+        .filter(|_| apart_us.is_none())
         .filter(|(_, o)| {
             o.size_bytes > 0 && o.alloc_us <= t && (o.release_us.is_nan() || o.release_us > t)
         })
@@ -320,7 +368,13 @@ fn peak(rank: &Rank) -> Option<Finding> {
             )
         })
         .collect();
-    let what = if alive.is_empty() {
+    let what = if let Some(gap_us) = apart_us {
+        format!(
+            "the operator rows (operator_memory.csv) and this curve (memory_record.csv) are {} \
+             apart: two captures, so which operators hold this peak is not recorded",
+            duration_words(gap_us)
+        )
+    } else if alive.is_empty() {
         "no allocation of operator_memory.csv was alive then: the memory was allocated before the capture or \
          outside the recorded operators"
             .to_string()
@@ -332,8 +386,31 @@ fn peak(rank: &Rank) -> Option<Finding> {
             named.join("; ")
         )
     };
+    // What no operator row of the capture names: allocated before it began (weights, optimizer
+    // state, earlier steps' tensors) or outside the recorded operators.
+    let unnamed = if apart_us.is_some() || rank.operators.is_empty() {
+        curve
+            .allocated_bytes
+            .first()
+            .copied()
+            .map(|b| (b, "was already allocated at the capture's first sample"))
+    } else {
+        Some((
+            peak_bytes - alive_bytes as f64,
+            "is in no operator row alive then: allocated before the capture began or outside the recorded operators",
+        ))
+    };
+    let predates = unnamed
+        .filter(|&(b, _)| b.is_finite() && share(b) >= PREDATES_MIN_PERCENT)
+        .map_or_else(String::new, |(b, how)| {
+            format!(
+                " {} of it ({:.0}%) {how} (weights, optimizer state, earlier steps' tensors).",
+                format_bytes(b as i64),
+                share(b)
+            )
+        });
     f.summary = format!(
-        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.",
+        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.{predates}",
         format_bytes(peak_bytes as i64),
         peak_bytes * 100.0 / reserved.max(1.0),
         format_bytes(reserved as i64),
@@ -342,14 +419,37 @@ fn peak(rank: &Rank) -> Option<Finding> {
     f.events = (i as u32, i as u32);
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
-    f.suggestion = if alive.is_empty() {
-        "The operator rows do not explain this peak: it was allocated before the capture, or the \
-         rows and the curve are from different runs (compare their times). Capture from the \
-         start of the step, with profile_memory=True."
+    let top: Vec<&str> = alive
+        .iter()
+        .take(PEAK_OPERATORS)
+        .map(|(_, o)| rank.operator_name(o))
+        .collect();
+    f.suggestion = if apart_us.is_some() {
+        "Open the operator table and the memory curve written by one profiler run together: \
+         only then do the rows alive at the peak name what holds it."
             .to_string()
-    } else {
+    } else if rank.operators.is_empty() {
+        "The capture has no operator rows: profile with profile_memory=True to see which \
+         operators hold the peak."
+            .to_string()
+    } else if alive.is_empty() {
+        "The operator rows do not explain this peak: it was allocated before the capture. \
+         Start the capture before the step whose peak matters."
+            .to_string()
+    } else if top.iter().any(|n| n.contains("_foreach_")) {
+        "The peak falls in the optimizer step: its multi-tensor (_foreach_*) operators hold a \
+         temporary for every parameter at once. An optimizer built with foreach=False steps \
+         one parameter at a time and holds less (slower); fused=True, where the device \
+         supports it, needs no such temporaries."
+            .to_string()
+    } else if top.iter().any(|n| is_cast_or_copy(n)) {
         "Shrink or free the largest of these before the peak: a cast or a copy of a large tensor \
          (the logits in fp32) can often be done in chunks, in place, or after the reduction."
+            .to_string()
+    } else {
+        "These are the allocations to look at first. Those the forward pass keeps for backward \
+         shrink with activation checkpointing or a smaller micro-batch; gradients and \
+         optimizer state are expected at a training step's peak."
             .to_string()
     };
     Some(f)
