@@ -386,29 +386,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
             named.join("; ")
         )
     };
-    // What no operator row of the capture names: allocated before it began (weights, optimizer
-    // state, earlier steps' tensors) or outside the recorded operators.
-    let unnamed = if apart_us.is_some() || rank.operators.is_empty() {
-        curve
-            .allocated_bytes
-            .first()
-            .copied()
-            .map(|b| (b, "was already allocated at the capture's first sample"))
-    } else {
-        Some((
-            peak_bytes - alive_bytes as f64,
-            "is in no operator row alive then: allocated before the capture began or outside the recorded operators",
-        ))
-    };
-    let predates = unnamed
-        .filter(|&(b, _)| b.is_finite() && share(b) >= PREDATES_MIN_PERCENT)
-        .map_or_else(String::new, |(b, how)| {
-            format!(
-                " {} of it ({:.0}%) {how} (weights, optimizer state, earlier steps' tensors).",
-                format_bytes(b as i64),
-                share(b)
-            )
-        });
+    let predates = unnamed_words(rank, curve, apart_us.is_some(), peak_bytes, alive_bytes);
     f.summary = format!(
         "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.{predates}",
         format_bytes(peak_bytes as i64),
@@ -424,7 +402,48 @@ fn peak(rank: &Rank) -> Option<Finding> {
         .take(PEAK_OPERATORS)
         .map(|(_, o)| rank.operator_name(o))
         .collect();
-    f.suggestion = if apart_us.is_some() {
+    f.suggestion = peak_advice(rank, apart_us.is_some(), &top);
+    Some(f)
+}
+
+/// What no operator row of the capture names, as a sentence (empty under
+/// `PREDATES_MIN_PERCENT`): allocated before it began (weights, optimizer state, earlier steps'
+/// tensors) or outside the recorded operators.
+fn unnamed_words(
+    rank: &Rank,
+    curve: &Curve,
+    two_captures: bool,
+    peak_bytes: f64,
+    alive_bytes: i64,
+) -> String {
+    let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
+    let unnamed = if two_captures || rank.operators.is_empty() {
+        curve
+            .allocated_bytes
+            .first()
+            .copied()
+            .map(|b| (b, "was already allocated at the capture's first sample"))
+    } else {
+        Some((
+            peak_bytes - alive_bytes as f64,
+            "is in no operator row alive then: allocated before the capture began or outside \
+             the recorded operators",
+        ))
+    };
+    unnamed
+        .filter(|&(b, _)| b.is_finite() && share(b) >= PREDATES_MIN_PERCENT)
+        .map_or_else(String::new, |(b, how)| {
+            format!(
+                " {} of it ({:.0}%) {how} (weights, optimizer state, earlier steps' tensors).",
+                format_bytes(b as i64),
+                share(b)
+            )
+        })
+}
+
+/// The peak finding's advice, from what the largest rows alive at the peak (`top`) are.
+fn peak_advice(rank: &Rank, two_captures: bool, top: &[&str]) -> String {
+    if two_captures {
         "Open the operator table and the memory curve written by one profiler run together: \
          only then do the rows alive at the peak name what holds it."
             .to_string()
@@ -432,7 +451,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
         "The capture has no operator rows: profile with profile_memory=True to see which \
          operators hold the peak."
             .to_string()
-    } else if alive.is_empty() {
+    } else if top.is_empty() {
         "The operator rows do not explain this peak: it was allocated before the capture. \
          Start the capture before the step whose peak matters."
             .to_string()
@@ -451,8 +470,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
          shrink with activation checkpointing or a smaller micro-batch; gradients and \
          optimizer state are expected at a training step's peak."
             .to_string()
-    };
-    Some(f)
+    }
 }
 
 /// One operator name allocating very different amounts on different ranks of one job (ranks
