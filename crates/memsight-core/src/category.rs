@@ -18,8 +18,10 @@
 //! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
 //!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
-//!    starts (what the forward pass saves for backward); with no backward after it (inference, a
-//!    forward pass alone), kept to the end of the trace.
+//!    starts (what the forward pass saves for backward) and freed before that iteration is over
+//!    (the end of the optimizer step after that pass, else the next backward pass's start): a
+//!    block still held then is an input batch, a cache or a leak, and stays **unknown**; with no
+//!    backward after it (inference, a forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
 //!    the next backward pass starts).
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
@@ -325,11 +327,19 @@ fn lifetime_category(
             }
             _ if m.parameter_init => Category::Parameter,
             _ => {
-                let next_backward =
-                    backward_starts.get(backward_starts.partition_point(|&s| s <= alloc));
+                let k = backward_starts.partition_point(|&s| s <= alloc);
+                let next_backward = backward_starts.get(k);
                 match (next_backward, freed) {
                     (Some(&start), Some(f)) if f < start => Category::Temporary,
                     (None, Some(_)) => Category::Temporary,
+                    // Still held when its iteration is over: an input batch, a cache, a leak;
+                    // not what the forward pass keeps for backward (that is freed in it).
+                    (Some(&start), _)
+                        if iteration_end(runs, start, backward_starts.get(k + 1))
+                            .is_some_and(|end| freed.is_none_or(|f| f >= end)) =>
+                    {
+                        Category::Unknown
+                    }
                     // Alive into backward; or, with no backward after it (inference, a
                     // forward pass alone), kept to the end: what a forward pass keeps.
                     _ => Category::Activation,
@@ -339,6 +349,24 @@ fn lifetime_category(
     } else {
         before_the_trace(m, freed, runs)
     }
+}
+
+/// Where the iteration whose backward pass starts at `backward_start` is over: the end of the
+/// optimizer step after that pass, else the start of the next backward pass; `None` when the
+/// trace ends first.
+fn iteration_end(
+    runs: &[PhaseRun],
+    backward_start: u32,
+    next_backward: Option<&u32>,
+) -> Option<u32> {
+    let backward_end = runs
+        .iter()
+        .find(|r| r.phase == Phase::Backward && r.start == backward_start)?
+        .end;
+    runs.iter()
+        .find(|r| r.phase == Phase::Optimizer && r.start >= backward_end)
+        .map(|r| r.end)
+        .or(next_backward.copied())
 }
 
 /// The category of a block alive before the trace began, from its stack (the final segments and

@@ -690,6 +690,48 @@ fn the_peak_lists_call_sites_by_source_line() {
     assert_eq!(peak.stack, device.trace.stack[6762]);
 }
 
+/// What the forward pass keeps for backward is freed in that iteration; a block still held when
+/// its iteration is over is an input, a cache or a leak, not an activation. Figures from an
+/// independent audit (Python's pickle): on `cuda_cppframes_snapshotevents` two never-freed
+/// 7.5 MiB blocks from `counterfactuals.py:102` (the optimised input image) leave 26.8 MiB of
+/// activation at the peak (26 %), not 41.8 MiB; on `npu_snapshot_expandable` the leaked
+/// 41,943,040-byte blocks of events 1, 2932 and 5515 are not activations.
+#[test]
+fn blocks_held_past_their_iteration_are_not_activations() {
+    use memsight_core::category::{Category, classify};
+    let (Some(cpp), Some(npu)) = (
+        load("cuda_cppframes_snapshotevents.pickle"),
+        load("npu_snapshot_expandable.pkl"),
+    ) else {
+        return;
+    };
+    let peak = memsight_core::detect::analyze(&cpp)
+        .into_iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+        .expect("a peak finding");
+    assert!(
+        peak.summary.contains("26.8 MiB activation (26%)"),
+        "{}",
+        peak.summary
+    );
+    let (device, replay) = npu.replay(0).expect("device 0");
+    let categories = classify(&npu.snapshot, device, replay);
+    for event in [1, 2932, 5515] {
+        let (id, l) = replay
+            .lifetimes
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.alloc_event == Some(event))
+            .expect("a block allocated there");
+        assert_eq!(l.requested_size_bytes, 41_943_040, "event {event}");
+        assert_ne!(
+            categories.of_lifetime[id],
+            Category::Activation,
+            "event {event}"
+        );
+    }
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};
