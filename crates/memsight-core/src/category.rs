@@ -4,7 +4,8 @@
 //!
 //! The rules, in order (the first that applies wins):
 //! 1. **workspace**: a frame names a workspace (`torch_npu`'s workspace allocator, cuBLAS / cuDNN
-//!    workspaces).
+//!    workspaces); or, alive before the trace with no stack and never freed, it has exactly the
+//!    size of a workspace the trace made (cuBLAS makes one per stream and thread).
 //! 2. **parameter**: made by `.to()` / `.cuda()` / `.npu()` / `_apply` / `load_state_dict` / a
 //!    module's `__init__` / `reset_parameters`, outside backward and the optimizer; or alive
 //!    before the trace and never freed in it with no stack that says otherwise (weights and
@@ -248,7 +249,34 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         });
         categories.of_lifetime.push(category);
     }
+    workspaces_made_before_the_trace(replay, &mut categories.of_lifetime);
     categories
+}
+
+/// A block alive before the trace with no stack, never freed, and exactly the size of a
+/// workspace the trace made (cuBLAS makes one per stream and thread, 8,519,680 bytes by default)
+/// is another such workspace, not a weight (`cuda_cppframes_snapshotevents`: one of each).
+fn workspaces_made_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+    let workspace_sizes: Vec<u64> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|(l, c)| **c == Category::Workspace && l.alloc_event.is_some())
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect();
+    if workspace_sizes.is_empty() {
+        return;
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        if *c == Category::Parameter
+            && l.alloc_event.is_none()
+            && l.free_requested_event.or(l.free_completed_event).is_none()
+            && l.stack == NO_STACK
+            && workspace_sizes.contains(&l.requested_size_bytes)
+        {
+            *c = Category::Workspace;
+        }
+    }
 }
 
 /// The backward passes and optimizer steps of `device`, from its allocations in one pass.

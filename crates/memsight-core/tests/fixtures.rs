@@ -694,7 +694,8 @@ fn the_peak_lists_call_sites_by_source_line() {
 /// its iteration is over is an input, a cache or a leak, not an activation. Figures from an
 /// independent audit (Python's pickle): on `cuda_cppframes_snapshotevents` two never-freed
 /// 7.5 MiB blocks from `counterfactuals.py:102` (the optimised input image) leave 26.8 MiB of
-/// activation at the peak (26 %), not 41.8 MiB; on `npu_snapshot_expandable` the leaked
+/// activation at the peak (26 %), not 41.8 MiB (and its stackless block from before the trace
+/// of cuBLAS's workspace size is a workspace); on `npu_snapshot_expandable` the leaked
 /// 41,943,040-byte blocks of events 1, 2932 and 5515 are not activations.
 #[test]
 fn blocks_held_past_their_iteration_are_not_activations() {
@@ -714,6 +715,23 @@ fn blocks_held_past_their_iteration_are_not_activations() {
         "{}",
         peak.summary
     );
+    // Its stackless 8,519,680-byte block from before the trace is cuBLAS's default workspace
+    // (the trace makes one of that size at event 209), not a weight: the weights are then
+    // about 0.25 MiB, as the audit found.
+    let (device, replay) = cpp.replay(0).expect("device 0");
+    let categories = classify(&cpp.snapshot, device, replay);
+    let workspace = replay
+        .lifetimes
+        .iter()
+        .position(|l| l.alloc_event.is_none() && l.requested_size_bytes == 8_519_680)
+        .expect("the block from before the trace");
+    assert_eq!(categories.of_lifetime[workspace], Category::Workspace);
+    assert!(
+        peak.summary.contains("246 KiB parameter (0%)"),
+        "{}",
+        peak.summary
+    );
+
     let (device, replay) = npu.replay(0).expect("device 0");
     let categories = classify(&npu.snapshot, device, replay);
     for event in [1, 2932, 5515] {
