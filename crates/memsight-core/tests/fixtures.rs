@@ -750,6 +750,36 @@ fn blocks_held_past_their_iteration_are_not_activations() {
     }
 }
 
+/// "With one iteration, a tool can only say that a leak cannot be judged" (the casebook): the
+/// single-pass files (`cuda_2023_no_time`: one forward and backward; `cuda_ctx512`: one forward
+/// pass; `cuda_modern_compilectx`, per an independent audit) say so in their peak finding; the
+/// files with three or more iterations do not.
+#[test]
+fn single_pass_traces_say_a_leak_cannot_be_judged() {
+    for (file, single_pass) in [
+        ("cuda_2023_no_time.pickle", true),
+        ("cuda_ctx512_forward_mixed.pickle", true),
+        ("cuda_modern_compilectx.pickle", true),
+        ("cuda_cppframes_snapshotevents.pickle", false),
+        ("npu_snapshot_expandable.pkl", false),
+        ("npu_snapshot_with_empty_cache.pkl", false),
+    ] {
+        let Some(loaded) = load(file) else {
+            return;
+        };
+        let peak = memsight_core::detect::analyze(&loaded)
+            .into_iter()
+            .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+            .expect("a peak finding");
+        assert_eq!(
+            peak.summary.contains("cannot be judged from this trace"),
+            single_pass,
+            "{file}: {}",
+            peak.summary
+        );
+    }
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};

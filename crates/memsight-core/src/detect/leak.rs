@@ -350,6 +350,31 @@ fn not_judged(cx: &DeviceContext, steps: &Steps) -> Finding {
     f
 }
 
+/// Where no leak was found and the trace holds fewer iterations than a verdict takes, the peak
+/// finding says that a leak cannot be judged from it (the casebook: with one iteration, that is
+/// all a tool can say).
+pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
+    let n = cx.steps.as_ref().map_or(0, Steps::count);
+    if n >= MIN_LEAKING_ITERATIONS {
+        return;
+    }
+    let why = match n {
+        0 => "nothing in it marks iterations and its allocated curve does not repeat (only a \
+              steady growth from one call site over the whole trace would show, and there is \
+              none)"
+            .to_string(),
+        1 => "it holds one iteration".to_string(),
+        n => format!("it holds {n} iterations"),
+    };
+    let sentence = format!(
+        " Whether memory leaks from one iteration to the next cannot be judged from this trace: \
+         that takes at least {MIN_LEAKING_ITERATIONS} iterations, and {why}."
+    );
+    for f in peak {
+        f.summary.push_str(&sentence);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::detect::test_support::generated;

@@ -239,6 +239,9 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         }
         let leaks = leak::detect(cx);
         link_leaks_to_peak(cx, &leaks, &mut peak);
+        if leaks.is_empty() {
+            leak::note_unjudged(cx, &mut peak);
+        }
         findings.extend(integrity);
         findings.extend(peak);
         findings.extend(leaks);
