@@ -780,6 +780,33 @@ fn single_pass_traces_say_a_leak_cannot_be_judged() {
     }
 }
 
+/// The `empty_cache` note's "could have served" counts only new segments that fit in a released
+/// one: on `cuda_ctx512_forward_mixed` the 597 released segments are at most 52,428,800 bytes,
+/// and of the 638 new ones those that size or smaller total 11,681,136,640 bytes (Python's
+/// pickle): the figure is at most that (it said 14.0 GiB, all that was released).
+#[test]
+fn the_released_cache_serves_only_segments_that_fit() {
+    let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
+        return;
+    };
+    let note = memsight_core::detect::analyze(&loaded)
+        .into_iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::EmptyCache)
+        .expect("the empty_cache note");
+    let figure = note
+        .summary
+        .split("allocated, up to ")
+        .nth(1)
+        .and_then(|rest| rest.split(" of which").next())
+        .expect("the figure");
+    let gib: f64 = figure.trim_end_matches(" GiB").parse().expect("GiB");
+    assert!(
+        gib * f64::from(1u32 << 30) <= 11_681_136_640.0 && gib > 1.0,
+        "{}",
+        note.summary
+    );
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};

@@ -290,6 +290,37 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 }
 
 /// The bursts with no request waiting (explicit `empty_cache()` calls) as one note.
+/// How many bytes of the `new` segments the `released` ones could have held instead, packing
+/// the largest new segment first into the released one it fits most tightly (first-fit
+/// decreasing): an estimate of what keeping the cache would have saved, never more than either
+/// total.
+fn reusable_bytes(released: Vec<u64>, mut new: Vec<u64>) -> u64 {
+    // The released segments' free room, as a multiset: room → how many have it.
+    let mut rooms: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for r in released {
+        *rooms.entry(r).or_default() += 1;
+    }
+    new.sort_unstable_by(|a, b| b.cmp(a));
+    let mut reused = 0;
+    for n in new {
+        // The released segment with the least room that still holds `n`.
+        let Some((&room, _)) = rooms.range(n..).next() else {
+            continue;
+        };
+        if let Some(count) = rooms.get_mut(&room) {
+            *count -= 1;
+            if *count == 0 {
+                rooms.remove(&room);
+            }
+        }
+        if room > n {
+            *rooms.entry(room - n).or_default() += 1;
+        }
+        reused += n;
+    }
+    reused
+}
+
 fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Option<Finding> {
     let trace = &device.trace;
     let flushes: Vec<&Burst> = all.iter().filter(|b| b.retry.is_none()).collect();
@@ -303,17 +334,29 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         .map(|i| trace.size_bytes[i])
         .sum();
     // What the released cache could have served: after each release, the new segments until
-    // the next one, up to what that release gave back.
+    // the next one that fit in what that release gave back, segment by segment (a released
+    // 20 MiB segment serves no 64 MiB request).
     let reusable: u64 = flushes
         .iter()
         .enumerate()
         .map(|(k, b)| {
             let until = flushes.get(k + 1).map_or(trace.len(), |next| next.first);
-            let new: u64 = (b.last + 1..until)
-                .filter(|&i| matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap))
-                .map(|i| trace.size_bytes[i])
-                .sum();
-            new.min(b.freed_bytes)
+            let sizes = |range: std::ops::Range<usize>, actions: [Action; 2]| -> Vec<u64> {
+                range
+                    .filter(|&i| actions.contains(&trace.action[i]))
+                    .map(|i| trace.size_bytes[i])
+                    .collect()
+            };
+            reusable_bytes(
+                sizes(
+                    b.first..b.last + 1,
+                    [Action::SegmentFree, Action::SegmentUnmap],
+                ),
+                sizes(
+                    b.last + 1..until,
+                    [Action::SegmentAlloc, Action::SegmentMap],
+                ),
+            )
         })
         .sum();
     let explicit = flushes
@@ -377,6 +420,21 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_released_segment_serves_only_requests_that_fit_in_it() {
+        const MIB: u64 = 1 << 20;
+        // A 64 MiB segment fits in no 20 MiB one; two 10 MiB ones share a 20 MiB one.
+        assert_eq!(
+            super::reusable_bytes(vec![20 * MIB, 20 * MIB], vec![64 * MIB, 10 * MIB, 10 * MIB]),
+            20 * MIB
+        );
+        assert_eq!(
+            super::reusable_bytes(vec![50 * MIB], vec![20 * MIB; 3]),
+            40 * MIB
+        );
+        assert_eq!(super::reusable_bytes(Vec::new(), vec![MIB]), 0);
+    }
+
     use crate::detect::test_support::generated;
     use crate::detect::{FindingKind, analyze};
     use crate::r#gen::Scenario;
