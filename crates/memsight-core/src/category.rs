@@ -20,7 +20,7 @@
 //!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
 //!    starts (what the forward pass saves for backward) and freed before that iteration is over
-//!    (the end of the optimizer step after that pass, else the next backward pass's start): a
+//!    (the end of the next optimizer step or the next backward pass's start, whichever is first): a
 //!    block still held then is an input batch, a cache or a leak, and stays **unknown**; with no
 //!    backward after it (inference, a forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
@@ -226,6 +226,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         .filter(|r| r.phase == Phase::Backward)
         .map(|r| r.start)
         .collect();
+    let iteration_ends = iteration_ends(&categories.runs);
     for l in &replay.lifetimes {
         // msMemScope names what each block is for (`owner`): its word beats our guess.
         let named = l
@@ -244,7 +245,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
             } else {
-                lifetime_category(l, m, &categories.runs, &backward_starts)
+                lifetime_category(l, m, &categories.runs, &backward_starts, &iteration_ends)
             }
         });
         categories.of_lifetime.push(category);
@@ -257,7 +258,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
 /// workspace the trace made (cuBLAS makes one per stream and thread, 8,519,680 bytes by default)
 /// is another such workspace, not a weight (`cuda_cppframes_snapshotevents`: one of each).
 fn workspaces_made_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
-    let workspace_sizes: Vec<u64> = replay
+    let workspace_sizes: rustc_hash::FxHashSet<u64> = replay
         .lifetimes
         .iter()
         .zip(of_lifetime.iter())
@@ -328,6 +329,7 @@ fn lifetime_category(
     m: StackMarks,
     runs: &[PhaseRun],
     backward_starts: &[u32],
+    iteration_ends: &[Option<u32>],
 ) -> Category {
     let freed = l.free_requested_event.or(l.free_completed_event);
     if m.workspace {
@@ -362,9 +364,8 @@ fn lifetime_category(
                     (None, Some(_)) => Category::Temporary,
                     // Still held when its iteration is over: an input batch, a cache, a leak;
                     // not what the forward pass keeps for backward (that is freed in it).
-                    (Some(&start), _)
-                        if iteration_end(runs, start, backward_starts.get(k + 1))
-                            .is_some_and(|end| freed.is_none_or(|f| f >= end)) =>
+                    (Some(_), _)
+                        if iteration_ends[k].is_some_and(|end| freed.is_none_or(|f| f >= end)) =>
                     {
                         Category::Unknown
                     }
@@ -379,22 +380,25 @@ fn lifetime_category(
     }
 }
 
-/// Where the iteration whose backward pass starts at `backward_start` is over: the end of the
-/// optimizer step after that pass, else the start of the next backward pass; `None` when the
-/// trace ends first.
-fn iteration_end(
-    runs: &[PhaseRun],
-    backward_start: u32,
-    next_backward: Option<&u32>,
-) -> Option<u32> {
-    let backward_end = runs
-        .iter()
-        .find(|r| r.phase == Phase::Backward && r.start == backward_start)?
-        .end;
-    runs.iter()
-        .find(|r| r.phase == Phase::Optimizer && r.start >= backward_end)
-        .map(|r| r.end)
-        .or(next_backward.copied())
+/// Per backward pass (in order), where its iteration is over: the end of the next optimizer
+/// step or the start of the next backward pass, whichever comes first; `None` when the trace
+/// ends first.
+fn iteration_ends(runs: &[PhaseRun]) -> Vec<Option<u32>> {
+    let mut ends = Vec::new();
+    let mut upcoming: Option<u32> = None;
+    // From the last run back: the next optimizer step's end, or the next backward's start.
+    for r in runs.iter().rev() {
+        match r.phase {
+            Phase::Optimizer => upcoming = Some(r.end),
+            Phase::Backward => {
+                ends.push(upcoming);
+                upcoming = Some(r.start);
+            }
+            Phase::Forward => {}
+        }
+    }
+    ends.reverse();
+    ends
 }
 
 /// The category of a block alive before the trace began, from its stack (the final segments and

@@ -81,11 +81,18 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     // A call site is the line a user reads (the stack's headline frame), not the whole stack:
     // one line reached through several callers is one site (ctx512's transformer.py:22 holds
     // 10.4 GiB through a dozen stacks, each under 1 GiB alone).
-    let mut by_site: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    // By stack first (cheap), then each stack named once.
+    let mut by_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
     for h in &held {
-        let site = by_site.entry(name(h.2)).or_default();
+        let site = by_stack.entry(h.2).or_default();
         site.0 += h.1;
         site.1 += 1;
+    }
+    let mut by_site: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    for (stack, (bytes, n)) in by_stack {
+        let site = by_site.entry(name(stack)).or_default();
+        site.0 += bytes;
+        site.1 += n;
     }
     let mut sites: Vec<(String, u64, u64)> =
         by_site.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
