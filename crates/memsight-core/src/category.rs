@@ -250,31 +250,53 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         });
         categories.of_lifetime.push(category);
     }
-    workspaces_made_before_the_trace(replay, &mut categories.of_lifetime);
+    workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
     categories
 }
 
+/// cuBLAS's default workspace (`CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8`: 2 × 4 MiB + 8 × 16 KiB),
+/// which the caching allocator serves once per stream and thread.
+const CUBLAS_DEFAULT_WORKSPACE_BYTES: u64 = 8_519_680;
+/// More blocks of that size from before the trace than this are taken for weights.
+const MAX_CUBLAS_WORKSPACES: usize = 4;
+
 /// A block alive before the trace with no stack, never freed, and exactly the size of a
-/// workspace the trace made (cuBLAS makes one per stream and thread, 8,519,680 bytes by default)
-/// is another such workspace, not a weight (`cuda_cppframes_snapshotevents`: one of each).
-fn workspaces_made_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
-    let workspace_sizes: rustc_hash::FxHashSet<u64> = replay
+/// workspace the trace made, or of cuBLAS's default workspace in a CUDA file (a few such blocks
+/// at most), is such a workspace, not a weight (`cuda_cppframes_snapshotevents`: one beside a traced one;
+/// `cuda_2023_no_time`: two, none traced).
+fn workspaces_made_before_the_trace(
+    snapshot: &Snapshot,
+    replay: &DeviceReplay,
+    of_lifetime: &mut [Category],
+) {
+    let mut workspace_sizes: rustc_hash::FxHashSet<u64> = replay
         .lifetimes
         .iter()
         .zip(of_lifetime.iter())
         .filter(|(l, c)| **c == Category::Workspace && l.alloc_event.is_some())
         .map(|(l, _)| l.requested_size_bytes)
         .collect();
-    if workspace_sizes.is_empty() {
-        return;
-    }
-    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
-        if *c == Category::Parameter
+    let untraced_weight = |l: &Lifetime, c: Category| {
+        c == Category::Parameter
             && l.alloc_event.is_none()
             && l.free_requested_event.or(l.free_completed_event).is_none()
             && l.stack == NO_STACK
-            && workspace_sizes.contains(&l.requested_size_bytes)
-        {
+    };
+    // One per stream and thread: a few at most. Many blocks of that size are weights of that
+    // size (a 2080 × 1024 fp32 matrix is one too).
+    let cublas_sized = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(l, &c)| {
+            untraced_weight(l, c) && l.requested_size_bytes == CUBLAS_DEFAULT_WORKSPACE_BYTES
+        })
+        .count();
+    if !snapshot.is_npu() && (1..=MAX_CUBLAS_WORKSPACES).contains(&cublas_sized) {
+        workspace_sizes.insert(CUBLAS_DEFAULT_WORKSPACE_BYTES);
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        if untraced_weight(l, *c) && workspace_sizes.contains(&l.requested_size_bytes) {
             *c = Category::Workspace;
         }
     }

@@ -807,6 +807,34 @@ fn the_released_cache_serves_only_segments_that_fit() {
     );
 }
 
+/// cuBLAS's default workspace (8,519,680 bytes) allocated before the trace, with no stack: two
+/// such blocks on `cuda_2023_no_time` and on `cuda_modern_compilectx` (Python's pickle, the final
+/// segments), none traced. They are workspaces, so the 2023 file's weights are 1.00 GiB (an
+/// independent audit's figure), not 1.02 GiB.
+#[test]
+fn cublas_workspaces_from_before_the_trace_are_no_weights() {
+    for (file, parameter) in [
+        ("cuda_2023_no_time.pickle", Some("1.00 GiB parameter (18%)")),
+        ("cuda_modern_compilectx.pickle", None),
+    ] {
+        let Some(loaded) = load(file) else {
+            return;
+        };
+        let peak = memsight_core::detect::analyze(&loaded)
+            .into_iter()
+            .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+            .expect("a peak finding");
+        assert!(
+            peak.summary.contains("16.2 MiB workspace"),
+            "{file}: {}",
+            peak.summary
+        );
+        if let Some(parameter) = parameter {
+            assert!(peak.summary.contains(parameter), "{file}: {}", peak.summary);
+        }
+    }
+}
+
 #[test]
 fn the_casebook_verdicts_hold_on_every_fixture() {
     use memsight_core::detect::{FindingKind, Severity, analyze, fragmentation::fragmented_growth};
