@@ -630,6 +630,14 @@ const CASEBOOK: &[Verdict] = &[
 ];
 
 /// Every verdict of the casebook holds: what must be found is, what must not be is not.
+/// The peak finding of a loaded fixture (every traced file has one).
+fn peak_finding(loaded: &Loaded) -> memsight_core::detect::Finding {
+    memsight_core::detect::analyze(loaded)
+        .into_iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+        .expect("a peak finding")
+}
+
 /// Iterations from `snapshot` events: `cuda_cppframes_snapshotevents` has 9, at events 582, 1163,
 /// 1743, 2323, 2903, 3483, 4063, 4643 and 5223 of 5,803 (read with Python's pickle): ten spans of
 /// 580-582 events, the first before any snapshot. Ten iterations, and the peak (event 759) is
@@ -648,11 +656,7 @@ fn snapshot_events_count_the_iteration_before_the_first_one() {
         [0, 582, 1163, 1743, 2323, 2903, 3483, 4063, 4643, 5223, 5803]
     );
     assert_eq!(steps.step_of(759), Some(1));
-    let findings = memsight_core::detect::analyze(&loaded);
-    let peak = findings
-        .iter()
-        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
-        .expect("a peak finding");
+    let peak = peak_finding(&loaded);
     assert!(
         peak.summary.contains("iteration 2 of 10 iterations"),
         "{}",
@@ -672,11 +676,7 @@ fn the_peak_lists_call_sites_by_source_line() {
     let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
         return;
     };
-    let findings = memsight_core::detect::analyze(&loaded);
-    let peak = findings
-        .iter()
-        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
-        .expect("a peak finding");
+    let peak = peak_finding(&loaded);
     assert!(
         peak.summary.contains(&format!(
             "forward (/home/c-kaitwang/assignment1/cs336_basics/transformer.py:22) {} in 452 blocks",
@@ -706,10 +706,7 @@ fn blocks_held_past_their_iteration_are_not_activations() {
     ) else {
         return;
     };
-    let peak = memsight_core::detect::analyze(&cpp)
-        .into_iter()
-        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
-        .expect("a peak finding");
+    let peak = peak_finding(&cpp);
     assert!(
         peak.summary.contains("26.8 MiB activation (26%)"),
         "{}",
@@ -767,10 +764,7 @@ fn single_pass_traces_say_a_leak_cannot_be_judged() {
         let Some(loaded) = load(file) else {
             return;
         };
-        let peak = memsight_core::detect::analyze(&loaded)
-            .into_iter()
-            .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
-            .expect("a peak finding");
+        let peak = peak_finding(&loaded);
         assert_eq!(
             peak.summary.contains("cannot be judged from this trace"),
             single_pass,
@@ -820,10 +814,7 @@ fn cublas_workspaces_from_before_the_trace_are_no_weights() {
         let Some(loaded) = load(file) else {
             return;
         };
-        let peak = memsight_core::detect::analyze(&loaded)
-            .into_iter()
-            .find(|f| f.kind == memsight_core::detect::FindingKind::Peak)
-            .expect("a peak finding");
+        let peak = peak_finding(&loaded);
         assert!(
             peak.summary.contains("16.2 MiB workspace"),
             "{file}: {}",

@@ -466,11 +466,8 @@ impl MemsightApp {
             }
         });
         // The panel itself scrolls: the stack follows the facts (no second scroll area
-        // inside it). Wrapped at the visible edge: the facts above may be wider than the panel
-        // (they scroll sideways), and a line wrapped to their width would be cut again.
-        let width = (ui.clip_rect().right() - ui.cursor().left()).max(120.0);
-        ui.scope(|ui| {
-            ui.set_max_width(width);
+        // inside it), wrapped at the visible edge, not at the facts' width.
+        crate::views::wrapped_at_visible_edge(ui, |ui| {
             let lines = memsight_core::frames::display_frames(
                 &data.loaded.snapshot,
                 lifetime.stack,

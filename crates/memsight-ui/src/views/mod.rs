@@ -17,3 +17,18 @@ pub mod pool;
 pub mod profiler;
 pub mod segments;
 pub mod whatif;
+
+/// Runs `add_contents` with text wrapping at the visible edge of a scroll area that also scrolls
+/// sideways: a table wider than the area, placed above, would otherwise set the wrap width, and
+/// the wrapped lines would be cut again.
+pub fn wrapped_at_visible_edge<R>(
+    ui: &mut egui::Ui,
+    add_contents: impl FnOnce(&mut egui::Ui) -> R,
+) -> R {
+    let width = (ui.clip_rect().right() - ui.cursor().left()).max(120.0);
+    ui.scope(|ui| {
+        ui.set_max_width(width);
+        add_contents(ui)
+    })
+    .inner
+}

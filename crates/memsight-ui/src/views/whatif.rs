@@ -498,14 +498,9 @@ fn capacity_ui(ui: &mut Ui, s: &mut Settings, recorded: &Settings) {
     });
 }
 
-/// A sentence wrapped at the panel's visible edge: a table above it wider than the panel (it
-/// scrolls sideways) would otherwise set its wrap width, and cut it.
+/// A sentence wrapped at the panel's visible edge (see [`super::wrapped_at_visible_edge`]).
 fn sentence(ui: &mut Ui, text: RichText) {
-    let width = (ui.clip_rect().right() - ui.cursor().left()).max(120.0);
-    ui.scope(|ui| {
-        ui.set_max_width(width);
-        ui.add(egui::Label::new(text).wrap());
-    });
+    super::wrapped_at_visible_edge(ui, |ui| ui.add(egui::Label::new(text).wrap()));
 }
 
 /// Recorded against predicted, and how far to trust it; returns the area it took.
