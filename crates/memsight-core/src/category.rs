@@ -27,6 +27,16 @@
 //!    the next backward pass starts).
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
+//! Then two rules that need the first pass's parameters:
+//! - **gradient kept from an earlier step**: where the weights from before the trace come in
+//!   pairs (sizes holding 90 % of their bytes an even count each) and the first backward pass makes blocks of that size only
+//!   to free them in the same pass, at least one per pair (a new gradient added into an existing
+//!   `.grad`, which a `None` `.grad` would have kept instead), half of each size is last step's
+//!   gradients (`zero_grad()` without `set_to_none`, or none at all). Which block of a pair is the
+//!   gradient the trace cannot tell: the upper addresses are taken, and the bytes are right.
+//! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
+//!   weight cast to bf16 / fp16); autocast keeps it until its region ends.
+//!
 //! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
 //! *optimizer step* a run of allocations under `torch/optim/`. A run ends at the first allocation
@@ -46,6 +56,8 @@ pub enum Category {
     Parameter,
     Gradient,
     OptimizerState,
+    /// A 16-bit copy of a weight that autocast keeps for the whole autocast region.
+    WeightCopy,
     Activation,
     Temporary,
     Workspace,
@@ -53,10 +65,11 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 7] = [
+    pub const ALL: [Category; 8] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
+        Category::WeightCopy,
         Category::Activation,
         Category::Temporary,
         Category::Workspace,
@@ -69,6 +82,7 @@ impl Category {
             Self::Parameter => "parameter",
             Self::Gradient => "gradient",
             Self::OptimizerState => "optimizer_state",
+            Self::WeightCopy => "weight_copy",
             Self::Activation => "activation",
             Self::Temporary => "temporary",
             Self::Workspace => "workspace",
@@ -76,11 +90,12 @@ impl Category {
         }
     }
 
-    /// Kept for the whole run by design: never a leak, never an outlier.
+    /// Kept by design (weights, their gradients, optimizer state, autocast's copies of the
+    /// weights): never a leak, never an outlier.
     pub fn is_model_state(self) -> bool {
         matches!(
             self,
-            Self::Parameter | Self::Gradient | Self::OptimizerState
+            Self::Parameter | Self::Gradient | Self::OptimizerState | Self::WeightCopy
         )
     }
 }
@@ -121,6 +136,8 @@ pub struct Categories {
     pub of_lifetime: Vec<Category>,
     /// Backward passes and optimizer steps, in trace order (forward is everything between).
     pub runs: Vec<PhaseRun>,
+    /// Some allocation was made by an autocast cast: the run uses mixed precision.
+    pub autocast: bool,
 }
 
 impl Categories {
@@ -170,6 +187,8 @@ struct StackMarks {
     parameter_init: bool,
     /// `Optimizer.zero_grad` / `Module.zero_grad`: on a free's stack, the block was a gradient.
     zero_grad: bool,
+    /// `at::autocast::cached_cast`: a cast that autocast made (and may keep).
+    autocast_cast: bool,
 }
 
 fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
@@ -194,6 +213,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || file.contains("\\optim\\")
             || (file.contains("optimizer") && name == "step");
         marks.zero_grad |= name == "zero_grad";
+        marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.parameter_init |= matches!(
             name,
             "to" | "cuda"
@@ -219,6 +239,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
     let mut categories = Categories {
         of_lifetime: Vec::with_capacity(replay.lifetimes.len()),
         runs,
+        autocast: false,
     };
     let backward_starts: Vec<u32> = categories
         .runs
@@ -227,6 +248,8 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         .map(|r| r.start)
         .collect();
     let iteration_ends = iteration_ends(&categories.runs);
+    // Autocast's casts, judged once the parameters are known.
+    let mut casts: Vec<usize> = Vec::new();
     for l in &replay.lifetimes {
         // msMemScope names what each block is for (`owner`): its word beats our guess.
         let named = l
@@ -240,8 +263,12 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .or(l.free_completed_event)
             .and_then(|f| device.trace.stack.get(f as usize))
             .is_some_and(|&s| marks(s).zero_grad);
+        let m = marks(l.stack);
+        categories.autocast |= m.autocast_cast;
+        if m.autocast_cast && named.is_none() && l.alloc_event.is_some() {
+            casts.push(categories.of_lifetime.len());
+        }
         let category = named.unwrap_or_else(|| {
-            let m = marks(l.stack);
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
             } else {
@@ -251,7 +278,143 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         categories.of_lifetime.push(category);
     }
     workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
+    gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
+    autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
     categories
+}
+
+/// Weights from before the trace with no stack, never freed: what rule 2 takes for weights.
+fn untraced_weight(l: &Lifetime, c: Category) -> bool {
+    c == Category::Parameter
+        && l.alloc_event.is_none()
+        && l.free_requested_event.or(l.free_completed_event).is_none()
+        && l.stack == NO_STACK
+}
+
+/// The weights from before the trace come in pairs when sizes holding this share (percent) of
+/// their bytes do.
+const MIN_PAIRED_WEIGHT_PERCENT: u64 = 90;
+
+/// Blocks of one size alive before the trace and never freed: weights (by rule 2) and
+/// gradients.
+#[derive(Default)]
+struct SizeHeld {
+    /// Taken for weights, and of those the ones with no stack.
+    weights: usize,
+    stackless: Vec<usize>,
+    gradients: usize,
+}
+
+/// Last step's gradients among the weights from before the trace (see the module doc).
+/// `cuda_modern_compilectx` holds every weight twice with no stack, and its backward pass makes
+/// one weight-sized block per pair and frees it in the pass: 490.7 MiB of gradients, not
+/// weights. Where the weights carry their `.to()` stacks, the stackless blocks of their sizes
+/// are the gradients (the backward thread records no Python frames).
+fn gradients_kept_from_an_earlier_step(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
+        return;
+    };
+    let mut held: FxHashMap<u64, SizeHeld> = FxHashMap::default();
+    for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
+        if l.alloc_event.is_some() || l.free_requested_event.or(l.free_completed_event).is_some() {
+            continue;
+        }
+        let size = held.entry(l.requested_size_bytes).or_default();
+        match c {
+            Category::Parameter => {
+                size.weights += 1;
+                if l.stack == NO_STACK {
+                    size.stackless.push(id);
+                }
+            }
+            Category::Gradient => size.gradients += 1,
+            _ => {}
+        }
+    }
+    held.retain(|_, h| h.weights > 0);
+    let weight_bytes: u64 = held.iter().map(|(size, h)| size * h.weights as u64).sum();
+    if weight_bytes == 0 {
+        return;
+    }
+    // Per size: blocks the backward pass made and freed in it, and whether it kept any (a new
+    // gradient where `.grad` was `None`).
+    let mut made_and_freed: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut kept: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
+    for l in &replay.lifetimes {
+        let size = l.requested_size_bytes;
+        if !l
+            .alloc_event
+            .is_some_and(|a| (backward.start..backward.end).contains(&a))
+            || !held.contains_key(&size)
+        {
+            continue;
+        }
+        if l.free_requested_event
+            .or(l.free_completed_event)
+            .is_some_and(|f| f < backward.end)
+        {
+            *made_and_freed.entry(size).or_default() += 1;
+        } else {
+            kept.insert(size);
+        }
+    }
+    // Per size: how many of its stackless weights are gradients (weights and gradients pair up).
+    let missing: Vec<(u64, usize)> = held
+        .iter()
+        .filter_map(|(&size, h)| {
+            let all = h.weights + h.gradients;
+            let pairs = all / 2;
+            let missing = pairs.checked_sub(h.gradients)?;
+            (all % 2 == 0
+                && missing > 0
+                && h.stackless.len() >= missing
+                && !kept.contains(&size)
+                && made_and_freed.get(&size).copied().unwrap_or(0) >= pairs)
+                .then_some((size, missing))
+        })
+        .collect();
+    // The pattern must be the weights', not one size's: a quantised model that dequantises
+    // one kind of weight in backward (`cuda_2023_no_time`: 44 blocks of 2 MiB, 9 % of its
+    // weights) has no gradients from before the trace.
+    let paired_bytes: u64 = missing
+        .iter()
+        .map(|(size, _)| size * held[size].weights as u64)
+        .sum();
+    if paired_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
+        return;
+    }
+    for (size, missing) in missing {
+        let mut ids = held.remove(&size).map(|h| h.stackless).unwrap_or_default();
+        ids.sort_by_key(|&id| std::cmp::Reverse(replay.lifetimes[id].addr));
+        for &id in ids.iter().take(missing) {
+            of_lifetime[id] = Category::Gradient;
+        }
+    }
+}
+
+/// Autocast's `casts` with half the bytes of a parameter are copies of the weights (fp32 → bf16 /
+/// fp16, kept for the autocast region: `cuda_ctx512_forward_mixed` holds 6.30 GiB of them at its
+/// peak); its other casts (of activations) keep the category their lifetime gave them.
+fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &mut [Category]) {
+    if casts.is_empty() {
+        return;
+    }
+    let parameter_sizes: rustc_hash::FxHashSet<u64> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(_, &c)| c == Category::Parameter)
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect();
+    for &id in casts {
+        if parameter_sizes.contains(&(replay.lifetimes[id].requested_size_bytes * 2)) {
+            of_lifetime[id] = Category::WeightCopy;
+        }
+    }
 }
 
 /// cuBLAS's default workspace (`CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8`: 2 × 4 MiB + 8 × 16 KiB),
@@ -276,12 +439,6 @@ fn workspaces_made_before_the_trace(
         .filter(|(l, c)| **c == Category::Workspace && l.alloc_event.is_some())
         .map(|(l, _)| l.requested_size_bytes)
         .collect();
-    let untraced_weight = |l: &Lifetime, c: Category| {
-        c == Category::Parameter
-            && l.alloc_event.is_none()
-            && l.free_requested_event.or(l.free_completed_event).is_none()
-            && l.stack == NO_STACK
-    };
     // One per stream and thread: a few at most. Many blocks of that size are weights of that
     // size (a 2080 × 1024 fp32 matrix is one too).
     let cublas_sized = replay

@@ -371,7 +371,8 @@ impl fmt::Display for Warning {
 #[derive(Clone, Debug, Default)]
 pub struct FileFormat {
     pub protocol: u8,
-    /// A `PyTorch` ≤ 1.13 file: a top-level list of segments, no trace.
+    /// A top-level list of segments with no trace (`torch.cuda.memory_snapshot()`, or a
+    /// `PyTorch` ≤ 1.13 `_snapshot`).
     pub legacy_list: bool,
     pub gzip: bool,
     /// An msMemScope recording (CSV, DB or folder), read into this model.

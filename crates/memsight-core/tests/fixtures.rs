@@ -9,6 +9,7 @@
 mod common;
 
 use memsight_core::Loaded;
+use memsight_core::category::Category;
 use memsight_core::model::{BlockState, NO_TIME, WarningKind};
 use memsight_core::report::StatsReport;
 
@@ -963,4 +964,89 @@ fn check_peak(
     if let Some(words) = expected.peak_phase {
         assert!(peak.summary.contains(words), "{file}: {}", peak.summary);
     }
+}
+
+/// Bytes of `category` in a peak finding's breakdown.
+fn peak_bytes(peak: &memsight_core::detect::Finding, category: Category) -> u64 {
+    peak.breakdown
+        .iter()
+        .find(|c| c.category == category)
+        .map_or(0, |c| c.bytes)
+}
+
+/// `cuda_modern_compilectx` holds every weight twice from before the trace, with no stack
+/// (Python's pickle, the final segments' requested sizes): 72 × 9,437,184, 96 × 2,359,296,
+/// 4 × 30,720,000 and 50 × 3,072 bytes; its backward pass makes half as many blocks of each
+/// size and frees them in the pass (a new gradient added into an existing `.grad`). Half of
+/// them are gradients kept from an earlier step: 514,501,632 bytes (490.7 MiB, the audit's
+/// figure), not weights. `cuda_2023_no_time` (a quantised model that dequantises 44 weights of
+/// 2 MiB in backward, 9 % of its weights) has none.
+#[test]
+fn gradients_from_before_the_trace_are_told_from_weights() {
+    let (Some(compiled), Some(quantised)) = (
+        load("cuda_modern_compilectx.pickle"),
+        load("cuda_2023_no_time.pickle"),
+    ) else {
+        return;
+    };
+    let peak = peak_finding(&compiled);
+    assert_eq!(
+        peak_bytes(&peak, Category::Gradient),
+        36 * 9_437_184 + 48 * 2_359_296 + 2 * 30_720_000 + 25 * 3_072,
+        "{:?}",
+        peak.breakdown
+    );
+    let peak = peak_finding(&quantised);
+    assert_eq!(
+        peak_bytes(&peak, Category::Gradient),
+        0,
+        "{:?}",
+        peak.breakdown
+    );
+}
+
+/// `cuda_ctx512_forward_mixed` runs under autocast: at its peak (event 6762) the blocks made by
+/// `at::autocast::cached_cast` with half the bytes of a weight from before the trace are
+/// 65 × 5,120, 128 × 13,107,200, 96 × 52,428,800 and 1 × 51,200,000 bytes (Python's pickle):
+/// 6,762,419,200 bytes (6.30 GiB) of bf16 weight copies, which the audit found counted as
+/// activations. The advice names them first and, autocast being on, does not suggest fp16 /
+/// bf16 tensors.
+#[test]
+fn autocast_weight_copies_are_named() {
+    let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
+        return;
+    };
+    let peak = peak_finding(&loaded);
+    assert_eq!(
+        peak_bytes(&peak, Category::WeightCopy),
+        65 * 5_120 + 128 * 13_107_200 + 96 * 52_428_800 + 51_200_000,
+        "{:?}",
+        peak.breakdown
+    );
+    assert!(
+        peak.suggestion
+            .starts_with("Autocast keeps a 16-bit copy of each fp32 weight")
+            && peak.suggestion.contains("model.to(torch.bfloat16)")
+            && !peak.suggestion.contains("fp16 / bf16 tensors"),
+        "{}",
+        peak.suggestion
+    );
+}
+
+/// `cuda_legacy_list`'s blocks carry call stacks (805 of 2,140, Python's pickle): history was
+/// recorded, the file is the segment list alone. The advice is to dump the snapshot with its
+/// trace, not to start recording.
+#[test]
+fn a_segment_list_with_stacks_is_told_to_dump_the_trace() {
+    let Some(loaded) = load("cuda_legacy_list.pkl") else {
+        return;
+    };
+    let findings = memsight_core::detect::analyze(&loaded);
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.suggestion.contains("_dump_snapshot(path)")
+                && f.suggestion.contains("history was recorded")),
+        "{findings:?}"
+    );
 }

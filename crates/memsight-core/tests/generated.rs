@@ -294,19 +294,20 @@ fn range_analysis_finds_the_injected_leak() {
 /// The recall / false-alarm table in BENCHMARKS.md (`examples/detector_recall.rs`, same suite):
 /// every injected leak, stall, OOM, fragmented `segment_alloc` and extreme request found; the
 /// clean runs quiet; fragmentation's false alarms (its free-byte estimate can run up to 1 MiB per
-/// unsplit large block high) no more than recorded.
+/// unsplit large block high) no more than recorded (22 of 1,392 since the kept-gradients loop
+/// joined the suite: it added 35 fragmented `segment_alloc`s and one false alarm).
 #[test]
 fn detectors_hold_their_recall_over_the_seeded_suite() {
     let table = memsight_core::r#gen::score::score_suite(1..=10, 50_000);
     for row in &table {
         assert_eq!(row.missed(), 0, "{row:?}");
-        let allowed = if row.kind == "fragmentation" { 21 } else { 0 };
+        let allowed = if row.kind == "fragmentation" { 22 } else { 0 };
         assert!(row.false_alarms <= allowed, "{row:?}");
     }
     let injected: Vec<usize> = table.iter().map(|r| r.injected).collect();
     assert_eq!(
         injected,
-        [40, 1357, 20, 10, 10, 0],
+        [40, 1392, 20, 10, 10, 0],
         "the suite itself changed: {table:?}"
     );
 }

@@ -80,6 +80,7 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
         Category::Parameter => 0.60,
         Category::Gradient => 0.08,
         Category::OptimizerState => 0.78,
+        Category::WeightCopy => 0.95,
         Category::Activation => 0.33,
         Category::Temporary => 0.15,
         Category::Workspace => 0.50,

@@ -37,10 +37,14 @@ fn real_ranks_show_curves_findings_and_tables() {
         return;
     };
     let mut harness = harness(&Source::Path(dir));
-    // Memory outside the allocator and the peak, on each rank.
-    harness.get_by_label("Findings (4)");
+    // Memory outside the allocator and the peak, on each rank; static_graph_rank1's rounded
+    // timestamps (a damaged file).
+    harness.get_by_label("Findings (5)");
     harness.get_by_label_contains("Unaccounted memory on rank0_level0");
-    harness.get_by_label_contains("Peak on rank0_level0: 1.16 GiB allocated; aten::mm holds 12%");
+    harness.get_by_label_contains(
+        "Peak on rank0_level0: 1.16 GiB allocated; aten::_foreach_add holds 20%",
+    );
+    harness.get_by_label_contains("Damaged file on static_graph_rank1");
     // The two ranks were recorded a year apart: each counts from its own start.
     assert!(harness.state().profilers()[0].align_starts);
 

@@ -3,7 +3,7 @@
 //! in holes between live blocks, which stay until their segments empty. Without a trace there is
 //! no history to judge, so this is the one thing the pool itself can say.
 
-use crate::model::BlockState;
+use crate::model::{BlockState, NO_STACK};
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity};
@@ -55,10 +55,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             format_bytes(reserved.saturating_sub(idle) as i64),
             format_bytes(idle as i64)
         );
-        f.suggestion = "Record a trace: call torch.cuda.memory._record_memory_history() \
-                        (torch_npu: torch.npu.memory._record_memory_history()) before the part \
-                        of the run to study, then dump the snapshot."
-            .to_string();
+        f.suggestion = record_a_trace(cx);
         return vec![f];
     }
     let mut f = Finding::new(FindingKind::IdleCache, Severity::Info, device.ordinal);
@@ -90,4 +87,27 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         format_bytes(empty_bytes as i64)
     );
     vec![f]
+}
+
+/// How to get a trace next time. Blocks with call stacks mean history was recorded: the file
+/// was written without its trace (`torch.cuda.memory_snapshot()` is the segments alone).
+fn record_a_trace(cx: &DeviceContext) -> String {
+    let recorded = cx
+        .device
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .any(|b| b.stack != NO_STACK);
+    if recorded {
+        "Its blocks carry call stacks, so history was recorded, but the file holds the segments \
+         alone (what torch.cuda.memory_snapshot() returns). Write it with \
+         torch.cuda.memory._dump_snapshot(path) (torch_npu: torch.npu.memory._dump_snapshot(path)): \
+         that keeps the trace as well."
+            .to_string()
+    } else {
+        "Record a trace: call torch.cuda.memory._record_memory_history() (torch_npu: \
+         torch.npu.memory._record_memory_history()) before the part of the run to study, then \
+         dump the snapshot with torch.cuda.memory._dump_snapshot(path)."
+            .to_string()
+    }
 }

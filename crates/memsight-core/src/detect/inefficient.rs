@@ -11,7 +11,6 @@
 use rustc_hash::FxHashMap;
 
 use super::{DeviceContext, Finding, FindingKind, Severity};
-use crate::category::Category;
 use crate::frames::headline_frame;
 use crate::memscope::{EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS};
 use crate::model::{BlockUse, StackId};
@@ -65,10 +64,7 @@ pub fn waste(cx: &DeviceContext) -> Waste {
         let Some(lifetime) = replay.lifetimes.get(id as usize) else {
             continue;
         };
-        if matches!(
-            cx.categories.of_lifetime[id as usize],
-            Category::Parameter | Category::Gradient | Category::OptimizerState
-        ) {
+        if cx.categories.of_lifetime[id as usize].is_model_state() {
             w.left_out += 1;
             continue;
         }

@@ -19,6 +19,8 @@ const TOP: usize = 3;
 const BACKWARD_BEGINS_ALLOCS: usize = 8;
 /// Last step's gradients worth advice from this share (percent) of the peak.
 const MIN_STALE_GRADIENT_PERCENT: u64 = 5;
+/// Autocast's weight copies worth advice from this share (percent) of the peak.
+const MIN_WEIGHT_COPY_PERCENT: u64 = 10;
 
 /// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
 fn add_owners(cx: &DeviceContext, f: &mut Finding) {
@@ -215,37 +217,68 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     }
 }
 
-/// The peak's advice: last step's gradients first where they are still allocated, then what its
-/// largest part calls for.
+/// The peak's advice: last step's gradients first where they are still allocated, autocast's
+/// weight copies where they hold a tenth of the peak, then what its largest part calls for.
 fn suggestion(
     cx: &DeviceContext,
     (parts, total): (&[super::CategoryBytes], u64),
     largest_temporary: &str,
     event: Option<u32>,
 ) -> String {
-    let advice = advice(
+    let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
+    let mut advice = advice(
         parts[0].category,
         largest_temporary,
         cx.workload,
         parts[0].bytes * 2 >= total,
+        cx.categories.autocast,
     );
+    let copies = parts
+        .iter()
+        .find(|p| p.category == Category::WeightCopy)
+        .map_or(0, |p| p.bytes);
+    if parts[0].category != Category::WeightCopy && copies * 100 >= total * MIN_WEIGHT_COPY_PERCENT
+    {
+        advice = format!(
+            "Autocast keeps a 16-bit copy of each fp32 weight ({}, {}% of the peak). {} Then: {}",
+            format_bytes(copies as i64),
+            percent(copies),
+            weight_copy_advice(cx.workload),
+            super::lowercase_first(&advice)
+        );
+    }
     let stale = stale_gradient_bytes(cx, event);
     if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT {
         return advice;
     }
     format!(
-        "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass: \
-         zero_grad() runs after it. Call optimizer.zero_grad(set_to_none=True) before the \
-         forward pass (or right after optimizer.step()): the peak drops by up to {}. Then: {}",
+        "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass \
+         (zero_grad() frees them after it, or never with set_to_none=False). Call \
+         optimizer.zero_grad(set_to_none=True) before the forward pass (or right after \
+         optimizer.step()): the peak drops by up to {}. Then: {}",
         format_bytes(stale as i64),
-        (stale * 100 + total / 2) / total.max(1),
+        percent(stale),
         format_bytes(stale as i64),
         super::lowercase_first(&advice)
     )
 }
 
-/// Bytes at `event`, in a forward pass, of gradients that `zero_grad` frees before the next
-/// optimizer step: not this step's (the optimizer has not used them yet), so last step's.
+/// What removes autocast's weight copies.
+fn weight_copy_advice(workload: Workload) -> &'static str {
+    if workload == Workload::Inference {
+        "For inference, store the weights in bf16 (model.to(torch.bfloat16)) and drop autocast: \
+         the weights take half the memory and no copy is made. Or pass cache_enabled=False to \
+         torch.autocast: a single forward pass uses each copy once, so nothing is cast twice."
+    } else {
+        "Autocast keeps them until its region ends, so the forward pass of every step holds \
+         them. Sharding the weights (FSDP with a bf16 mixed-precision policy) or storing \
+         them in bf16 with fp32 master weights in the optimizer avoids the copies."
+    }
+}
+
+/// Bytes at `event`, in a forward pass, of last step's gradients: gradients that `zero_grad`
+/// frees before the next optimizer step (the optimizer has not used them yet), and gradients
+/// from before the trace that it never frees (`zero_grad()` without `set_to_none`, or none).
 fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
     let Some(e) = event.filter(|&e| cx.categories.phase_at(e) == Phase::Forward) else {
         return 0;
@@ -270,45 +303,68 @@ fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
         .filter(|&&(_, id)| cx.categories.of_lifetime[id as usize] == Category::Gradient)
         .map(|&(_, id)| &replay.lifetimes[id as usize])
         .filter(|l| {
+            let kept_from_before = l.alloc_event.is_none()
+                && l.free_requested_event.or(l.free_completed_event).is_none();
             l.state_after(event) == BlockState::ActiveAllocated
-                && l.free_requested_event
-                    .is_some_and(|f| f < next_step && by_zero_grad(f))
+                && (kept_from_before
+                    || l.free_requested_event
+                        .is_some_and(|f| f < next_step && by_zero_grad(f)))
         })
         .map(|l| l.requested_size_bytes)
         .sum()
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run; `largest_temporary` names the call site of the largest
-/// temporary block.
+/// a training or an inference run, with or without `autocast` already on; `largest_temporary`
+/// names the call site of the largest temporary block.
 fn advice(
     largest_category: Category,
     largest_temporary: &str,
     workload: Workload,
     most: bool,
+    autocast: bool,
 ) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
-        Category::Activation if inference => "Most of the peak is the forward pass's tensors, and \
-             this trace has no backward pass or optimizer step (inference, or a forward pass \
-             recorded alone). For inference, run under torch.inference_mode() or \
-             torch.no_grad(): each layer's tensors are then freed when the next layer has used \
-             them. A smaller batch or sequence length, or fp16 / bf16 tensors where the run does \
-             not use them yet, lowers it too."
-            .to_string(),
-        Category::Activation => "Most of the peak is activations (kept by the forward pass for \
-             backward). Activation checkpointing, a smaller micro-batch or sequence length, or \
-             mixed precision lowers it."
-            .to_string(),
+        Category::Activation if inference => format!(
+            "Most of the peak is the forward pass's tensors, and this trace has no backward pass \
+             or optimizer step (inference, or a forward pass recorded alone). For inference, run \
+             under torch.inference_mode() or torch.no_grad(): each layer's tensors are then freed \
+             when the next layer has used them. A smaller batch or shorter inputs{} lower it too.",
+            if autocast {
+                ""
+            } else {
+                ", or fp16 / bf16 tensors"
+            }
+        ),
+        Category::Activation => format!(
+            "Most of the peak is activations (kept by the forward pass for backward). Activation \
+             checkpointing{} lowers it.",
+            if autocast {
+                " or a smaller micro-batch or shorter inputs"
+            } else {
+                ", a smaller micro-batch or shorter inputs, or mixed precision"
+            }
+        ),
         Category::Parameter if inference => "Most of the peak is the model's weights, and this \
              trace has no backward pass or optimizer step (inference, or a forward pass recorded \
              alone). Weights in fp16 / bf16, quantised to int8 / int4, or some layers offloaded \
              to the host lower it."
             .to_string(),
-        Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
-             is model state (weights, gradients, optimizer state). Mixed precision, sharding \
-             (ZeRO / FSDP), or an 8-bit optimizer lowers it."
-            .to_string(),
+        Category::Parameter | Category::Gradient | Category::OptimizerState => format!(
+            "Most of the peak is model state (weights, gradients, optimizer state). {}",
+            if autocast {
+                "Sharding across devices (ZeRO / FSDP) or an 8-bit optimizer lowers it (autocast \
+                 is on already, and it keeps the weights in fp32)."
+            } else {
+                "Mixed precision, sharding across devices (ZeRO / FSDP), or an 8-bit optimizer \
+                 lowers it."
+            }
+        ),
+        Category::WeightCopy => format!(
+            "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
+            weight_copy_advice(workload)
+        ),
         Category::Temporary => format!(
             "Most of the peak is temporary tensors; the largest comes from {largest_temporary}. \
              Compute that operation in chunks, or free its inputs before it."
@@ -415,6 +471,40 @@ mod tests {
             assert!(
                 !peak.suggestion.contains("Last step's gradients"),
                 "seed {seed}: {peak:?}"
+            );
+        }
+    }
+
+    /// Issue 21: `zero_grad(set_to_none=False)` keeps the first step's gradients for good; in the
+    /// trace they are blocks from before it, weight-sized, and every backward pass adds a new
+    /// gradient into them and frees it. They are gradients (every layer's weights: all
+    /// parameters but the embedding, 32,000 × 1,024 fp32), whether the backward thread recorded
+    /// `AccumulateGrad` frames (even seeds) or none (odd seeds: stackless blocks beside weights
+    /// with `.to()` stacks), and the advice starts with `set_to_none=True`.
+    #[test]
+    fn gradients_kept_from_the_first_step_are_gradients() {
+        use crate::category::Category;
+        const EMBEDDING_BYTES: u64 = 32_000 * 1024 * 4;
+        for seed in 1..=2 {
+            let (_, loaded) = generated(Scenario::TransformerKeptGrads, 60_000, seed);
+            let peak = analyze(&loaded)
+                .into_iter()
+                .find(|f| f.kind == FindingKind::Peak)
+                .expect("a peak");
+            let bytes = |category| {
+                peak.breakdown
+                    .iter()
+                    .find(|c| c.category == category)
+                    .map_or(0, |c| c.bytes)
+            };
+            let (weights, gradients) = (bytes(Category::Parameter), bytes(Category::Gradient));
+            assert!(gradients > 0, "seed {seed}: {:?}", peak.breakdown);
+            assert_eq!(weights - EMBEDDING_BYTES, gradients, "seed {seed}");
+            assert!(
+                peak.suggestion.starts_with("Last step's gradients (")
+                    && peak.suggestion.contains("set_to_none=True"),
+                "seed {seed}: {}",
+                peak.suggestion
             );
         }
     }

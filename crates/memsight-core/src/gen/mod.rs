@@ -55,10 +55,14 @@ pub enum Scenario {
     /// forward pass, not at the end of the step: last step's gradients stay allocated through
     /// every forward pass.
     TransformerLateZeroGrad,
+    /// The transformer loop calling `zero_grad(set_to_none=False)`: the gradients made in the
+    /// first step (before the trace) are kept for good, and every backward pass in the trace
+    /// adds into them.
+    TransformerKeptGrads,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -71,6 +75,7 @@ impl Scenario {
         Self::TransformerReleases,
         Self::TransformerInference,
         Self::TransformerLateZeroGrad,
+        Self::TransformerKeptGrads,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +92,7 @@ impl Scenario {
             Self::TransformerReleases => "transformer-releases",
             Self::TransformerInference => "transformer-inference",
             Self::TransformerLateZeroGrad => "transformer-late-zero-grad",
+            Self::TransformerKeptGrads => "transformer-kept-grads",
         }
     }
 }
@@ -430,6 +436,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             | Scenario::TransformerReleases
             | Scenario::TransformerInference
             | Scenario::TransformerLateZeroGrad
+            | Scenario::TransformerKeptGrads
     );
     let mut leak_truth_stack = leak_stack;
     let mut leak_bytes = 2 << 20;
@@ -446,6 +453,7 @@ pub fn generate(options: &GenOptions) -> Generated {
                 release_every: (sc == Scenario::TransformerReleases).then_some(2),
                 inference: sc == Scenario::TransformerInference,
                 late_zero_grad: sc == Scenario::TransformerLateZeroGrad,
+                keep_grads: sc == Scenario::TransformerKeptGrads,
                 cpp: options.seed.is_multiple_of(2),
                 batch: options.batch.max(1),
             },

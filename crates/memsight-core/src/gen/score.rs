@@ -82,6 +82,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                     | Scenario::TransformerReleases
                     | Scenario::TransformerInference
                     | Scenario::TransformerLateZeroGrad
+                    | Scenario::TransformerKeptGrads
             ) {
                 clean.false_alarms += findings
                     .iter()

@@ -48,6 +48,9 @@ pub(super) struct Shape {
     /// `optimizer.zero_grad()` called after the next forward pass (before `loss.backward()`), not
     /// at the end of the step: last step's gradients stay allocated through the forward pass.
     pub late_zero_grad: bool,
+    /// `optimizer.zero_grad(set_to_none=False)`: the first step's gradients are zeroed in place
+    /// and kept for good; every later backward pass adds a new gradient into them and frees it.
+    pub keep_grads: bool,
     /// Stacks carry C++ frames.
     pub cpp: bool,
     /// Sequences per micro-batch.
@@ -200,6 +203,7 @@ pub(super) fn run(
         release_every,
         inference,
         late_zero_grad,
+        keep_grads,
         cpp,
         batch,
     } = shape;
@@ -361,14 +365,16 @@ pub(super) fn run(
                     a.free(addr);
                 }
                 // This layer's weight gradients: made by AccumulateGrad in the first
-                // micro-batch and kept until zero_grad; later micro-batches add into them.
+                // micro-batch and kept until zero_grad; later micro-batches add into them (and,
+                // kept for good, so does every later step).
+                let first = micro == 0 && (!keep_grads || step == 1);
                 for &size in params
                     .iter()
                     .skip(layer * PARAMS_PER_LAYER)
                     .take(PARAMS_PER_LAYER)
                 {
                     a.tick(rng.range(2, 10) as i64);
-                    if micro == 0 {
+                    if first {
                         grads.extend(a.malloc(size, stream, s.accumulate_grad));
                     } else if let Some(t) = a.malloc(size, stream, s.backward_tmp) {
                         a.tick(3);
@@ -401,6 +407,8 @@ pub(super) fn run(
         // zero_grad(set_to_none=True) frees the gradients (or, late, after the next forward).
         if late_zero_grad {
             stale = grads;
+        } else if keep_grads {
+            // Zeroed in place: nothing is freed.
         } else {
             for g in grads {
                 a.free_from(g, Some(s.zero_grad));

@@ -65,6 +65,7 @@ pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
         findings.extend(unaccounted(rank));
         findings.extend(outliers(rank));
         findings.extend(peak(rank));
+        findings.extend(coarse_times(rank));
     }
     findings.extend(imbalance(run));
     findings.sort_by(|a, b| {
@@ -101,6 +102,31 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         owners: Vec::new(),
         suggestion: String::new(),
     }
+}
+
+/// `memory_record.csv` with its timestamps rounded into scientific notation (a spreadsheet saved
+/// it): the curve's samples cannot be placed in time, so what the findings say of its times is
+/// unreliable.
+fn coarse_times(rank: &Rank) -> Option<Finding> {
+    if !rank.coarse_times {
+        return None;
+    }
+    let mut f = finding(rank, FindingKind::Integrity, Severity::Warning);
+    f.title = format!(
+        "Damaged file on {}: memory_record.csv's timestamps are rounded",
+        rank.name
+    );
+    f.summary = "memory_record.csv writes its timestamps in scientific notation (like \
+                 1.69512E+15), rounded to a few significant digits: samples up to hours apart \
+                 share one timestamp. The curve's bytes are right, but when each sample was taken \
+                 is not: it cannot be lined up with the operator rows, and durations read from it \
+                 are wrong."
+        .to_string();
+    f.suggestion = "Use the CSV files exactly as the profiler wrote them: a spreadsheet that \
+                    opens and saves them rounds long numbers. Export the profile again if the \
+                    originals are gone."
+        .to_string();
+    Some(f)
 }
 
 /// Runs where operator reserved falls sharply at flat allocated and active.
@@ -316,8 +342,82 @@ const IMBALANCE_RATIO: f64 = 5.0;
 /// … and at least this much more is an imbalance.
 const IMBALANCE_MIN_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
+/// The operator rows alive at time `t`, largest first.
+fn alive_at(rank: &Rank, t: f64) -> Vec<&super::OperatorRow> {
+    let mut alive: Vec<&super::OperatorRow> = rank
+        .operators
+        .iter()
+        .filter(|o| {
+            o.size_bytes > 0 && o.alloc_us <= t && (o.release_us.is_nan() || o.release_us > t)
+        })
+        .collect();
+    alive.sort_by_key(|o| std::cmp::Reverse(o.size_bytes));
+    alive
+}
+
+/// `alive`'s bytes and rows per operator name, largest first: what a title names (17 rows of
+/// `_foreach_add` hold more than the largest `mm` row alone says).
+fn by_operator<'a>(rank: &'a Rank, alive: &[&super::OperatorRow]) -> Vec<(&'a str, i64, usize)> {
+    let mut totals: Vec<(&str, i64, usize)> = Vec::new();
+    for o in alive {
+        let name = rank.operator_name(o);
+        match totals.iter_mut().find(|t| t.0 == name) {
+            Some(t) => {
+                t.1 += o.size_bytes;
+                t.2 += 1;
+            }
+            None => totals.push((name, o.size_bytes, 1)),
+        }
+    }
+    totals.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    totals
+}
+
+/// "aten::_foreach_add 234 MiB (19.7%) in 17 rows; …", shares of `of_bytes`.
+fn operator_totals_words(totals: &[(&str, i64, usize)], of_bytes: f64) -> String {
+    totals
+        .iter()
+        .take(PEAK_OPERATORS)
+        .map(|(name, bytes, rows)| {
+            format!(
+                "{name} {} ({:.1}%) in {rows} row{}",
+                format_bytes(*bytes),
+                *bytes as f64 * 100.0 / of_bytes.max(1.0),
+                if *rows == 1 { "" } else { "s" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where the operator rows and the curve are two captures: the operator table's own peak (its
+/// `Allocation Total Allocated` column) and the rows alive then, as a sentence.
+fn table_peak_words(rank: &Rank) -> String {
+    let Some(top) = rank
+        .operators
+        .iter()
+        .filter(|o| o.alloc_totals_bytes[0].is_finite())
+        .max_by(|a, b| a.alloc_totals_bytes[0].total_cmp(&b.alloc_totals_bytes[0]))
+    else {
+        return String::new();
+    };
+    let peak_bytes = top.alloc_totals_bytes[0];
+    let alive = alive_at(rank, top.alloc_us);
+    let totals = by_operator(rank, &alive);
+    if totals.is_empty() {
+        return String::new();
+    }
+    format!(
+        " The operator table's own peak is {} allocated (line {} of operator_memory.csv, its \
+         Allocation Total Allocated column); the rows alive then, by operator: {}.",
+        format_bytes(peak_bytes as i64),
+        top.line,
+        operator_totals_words(&totals, peak_bytes)
+    )
+}
+
 /// The anatomy of the rank's peak: the operator allocations alive at the moment of peak
-/// allocated (`PTA+GE`), largest first.
+/// allocated (`PTA+GE`), by operator and largest first.
 fn peak(rank: &Rank) -> Option<Finding> {
     let curve = rank.curve(OPERATOR_COMPONENT)?;
     let (peak_bytes, i) = curve.peak_allocated()?;
@@ -325,29 +425,21 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let reserved = curve.reserved_bytes[i];
     // The operator rows and the curve must be of one capture to say which rows hold the peak.
     let apart_us = capture_gap_us(rank, curve);
-    let mut alive: Vec<(usize, &super::OperatorRow)> = rank
-        .operators
-        .iter()
-        .enumerate()
-        .filter(|_| apart_us.is_none())
-        .filter(|(_, o)| {
-            o.size_bytes > 0 && o.alloc_us <= t && (o.release_us.is_nan() || o.release_us > t)
-        })
-        .collect();
-    alive.sort_by_key(|(_, o)| std::cmp::Reverse(o.size_bytes));
-    let alive_bytes: i64 = alive.iter().map(|(_, o)| o.size_bytes).sum();
+    let alive = if apart_us.is_none() {
+        alive_at(rank, t)
+    } else {
+        Vec::new()
+    };
+    let totals = by_operator(rank, &alive);
+    let alive_bytes: i64 = alive.iter().map(|o| o.size_bytes).sum();
     let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
     let mut f = finding(rank, FindingKind::Peak, Severity::Info);
-    f.title = match alive
-        .first()
-        .filter(|(_, o)| share(o.size_bytes as f64) >= 1.0)
-    {
-        Some((_, o)) => format!(
-            "Peak on {}: {} allocated; {} holds {:.0}%",
+    f.title = match totals.first().filter(|t| share(t.1 as f64) >= 1.0) {
+        Some(&(name, bytes, _)) => format!(
+            "Peak on {}: {} allocated; {name} holds {:.0}%",
             rank.name,
             format_bytes(peak_bytes as i64),
-            rank.operator_name(o),
-            share(o.size_bytes as f64)
+            share(bytes as f64)
         ),
         None => format!(
             "Peak on {}: {} allocated",
@@ -358,7 +450,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let named: Vec<String> = alive
         .iter()
         .take(PEAK_OPERATORS)
-        .map(|(_, o)| {
+        .map(|o| {
             format!(
                 "{} {} ({:.1}%, line {} of operator_memory.csv)",
                 rank.operator_name(o),
@@ -380,15 +472,21 @@ fn peak(rank: &Rank) -> Option<Finding> {
             .to_string()
     } else {
         format!(
-            "{} operator allocations were alive ({}); the largest: {}",
+            "{} operator allocations were alive ({}); by operator: {}; the largest rows: {}",
             alive.len(),
             format_bytes(alive_bytes),
+            operator_totals_words(&totals, peak_bytes),
             named.join("; ")
         )
     };
     let predates = unnamed_words(rank, curve, apart_us.is_some(), peak_bytes, alive_bytes);
+    let table_peak = if apart_us.is_some() {
+        table_peak_words(rank)
+    } else {
+        String::new()
+    };
     f.summary = format!(
-        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.{predates}",
+        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.{predates}{table_peak}",
         format_bytes(peak_bytes as i64),
         peak_bytes * 100.0 / reserved.max(1.0),
         format_bytes(reserved as i64),
@@ -397,11 +495,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     f.events = (i as u32, i as u32);
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
-    let top: Vec<&str> = alive
-        .iter()
-        .take(PEAK_OPERATORS)
-        .map(|(_, o)| rank.operator_name(o))
-        .collect();
+    let top: Vec<&str> = totals.iter().take(PEAK_OPERATORS).map(|t| t.0).collect();
     f.suggestion = peak_advice(rank, apart_us.is_some(), &top);
     Some(f)
 }
@@ -689,7 +783,7 @@ mod tests {
         assert!(
             peaks[0]
                 .summary
-                .contains("the largest: npu::_npu_dtype_cast 2.30 GiB"),
+                .contains("the largest rows: npu::_npu_dtype_cast 2.30 GiB"),
             "{}",
             peaks[0].summary
         );
