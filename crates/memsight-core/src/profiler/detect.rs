@@ -373,7 +373,7 @@ fn by_operator<'a>(rank: &'a Rank, alive: &[&super::OperatorRow]) -> Vec<(&'a st
     totals
 }
 
-/// "aten::_foreach_add 234 MiB (19.7%) in 17 rows; …", shares of `of_bytes`.
+/// `aten::_foreach_add 234 MiB (19.7%) in 16 rows; …`, shares of `of_bytes`.
 fn operator_totals_words(totals: &[(&str, i64, usize)], of_bytes: f64) -> String {
     totals
         .iter()
