@@ -87,9 +87,11 @@ fn state_json_describes_the_pool_after_an_event() {
         "parameter",
         "gradient",
         "optimizer_state",
+        "weight_copy",
         "activation",
         "temporary",
         "workspace",
+        "retained",
         "unknown",
     ];
     for b in segments

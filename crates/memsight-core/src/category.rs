@@ -21,19 +21,21 @@
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
 //!    starts (what the forward pass saves for backward) and freed before that iteration is over
 //!    (the end of the next optimizer step or the next backward pass's start, whichever is first): a
-//!    block still held then is an input batch, a cache or a leak, and stays **unknown**; with no
+//!    block still held then is an input batch, a cache or a leak: **retained**; with no
 //!    backward after it (inference, a forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
 //!    the next backward pass starts).
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
 //! Then two rules that need the first pass's parameters:
-//! - **gradient kept from an earlier step**: where the weights from before the trace come in
-//!   pairs (sizes holding 90 % of their bytes an even count each) and the first backward pass makes blocks of that size only
+//! - **gradient kept from an earlier step**: where the blocks from before the trace taken for
+//!   weights, with the gradients among them, come in pairs (sizes holding 90 % of the weights'
+//!   bytes an even count each) and the first backward pass makes blocks of each such size only
 //!   to free them in the same pass, at least one per pair (a new gradient added into an existing
 //!   `.grad`, which a `None` `.grad` would have kept instead), half of each size is last step's
-//!   gradients (`zero_grad()` without `set_to_none`, or none at all). Which block of a pair is the
-//!   gradient the trace cannot tell: the upper addresses are taken, and the bytes are right.
+//!   gradients (`zero_grad()` without `set_to_none`, or none at all), taken from its stackless
+//!   blocks. Which stackless block of a pair is the gradient the trace cannot tell: the upper
+//!   addresses are taken, and the bytes are right.
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
 //!   weight cast to bf16 / fp16); autocast keeps it until its region ends.
 //!
@@ -59,18 +61,22 @@ pub enum Category {
     /// A 16-bit copy of a weight that autocast keeps for the whole autocast region.
     WeightCopy,
     Activation,
+    /// Made in a forward pass and still held when its iteration was over: an input batch, a
+    /// cache, or a leak.
+    Retained,
     Temporary,
     Workspace,
     Unknown,
 }
 
 impl Category {
-    pub const ALL: [Category; 8] = [
+    pub const ALL: [Category; 9] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
         Category::WeightCopy,
         Category::Activation,
+        Category::Retained,
         Category::Temporary,
         Category::Workspace,
         Category::Unknown,
@@ -84,6 +90,7 @@ impl Category {
             Self::OptimizerState => "optimizer_state",
             Self::WeightCopy => "weight_copy",
             Self::Activation => "activation",
+            Self::Retained => "retained",
             Self::Temporary => "temporary",
             Self::Workspace => "workspace",
             Self::Unknown => "unknown",
@@ -546,7 +553,7 @@ fn lifetime_category(
                     (Some(_), _)
                         if iteration_ends[k].is_some_and(|end| freed.is_none_or(|f| f >= end)) =>
                     {
-                        Category::Unknown
+                        Category::Retained
                     }
                     // Alive into backward; or, with no backward after it (inference, a
                     // forward pass alone), kept to the end: what a forward pass keeps.

@@ -80,8 +80,9 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
         Category::Parameter => 0.60,
         Category::Gradient => 0.08,
         Category::OptimizerState => 0.78,
-        Category::WeightCopy => 0.95,
+        Category::WeightCopy => 0.90,
         Category::Activation => 0.33,
+        Category::Retained => 0.0,
         Category::Temporary => 0.15,
         Category::Workspace => 0.50,
         Category::Unknown => {

@@ -365,6 +365,11 @@ fn advice(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
             weight_copy_advice(workload)
         ),
+        Category::Retained => "Most of the peak is tensors made in a forward pass and still held \
+             after their iteration: an input batch, a cache or a leak. The call sites above say \
+             which; a tensor kept for later (a metric, a loss for logging) holds its memory until \
+             it is freed: keep a Python number (.item()) or a detached host copy instead."
+            .to_string(),
         Category::Temporary => format!(
             "Most of the peak is temporary tensors; the largest comes from {largest_temporary}. \
              Compute that operation in chunks, or free its inputs before it."
