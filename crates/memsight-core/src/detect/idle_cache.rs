@@ -3,7 +3,10 @@
 //! in holes between live blocks, which stay until their segments empty. Without a trace there is
 //! no history to judge, so this is the one thing the pool itself can say.
 
-use crate::model::{BlockState, NO_STACK};
+use rustc_hash::FxHashMap;
+
+use crate::frames::headline_frame;
+use crate::model::{BlockState, NO_STACK, StackId};
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity};
@@ -12,6 +15,8 @@ use super::{DeviceContext, Finding, FindingKind, Severity};
 const MIN_IDLE_PERCENT: u64 = 20;
 /// … and at least this much is worth a note (below, it is the cache's normal overhead).
 const MIN_IDLE_BYTES: u64 = 512 << 20;
+/// Call sites named for the live blocks.
+const TOP_SITES: usize = 3;
 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let device = cx.device;
@@ -49,11 +54,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.title = "No trace: only the pool at dump time".to_string();
         f.summary = format!(
             "The file holds the pool when it was written and no events: {} reserved, {} in \
-             live blocks, {} cached in free blocks. Peaks, leaks, stalls and fragmentation over \
-             time cannot be judged without a trace.",
+             live blocks, {} cached in free blocks.{} Peaks, leaks, stalls and fragmentation \
+             over time cannot be judged without a trace.",
             format_bytes(reserved as i64),
             format_bytes(reserved.saturating_sub(idle) as i64),
-            format_bytes(idle as i64)
+            format_bytes(idle as i64),
+            live_sites(cx)
         );
         f.suggestion = record_a_trace(cx);
         return vec![f];
@@ -77,6 +83,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         format_bytes(hole_bytes as i64),
         if holed_segments == 1 { "" } else { "s" },
     );
+    f.summary.push_str(&live_sites(cx));
     f.bytes = idle;
     f.suggestion = format!(
         "Other processes and libraries cannot use cached memory. If one needs it, call \
@@ -110,4 +117,46 @@ fn record_a_trace(cx: &DeviceContext) -> String {
          dump the snapshot with torch.cuda.memory._dump_snapshot(path)."
             .to_string()
     }
+}
+
+/// " The call sites holding most of the live blocks: …." (empty where no block has a stack): what
+/// the pool held when it was written, by source line.
+fn live_sites(cx: &DeviceContext) -> String {
+    let mut by_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+    for b in cx.device.segments.iter().flat_map(|s| &s.blocks) {
+        if b.state != BlockState::Inactive {
+            let site = by_stack.entry(b.stack).or_default();
+            site.0 += b.requested_size_bytes;
+            site.1 += 1;
+        }
+    }
+    if by_stack.keys().all(|&s| s == NO_STACK) {
+        return String::new();
+    }
+    let mut by_line: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    for (stack, (bytes, n)) in by_stack {
+        let line = headline_frame(cx.snapshot, stack)
+            .unwrap_or_else(|| "blocks without a call stack".to_string());
+        let site = by_line.entry(line).or_default();
+        site.0 += bytes;
+        site.1 += n;
+    }
+    let mut sites: Vec<(String, u64, u64)> =
+        by_line.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let listed: Vec<String> = sites
+        .iter()
+        .take(TOP_SITES)
+        .map(|(site, bytes, n)| {
+            format!(
+                "{site} {} in {n} block{}",
+                format_bytes(*bytes as i64),
+                if *n == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    format!(
+        " The call sites holding most of the live blocks: {}.",
+        listed.join("; ")
+    )
 }

@@ -21,6 +21,13 @@ const BACKWARD_BEGINS_ALLOCS: usize = 8;
 const MIN_STALE_GRADIENT_PERCENT: u64 = 5;
 /// Autocast's weight copies worth advice from this share (percent) of the peak.
 const MIN_WEIGHT_COPY_PERCENT: u64 = 10;
+/// The optimizer's multi-tensor temporaries worth advice from this share (percent) of the peak.
+const MIN_OPTIMIZER_TEMPORARY_PERCENT: u64 = 10;
+/// A peak whose largest part is under this share (percent) has no part to advise on.
+const BALANCED_PERCENT: u64 = 35;
+/// Activations from one source line at the peak of a forward-only trace from this many blocks
+/// are many layers' (autograd is recording).
+const LAYER_BLOCKS: usize = 4;
 
 /// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
 fn add_owners(cx: &DeviceContext, f: &mut Finding) {
@@ -163,8 +170,53 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .iter()
         .find(|h| h.0 == Category::Temporary)
         .map_or_else(String::new, |h| name(h.2));
-    f.suggestion = suggestion(cx, (&parts, total), &largest_temporary, peak.event);
+    let facts = PeakFacts::of(cx, &held, &largest_temporary);
+    f.suggestion = suggestion(cx, (&parts, total), &facts, peak.event);
     vec![f]
+}
+
+/// Whether a forward-only trace keeps every layer's tensors: at the peak, one source line holds
+/// activations from many layers (`cuda_ctx512_forward_mixed`: `transformer.py:138` 32 blocks, one
+/// per layer). Under `inference_mode` a layer's tensors go once the next layer has used them, so
+/// a line holds one or two.
+fn keeps_layers(cx: &DeviceContext, held: &[(Category, u64, StackId, Option<u32>)]) -> bool {
+    let mut per_stack: FxHashMap<StackId, usize> = FxHashMap::default();
+    for h in held.iter().filter(|h| h.0 == Category::Activation) {
+        *per_stack.entry(h.2).or_default() += 1;
+    }
+    let mut per_line: FxHashMap<String, usize> = FxHashMap::default();
+    for (stack, n) in per_stack {
+        if let Some(line) = headline_frame(cx.snapshot, stack) {
+            *per_line.entry(line).or_default() += n;
+        }
+    }
+    per_line.values().any(|&n| n >= LAYER_BLOCKS)
+}
+
+/// Temporaries at the peak made in an optimizer step, and whether its stacks are multi-tensor
+/// (`_multi_tensor_adam`, `_foreach_*`).
+fn optimizer_temporaries(
+    cx: &DeviceContext,
+    held: &[(Category, u64, StackId, Option<u32>)],
+) -> (u64, bool) {
+    let mut bytes = 0;
+    let mut foreach = false;
+    let mut stacks: FxHashMap<StackId, bool> = FxHashMap::default();
+    for h in held {
+        let in_step =
+            h.3.is_some_and(|e| cx.categories.phase_at(e) == Phase::Optimizer);
+        if h.0 != Category::Temporary || !in_step {
+            continue;
+        }
+        bytes += h.1;
+        foreach |= *stacks.entry(h.2).or_insert_with(|| {
+            cx.snapshot.stack_frames(h.2).any(|f| {
+                let name = cx.snapshot.str(f.name);
+                name.contains("_multi_tensor") || name.contains("_foreach")
+            })
+        });
+    }
+    (bytes, foreach)
 }
 
 /// Where in the iteration the peak event falls, in words.
@@ -217,33 +269,82 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     }
 }
 
-/// The peak's advice: last step's gradients first where they are still allocated, autocast's
-/// weight copies where they hold a tenth of the peak, then what its largest part calls for.
+/// What the peak's advice rests on besides its breakdown.
+struct PeakFacts<'a> {
+    /// The call site of the largest temporary block.
+    largest_temporary: &'a str,
+    /// A forward-only trace that keeps every layer's tensors to its end: autograd is recording.
+    keeps_layers: bool,
+    /// Optimizer-step temporaries at the peak, and whether they are multi-tensor (`foreach`).
+    optimizer_temporary_bytes: u64,
+    foreach: bool,
+}
+
+impl<'a> PeakFacts<'a> {
+    fn of(
+        cx: &DeviceContext,
+        held: &[(Category, u64, StackId, Option<u32>)],
+        largest_temporary: &'a str,
+    ) -> Self {
+        let (optimizer_temporary_bytes, foreach) = optimizer_temporaries(cx, held);
+        Self {
+            largest_temporary,
+            keeps_layers: keeps_layers(cx, held),
+            optimizer_temporary_bytes,
+            foreach,
+        }
+    }
+}
+
+/// The peak's advice: last step's gradients first where they are still allocated, the
+/// optimizer's multi-tensor temporaries where they hold a tenth of the peak, then what its
+/// largest part calls for, then autocast's weight copies where they hold a tenth.
 fn suggestion(
     cx: &DeviceContext,
     (parts, total): (&[super::CategoryBytes], u64),
-    largest_temporary: &str,
+    facts: &PeakFacts,
     event: Option<u32>,
 ) -> String {
     let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
-    let mut advice = advice(
-        parts[0].category,
-        largest_temporary,
-        cx.workload,
-        parts[0].bytes * 2 >= total,
-        cx.categories.autocast,
-    );
+    let largest = parts[0];
+    let mut advice = if largest.bytes * 100 < total * BALANCED_PERCENT {
+        format!(
+            "No one part dominates this peak (the largest, {}, is {}%): the call sites above are \
+             where to look first.",
+            largest.category.name().replace('_', " "),
+            percent(largest.bytes)
+        )
+    } else {
+        advice(
+            largest.category,
+            facts,
+            cx.workload,
+            largest.bytes * 2 >= total,
+            cx.categories.autocast,
+        )
+    };
     let copies = parts
         .iter()
         .find(|p| p.category == Category::WeightCopy)
         .map_or(0, |p| p.bytes);
-    if parts[0].category != Category::WeightCopy && copies * 100 >= total * MIN_WEIGHT_COPY_PERCENT
-    {
+    if largest.category != Category::WeightCopy && copies * 100 >= total * MIN_WEIGHT_COPY_PERCENT {
         advice = format!(
-            "Autocast keeps a 16-bit copy of each fp32 weight ({}, {}% of the peak). {} Then: {}",
+            "{advice} Autocast also keeps a 16-bit copy of each fp32 weight ({}, {}% of the peak). \
+             {}",
             format_bytes(copies as i64),
             percent(copies),
-            weight_copy_advice(cx.workload),
+            weight_copy_advice(cx.workload, facts.keeps_layers)
+        );
+    }
+    let optimizer = facts.optimizer_temporary_bytes;
+    if facts.foreach && optimizer * 100 >= total * MIN_OPTIMIZER_TEMPORARY_PERCENT {
+        advice = format!(
+            "The optimizer step's multi-tensor (_foreach_*) temporaries hold {} ({}% of the \
+             peak): one per parameter at once. An optimizer built with foreach=False steps one \
+             parameter at a time and holds less (slower); fused=True, where the device supports \
+             it, needs no such temporaries. Then: {}",
+            format_bytes(optimizer as i64),
+            percent(optimizer),
             super::lowercase_first(&advice)
         );
     }
@@ -263,16 +364,27 @@ fn suggestion(
     )
 }
 
-/// What removes autocast's weight copies.
-fn weight_copy_advice(workload: Workload) -> &'static str {
-    if workload == Workload::Inference {
-        "For inference, store the weights in bf16 (model.to(torch.bfloat16)) and drop autocast: \
-         the weights take half the memory and no copy is made. Or pass cache_enabled=False to \
-         torch.autocast: a single forward pass uses each copy once, so nothing is cast twice."
-    } else {
-        "Autocast keeps them until its region ends, so the forward pass of every step holds \
-         them. Sharding the weights (FSDP with a bf16 mixed-precision policy) or storing \
-         them in bf16 with fp32 master weights in the optimizer avoids the copies."
+/// What removes autocast's weight copies; `keeps_layers`: autograd is recording a forward-only
+/// trace, and saves the copies for backward.
+fn weight_copy_advice(workload: Workload, keeps_layers: bool) -> &'static str {
+    match workload {
+        Workload::Inference if keeps_layers => {
+            "Autograd is recording and saves these copies for backward, so cache_enabled=False \
+             would not free them. If this is inference, run it under torch.inference_mode() \
+             with the weights stored in bf16 (model.to(torch.bfloat16)) and no autocast: the \
+             weights take half the memory and no copy is made."
+        }
+        Workload::Inference => {
+            "For inference, store the weights in bf16 (model.to(torch.bfloat16)) and drop \
+             autocast: the weights take half the memory and no copy is made. Or pass \
+             cache_enabled=False to torch.autocast: a single forward pass uses each copy once, \
+             so nothing is cast twice."
+        }
+        _ => {
+            "Autocast keeps them until its region ends, so the forward pass of every step holds \
+             them. Sharding the weights (FSDP with a bf16 mixed-precision policy) or storing \
+             them in bf16 with fp32 master weights in the optimizer avoids the copies."
+        }
     }
 }
 
@@ -315,17 +427,24 @@ fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run, with or without `autocast` already on; `largest_temporary`
-/// names the call site of the largest temporary block.
+/// a training or an inference run, with or without `autocast` already on.
 fn advice(
     largest_category: Category,
-    largest_temporary: &str,
+    facts: &PeakFacts,
     workload: Workload,
     most: bool,
     autocast: bool,
 ) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
+        Category::Activation if inference && facts.keeps_layers => "Most of the peak is what a \
+             forward pass keeps for backward: autograd is recording (every layer's tensors are \
+             still alive at the end of the pass), though the trace has no backward pass. If this \
+             is the forward half of a training step, activation checkpointing or a smaller batch \
+             or shorter inputs lowers it. If it is inference, run it under \
+             torch.inference_mode(): each layer's tensors are then freed when the next layer has \
+             used them."
+            .to_string(),
         Category::Activation if inference => format!(
             "Most of the peak is the forward pass's tensors, and this trace has no backward pass \
              or optimizer step (inference, or a forward pass recorded alone). For inference, run \
@@ -351,19 +470,15 @@ fn advice(
              alone). Weights in fp16 / bf16, quantised to int8 / int4, or some layers offloaded \
              to the host lower it."
             .to_string(),
-        Category::Parameter | Category::Gradient | Category::OptimizerState => format!(
-            "Most of the peak is model state (weights, gradients, optimizer state). {}",
-            if autocast {
-                "Sharding across devices (ZeRO / FSDP) or an 8-bit optimizer lowers it (autocast \
-                 is on already, and it keeps the weights in fp32)."
-            } else {
-                "Mixed precision, sharding across devices (ZeRO / FSDP), or an 8-bit optimizer \
-                 lowers it."
-            }
-        ),
+        // Mixed precision does not: it keeps fp32 weights, gradients and optimizer state.
+        Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
+             is model state (weights, gradients, optimizer state). An 8-bit optimizer (where the \
+             device has one) or, for a model trained on several devices, sharding (ZeRO / FSDP) \
+             lowers it."
+            .to_string(),
         Category::WeightCopy => format!(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
-            weight_copy_advice(workload)
+            weight_copy_advice(workload, facts.keeps_layers)
         ),
         Category::Retained => "Most of the peak is tensors made in a forward pass and still held \
              after their iteration: an input batch, a cache or a leak. The call sites above say \
@@ -371,8 +486,9 @@ fn advice(
              it is freed: keep a Python number (.item()) or a detached host copy instead."
             .to_string(),
         Category::Temporary => format!(
-            "Most of the peak is temporary tensors; the largest comes from {largest_temporary}. \
-             Compute that operation in chunks, or free its inputs before it."
+            "Most of the peak is temporary tensors; the largest comes from {}. Compute that \
+             operation in chunks, or free its inputs before it.",
+            facts.largest_temporary
         ),
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."

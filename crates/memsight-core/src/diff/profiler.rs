@@ -343,7 +343,9 @@ fn rank_figures(rank: &Rank) -> (RankFigures, FxHashMap<String, OperatorFigures>
         .filter(|_| !rank.coarse_times)
         .and_then(|app| {
             let ops = rank.curve(OPERATOR_COMPONENT)?;
-            let (app_peak, k) = app.peak_reserved()?;
+            let (app_peak, _) = app.peak_reserved()?;
+            // The last sample at the peak: a flat APP curve starts before the operator curve.
+            let k = app.reserved_bytes.iter().rposition(|&v| v >= app_peak)?;
             let t = app.time_us[k];
             let i = ops.time_us.partition_point(|&x| x <= t).checked_sub(1)?;
             Some(app_peak - ops.reserved_bytes[i]).filter(|v| !v.is_nan())

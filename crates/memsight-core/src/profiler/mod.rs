@@ -53,13 +53,15 @@ impl Curve {
     }
 }
 
+/// The largest value and the first sample that reaches it (where the curve got there).
 fn peak(values: &[f64]) -> Option<(f64, usize)> {
-    values
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(i, &v)| (v, i))
+    values.iter().enumerate().filter(|(_, v)| !v.is_nan()).fold(
+        None,
+        |best: Option<(f64, usize)>, (i, &v)| match best {
+            Some((b, _)) if b >= v => best,
+            _ => Some((v, i)),
+        },
+    )
 }
 
 /// One row of `operator_memory.csv`: one allocation.
