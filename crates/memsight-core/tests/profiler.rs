@@ -354,42 +354,6 @@ fn detectors_on_the_real_ranks() {
         "{}",
         findings[2].suggestion
     );
-    // The static-graph rank's operator rows start at 1.7067e15 µs, its memory record at
-    // 1.69512e15 µs: 134 days apart, two captures. Nothing is said of the rows, and
-    // profile_memory=True (on: the rows exist) is not asked for.
-    // The rows also record 25,722 MB reserved, the curve 8,582 MB.
-    assert!(
-        findings[3].summary.contains(&format!(
-            "are 134 days apart, and the rows record up to {} reserved where the curve has {}: \
-             two captures",
-            memsight_core::units::format_bytes(26_971_471_872),
-            memsight_core::units::format_bytes(8_582 << 20)
-        )),
-        "{}",
-        findings[3].summary
-    );
-    assert!(!findings[3].suggestion.contains("profile_memory"));
-    // What the operator table says of itself: its own peak, just before line 22's release (an
-    // aten::_convolution: Release Total Allocated 3,469.5556640625 MB plus its 200,704.5 KB,
-    // 3,843,614,208 bytes; more than any Allocation Total Allocated, 3,432,638,976 at its
-    // allocation, an independent audit found), and the rows alive then by operator: 3 rows of
-    // aten::_convolution hold 1,233,126,912 bytes (32.1 %).
-    assert!(
-        findings[3].summary.contains(&format!(
-            "The operator table's own peak is {} allocated, just before line 22's release",
-            memsight_core::units::format_bytes(3_843_614_208)
-        )) && findings[3].summary.contains(&format!(
-            "by operator: aten::_convolution {} (32.1%) in 3 rows;",
-            memsight_core::units::format_bytes(1_233_126_912)
-        )),
-        "{}",
-        findings[3].summary
-    );
-    assert!(
-        !findings[3].title.contains("holds"),
-        "{}",
-        findings[3].title
-    );
     // GE's memory is inside the operator curve (PTA+GE): only HCCL and the runtime are outside
     // it (an independent audit: 404 + 92 = 497 MiB of the 583 MiB gap).
     assert!(
@@ -399,6 +363,61 @@ fn detectors_on_the_real_ranks() {
         "{}",
         findings[1].summary
     );
+}
+
+/// `static_graph_rank1`: what its peak finding can and cannot say (see the comments).
+#[test]
+fn the_static_graph_rank_is_two_captures() {
+    use memsight_core::detect::FindingKind;
+    let Some(dir) = common::fixtures_dir().map(|d| d.join("profiler/static_graph_rank1")) else {
+        return;
+    };
+    let run = profiler::open(&[dir]).expect("reads");
+    let peak = profiler::detect::analyze(&run)
+        .into_iter()
+        .find(|f| f.kind == FindingKind::Peak)
+        .expect("a peak finding");
+    // The static-graph rank's operator rows start at 1.7067e15 µs, its memory record at
+    // 1.69512e15 µs: 134 days apart, two captures. Nothing is said of the rows, and
+    // profile_memory=True (on: the rows exist) is not asked for.
+    // The rows also record 25,722 MB reserved, the curve 8,582 MB.
+    assert!(
+        peak.summary.contains(&format!(
+            "are 134 days apart, and the rows record up to {} reserved where the curve has {}: \
+             two captures",
+            memsight_core::units::format_bytes(26_971_471_872),
+            memsight_core::units::format_bytes(8_582 << 20)
+        )),
+        "{}",
+        peak.summary
+    );
+    assert!(!peak.suggestion.contains("profile_memory"));
+    // What the operator table says of itself: its own peak, just before line 22's release (an
+    // aten::_convolution: Release Total Allocated 3,469.5556640625 MB plus its 200,704.5 KB,
+    // 3,843,614,208 bytes; more than any Allocation Total Allocated, 3,432,638,976 at its
+    // allocation, an independent audit found), and the rows alive then by operator: 3 rows of
+    // aten::_convolution hold 1,233,126,912 bytes (32.1 %).
+    assert!(
+        peak.summary.contains(&format!(
+            "The operator table's own peak is {} allocated, just before line 22's release",
+            memsight_core::units::format_bytes(3_843_614_208)
+        )) && peak.summary.contains(&format!(
+            "by operator: aten::_convolution {} (32.1%) in 3 rows;",
+            memsight_core::units::format_bytes(1_233_126_912)
+        )),
+        "{}",
+        peak.summary
+    );
+    // Its operator curve has one sample: no peak over time is claimed, nor what predates it.
+    assert!(
+        peak.title.ends_with("(one sample)")
+            && !peak
+                .summary
+                .contains("already allocated at the capture's first sample"),
+        "{}",
+        peak.summary
+    );
+    assert!(!peak.title.contains("holds"), "{}", peak.title);
 }
 
 /// A long read reports its bytes as it goes and stops when asked to.

@@ -356,6 +356,7 @@ fn not_judged(cx: &DeviceContext, steps: &Steps) -> Finding {
 pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
     let n = cx.steps.as_ref().map_or(0, Steps::count);
     if n >= MIN_LEAKING_ITERATIONS {
+        note_no_leak(cx, peak);
         return;
     }
     let why = match n {
@@ -369,6 +370,55 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
     let sentence = format!(
         " Whether memory leaks from one iteration to the next cannot be judged from this trace: \
          that takes at least {MIN_LEAKING_ITERATIONS} iterations, and {why}."
+    );
+    for f in peak {
+        f.summary.push_str(&sentence);
+    }
+}
+
+/// Low points of iterations after the first within this much of each other are flat …
+const FLAT_LOW_BYTES: i64 = 1 << 20;
+/// … or within this share (percent) of the peak.
+const FLAT_LOW_PERCENT: i64 = 1;
+
+/// Where no leak was found in 3 or more iterations and the allocated low point of every
+/// iteration after the first is the same (within 1 MiB or 1 % of the peak), the peak finding
+/// says so: that is the verdict "no leak", with its evidence. (The first iteration may still
+/// be building optimizer state; a low point that moves says nothing either way.)
+fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
+    let Some(steps) = cx.steps.as_ref() else {
+        return;
+    };
+    let allocated = cx.replay.allocated_bytes();
+    let lows: Vec<i64> = steps
+        .bounds
+        .windows(2)
+        .skip(1)
+        .filter_map(|w| {
+            let (a, b) = (w[0] as usize, (w[1] as usize).min(allocated.len()));
+            allocated.get(a..b).and_then(|s| s.iter().copied().min())
+        })
+        .collect();
+    let (Some(&lo), Some(&hi)) = (lows.iter().min(), lows.iter().max()) else {
+        return;
+    };
+    let flat = (FLAT_LOW_BYTES).max(cx.replay.peak_allocated.bytes * FLAT_LOW_PERCENT / 100);
+    if lows.len() + 1 < MIN_LEAKING_ITERATIONS || hi - lo > flat {
+        return;
+    }
+    let range = if hi == lo {
+        format!("stays at {}", format_bytes(lo))
+    } else {
+        format!(
+            "stays between {} and {}",
+            format_bytes(lo),
+            format_bytes(hi)
+        )
+    };
+    let sentence = format!(
+        " No leak: the allocated low point of iterations 2 to {} {range}, so nothing \
+         accumulates from one iteration to the next.",
+        steps.count()
     );
     for f in peak {
         f.summary.push_str(&sentence);

@@ -17,8 +17,10 @@ use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
 const TOP: usize = 3;
 /// A peak within this many allocations of a backward pass's start is the forward pass's end.
 const BACKWARD_BEGINS_ALLOCS: usize = 8;
-/// Last step's gradients worth advice from this share (percent) of the peak.
+/// Last step's gradients worth advice from this share (percent) of the peak, or from this many
+/// bytes (`cuda_modern_compilectx`: 491 MiB, 3.7 % of a 13 GiB peak).
 const MIN_STALE_GRADIENT_PERCENT: u64 = 5;
+const MIN_STALE_GRADIENT_BYTES: u64 = 256 << 20;
 /// Autocast's weight copies worth advice from this share (percent) of the peak.
 const MIN_WEIGHT_COPY_PERCENT: u64 = 10;
 /// The optimizer's multi-tensor temporaries worth advice from this share (percent) of the peak.
@@ -349,7 +351,7 @@ fn suggestion(
         );
     }
     let stale = stale_gradient_bytes(cx, event);
-    if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT {
+    if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT && stale < MIN_STALE_GRADIENT_BYTES {
         return advice;
     }
     format!(

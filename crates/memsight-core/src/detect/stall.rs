@@ -396,13 +396,19 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         ),
         None => no_failure,
     };
+    let (device_free, device_malloc) = if snapshot.is_npu() {
+        ("aclrtFree", "aclrtMalloc")
+    } else {
+        ("cudaFree", "cudaMalloc")
+    };
     f.summary = format!(
         "The cache was released {} ({released} segments, {} in all) while no request was \
          waiting for the memory; afterwards {} of new segments were allocated, up to {} of \
-         which the released cache could have served.{no_failure} \
+         which the released cache could have served (each new segment placed in a released one \
+         it fits in, largest first).{no_failure} \
          This is the program's choice, not an allocator stall. But every segment released and \
-         needed again costs a device free and a device malloc (cudaFree / aclrtFree, then \
-         cudaMalloc / aclrtMalloc).",
+         needed again costs a device free and a device malloc ({device_free}, then \
+         {device_malloc}).",
         times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),

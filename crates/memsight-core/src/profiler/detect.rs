@@ -283,9 +283,17 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         time_range_us: Some((app.time_us[first], app.time_us[last])),
         breakdown: Vec::new(),
         owners: Vec::new(),
-        suggestion: "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), workspaces, \
-                     runtime. Budget for it, or shrink it (HCCL_BUFFSIZE, fewer communicators, smaller workspaces)."
-            .to_string(),
+        suggestion: if components.is_empty() {
+            "This memory is outside PyTorch's caching allocator: CANN's communication buffers, \
+             workspaces and runtime. Export the profile with npu_module_mem.csv to see which \
+             component holds it, then budget for it or shrink it (HCCL_BUFFSIZE for \
+             communication buffers, smaller workspaces)."
+        } else {
+            "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), \
+             workspaces, runtime. Budget for it, or shrink it (HCCL_BUFFSIZE, fewer \
+             communicators, smaller workspaces)."
+        }
+        .to_string(),
         ..finding(rank, FindingKind::UnaccountedMemory, Severity::Info)
     })
 }
@@ -538,18 +546,33 @@ fn peak(rank: &Rank) -> Option<Finding> {
             named.join("; ")
         )
     };
-    let predates = unnamed_words(rank, curve, apart_us.is_some(), peak_bytes, alive_bytes);
+    // One sample shows no peak over time, and everything in it predates it trivially.
+    let one_sample = curve.len() == 1;
+    let predates = if one_sample {
+        String::new()
+    } else {
+        unnamed_words(rank, curve, apart_us.is_some(), peak_bytes, alive_bytes)
+    };
     let table_peak = if apart_us.is_some() {
         table_peak_words(rank)
     } else {
         String::new()
     };
+    let moment = if one_sample {
+        "The operator curve has one sample, so it shows no peak over time, only that moment"
+    } else {
+        "At the rank's peak"
+    };
+    let joint = if one_sample { ";" } else { "," };
     f.summary = format!(
-        "At the rank's peak ({} allocated, {:.1}% of the {} reserved then), {what}.{predates}{table_peak}",
+        "{moment} ({} allocated, {:.1}% of the {} reserved then){joint} {what}.{predates}{table_peak}",
         format_bytes(peak_bytes as i64),
         peak_bytes * 100.0 / reserved.max(1.0),
         format_bytes(reserved as i64),
     );
+    if one_sample {
+        f.title.push_str(" (one sample)");
+    }
     f.bytes = peak_bytes as u64;
     f.events = (i as u32, i as u32);
     f.focus_event = Some(i as u32);
