@@ -37,7 +37,18 @@ await_window() {  # APP_LOG WHAT: waits up to 60 s for $app's window (sets $wind
     for _ in $(seq 60); do
         window="$(xdotool search --name '^memsight' 2>/dev/null | head -1 || true)"
         [ -n "$window" ] && break
-        kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app exited on $2:" >&2; cat "$1" >&2; exit 1; }
+        if ! kill -0 "$app" 2>/dev/null; then
+            echo "gui-smoke: the app exited on $2:" >&2
+            cat "$1" >&2
+            # Say whether the X server was still there (a lost server is not the app's doing).
+            if kill -0 "$xvfb" 2>/dev/null; then
+                echo "gui-smoke: Xvfb $display was still running" >&2
+            else
+                echo "gui-smoke: Xvfb $display had exited; its log:" >&2
+                cat "$work/xvfb.log" >&2
+            fi
+            exit 1
+        fi
         sleep 1
     done
     [ -n "$window" ] || { echo "gui-smoke: no window for $2 within 60 s" >&2; exit 1; }
@@ -51,7 +62,9 @@ snapshot="$work/中文目录/内存快照.pkl"
 cp "$snapshot" "$work/snap.pkl"
 mkdir -p "$work/config"
 
-Xvfb "$display" -screen 0 1400x900x24 >"$work/xvfb.log" 2>&1 &
+# -noreset: the server stays as it is when its last client disconnects (an app quits between
+# two checks); without it, Xvfb resets at each such moment.
+Xvfb "$display" -screen 0 1400x900x24 -noreset >"$work/xvfb.log" 2>&1 &
 xvfb=$!
 sleep 1
 export DISPLAY="$display" WGPU_BACKEND=gl XDG_CONFIG_HOME="$work/config"

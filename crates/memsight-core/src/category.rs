@@ -27,7 +27,7 @@
 //!    the next backward pass starts).
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
-//! Then two rules that need the first pass's parameters:
+//! Then three rules that need the first pass's categories:
 //! - **gradient kept from an earlier step**: where the blocks from before the trace taken for
 //!   weights, with the gradients among them, come in pairs (sizes holding 90 % of the weights'
 //!   bytes an even count each) and the first backward pass makes blocks of each such size only
@@ -38,6 +38,8 @@
 //!   addresses are taken, and the bytes are right.
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
 //!   weight cast to bf16 / fp16); autocast keeps it until its region ends.
+//! - **parameter, trained input**: a retained block of a size that has optimizer state and a
+//!   gradient but no weight: the input the optimizer trains (`trained_inputs`).
 //!
 //! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
@@ -287,7 +289,58 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
     workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
     gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
+    trained_inputs(replay, &mut categories.of_lifetime);
     categories
+}
+
+/// Tensors the optimizer trains that no weight accounts for: where optimizer state and a
+/// gradient of some size exist but no parameter of that size, the blocks of that size made in a
+/// forward pass and held past their iteration (`retained`) are what it trains: an input being
+/// optimised (counterfactuals, adversarial examples, style transfer). `cuda_cppframes_snapshotevents`
+/// trains one 7.5 MiB image with `Adam` (two 7.5 MiB state blocks, a 7.5 MiB gradient) while its
+/// model's weights are frozen. One per two state blocks (Adam's `exp_avg`, `exp_avg_sq`), at
+/// least one, the earliest made first; which of several same-size blocks is trained the trace
+/// cannot tell.
+fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+    let mut state: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut weights: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
+    let mut gradients: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        match c {
+            Category::OptimizerState => *state.entry(l.requested_size_bytes).or_default() += 1,
+            Category::Parameter => {
+                weights.insert(l.requested_size_bytes);
+            }
+            Category::Gradient => {
+                gradients.insert(l.requested_size_bytes);
+            }
+            _ => {}
+        }
+    }
+    state.retain(|size, _| !weights.contains(size) && gradients.contains(size));
+    if state.is_empty() {
+        return;
+    }
+    let mut retained: Vec<(u32, usize)> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .enumerate()
+        .filter(|(_, (l, c))| {
+            **c == Category::Retained && state.contains_key(&l.requested_size_bytes)
+        })
+        .filter_map(|(id, (l, _))| Some((l.alloc_event?, id)))
+        .collect();
+    retained.sort_unstable();
+    for (_, id) in retained {
+        let size = replay.lifetimes[id].requested_size_bytes;
+        let Some(left) = state.get_mut(&size).filter(|n| **n > 0) else {
+            continue;
+        };
+        // Two state blocks per trained tensor (Adam); one (SGD's momentum) still trains one.
+        *left = left.saturating_sub(2);
+        of_lifetime[id] = Category::Parameter;
+    }
 }
 
 /// Weights from before the trace with no stack, never freed: what rule 2 takes for weights.
