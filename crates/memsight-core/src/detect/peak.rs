@@ -354,11 +354,17 @@ fn suggestion(
     if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT && stale < MIN_STALE_GRADIENT_BYTES {
         return advice;
     }
+    // With no optimizer step in the trace, the gradients are the model's to free.
+    let (who, when) = if cx.categories.optimizer_steps().next().is_some() {
+        ("optimizer", " (or right after optimizer.step())")
+    } else {
+        ("model", "")
+    };
     format!(
         "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass \
          (zero_grad() frees them after it, or never with set_to_none=False). Call \
-         optimizer.zero_grad(set_to_none=True) before the forward pass (or right after \
-         optimizer.step()): the peak drops by up to {}. Then: {}",
+         {who}.zero_grad(set_to_none=True) before the forward pass{when}: the peak drops by up \
+         to {}. Then: {}",
         format_bytes(stale as i64),
         percent(stale),
         format_bytes(stale as i64),

@@ -290,11 +290,24 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 }
 
 /// The bursts with no request waiting (explicit `empty_cache()` calls) as one note.
-/// How many bytes of the `new` segments the `released` ones could have held instead, packing
-/// the largest new segment first into the released one it fits most tightly (first-fit
+/// Segments of this size are the small pool's (a large-pool segment is 20 MiB or at least
+/// 10 MiB): the two pools never serve each other.
+const SMALL_POOL_SEGMENT_BYTES: u64 = 2 << 20;
+
+/// How many bytes of the `new` segments the `released` ones could have held instead, per pool,
+/// packing the largest new segment first into the released one it fits most tightly (first-fit
 /// decreasing): an estimate of what keeping the cache would have saved, never more than either
 /// total.
-fn reusable_bytes(released: Vec<u64>, mut new: Vec<u64>) -> u64 {
+fn reusable_bytes(released: Vec<u64>, new: Vec<u64>) -> u64 {
+    let small = |s: &u64| *s <= SMALL_POOL_SEGMENT_BYTES;
+    let (released_small, released_large): (Vec<u64>, Vec<u64>) =
+        released.into_iter().partition(small);
+    let (new_small, new_large): (Vec<u64>, Vec<u64>) = new.into_iter().partition(small);
+    packed_bytes(released_small, new_small) + packed_bytes(released_large, new_large)
+}
+
+/// First-fit decreasing of `new` into the room of `released` (see [`reusable_bytes`]).
+fn packed_bytes(released: Vec<u64>, mut new: Vec<u64>) -> u64 {
     // The released segments' free room, as a multiset: room → how many have it.
     let mut rooms: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
     for r in released {
@@ -405,7 +418,7 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         "The cache was released {} ({released} segments, {} in all) while no request was \
          waiting for the memory; afterwards {} of new segments were allocated, up to {} of \
          which the released cache could have served (each new segment placed in a released one \
-         it fits in, largest first).{no_failure} \
+         of its pool that it fits in, largest first).{no_failure} \
          This is the program's choice, not an allocator stall. But every segment released and \
          needed again costs a device free and a device malloc ({device_free}, then \
          {device_malloc}).",
@@ -439,6 +452,13 @@ mod tests {
             40 * MIB
         );
         assert_eq!(super::reusable_bytes(Vec::new(), vec![MIB]), 0);
+        // A small-pool segment (2 MiB) never goes into a large one's room, nor the reverse
+        // (an audit found 2 MiB placed in an 18 MiB leftover on the NPU demo).
+        assert_eq!(super::reusable_bytes(vec![20 * MIB], vec![2 * MIB]), 0);
+        assert_eq!(
+            super::reusable_bytes(vec![2 * MIB; 2], vec![2 * MIB]),
+            2 * MIB
+        );
     }
 
     use crate::detect::test_support::generated;
