@@ -3,9 +3,6 @@
 //! in holes between live blocks, which stay until their segments empty. Without a trace there is
 //! no history to judge, so this is the one thing the pool itself can say.
 
-use rustc_hash::FxHashMap;
-
-use crate::frames::headline_frame;
 use crate::model::{BlockState, NO_STACK, StackId};
 use crate::units::format_bytes;
 
@@ -122,41 +119,20 @@ fn record_a_trace(cx: &DeviceContext) -> String {
 /// " The call sites holding most of the live blocks: …." (empty where no block has a stack): what
 /// the pool held when it was written, by source line.
 fn live_sites(cx: &DeviceContext) -> String {
-    let mut by_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
-    for b in cx.device.segments.iter().flat_map(|s| &s.blocks) {
-        if b.state != BlockState::Inactive {
-            let site = by_stack.entry(b.stack).or_default();
-            site.0 += b.requested_size_bytes;
-            site.1 += 1;
-        }
-    }
-    if by_stack.keys().all(|&s| s == NO_STACK) {
+    let live: Vec<(StackId, u64)> = cx
+        .device
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state != BlockState::Inactive)
+        .map(|b| (b.stack, b.requested_size_bytes))
+        .collect();
+    if live.iter().all(|&(stack, _)| stack == NO_STACK) {
         return String::new();
     }
-    let mut by_line: FxHashMap<String, (u64, u64)> = FxHashMap::default();
-    for (stack, (bytes, n)) in by_stack {
-        let line = headline_frame(cx.snapshot, stack)
-            .unwrap_or_else(|| "blocks without a call stack".to_string());
-        let site = by_line.entry(line).or_default();
-        site.0 += bytes;
-        site.1 += n;
-    }
-    let mut sites: Vec<(String, u64, u64)> =
-        by_line.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
-    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let listed: Vec<String> = sites
-        .iter()
-        .take(TOP_SITES)
-        .map(|(site, bytes, n)| {
-            format!(
-                "{site} {} in {n} block{}",
-                format_bytes(*bytes as i64),
-                if *n == 1 { "" } else { "s" }
-            )
-        })
-        .collect();
+    let sites = super::sites_by_line(cx.snapshot, live);
     format!(
         " The call sites holding most of the live blocks: {}.",
-        listed.join("; ")
+        super::sites_words(&sites, TOP_SITES)
     )
 }

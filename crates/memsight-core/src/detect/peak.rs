@@ -84,30 +84,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let parts = breakdown(held.iter().map(|h| (h.0, h.1)));
     // Rounded: the shares add up to about 100.
     let share = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
-    let name = |stack: StackId| {
-        headline_frame(cx.snapshot, stack)
-            .unwrap_or_else(|| "blocks without a call stack".to_string())
-    };
-
-    // A call site is the line a user reads (the stack's headline frame), not the whole stack:
-    // one line reached through several callers is one site (ctx512's transformer.py:22 holds
-    // 10.4 GiB through a dozen stacks, each under 1 GiB alone).
-    // By stack first (cheap), then each stack named once.
-    let mut by_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
-    for h in &held {
-        let site = by_stack.entry(h.2).or_default();
-        site.0 += h.1;
-        site.1 += 1;
-    }
-    let mut by_site: FxHashMap<String, (u64, u64)> = FxHashMap::default();
-    for (stack, (bytes, n)) in by_stack {
-        let site = by_site.entry(name(stack)).or_default();
-        site.0 += bytes;
-        site.1 += n;
-    }
-    let mut sites: Vec<(String, u64, u64)> =
-        by_site.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
-    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let name = |stack: StackId| super::site_name(cx.snapshot, stack);
+    let sites = super::sites_by_line(cx.snapshot, held.iter().map(|h| (h.2, h.1)));
     let mut largest: Vec<&(Category, u64, StackId, Option<u32>)> = held.iter().collect();
     largest.sort_by_key(|h| (std::cmp::Reverse(h.1), h.3));
 
@@ -135,16 +113,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             ))
             .collect::<Vec<_>>()
             .join(", "),
-        sites
-            .iter()
-            .take(TOP)
-            .map(|(site, bytes, n)| format!(
-                "{site} {} in {n} block{}",
-                format_bytes(*bytes as i64),
-                if *n == 1 { "" } else { "s" }
-            ))
-            .collect::<Vec<_>>()
-            .join("; "),
+        super::sites_words(&sites, TOP),
         largest
             .iter()
             .take(TOP)
