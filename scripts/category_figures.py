@@ -11,6 +11,9 @@ independently of memsight's classifier:
   each such size is gradients.
 - Autocast weight copies (`cuda_ctx512_forward_mixed`): blocks alive at the peak allocated event
   whose stack holds `at::autocast::cached_cast` and whose size is half a weight's (fp32 → bf16).
+- Attention written out by hand (`cuda_ctx512_forward_mixed`, `cuda_modern_compilectx`): blocks
+  alive at the peak allocated event made under a frame of the program's own (not torch, not
+  site-packages, not C++) whose name says attention, where some of them come from a softmax.
 """
 import collections
 import os
@@ -116,8 +119,51 @@ def weight_copies(path):
     print(f"{os.path.basename(path)}: peak event {peak_event}; weight copies {dict(copies)} = {total} B")
 
 
+def is_internal(filename):
+    f = filename.replace("\\", "/")
+    native = f.endswith((".cpp", ".cc", ".cu", ".h", ".hpp", ".c"))
+    return (f in ("??", "") or native or f.startswith("<") or "/torch/" in f
+            or f.startswith("torch/") or "site-packages/" in f or "/lib/python" in f)
+
+
+def hand_attention(path):
+    data = load(path)
+    trace = data["device_traces"][0]
+    live, allocated, peak, peak_event = {}, 0, 0, None
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+            allocated += e["size"]
+        elif e["action"] == "free_requested" and e["addr"] in live:
+            allocated -= live.pop(e["addr"])["size"]
+        if allocated > peak:
+            peak, peak_event = allocated, i
+    live = {}
+    for e in trace[: peak_event + 1]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        elif e["action"] == "free_requested":
+            live.pop(e["addr"], None)
+    by_function = collections.defaultdict(lambda: [0, 0])
+    for e in live.values():
+        frames = e.get("frames", [])
+        function = next((f"{f['name']} ({f['filename'].replace(chr(92), '/').split('/')[-1]})"
+                         for f in frames
+                         if ("attention" in f["name"].lower() or "attn" in f["name"].lower())
+                         and not is_internal(f["filename"])), None)
+        if function:
+            by_function[function][0] += e["size"]
+            if any("softmax" in f["name"] for f in frames):
+                by_function[function][1] += e["size"]
+    for function, (size, softmax) in by_function.items():
+        print(f"{os.path.basename(path)}: peak event {peak_event}; {function}: {size} B, "
+              f"{softmax} B by its softmax")
+
+
 if __name__ == "__main__":
     folder = sys.argv[1] if len(sys.argv) > 1 else "../shared/fixtures/snapshots"
     kept_gradients(os.path.join(folder, "cuda_modern_compilectx.pickle"))
     kept_gradients(os.path.join(folder, "cuda_2023_no_time.pickle"))
     weight_copies(os.path.join(folder, "cuda_ctx512_forward_mixed.pickle"))
+    hand_attention(os.path.join(folder, "cuda_ctx512_forward_mixed.pickle"))
+    hand_attention(os.path.join(folder, "cuda_modern_compilectx.pickle"))

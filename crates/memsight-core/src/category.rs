@@ -17,7 +17,10 @@
 //!    released by `zero_grad` (the free's stack says so), whatever made it — last step's
 //!    gradients alive before the trace, or made on a backward thread that records no frames.
 //! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
-//!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …).
+//!    `Optimizer.step` annotation window) and still alive when the step ends (`exp_avg`, …); or,
+//!    made by the optimizer before the trace, still alive when the trace first allocates outside
+//!    an optimizer step (an optimizer that replaces its moments every step frees last step's in
+//!    this one: they lived through a forward and a backward pass, so they were state).
 //! 5. **activation**: made outside backward and the optimizer, alive when a later backward pass
 //!    starts (what the forward pass saves for backward) and freed before that iteration is over
 //!    (the end of the next optimizer step or the next backward pass's start, whichever is first): a
@@ -27,7 +30,10 @@
 //!    the next backward pass starts).
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
-//! Then three rules that need the first pass's categories:
+//! Then four rules that need the first pass's categories:
+//! - **optimizer state, replaced**: where the trace begins inside an optimizer step, a block the
+//!   optimizer made before the trace and frees in that step after the step made a block of its
+//!   size that outlives the step is the moment that block replaces (`replaced_state`).
 //! - **gradient kept from an earlier step**: where the blocks from before the trace taken for
 //!   weights, with the gradients among them, come in pairs (sizes holding 90 % of the weights'
 //!   bytes an even count each) and the first backward pass makes blocks of each such size only
@@ -147,6 +153,9 @@ pub struct Categories {
     pub runs: Vec<PhaseRun>,
     /// Some allocation was made by an autocast cast: the run uses mixed precision.
     pub autocast: bool,
+    /// Blocks from before the trace found to be gradients kept from an earlier step (paired
+    /// with the weights, added into by backward), not weights.
+    pub kept_gradient_blocks: usize,
 }
 
 impl Categories {
@@ -249,6 +258,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         of_lifetime: Vec::with_capacity(replay.lifetimes.len()),
         runs,
         autocast: false,
+        kept_gradient_blocks: 0,
     };
     let backward_starts: Vec<u32> = categories
         .runs
@@ -257,6 +267,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         .map(|r| r.start)
         .collect();
     let iteration_ends = iteration_ends(&categories.runs);
+    let outside_the_optimizer = first_allocation_outside_the_optimizer(device, &categories.runs);
     // Autocast's casts, judged once the parameters are known.
     let mut casts: Vec<usize> = Vec::new();
     for l in &replay.lifetimes {
@@ -281,16 +292,76 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
             } else {
-                lifetime_category(l, m, &categories.runs, &backward_starts, &iteration_ends)
+                lifetime_category(
+                    l,
+                    m,
+                    &categories.runs,
+                    &backward_starts,
+                    &iteration_ends,
+                    outside_the_optimizer,
+                )
             }
         });
         categories.of_lifetime.push(category);
     }
     workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
-    gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
+    replaced_state(
+        replay,
+        &categories.runs,
+        |stack| marks(stack).optimizer,
+        &mut categories.of_lifetime,
+    );
+    categories.kept_gradient_blocks =
+        gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
     categories
+}
+
+/// Optimizer state from before the trace that a trace beginning inside an optimizer step sees
+/// freed in that step, where the step has already made a block of the same size that it keeps:
+/// the new moment replacing the old (`state["exp_avg"] = beta1 * exp_avg + …`, or a new
+/// per-parameter list), not a temporary. A temporary of the step is freed without a kept block
+/// of its size before it. (Freed once the trace has left that step, it is state by
+/// `before_the_trace` already.)
+fn replaced_state(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    is_optimizer: impl FnMut(StackId) -> bool,
+    of_lifetime: &mut [Category],
+) {
+    let Some(first) = runs.first().filter(|r| r.phase == Phase::Optimizer) else {
+        return;
+    };
+    let mut is_optimizer = is_optimizer;
+    // Kept blocks the first step made: size → its first such allocation.
+    let mut kept: FxHashMap<u64, u32> = FxHashMap::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        if c == Category::OptimizerState
+            && let Some(alloc) = l.alloc_event.filter(|&e| e >= first.start && e < first.end)
+        {
+            let at = kept.entry(l.requested_size_bytes).or_insert(alloc);
+            *at = (*at).min(alloc);
+        }
+    }
+    if kept.is_empty() {
+        return;
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        let freed = l.free_requested_event.or(l.free_completed_event);
+        if *c == Category::Temporary
+            && l.alloc_event.is_none()
+            && freed.is_some_and(|f| {
+                f < first.end
+                    && kept
+                        .get(&l.requested_size_bytes)
+                        .is_some_and(|&made| made < f)
+            })
+            && is_optimizer(l.stack)
+        {
+            *c = Category::OptimizerState;
+        }
+    }
 }
 
 /// Tensors the optimizer trains that no weight accounts for: where optimizer state and a
@@ -374,9 +445,9 @@ fn gradients_kept_from_an_earlier_step(
     replay: &DeviceReplay,
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
-) {
+) -> usize {
     let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
-        return;
+        return 0;
     };
     let mut held: FxHashMap<u64, SizeHeld> = FxHashMap::default();
     for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
@@ -398,7 +469,7 @@ fn gradients_kept_from_an_earlier_step(
     held.retain(|_, h| h.weights > 0);
     let weight_bytes: u64 = held.iter().map(|(size, h)| size * h.weights as u64).sum();
     if weight_bytes == 0 {
-        return;
+        return 0;
     }
     // Per size: blocks the backward pass made and freed in it, and whether it kept any (a new
     // gradient where `.grad` was `None`).
@@ -445,15 +516,18 @@ fn gradients_kept_from_an_earlier_step(
         .map(|(size, _)| size * held[size].weights as u64)
         .sum();
     if paired_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
-        return;
+        return 0;
     }
+    let mut found = 0;
     for (size, missing) in missing {
         let mut ids = held.remove(&size).map(|h| h.stackless).unwrap_or_default();
         ids.sort_by_key(|&id| std::cmp::Reverse(replay.lifetimes[id].addr));
         for &id in ids.iter().take(missing) {
             of_lifetime[id] = Category::Gradient;
+            found += 1;
         }
     }
+    found
 }
 
 /// Autocast's `casts` with half the bytes of a parameter are copies of the weights (fp32 → bf16 /
@@ -569,6 +643,7 @@ fn lifetime_category(
     runs: &[PhaseRun],
     backward_starts: &[u32],
     iteration_ends: &[Option<u32>],
+    outside_the_optimizer: Option<u32>,
 ) -> Category {
     let freed = l.free_requested_event.or(l.free_completed_event);
     if m.workspace {
@@ -615,7 +690,23 @@ fn lifetime_category(
             }
         }
     } else {
-        before_the_trace(m, freed, runs)
+        before_the_trace(m, freed, runs, outside_the_optimizer)
+    }
+}
+
+/// The first allocation with a stack made outside an optimizer step: where a trace that begins
+/// inside a step leaves it (or its first allocation when it begins elsewhere). The optimizer's
+/// temporaries from before the trace are freed by then; its state is not.
+fn first_allocation_outside_the_optimizer(device: &Device, runs: &[PhaseRun]) -> Option<u32> {
+    let trace = &device.trace;
+    let first = (0..trace.len())
+        .find(|&i| trace.action[i] == Action::Alloc && trace.stack[i] != NO_STACK)?
+        as u32;
+    match runs.first() {
+        Some(r) if r.phase == Phase::Optimizer && r.start == first => {
+            (r.end < trace.len() as u32).then_some(r.end)
+        }
+        _ => Some(first),
     }
 }
 
@@ -642,7 +733,12 @@ fn iteration_ends(runs: &[PhaseRun]) -> Vec<Option<u32>> {
 
 /// The category of a block alive before the trace began, from its stack (the final segments and
 /// free events carry the allocation's) and its free, if any.
-fn before_the_trace(m: StackMarks, freed: Option<u32>, runs: &[PhaseRun]) -> Category {
+fn before_the_trace(
+    m: StackMarks,
+    freed: Option<u32>,
+    runs: &[PhaseRun],
+    outside_the_optimizer: Option<u32>,
+) -> Category {
     let first_optimizer_step = runs
         .iter()
         .find(|r| r.phase == Phase::Optimizer)
@@ -654,6 +750,10 @@ fn before_the_trace(m: StackMarks, freed: Option<u32>, runs: &[PhaseRun]) -> Cat
         None if m.backward => Category::Gradient,
         // Freed at or after the optimizer step: a gradient that `zero_grad` released.
         Some(f) if m.backward && first_optimizer_step.is_some_and(|s| f >= s) => Category::Gradient,
+        // Made by the optimizer, alive past the step the trace may begin in: replaced state.
+        Some(f) if m.optimizer && !m.backward && outside_the_optimizer.is_some_and(|o| f > o) => {
+            Category::OptimizerState
+        }
         Some(_) if m.backward || m.optimizer => Category::Temporary,
         // Never freed: weights and buffers, unless the stack says it was made for something else.
         None if m.parameter_init || m == StackMarks::default() => Category::Parameter,
@@ -680,5 +780,50 @@ mod tests {
             assert!(c.of_lifetime.contains(&want), "no {want:?}");
         }
         assert!(c.runs.iter().any(|r| r.phase == Phase::Optimizer));
+    }
+
+    /// Issue 21: an optimizer that replaces its moments every step (new per-parameter lists from
+    /// a list comprehension, last step's dropped) keeps optimizer state, not temporaries: every
+    /// block its list comprehension makes is state, those made before the trace (freed in its
+    /// first step) too; at the peak, in a forward or backward pass, that is both moments of
+    /// every parameter. The parameters, from the generator's model: 24 layers of 64 MiB of
+    /// weights and two 4 KiB layer norms, and a 32,000 × 1,024 fp32 embedding.
+    #[test]
+    fn moments_replaced_every_step_are_optimizer_state() {
+        const PARAMETER_BYTES: u64 = 24 * (64 << 20) + 24 * 2 * 4096 + 32_000 * 1024 * 4;
+        for seed in 1..=2 {
+            let (_, loaded) = generate_loaded(Scenario::TransformerReplacedAdam, 60_000, seed);
+            let s = &loaded.snapshot;
+            let replay = &loaded.replays[0];
+            let c = classify(s, &s.devices[0], replay);
+            let listcomp = |stack| s.stack_frames(stack).any(|f| s.str(f.name) == "<listcomp>");
+            let (mut before, mut within) = (0, 0);
+            for (l, &category) in replay.lifetimes.iter().zip(&c.of_lifetime) {
+                if listcomp(l.stack) {
+                    assert_eq!(category, Category::OptimizerState, "seed {seed}: {l:?}");
+                    if l.alloc_event.is_none() {
+                        before += 1;
+                    } else {
+                        within += 1;
+                    }
+                }
+            }
+            assert!(before > 0 && within > 0, "seed {seed}: {before} {within}");
+            let peak = crate::detect::analyze(&loaded)
+                .into_iter()
+                .find(|f| f.kind == crate::detect::FindingKind::Peak)
+                .expect("a peak");
+            let state = peak
+                .breakdown
+                .iter()
+                .find(|b| b.category == Category::OptimizerState)
+                .map_or(0, |b| b.bytes);
+            assert_eq!(
+                state,
+                2 * PARAMETER_BYTES,
+                "seed {seed}: {:?}",
+                peak.breakdown
+            );
+        }
     }
 }

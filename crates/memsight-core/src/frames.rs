@@ -112,8 +112,12 @@ pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
                     && !file.contains("/torch_npu/")
             })
         {
-            let file = snapshot.str(library.filename);
-            let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
+            // From the package on (`bitsandbytes/autograd/_functions.py`): a file name alone
+            // does not say which library it is.
+            let file = snapshot.str(library.filename).replace('\\', "/");
+            let short = file
+                .rsplit_once("-packages/")
+                .map_or_else(|| file.rsplit('/').next().unwrap_or(&file), |(_, p)| p);
             return Some(format!(
                 "{} ({short}:{}) in {}",
                 snapshot.str(library.name),
@@ -384,6 +388,35 @@ mod tests {
         // A stack of nothing but machinery keeps it (something is shown).
         let only = snapshot(&[("??", 0, "torch::unwind::unwind()")]);
         assert_eq!(display_frames(&only, 0, false).len(), 1);
+    }
+
+    /// A notebook cell's line names every allocation made through a library alike: the innermost
+    /// library frame outside torch tells them apart, with its package (`cuda_2023_no_time`'s
+    /// cell line 21 reaches both bitsandbytes' 4-bit matmul and LLaMA's own code).
+    #[test]
+    fn a_top_level_line_is_told_apart_by_its_library_and_package() {
+        let site = "/root/env/lib/python3.10/site-packages";
+        let s = snapshot(&[
+            (&format!("{site}/torch/nn/functional.py"), 2380, "linear"),
+            (
+                &format!("{site}/bitsandbytes/autograd/_functions.py"),
+                509,
+                "forward",
+            ),
+            (
+                &format!("{site}/transformers/models/llama/modeling_llama.py"),
+                216,
+                "forward",
+            ),
+            ("/tmp/ipykernel_114/3105878423.py", 21, "<module>"),
+        ]);
+        assert_eq!(
+            headline_frame(&s, 0).as_deref(),
+            Some(
+                "forward (bitsandbytes/autograd/_functions.py:509) in <module> \
+                 (/tmp/ipykernel_114/3105878423.py:21)"
+            )
+        );
     }
 
     #[test]

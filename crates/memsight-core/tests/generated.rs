@@ -36,7 +36,12 @@ fn every_scenario_round_trips_event_for_event() {
             assert_eq!(s.devices.len(), 1, "{ctx}");
             let t = &s.devices[0].trace;
             assert_eq!(t.len(), g.allocator.trace.len(), "{ctx}");
-            assert_eq!(t.len(), 6000, "{ctx}");
+            let want_events = if scenario == Scenario::TracelessIdle {
+                0
+            } else {
+                6000
+            };
+            assert_eq!(t.len(), want_events, "{ctx}");
             for (i, e) in g.allocator.trace.iter().enumerate() {
                 assert_eq!(
                     (
@@ -96,7 +101,12 @@ fn every_scenario_round_trips_event_for_event() {
                 .filter(|w| w.kind == WarningKind::TraceDisagreesWithSegments)
                 .map(ToString::to_string)
                 .collect();
-            assert!(disagreements.is_empty(), "{ctx}: {disagreements:?}");
+            // The edited file's trace disagrees with its segments by design.
+            assert_eq!(
+                disagreements.is_empty(),
+                scenario != Scenario::Inconsistent,
+                "{ctx}: {disagreements:?}"
+            );
         }
     }
 }
@@ -292,10 +302,11 @@ fn range_analysis_finds_the_injected_leak() {
 }
 
 /// The recall / false-alarm table in BENCHMARKS.md (`examples/detector_recall.rs`, same suite):
-/// every injected leak, stall, OOM, fragmented `segment_alloc` and extreme request found; the
-/// clean runs quiet; fragmentation's false alarms (its free-byte estimate can run up to 1 MiB per
-/// unsplit large block high) no more than recorded (22 of 1,392 since the kept-gradients loop
-/// joined the suite: it added 35 fragmented `segment_alloc`s and one false alarm).
+/// every injected leak, stall, OOM, fragmented `segment_alloc` and extreme request found, every
+/// edited file flagged and every traceless pool's idle bytes found to the byte; the clean runs
+/// quiet; fragmentation's false alarms (its free-byte estimate can run up to 1 MiB per unsplit
+/// large block high) no more than recorded (22 of 1,431: the replaced-Adam loop added 39
+/// fragmented `segment_alloc`s and no false alarm).
 #[test]
 fn detectors_hold_their_recall_over_the_seeded_suite() {
     let table = memsight_core::r#gen::score::score_suite(1..=10, 50_000);
@@ -307,7 +318,7 @@ fn detectors_hold_their_recall_over_the_seeded_suite() {
     let injected: Vec<usize> = table.iter().map(|r| r.injected).collect();
     assert_eq!(
         injected,
-        [40, 1392, 20, 10, 10, 0],
+        [40, 1431, 20, 10, 10, 10, 10, 0],
         "the suite itself changed: {table:?}"
     );
 }

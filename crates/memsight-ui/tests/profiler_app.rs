@@ -38,13 +38,14 @@ fn real_ranks_show_curves_findings_and_tables() {
     };
     let mut harness = harness(&Source::Path(dir));
     // Memory outside the allocator and the peak, on each rank; static_graph_rank1's rounded
-    // timestamps (a damaged file).
-    harness.get_by_label("Findings (5)");
+    // timestamps (a damaged file) and its static graph's plan.
+    harness.get_by_label("Findings (6)");
+    harness.get_by_label_contains("Static graph plan on static_graph_rank1");
     harness.get_by_label_contains("Unaccounted memory on rank0_level0");
     harness.get_by_label_contains(
         "Peak on rank0_level0: 1.16 GiB allocated; aten::_foreach_add holds 20%",
     );
-    harness.get_by_label_contains("Damaged file on static_graph_rank1");
+    harness.get_by_label_contains("Rounded timestamps on static_graph_rank1");
     // The two ranks were recorded a year apart: each counts from its own start.
     assert!(harness.state().profilers()[0].align_starts);
 

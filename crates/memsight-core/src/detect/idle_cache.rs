@@ -86,9 +86,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         "Other processes and libraries cannot use cached memory. If one needs it, call \
          empty_cache() before it does: that returns the completely free segments ({}); the gaps \
          inside used segments stay until those segments are empty. If the program itself runs \
-         again, it reuses the cache and nothing needs to change. To see where the gaps come from, \
-         record a trace (`_record_memory_history()`).",
-        format_bytes(empty_bytes as i64)
+         again, it reuses the cache and nothing needs to change. To see where the gaps come \
+         from, the next file needs a trace. {}",
+        format_bytes(empty_bytes as i64),
+        record_a_trace(cx)
     );
     vec![f]
 }
@@ -117,7 +118,8 @@ fn record_a_trace(cx: &DeviceContext) -> String {
 }
 
 /// " The call sites holding most of the live blocks: …." (empty where no block has a stack): what
-/// the pool held when it was written, by source line.
+/// the pool held when it was written, by source line, in block sizes (as the pool counts them,
+/// so that the sites add up to the live bytes the finding gives, not to the bytes requested).
 fn live_sites(cx: &DeviceContext) -> String {
     let live: Vec<(StackId, u64)> = cx
         .device
@@ -125,7 +127,7 @@ fn live_sites(cx: &DeviceContext) -> String {
         .iter()
         .flat_map(|s| &s.blocks)
         .filter(|b| b.state != BlockState::Inactive)
-        .map(|b| (b.stack, b.requested_size_bytes))
+        .map(|b| (b.stack, b.size_bytes))
         .collect();
     if live.iter().all(|&(stack, _)| stack == NO_STACK) {
         return String::new();

@@ -20,6 +20,8 @@
 //! again and again, and only the floor grows. A single forward pass, whose floor climbs as fast
 //! as the curve, is no leak.
 
+use std::fmt::Write as _;
+
 use rustc_hash::FxHashMap;
 
 use crate::category::Category;
@@ -415,11 +417,40 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
             format_bytes(hi)
         )
     };
-    let sentence = format!(
+    let mut sentence = format!(
         " No leak: the allocated low point of iterations 2 to {} {range}, so nothing \
          accumulates from one iteration to the next.",
         steps.count()
     );
+    // The same high point in each of them: the peak is every iteration's, not a one-off.
+    let highs: Vec<i64> = steps
+        .bounds
+        .windows(2)
+        .skip(1)
+        .filter_map(|w| {
+            let (a, b) = (w[0] as usize, (w[1] as usize).min(allocated.len()));
+            allocated.get(a..b).and_then(|s| s.iter().copied().max())
+        })
+        .collect();
+    if let (Some(&low_high), Some(&high)) = (highs.iter().min(), highs.iter().max())
+        && high - low_high <= flat
+        && high == cx.replay.peak_allocated.bytes
+    {
+        let _ = write!(
+            sentence,
+            " Each of these iterations also reaches the peak (its high point is {}): the peak \
+             is what every iteration needs, not a one-off.",
+            if high == low_high {
+                format_bytes(high)
+            } else {
+                format!(
+                    "between {} and {}",
+                    format_bytes(low_high),
+                    format_bytes(high)
+                )
+            }
+        );
+    }
     for f in peak {
         f.summary.push_str(&sentence);
     }

@@ -58,6 +58,9 @@ pub enum FindingKind {
     Integrity,
     /// A pool without a trace holding much cached memory that no block uses.
     IdleCache,
+    /// Profiler data: the memory a static graph's plan holds over its node indices
+    /// (`static_op_mem.csv`): planned by the graph compiler, summarised, never a leak.
+    StaticGraph,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -271,7 +274,6 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
     )
 }
 
-/// `Most of …` → `most of …`: a sentence that follows "Then:".
 /// Blocks `(stack, bytes)` by call site, most bytes first: `(line, bytes, blocks)`. A call site
 /// is the line a user reads (the stack's headline frame), not the whole stack: one line reached
 /// through several callers is one site (ctx512's `transformer.py:22` holds 10.4 GiB through a
@@ -320,6 +322,7 @@ pub(super) fn sites_words(sites: &[(String, u64, u64)], top: usize) -> String {
         .join("; ")
 }
 
+/// `Most of …` → `most of …`: a sentence that follows "Then:".
 pub(super) fn lowercase_first(text: &str) -> String {
     let mut chars = text.chars();
     chars
@@ -340,25 +343,35 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
     }
     let replay = cx.replay;
     let event = replay.peak_allocated.event;
-    let leaked: u64 = replay
+    // Leaked bytes at the peak, and whether all of them are in the `retained` part.
+    let (leaked, all_retained) = replay
         .live_after(cx.device, event)
         .iter()
-        .map(|&(_, id)| &replay.lifetimes[id as usize])
-        .filter(|l| {
+        .filter(|&&(_, id)| {
+            let l = &replay.lifetimes[id as usize];
             l.state_after(event) == crate::model::BlockState::ActiveAllocated
                 && stacks.contains(&l.stack)
         })
-        .map(|l| l.requested_size_bytes)
-        .sum();
+        .fold((0u64, true), |(bytes, retained), &(_, id)| {
+            (
+                bytes + replay.lifetimes[id as usize].requested_size_bytes,
+                retained && cx.categories.of_lifetime[id as usize] == Category::Retained,
+            )
+        });
     if leaked == 0 {
         return;
     }
     for f in peaks {
         let percent = (leaked * 100 + f.bytes / 2) / f.bytes.max(1);
         let held = format!(
-            " Of this, {} ({percent}%) is blocks the leak keeps (see the Leak finding); the \
-             breakdown above counts them by what they look like.",
-            crate::units::format_bytes(leaked as i64)
+            " Of this, {} ({percent}%) is blocks the leak keeps (see the Leak finding){}.",
+            crate::units::format_bytes(leaked as i64),
+            if all_retained {
+                ": they are the 'retained' part above"
+            } else {
+                "; the breakdown above puts each of them in the category its stack and lifetime \
+                 suggest"
+            }
         );
         f.summary.push_str(&held);
         if leaked * 10 >= f.bytes {

@@ -30,6 +30,12 @@ const BALANCED_PERCENT: u64 = 35;
 /// Activations from one source line at the peak of a forward-only trace from this many blocks
 /// are many layers' (autograd is recording).
 const LAYER_BLOCKS: usize = 4;
+/// A peak under this needs no lowering on today's GPUs and NPUs (16 GiB and more) unless the
+/// device is shared or small (`cuda_cppframes_snapshotevents`: 103 MiB; an audit found advice
+/// on where to cut it out of place).
+const SMALL_PEAK_BYTES: u64 = 1 << 30;
+/// A hand-written attention worth advice from this share (percent) of the peak.
+const MIN_ATTENTION_PERCENT: u64 = 10;
 
 /// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
 fn add_owners(cx: &DeviceContext, f: &mut Finding) {
@@ -135,6 +141,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = peak.event.map_or(crate::model::NO_STACK, |e| {
         cx.device.trace.stack[e as usize]
     });
+    if parts.iter().any(|p| p.category == Category::Retained) {
+        f.summary.push_str(
+            " ('Retained' is memory made in a forward pass and still held after its iteration: \
+             an input kept on purpose, a cache, or a leak.)",
+        );
+    }
     f.breakdown.clone_from(&parts);
     add_owners(cx, &mut f);
     let largest_temporary = largest
@@ -143,6 +155,14 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .map_or_else(String::new, |h| name(h.2));
     let facts = PeakFacts::of(cx, &held, &largest_temporary);
     f.suggestion = suggestion(cx, (&parts, total), &facts, peak.event);
+    if total < SMALL_PEAK_BYTES {
+        f.suggestion = format!(
+            "{} At {}, this peak is small for today's GPUs and NPUs: lowering it matters only on \
+             a small device or one shared with other jobs.",
+            f.suggestion,
+            format_bytes(total as i64),
+        );
+    }
     vec![f]
 }
 
@@ -249,6 +269,18 @@ struct PeakFacts<'a> {
     /// Optimizer-step temporaries at the peak, and whether they are multi-tensor (`foreach`).
     optimizer_temporary_bytes: u64,
     foreach: bool,
+    /// The program's own attention function, if blocks made inside it hold much of the peak.
+    attention: Option<HandAttention>,
+}
+
+/// Attention written out in the program (a function of its own named `*attention*` / `*attn*`
+/// that calls a softmax), with the bytes made inside it alive at the peak.
+struct HandAttention {
+    /// `name (file)`: the function, whatever line of it allocated.
+    function: String,
+    bytes: u64,
+    /// Of `bytes`, made by its softmax.
+    softmax_bytes: u64,
 }
 
 impl<'a> PeakFacts<'a> {
@@ -263,8 +295,72 @@ impl<'a> PeakFacts<'a> {
             keeps_layers: keeps_layers(cx, held),
             optimizer_temporary_bytes,
             foreach,
+            attention: hand_written_attention(cx, held),
         }
     }
+}
+
+/// The blocks at the peak made inside a function of the program's own whose name says
+/// attention, where some of them come from a softmax: an attention written out by hand, which
+/// keeps its seq × seq scores and probabilities (`cuda_ctx512_forward_mixed`, `cuda_modern_compilectx`:
+/// `scaled_dot_product_attention` in the program's own `transformer.py` / `model.py`). PyTorch's
+/// own `F.scaled_dot_product_attention` is one operator with no Python frame of that name; a
+/// stack through it (its C++ frames) is not counted.
+fn hand_written_attention(
+    cx: &DeviceContext,
+    held: &[(Category, u64, StackId, Option<u32>)],
+) -> Option<HandAttention> {
+    let snapshot = cx.snapshot;
+    // Per stack: the attention function it runs in (the innermost such frame) and whether a
+    // softmax made the block.
+    let mut of_stack: FxHashMap<StackId, Option<(String, bool)>> = FxHashMap::default();
+    let mut by_function: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    for h in held {
+        let found = of_stack.entry(h.2).or_insert_with(|| {
+            let mut softmax = false;
+            let mut function = None;
+            for frame in snapshot.stack_frames(h.2) {
+                let name = snapshot.str(frame.name);
+                // PyTorch's own attention operator (its math fallback runs a softmax too): the
+                // program already uses it.
+                if name.contains("scaled_dot_product")
+                    && crate::frames::is_internal(snapshot, frame)
+                {
+                    return None;
+                }
+                softmax |= name.contains("softmax");
+                let lower = name.to_ascii_lowercase();
+                if function.is_none()
+                    && (lower.contains("attention") || lower.contains("attn"))
+                    && !crate::frames::is_internal(snapshot, frame)
+                {
+                    let file = snapshot.str(frame.filename);
+                    let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
+                    function = Some(format!("{name} ({short})"));
+                }
+            }
+            function.map(|f| (f, softmax))
+        });
+        if let Some((function, softmax)) = found {
+            let sums = by_function.entry(function.clone()).or_default();
+            sums.0 += h.1;
+            if *softmax {
+                sums.1 += h.1;
+            }
+        }
+    }
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    by_function
+        .into_iter()
+        .filter(|&(_, (bytes, softmax))| {
+            softmax > 0 && bytes * 100 >= total.max(1) * MIN_ATTENTION_PERCENT
+        })
+        .max_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| b.0.cmp(&a.0)))
+        .map(|(function, (bytes, softmax_bytes))| HandAttention {
+            function,
+            bytes,
+            softmax_bytes,
+        })
 }
 
 /// The peak's advice: last step's gradients first where they are still allocated, the
@@ -307,6 +403,19 @@ fn suggestion(
             weight_copy_advice(cx.workload, facts.keeps_layers)
         );
     }
+    if let Some(attention) = &facts.attention {
+        advice = format!(
+            "{advice} Attention is written out in the program: blocks made inside {} hold {} \
+             ({}% of the peak), {} of them made by its softmax. Written this way, attention keeps \
+             the seq × seq scores and probabilities of every layer. \
+             torch.nn.functional.scaled_dot_product_attention computes the same in fused kernels \
+             (flash or memory-efficient attention) that do not keep them.",
+            attention.function,
+            format_bytes(attention.bytes as i64),
+            percent(attention.bytes),
+            format_bytes(attention.softmax_bytes as i64),
+        );
+    }
     let optimizer = facts.optimizer_temporary_bytes;
     if facts.foreach && optimizer * 100 >= total * MIN_OPTIMIZER_TEMPORARY_PERCENT {
         advice = format!(
@@ -319,7 +428,8 @@ fn suggestion(
             super::lowercase_first(&advice)
         );
     }
-    let stale = stale_gradient_bytes(cx, event);
+    let (freed, kept) = stale_gradient_bytes(cx, event);
+    let stale = freed + kept;
     if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT && stale < MIN_STALE_GRADIENT_BYTES {
         return advice;
     }
@@ -329,13 +439,42 @@ fn suggestion(
     } else {
         ("model", "")
     };
+    // How gradients from before the trace were told from weights, where no stack says so.
+    let evidence = if cx.categories.kept_gradient_blocks > 0 {
+        format!(
+            " They are gradients, not weights: {} blocks from before the trace match the \
+             weights one for one in size, and the backward pass makes a block of each of these \
+             sizes and frees it again (a new gradient added into the existing one).",
+            cx.categories.kept_gradient_blocks
+        )
+    } else {
+        String::new()
+    };
+    // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
+    let state = if freed == 0 {
+        format!(
+            "Gradients from an earlier step ({}, {}% of the peak) are allocated all through this \
+             forward pass and are never freed in the trace: the program keeps them \
+             (zero_grad(set_to_none=False), or no zero_grad call at all).",
+            format_bytes(stale as i64),
+            percent(stale)
+        )
+    } else {
+        format!(
+            "Last step's gradients ({}, {}% of the peak) are still allocated in this forward \
+             pass: zero_grad() frees them only after the forward pass{}.",
+            format_bytes(stale as i64),
+            percent(stale),
+            if kept > 0 {
+                format!(", and {} of them never", format_bytes(kept as i64))
+            } else {
+                String::new()
+            }
+        )
+    };
     format!(
-        "Last step's gradients ({}, {}% of the peak) are still allocated in this forward pass \
-         (zero_grad() frees them after it, or never with set_to_none=False). Call \
-         {who}.zero_grad(set_to_none=True) before the forward pass{when}: the peak drops by up \
-         to {}. Then: {}",
-        format_bytes(stale as i64),
-        percent(stale),
+        "{state}{evidence} Call {who}.zero_grad(set_to_none=True) before the forward \
+         pass{when}: the peak drops by up to {}. Then: {}",
         format_bytes(stale as i64),
         super::lowercase_first(&advice)
     )
@@ -365,12 +504,13 @@ fn weight_copy_advice(workload: Workload, keeps_layers: bool) -> &'static str {
     }
 }
 
-/// Bytes at `event`, in a forward pass, of last step's gradients: gradients that `zero_grad`
-/// frees before the next optimizer step (the optimizer has not used them yet), and gradients
-/// from before the trace that it never frees (`zero_grad()` without `set_to_none`, or none).
-fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
+/// Bytes at `event`, in a forward pass, of last step's gradients: `(freed, kept)`: gradients
+/// that `zero_grad` frees before the next optimizer step (the optimizer has not used them yet),
+/// and gradients from before the trace that it never frees (`zero_grad()` without
+/// `set_to_none`, or none).
+fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> (u64, u64) {
     let Some(e) = event.filter(|&e| cx.categories.phase_at(e) == Phase::Forward) else {
-        return 0;
+        return (0, 0);
     };
     let next_step = cx
         .categories
@@ -391,16 +531,21 @@ fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> u64 {
         .iter()
         .filter(|&&(_, id)| cx.categories.of_lifetime[id as usize] == Category::Gradient)
         .map(|&(_, id)| &replay.lifetimes[id as usize])
-        .filter(|l| {
-            let kept_from_before = l.alloc_event.is_none()
-                && l.free_requested_event.or(l.free_completed_event).is_none();
-            l.state_after(event) == BlockState::ActiveAllocated
-                && (kept_from_before
-                    || l.free_requested_event
-                        .is_some_and(|f| f < next_step && by_zero_grad(f)))
+        .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
+        .fold((0, 0), |(freed, kept), l| {
+            if l.alloc_event.is_none()
+                && l.free_requested_event.or(l.free_completed_event).is_none()
+            {
+                (freed, kept + l.requested_size_bytes)
+            } else if l
+                .free_requested_event
+                .is_some_and(|f| f < next_step && by_zero_grad(f))
+            {
+                (freed + l.requested_size_bytes, kept)
+            } else {
+                (freed, kept)
+            }
         })
-        .map(|l| l.requested_size_bytes)
-        .sum()
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
@@ -547,6 +692,9 @@ mod tests {
                 peak.suggestion.starts_with("Last step's gradients (")
                     && peak
                         .suggestion
+                        .contains("zero_grad() frees them only after the forward pass")
+                    && peak
+                        .suggestion
                         .contains("zero_grad(set_to_none=True) before the forward pass"),
                 "seed {seed}: {peak:?}"
             );
@@ -598,8 +746,11 @@ mod tests {
             let (weights, gradients) = (bytes(Category::Parameter), bytes(Category::Gradient));
             assert!(gradients > 0, "seed {seed}: {:?}", peak.breakdown);
             assert_eq!(weights - EMBEDDING_BYTES, gradients, "seed {seed}");
+            // Never freed in the trace: kept, not freed after the forward pass.
             assert!(
-                peak.suggestion.starts_with("Last step's gradients (")
+                peak.suggestion
+                    .starts_with("Gradients from an earlier step (")
+                    && peak.suggestion.contains("never freed in the trace")
                     && peak.suggestion.contains("set_to_none=True"),
                 "seed {seed}: {}",
                 peak.suggestion

@@ -59,10 +59,20 @@ pub enum Scenario {
     /// first step (before the trace) are kept for good, and every backward pass in the trace
     /// adds into them.
     TransformerKeptGrads,
+    /// The transformer loop under a hand-written Adam that replaces its moments every step with
+    /// new per-parameter lists: optimizer state that lives one step, not temporaries.
+    TransformerReplacedAdam,
+    /// The steady loop as an edited file: every block size in the trace multiplied by
+    /// [`INCONSISTENT_SIZE_SCALE`], the segments left as recorded, so the trace allocates far
+    /// more than its segments hold.
+    Inconsistent,
+    /// The fragmentation loop dumped without its trace (`torch.cuda.memory_snapshot()`, or
+    /// history never recorded): the pool alone, with completely free segments and holes.
+    TracelessIdle,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 16] = [
         Self::Steady,
         Self::Leak,
         Self::Fragmentation,
@@ -76,6 +86,9 @@ impl Scenario {
         Self::TransformerInference,
         Self::TransformerLateZeroGrad,
         Self::TransformerKeptGrads,
+        Self::TransformerReplacedAdam,
+        Self::Inconsistent,
+        Self::TracelessIdle,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +106,9 @@ impl Scenario {
             Self::TransformerInference => "transformer-inference",
             Self::TransformerLateZeroGrad => "transformer-late-zero-grad",
             Self::TransformerKeptGrads => "transformer-kept-grads",
+            Self::TransformerReplacedAdam => "transformer-replaced-adam",
+            Self::Inconsistent => "inconsistent",
+            Self::TracelessIdle => "traceless-idle",
         }
     }
 }
@@ -166,7 +182,34 @@ pub struct Truth {
     /// The largest reserved-minus-allocated gap over the trace, and where.
     pub max_unused_reserved_bytes: u64,
     pub max_unused_reserved_event: Option<u64>,
+    /// The trace's block sizes were multiplied after recording (`inconsistent`).
+    pub inconsistent: Option<InconsistentTruth>,
+    /// The pool of a file without a trace (`traceless-idle`), from the generator's allocator.
+    pub idle: Option<IdleTruth>,
 }
+
+/// What the edit of an `inconsistent` file did.
+#[derive(Clone, Debug, Serialize)]
+pub struct InconsistentTruth {
+    pub trace_size_scale: u64,
+}
+
+/// The cached memory no block uses, in a file without a trace.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IdleTruth {
+    pub reserved_bytes: u64,
+    /// Free bytes in every segment: `free_segment_bytes + hole_bytes`.
+    pub idle_bytes: u64,
+    pub free_segments: u64,
+    pub free_segment_bytes: u64,
+    /// Segments that hold live blocks and free ones.
+    pub holed_segments: u64,
+    pub hole_bytes: u64,
+}
+
+/// How much an `inconsistent` file's trace overstates its blocks (the file: peak
+/// allocated 8× reserved).
+pub const INCONSISTENT_SIZE_SCALE: u64 = 8;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LeakTruth {
@@ -437,6 +480,7 @@ pub fn generate(options: &GenOptions) -> Generated {
             | Scenario::TransformerInference
             | Scenario::TransformerLateZeroGrad
             | Scenario::TransformerKeptGrads
+            | Scenario::TransformerReplacedAdam
     );
     let mut leak_truth_stack = leak_stack;
     let mut leak_bytes = 2 << 20;
@@ -454,6 +498,7 @@ pub fn generate(options: &GenOptions) -> Generated {
                 inference: sc == Scenario::TransformerInference,
                 late_zero_grad: sc == Scenario::TransformerLateZeroGrad,
                 keep_grads: sc == Scenario::TransformerKeptGrads,
+                replace_state: sc == Scenario::TransformerReplacedAdam,
                 cpp: options.seed.is_multiple_of(2),
                 batch: options.batch.max(1),
             },
@@ -489,7 +534,7 @@ pub fn generate(options: &GenOptions) -> Generated {
         annotations.push((format!("ProfilerStep#{step}"), true, a.clock_us));
         let mut extreme_step = false;
         let seq: u64 = match sc {
-            Scenario::Fragmentation => {
+            Scenario::Fragmentation | Scenario::TracelessIdle => {
                 if rng.below(10) == 0 {
                     extreme_step = true;
                     rng.range(2048, 8192)
@@ -667,6 +712,29 @@ pub fn generate(options: &GenOptions) -> Generated {
     if npu {
         add_npu_workspace(&mut a, stream_raw);
     }
+    if sc == Scenario::Inconsistent {
+        for e in &mut a.trace {
+            if matches!(
+                e.action,
+                Action::Alloc | Action::FreeRequested | Action::FreeCompleted
+            ) {
+                e.size *= INCONSISTENT_SIZE_SCALE;
+            }
+        }
+        truth.inconsistent = Some(InconsistentTruth {
+            trace_size_scale: INCONSISTENT_SIZE_SCALE,
+        });
+    }
+    if sc == Scenario::TracelessIdle {
+        a.trace.clear();
+        truth = Truth {
+            scenario: sc.name().into(),
+            seed: options.seed,
+            idle: Some(idle_truth(&a)),
+            ..Truth::default()
+        };
+        annotations.clear();
+    }
     Generated {
         options: options.clone(),
         allocator: a,
@@ -677,6 +745,29 @@ pub fn generate(options: &GenOptions) -> Generated {
         stream_raw,
         device_count: if npu { 8 } else { 1 },
     }
+}
+
+/// The allocator's cached memory that no block uses, segment by segment.
+fn idle_truth(a: &Allocator) -> IdleTruth {
+    let mut idle = IdleTruth::default();
+    for seg in a.segments.values().filter(|s| s.size > 0) {
+        idle.reserved_bytes += seg.size;
+        let free: u64 = seg
+            .blocks
+            .values()
+            .filter(|b| !b.allocated)
+            .map(|b| b.size)
+            .sum();
+        if free == seg.size {
+            idle.free_segments += 1;
+            idle.free_segment_bytes += free;
+        } else if free > 0 {
+            idle.holed_segments += 1;
+            idle.hole_bytes += free;
+        }
+    }
+    idle.idle_bytes = idle.free_segment_bytes + idle.hole_bytes;
+    idle
 }
 
 fn truth_frames(frames: &[LibFrame]) -> Vec<TruthFrame> {

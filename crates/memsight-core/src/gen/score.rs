@@ -56,8 +56,18 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
         unit: "largest request of an extreme-length step (fragmentation runs); false alarm: a flagged request that is no extreme input",
         ..Score::default()
     };
+    let mut integrity = Score {
+        kind: "integrity",
+        unit: "edited file whose trace allocates far more than its segments hold (one per inconsistent run); false alarm: an integrity warning on any other run",
+        ..Score::default()
+    };
+    let mut idle = Score {
+        kind: "idle_cache",
+        unit: "pool without a trace, mostly idle (one per traceless-idle run), found with its idle bytes to the byte",
+        ..Score::default()
+    };
     let mut clean = Score {
-        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases, inference, late zero_grad; with and without annotations)",
+        kind: "problems, on the clean runs (steady, transformer, transformer with periodic cache releases, inference, late zero_grad, kept gradients, replaced Adam state; with and without annotations)",
         unit: "leak, stall or outlier finding, or any warning or error",
         ..Score::default()
     };
@@ -83,6 +93,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                     | Scenario::TransformerInference
                     | Scenario::TransformerLateZeroGrad
                     | Scenario::TransformerKeptGrads
+                    | Scenario::TransformerReplacedAdam
             ) {
                 clean.false_alarms += findings
                     .iter()
@@ -115,7 +126,12 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
             let device = &s.devices[0];
             // The releases scenario is a trap for the stall detector; its generator does not
             // track which segment_allocs its cache releases made fragmented (not scored here).
-            let flagged: BTreeSet<u64> = if scenario == Scenario::TransformerReleases {
+            // An edited trace and no trace have no growth to score.
+            let unscored = matches!(
+                scenario,
+                Scenario::TransformerReleases | Scenario::Inconsistent | Scenario::TracelessIdle
+            );
+            let flagged: BTreeSet<u64> = if unscored {
                 BTreeSet::new()
             } else {
                 detect::fragmentation::fragmented_growth(device, &loaded.replays[0])
@@ -123,7 +139,7 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                     .map(|f| u64::from(f.segment_alloc_event))
                     .collect()
             };
-            let injected: BTreeSet<u64> = if scenario == Scenario::TransformerReleases {
+            let injected: BTreeSet<u64> = if unscored {
                 BTreeSet::new()
             } else {
                 truth
@@ -162,6 +178,27 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                 }
             }
 
+            let contradictions = findings
+                .iter()
+                .chain(&bare_findings)
+                .filter(|f| f.kind == FindingKind::Integrity && f.severity > detect::Severity::Info)
+                .count();
+            if truth.inconsistent.is_some() {
+                integrity.injected += 1;
+                integrity.found += usize::from(contradictions > 0);
+            } else {
+                integrity.false_alarms += contradictions;
+            }
+
+            idle.injected += usize::from(truth.idle.is_some());
+            for f in of_kind(FindingKind::IdleCache) {
+                if truth.idle.as_ref().is_some_and(|t| t.idle_bytes == f.bytes) {
+                    idle.found += 1;
+                } else {
+                    idle.false_alarms += 1;
+                }
+            }
+
             let trace = &device.trace;
             let flagged: Vec<&detect::Finding> = of_kind(FindingKind::OutlierAllocation).collect();
             if scenario == Scenario::Fragmentation
@@ -182,5 +219,14 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
             }
         }
     }
-    vec![leak, fragmentation, stall, oom, outlier, clean]
+    vec![
+        leak,
+        fragmentation,
+        stall,
+        oom,
+        outlier,
+        integrity,
+        idle,
+        clean,
+    ]
 }

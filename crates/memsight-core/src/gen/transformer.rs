@@ -51,6 +51,10 @@ pub(super) struct Shape {
     /// `optimizer.zero_grad(set_to_none=False)`: the first step's gradients are zeroed in place
     /// and kept for good; every later backward pass adds a new gradient into them and frees it.
     pub keep_grads: bool,
+    /// A hand-written Adam (a `torch.optim.Optimizer` subclass) that rebuilds its moments every
+    /// step as new per-parameter lists (`[b1 * m + (1 - b1) * g for m, g in …]`) and drops the
+    /// old ones: the state lives from one step to the next, never longer.
+    pub replace_state: bool,
     /// Stacks carry C++ frames.
     pub cpp: bool,
     /// Sequences per micro-batch.
@@ -79,6 +83,8 @@ struct Sites {
     accumulate_grad: Option<u32>,
     adamw_state: u32,
     adamw_tmp: u32,
+    /// The hand-written Adam's list comprehension.
+    replaced_state: u32,
     /// `Optimizer.zero_grad`, on the gradients' frees.
     zero_grad: u32,
     leak: u32,
@@ -180,6 +186,15 @@ fn sites(lib: &mut Stacks, cpp: bool) -> Sites {
             &[],
             cpp,
         ),
+        replaced_state: lib.add(
+            &[
+                ("lowmem_adam.py", 58, "<listcomp>"),
+                ("lowmem_adam.py", 58, "step"),
+                ("torch/optim/optimizer.py", 485, "wrapper"),
+            ],
+            &[],
+            cpp,
+        ),
         zero_grad: lib.add(&[("torch/optim/optimizer.py", 950, "zero_grad")], &[], cpp),
         leak,
     }
@@ -204,6 +219,7 @@ pub(super) fn run(
         inference,
         late_zero_grad,
         keep_grads,
+        replace_state,
         cpp,
         batch,
     } = shape;
@@ -241,6 +257,8 @@ pub(super) fn run(
         params.push(VOCAB * HIDDEN * 4);
     }
     let mut adamw_ready = false;
+    // The hand-written Adam's moments of the last step.
+    let mut moments: Vec<u64> = Vec::new();
     let mut prefetched: Option<u64> = None;
     // Last step's gradients, where zero_grad comes late.
     let mut stale: Vec<u64> = Vec::new();
@@ -387,7 +405,22 @@ pub(super) fn run(
         // temporaries of the fused update.
         out.annotations
             .push(("Optimizer.step#AdamW.step".to_string(), true, a.clock_us));
-        if !adamw_ready {
+        if replace_state {
+            // New lists of both moments, then the old ones dropped (made before the trace, in
+            // its first step).
+            let mut fresh = Vec::with_capacity(2 * params.len());
+            for _ in 0..2 {
+                for &size in &params {
+                    a.tick(3);
+                    fresh.extend(a.malloc(size, stream, Some(s.replaced_state)));
+                }
+            }
+            for old in moments.drain(..) {
+                a.tick(1);
+                a.free(old);
+            }
+            moments = fresh;
+        } else if !adamw_ready {
             for &size in &params {
                 for _ in 0..2 {
                     a.tick(3);

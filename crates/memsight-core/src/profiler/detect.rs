@@ -8,7 +8,9 @@
 //! - **peak**: the operator allocations alive at each rank's peak allocated, largest first, with
 //!   their share of the peak (a 2.3 GiB fp32 cast of the logits taking a rank to the top of its
 //!   reserved memory is the classic case);
-//! - **imbalance**: one operator allocating far more on one rank than on another.
+//! - **imbalance**: one operator allocating far more on one rank than on another;
+//! - **static graph**: what a static graph's plan (`static_op_mem.csv`) holds at its busiest node
+//!   index and until the graph ends: planned memory, summarised, not judged.
 //!
 //! A finding's `events` are sample indices of the rank's `PTA+GE` curve (operator rows for
 //! outliers); `time_range_us` holds the times.
@@ -66,6 +68,7 @@ pub fn analyze(run: &ProfilerRun) -> Vec<Finding> {
         findings.extend(outliers(rank));
         findings.extend(peak(rank));
         findings.extend(coarse_times(rank));
+        findings.extend(static_plan(rank));
     }
     findings.extend(imbalance(run));
     findings.sort_by(|a, b| {
@@ -112,10 +115,7 @@ fn coarse_times(rank: &Rank) -> Option<Finding> {
         return None;
     }
     let mut f = finding(rank, FindingKind::Integrity, Severity::Warning);
-    f.title = format!(
-        "Damaged file on {}: memory_record.csv's timestamps are rounded",
-        rank.name
-    );
+    f.title = format!("Rounded timestamps on {}: memory_record.csv", rank.name);
     f.summary = "memory_record.csv writes its timestamps in scientific notation (like \
                  1.69512E+15), rounded to a few significant digits: samples up to hours apart \
                  share one timestamp. The curve's bytes are right, but when each sample was taken \
@@ -127,6 +127,118 @@ fn coarse_times(rank: &Rank) -> Option<Finding> {
                     originals are gone."
         .to_string();
     Some(f)
+}
+
+/// Graphs named in a static-plan finding, and nodes named per graph.
+const MAX_STATIC_GRAPHS: usize = 4;
+const MAX_STATIC_NODES: usize = 3;
+
+/// `static_op_mem.csv`, per graph: the most its nodes hold at one node index (a node counted from
+/// its start index through its end index, when its last user runs), the nodes alive then, and
+/// what lives to the end of the graph. The graph compiler plans this memory before the graph
+/// runs and reuses it across node lifetimes: it is reported, not judged.
+fn static_plan(rank: &Rank) -> Option<Finding> {
+    let mut graphs: std::collections::BTreeMap<(&str, &str), Vec<&super::StaticOp>> =
+        std::collections::BTreeMap::new();
+    for op in &rank.static_ops {
+        graphs
+            .entry((op.model_name.as_str(), op.graph_id.as_str()))
+            .or_default()
+            .push(op);
+    }
+    // (model, graph, nodes, bytes in all, peak bytes, peak index, alive at the peak, to the end)
+    let mut plans = Vec::new();
+    for ((model, graph), ops) in graphs {
+        // Sweep over node indices: +size at a start, −size after an end.
+        let mut steps: Vec<(u64, i64)> = Vec::with_capacity(2 * ops.len());
+        for op in &ops {
+            steps.push((op.node_start, op.size_bytes));
+            if let Some(end) = op.node_end {
+                steps.push((end.saturating_add(1), -op.size_bytes));
+            }
+        }
+        steps.sort_unstable();
+        let (mut alive, mut peak, mut at) = (0i64, 0i64, 0u64);
+        for (k, &(index, delta)) in steps.iter().enumerate() {
+            alive = alive.saturating_add(delta);
+            let last_at_index = steps.get(k + 1).is_none_or(|&(next, _)| next != index);
+            if last_at_index && alive > peak {
+                (peak, at) = (alive, index);
+            }
+        }
+        let mut holders: Vec<&super::StaticOp> = ops
+            .iter()
+            .copied()
+            .filter(|op| op.node_start <= at && op.node_end.is_none_or(|end| at <= end))
+            .collect();
+        holders.sort_by(|a, b| {
+            b.size_bytes
+                .cmp(&a.size_bytes)
+                .then_with(|| a.op_name.cmp(&b.op_name))
+        });
+        let to_end: i64 = ops
+            .iter()
+            .filter(|op| op.node_end.is_none())
+            .map(|op| op.size_bytes)
+            .sum();
+        let all: i64 = ops.iter().map(|op| op.size_bytes).sum();
+        plans.push((model, graph, ops.len(), all, peak, at, holders, to_end));
+    }
+    let largest = plans.iter().map(|p| p.4).max()?;
+    let mut f = finding(rank, FindingKind::StaticGraph, Severity::Info);
+    f.bytes = largest.max(0) as u64;
+    f.title = format!(
+        "Static graph plan on {}: at most {} alive at one node index",
+        rank.name,
+        format_bytes(largest)
+    );
+    let words: Vec<String> = plans
+        .iter()
+        .take(MAX_STATIC_GRAPHS)
+        .map(|(model, graph, nodes, all, peak, at, holders, to_end)| {
+            let names: Vec<String> = holders
+                .iter()
+                .take(MAX_STATIC_NODES)
+                .map(|op| {
+                    format!(
+                        "{} {}",
+                        short_node_name(&op.op_name),
+                        format_bytes(op.size_bytes)
+                    )
+                })
+                .collect();
+            format!(
+                "graph {graph} of model {model}: {nodes} nodes, {} in all, at most {} alive at \
+                 once (node index {at}: {}), {} in nodes that live to the end of the graph",
+                format_bytes(*all),
+                format_bytes(*peak),
+                names.join(", "),
+                format_bytes(*to_end)
+            )
+        })
+        .collect();
+    f.summary = format!(
+        "static_op_mem.csv gives each node of a static graph its memory from its start node \
+         index through its end node index. Per graph: {}{}. The graph compiler plans this memory \
+         before the graph runs and reuses it from node to node: nodes that live to the end of the \
+         graph hold its outputs and variables (`refdata`), not leaked memory.",
+        words.join("; "),
+        if plans.len() > MAX_STATIC_GRAPHS {
+            format!(" (and {} more graphs)", plans.len() - MAX_STATIC_GRAPHS)
+        } else {
+            String::new()
+        }
+    );
+    f.suggestion = "Nothing here needs fixing by itself. To lower a graph's planned peak, look at \
+                    the largest nodes alive at its busiest node index (named above)."
+        .to_string();
+    Some(f)
+}
+
+/// A node name as the file writes it can repeat its fused subgraph's path many times
+/// (`conv_01function_graph_0/conv_01function_graph_0/…_pass.1`): its last part names it.
+fn short_node_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
 }
 
 /// Runs where operator reserved falls sharply at flat allocated and active.
@@ -271,12 +383,33 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
             rank.name,
             format_bytes(median as i64)
         ),
-        summary: format!(
-            "APP reserved stayed above operator reserved by {} (median over {} samples, at most {}){why}.",
-            format_bytes(median as i64),
-            gaps.len(),
-            format_bytes(largest as i64),
-        ),
+        summary: if ops.len() == 1 {
+            // Every APP sample is measured against the operator curve's one sample: the gap's
+            // course over time is the APP curve's alone.
+            format!(
+                "APP reserved stood above the operator curve's only sample ({}) by {} (median over \
+                 {} APP samples, at most {}){why}. With one operator sample, whether the \
+                 allocator's own memory moved meanwhile is not recorded{}.",
+                format_bytes(ops.reserved_bytes[0] as i64),
+                format_bytes(median as i64),
+                gaps.len(),
+                format_bytes(largest as i64),
+                if rank.coarse_times {
+                    ", and with memory_record.csv's timestamps rounded, which APP sample it was \
+                     taken with is not known either"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!(
+                "APP reserved stayed above operator reserved by {} (median over {} samples, at \
+                 most {}){why}.",
+                format_bytes(median as i64),
+                gaps.len(),
+                format_bytes(largest as i64),
+            )
+        },
         bytes: median as u64,
         events: (first as u32, last as u32),
         focus_event: Some(k as u32),
@@ -286,11 +419,11 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         suggestion: if components.is_empty() {
             "This memory is outside PyTorch's caching allocator: CANN's communication buffers, \
              workspaces and runtime. Export the profile with npu_module_mem.csv to see which \
-             component holds it, then budget for it or shrink it (HCCL_BUFFSIZE for \
+             component holds it, then plan device memory for it or shrink it (HCCL_BUFFSIZE for \
              communication buffers, smaller workspaces)."
         } else {
             "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), \
-             workspaces, runtime. Budget for it, or shrink it (HCCL_BUFFSIZE, fewer \
+             workspaces, runtime. Plan device memory for it, or shrink it (HCCL_BUFFSIZE, fewer \
              communicators, smaller workspaces)."
         }
         .to_string(),
@@ -456,8 +589,27 @@ fn table_peak_words(rank: &Rank) -> String {
             operator_totals_words(&totals, peak_bytes)
         )
     };
+    // Reserved in the table far above anything it ever allocated: cache no tensor used.
+    let reserved = rank
+        .operators
+        .iter()
+        .flat_map(|o| [o.alloc_totals_bytes[1], o.release_totals_bytes[1]])
+        .filter(|b| b.is_finite())
+        .fold(f64::NAN, f64::max);
+    let idle = if reserved.is_finite() && reserved >= 2.0 * peak_bytes {
+        format!(
+            " In the table, reserved reaches {} while allocated never passes {}: at least {} of \
+             reserved memory held no tensor at any moment of it (memory cached before the \
+             capture, or left by fragmentation), and no other process could use it.",
+            format_bytes(reserved as i64),
+            format_bytes(peak_bytes as i64),
+            format_bytes((reserved - peak_bytes) as i64)
+        )
+    } else {
+        String::new()
+    };
     format!(
-        " The operator table's own peak is {} allocated, {moment}; {held}.",
+        " The operator table's own peak is {} allocated, {moment}; {held}.{idle}",
         format_bytes(peak_bytes as i64),
     )
 }
