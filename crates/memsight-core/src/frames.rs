@@ -392,7 +392,7 @@ mod tests {
 
     /// A notebook cell's line names every allocation made through a library alike: the innermost
     /// library frame outside torch tells them apart, with its package (`cuda_2023_no_time`'s
-    /// cell line 21 reaches both bitsandbytes' 4-bit matmul and LLaMA's own code).
+    /// cell line 21 reaches both bitsandbytes' 4-bit matmul and Llama's own code).
     #[test]
     fn a_top_level_line_is_told_apart_by_its_library_and_package() {
         let site = "/root/env/lib/python3.10/site-packages";

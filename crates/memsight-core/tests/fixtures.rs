@@ -1119,8 +1119,8 @@ fn peak_advice_fits_the_file() {
 /// `scaled_dot_product_attention` (transformer.py) hold 8,547,991,552 bytes, 4,320,133,120 of them
 /// from its softmax; on `cuda_modern_compilectx` (event 1402, model.py) 2,732,064,768 and
 /// 2,430,074,880 (`scripts/category_figures.py`, Python's pickle; two audits found this
-/// missing). The advice names PyTorch's fused `scaled_dot_product_attention`. `cuda_2023_no_time`
-/// runs LLaMA's attention from a library: no such advice.
+/// missing). The advice names `PyTorch`'s fused `scaled_dot_product_attention`. `cuda_2023_no_time`
+/// runs Llama's attention from a library: no such advice.
 #[test]
 fn attention_written_out_in_the_program_is_named() {
     use memsight_core::units::format_bytes;

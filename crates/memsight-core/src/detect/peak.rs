@@ -303,7 +303,7 @@ impl<'a> PeakFacts<'a> {
 /// The blocks at the peak made inside a function of the program's own whose name says
 /// attention, where some of them come from a softmax: an attention written out by hand, which
 /// keeps its seq × seq scores and probabilities (`cuda_ctx512_forward_mixed`, `cuda_modern_compilectx`:
-/// `scaled_dot_product_attention` in the program's own `transformer.py` / `model.py`). PyTorch's
+/// `scaled_dot_product_attention` in the program's own `transformer.py` / `model.py`). `PyTorch`'s
 /// own `F.scaled_dot_product_attention` is one operator with no Python frame of that name; a
 /// stack through it (its C++ frames) is not counted.
 fn hand_written_attention(
@@ -428,6 +428,18 @@ fn suggestion(
             super::lowercase_first(&advice)
         );
     }
+    stale_gradient_advice(cx, event, total, advice)
+}
+
+/// `advice`, led by last step's gradients where they hold enough of the peak (`total` bytes at
+/// `event`) in a forward pass.
+fn stale_gradient_advice(
+    cx: &DeviceContext,
+    event: Option<u32>,
+    total: u64,
+    advice: String,
+) -> String {
+    let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
     let (freed, kept) = stale_gradient_bytes(cx, event);
     let stale = freed + kept;
     if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT && stale < MIN_STALE_GRADIENT_BYTES {
@@ -451,7 +463,7 @@ fn suggestion(
         String::new()
     };
     // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
-    let state = if freed == 0 {
+    let lifetime = if freed == 0 {
         format!(
             "Gradients from an earlier step ({}, {}% of the peak) are allocated all through this \
              forward pass and are never freed in the trace: the program keeps them \
@@ -473,7 +485,7 @@ fn suggestion(
         )
     };
     format!(
-        "{state}{evidence} Call {who}.zero_grad(set_to_none=True) before the forward \
+        "{lifetime}{evidence} Call {who}.zero_grad(set_to_none=True) before the forward \
          pass{when}: the peak drops by up to {}. Then: {}",
         format_bytes(stale as i64),
         super::lowercase_first(&advice)

@@ -432,9 +432,15 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     f.events = (first.first as u32, last.last as u32);
     f.focus_event = Some(first.last as u32);
     f.stack = trace.stack[first.first];
+    f.suggestion = empty_cache_advice(flushes.len());
+    Some(f)
+}
+
+/// What to do about `releases` cache releases the program chose to make.
+fn empty_cache_advice(releases: usize) -> String {
     let reuse = "the allocator reuses cached segments far faster than it can release and \
                  allocate them again.";
-    f.suggestion = if flushes.len() == 1 {
+    if releases == 1 {
         // One release at a chosen moment (before a measurement, say) costs once: not worth a
         // change by itself (an audit found "remove it" advice out of place in a benchmark).
         format!(
@@ -448,8 +454,7 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
             "Call empty_cache() only when memory must be handed to another process or library: \
              {reuse}"
         )
-    };
-    Some(f)
+    }
 }
 
 #[cfg(test)]

@@ -90,6 +90,7 @@ struct Sites {
     leak: u32,
 }
 
+#[expect(clippy::too_many_lines, reason = "one table of the model's call sites")]
 fn sites(lib: &mut Stacks, cpp: bool) -> Sites {
     let layer = |op: LibFrame, line: u32| -> [LibFrame; 2] { [op, ("model.py", line, "forward")] };
     let mut forward = [0; 7];
