@@ -999,14 +999,14 @@ fn gradients_from_before_the_trace_are_told_from_weights() {
     // assumed an optimizer).
     assert!(
         peak.suggestion.starts_with(
-            "Gradients from an earlier step (491 MiB, 4% of the peak) are allocated all through \
-             this forward pass and are never freed in the trace"
+            "Gradients from an earlier step (491 MiB, 4% of the peak) stay allocated through this \
+             whole forward pass and are never freed in the trace"
         ) && peak.suggestion.contains(
             "They are gradients, not weights: 111 blocks from before the trace match the weights \
              one for one in size"
         ) && peak
             .suggestion
-            .contains("Call model.zero_grad(set_to_none=True) before the forward pass:"),
+            .contains("call model.zero_grad(set_to_none=True) before the forward pass:"),
         "{}",
         peak.suggestion
     );
@@ -1146,9 +1146,9 @@ fn attention_written_out_in_the_program_is_named() {
         let advice = peak_finding(&loaded).suggestion;
         assert!(
             advice.contains(&format!(
-                "Attention is written out in the program: blocks made inside \
-                 scaled_dot_product_attention ({script}) hold {} ({percent}% of the peak), {} of \
-                 them made by its softmax.",
+                "The program implements attention by hand (matmul and softmax): blocks made \
+                 inside scaled_dot_product_attention ({script}) hold {} ({percent}% of the peak), \
+                 {} of them made by its softmax.",
                 format_bytes(bytes),
                 format_bytes(softmax)
             )) && advice.contains("torch.nn.functional.scaled_dot_product_attention"),
@@ -1159,7 +1159,7 @@ fn attention_written_out_in_the_program_is_named() {
         return;
     };
     let advice = peak_finding(&library).suggestion;
-    assert!(!advice.contains("Attention is written out"), "{advice}");
+    assert!(!advice.contains("implements attention by hand"), "{advice}");
 }
 
 /// `cuda_legacy_list`'s blocks carry call stacks (805 of 2,140, Python's pickle): history was

@@ -12,7 +12,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use memsight_core::r#gen::profiler::{ProfilerGenOptions, write_rank};
 use memsight_ui::headless::{ScreenshotOptions, prepared_app};
-use memsight_ui::views::profiler::SortBy;
+use memsight_ui::views::profiler::{SortBy, Tab};
 use memsight_ui::{MemsightApp, Source};
 
 fn profiler_fixtures() -> Option<PathBuf> {
@@ -46,6 +46,15 @@ fn real_ranks_show_curves_findings_and_tables() {
         "Peak on rank0_level0: 1.16 GiB allocated; aten::_foreach_add holds 20%",
     );
     harness.get_by_label_contains("Rounded timestamps on static_graph_rank1");
+    // The static plan's finding opens the static graph's chart, its evidence.
+    harness
+        .get_by_label_contains("Static graph plan on static_graph_rank1")
+        .click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().profilers()[0].tab, Tab::StaticGraph);
+    harness.get_by_label("Operators").click();
+    harness.run_steps(1);
+    assert_eq!(harness.state().profilers()[0].tab, Tab::Operators);
     // The two ranks were recorded a year apart: each counts from its own start.
     assert!(harness.state().profilers()[0].align_starts);
 

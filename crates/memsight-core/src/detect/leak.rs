@@ -438,8 +438,8 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
     {
         let _ = write!(
             sentence,
-            " Each of these iterations also reaches the peak (its high point is {}): the peak \
-             is what every iteration needs, not a one-off.",
+            " Each of these iterations also reaches the peak (its high point is {}): every \
+             iteration needs this much memory, not one unusual moment.",
             if high == low_high {
                 format_bytes(high)
             } else {

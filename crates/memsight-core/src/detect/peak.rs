@@ -405,9 +405,9 @@ fn suggestion(
     }
     if let Some(attention) = &facts.attention {
         advice = format!(
-            "{advice} Attention is written out in the program: blocks made inside {} hold {} \
-             ({}% of the peak), {} of them made by its softmax. Written this way, attention keeps \
-             the seq × seq scores and probabilities of every layer. \
+            "{advice} The program implements attention by hand (matmul and softmax): blocks made \
+             inside {} hold {} ({}% of the peak), {} of them made by its softmax. Done this way, \
+             attention keeps the seq × seq scores and probabilities of every layer. \
              torch.nn.functional.scaled_dot_product_attention computes the same in fused kernels \
              (flash or memory-efficient attention) that do not keep them.",
             attention.function,
@@ -465,8 +465,8 @@ fn stale_gradient_advice(
     // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
     let lifetime = if freed == 0 {
         format!(
-            "Gradients from an earlier step ({}, {}% of the peak) are allocated all through this \
-             forward pass and are never freed in the trace: the program keeps them \
+            "Gradients from an earlier step ({}, {}% of the peak) stay allocated through this \
+             whole forward pass and are never freed in the trace: the program keeps them \
              (zero_grad(set_to_none=False), or no zero_grad call at all).",
             format_bytes(stale as i64),
             percent(stale)
@@ -485,8 +485,9 @@ fn stale_gradient_advice(
         )
     };
     format!(
-        "{lifetime}{evidence} Call {who}.zero_grad(set_to_none=True) before the forward \
-         pass{when}: the peak drops by up to {}. Then: {}",
+        "{lifetime}{evidence} Unless the program adds several backward passes into them on \
+         purpose (gradient accumulation), call {who}.zero_grad(set_to_none=True) before the \
+         forward pass{when}: the peak drops by up to {}. Then: {}",
         format_bytes(stale as i64),
         super::lowercase_first(&advice)
     )

@@ -133,10 +133,83 @@ fn coarse_times(rank: &Rank) -> Option<Finding> {
 const MAX_STATIC_GRAPHS: usize = 4;
 const MAX_STATIC_NODES: usize = 3;
 
-/// `static_op_mem.csv`, per graph: the most its nodes hold at one node index (a node counted from
-/// its start index through its end index, when its last user runs), the nodes alive then, and
-/// what lives to the end of the graph. The graph compiler plans this memory before the graph
-/// runs and reuses it across node lifetimes: it is reported, not judged.
+/// One graph of `static_op_mem.csv`, summarised.
+struct GraphPlan<'a> {
+    model: &'a str,
+    graph: &'a str,
+    nodes: usize,
+    /// Every node's bytes added up.
+    all_bytes: i64,
+    /// The most alive at one node index, and that index.
+    peak_bytes: i64,
+    peak_index: u64,
+    /// The nodes alive at `peak_index`, largest first.
+    holders: Vec<&'a super::StaticOp>,
+    /// Nodes that live to the end of the graph.
+    to_end_bytes: i64,
+    /// The file's `TOTAL` row for the graph: what it requests in all.
+    total_bytes: Option<i64>,
+}
+
+/// The plan of one graph's nodes `ops`: a node counts from its start index through its end
+/// index (when its last user runs).
+fn graph_plan<'a>(
+    rank: &Rank,
+    (model, graph): (&'a str, &'a str),
+    ops: &[&'a super::StaticOp],
+) -> GraphPlan<'a> {
+    // Sweep over node indices: +size at a start, −size after an end.
+    let mut steps: Vec<(u64, i64)> = Vec::with_capacity(2 * ops.len());
+    for op in ops {
+        steps.push((op.node_start, op.size_bytes));
+        if let Some(end) = op.node_end {
+            steps.push((end.saturating_add(1), -op.size_bytes));
+        }
+    }
+    steps.sort_unstable();
+    let (mut alive, mut peak_bytes, mut peak_index) = (0i64, 0i64, 0u64);
+    for (k, &(index, delta)) in steps.iter().enumerate() {
+        alive = alive.saturating_add(delta);
+        let last_at_index = steps.get(k + 1).is_none_or(|&(next, _)| next != index);
+        if last_at_index && alive > peak_bytes {
+            (peak_bytes, peak_index) = (alive, index);
+        }
+    }
+    let mut holders: Vec<&super::StaticOp> = ops
+        .iter()
+        .copied()
+        .filter(|op| op.node_start <= peak_index && op.node_end.is_none_or(|end| peak_index <= end))
+        .collect();
+    holders.sort_by(|a, b| {
+        b.size_bytes
+            .cmp(&a.size_bytes)
+            .then_with(|| a.op_name.cmp(&b.op_name))
+    });
+    GraphPlan {
+        model,
+        graph,
+        nodes: ops.len(),
+        all_bytes: ops.iter().map(|op| op.size_bytes).sum(),
+        peak_bytes,
+        peak_index,
+        holders,
+        to_end_bytes: ops
+            .iter()
+            .filter(|op| op.node_end.is_none())
+            .map(|op| op.size_bytes)
+            .sum(),
+        total_bytes: rank
+            .static_totals
+            .iter()
+            .find(|t| t.model_name == model && t.graph_id == graph)
+            .map(|t| t.size_bytes),
+    }
+}
+
+/// `static_op_mem.csv`, per graph ([`graph_plan`]): what its nodes add up to, the file's own
+/// `TOTAL`, the most they hold at one node index and the nodes alive then, and what lives to the
+/// end of the graph. The graph compiler plans this memory before the graph runs: it is reported,
+/// not judged.
 fn static_plan(rank: &Rank) -> Option<Finding> {
     let mut graphs: std::collections::BTreeMap<(&str, &str), Vec<&super::StaticOp>> =
         std::collections::BTreeMap::new();
@@ -146,57 +219,30 @@ fn static_plan(rank: &Rank) -> Option<Finding> {
             .or_default()
             .push(op);
     }
-    // (model, graph, nodes, bytes in all, peak bytes, peak index, alive at the peak, to the end)
-    let mut plans = Vec::new();
-    for ((model, graph), ops) in graphs {
-        // Sweep over node indices: +size at a start, −size after an end.
-        let mut steps: Vec<(u64, i64)> = Vec::with_capacity(2 * ops.len());
-        for op in &ops {
-            steps.push((op.node_start, op.size_bytes));
-            if let Some(end) = op.node_end {
-                steps.push((end.saturating_add(1), -op.size_bytes));
-            }
-        }
-        steps.sort_unstable();
-        let (mut alive, mut peak, mut at) = (0i64, 0i64, 0u64);
-        for (k, &(index, delta)) in steps.iter().enumerate() {
-            alive = alive.saturating_add(delta);
-            let last_at_index = steps.get(k + 1).is_none_or(|&(next, _)| next != index);
-            if last_at_index && alive > peak {
-                (peak, at) = (alive, index);
-            }
-        }
-        let mut holders: Vec<&super::StaticOp> = ops
-            .iter()
-            .copied()
-            .filter(|op| op.node_start <= at && op.node_end.is_none_or(|end| at <= end))
-            .collect();
-        holders.sort_by(|a, b| {
-            b.size_bytes
-                .cmp(&a.size_bytes)
-                .then_with(|| a.op_name.cmp(&b.op_name))
-        });
-        let to_end: i64 = ops
-            .iter()
-            .filter(|op| op.node_end.is_none())
-            .map(|op| op.size_bytes)
-            .sum();
-        let all: i64 = ops.iter().map(|op| op.size_bytes).sum();
-        plans.push((model, graph, ops.len(), all, peak, at, holders, to_end));
-    }
-    let largest = plans.iter().map(|p| p.4).max()?;
+    let plans: Vec<GraphPlan> = graphs
+        .into_iter()
+        .map(|(key, ops)| graph_plan(rank, key, &ops))
+        .collect();
+    let largest = plans.iter().map(|p| p.peak_bytes).max()?;
+    // What the largest graph requests in all, by the file's own TOTAL rows.
+    let requested = plans.iter().filter_map(|p| p.total_bytes).max();
     let mut f = finding(rank, FindingKind::StaticGraph, Severity::Info);
-    f.bytes = largest.max(0) as u64;
+    f.bytes = requested.unwrap_or(largest).max(0) as u64;
     f.title = format!(
-        "Static graph plan on {}: at most {} alive at one node index",
+        "Static graph plan on {}: {}at most {} alive at one node index",
         rank.name,
+        requested.map_or_else(String::new, |r| format!(
+            "up to {} requested per graph, ",
+            format_bytes(r)
+        )),
         format_bytes(largest)
     );
     let words: Vec<String> = plans
         .iter()
         .take(MAX_STATIC_GRAPHS)
-        .map(|(model, graph, nodes, all, peak, at, holders, to_end)| {
-            let names: Vec<String> = holders
+        .map(|p| {
+            let names: Vec<String> = p
+                .holders
                 .iter()
                 .take(MAX_STATIC_NODES)
                 .map(|op| {
@@ -208,20 +254,28 @@ fn static_plan(rank: &Rank) -> Option<Finding> {
                 })
                 .collect();
             format!(
-                "graph {graph} of model {model}: {nodes} nodes, {} in all, at most {} alive at \
-                 once (node index {at}: {}), {} in nodes that live to the end of the graph",
-                format_bytes(*all),
-                format_bytes(*peak),
+                "graph {} of model {}: {} nodes, {} in all{}, at most {} alive at once (node \
+                 index {}: {}), {} in nodes that live to the end of the graph",
+                p.graph,
+                p.model,
+                p.nodes,
+                format_bytes(p.all_bytes),
+                p.total_bytes.map_or_else(String::new, |t| format!(
+                    " (the file's TOTAL row, the memory the graph requests: {})",
+                    format_bytes(t)
+                )),
+                format_bytes(p.peak_bytes),
+                p.peak_index,
                 names.join(", "),
-                format_bytes(*to_end)
+                format_bytes(p.to_end_bytes)
             )
         })
         .collect();
     f.summary = format!(
         "static_op_mem.csv gives each node of a static graph its memory from its start node \
          index through its end node index. Per graph: {}{}. The graph compiler plans this memory \
-         before the graph runs and reuses it from node to node: nodes that live to the end of the \
-         graph hold its outputs and variables (`refdata`), not leaked memory.",
+         before the graph runs: nodes that live to the end of the graph hold its outputs and \
+         variables (`refdata`), not leaked memory.",
         words.join("; "),
         if plans.len() > MAX_STATIC_GRAPHS {
             format!(" (and {} more graphs)", plans.len() - MAX_STATIC_GRAPHS)
@@ -419,11 +473,11 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         suggestion: if components.is_empty() {
             "This memory is outside PyTorch's caching allocator: CANN's communication buffers, \
              workspaces and runtime. Export the profile with npu_module_mem.csv to see which \
-             component holds it, then plan device memory for it or shrink it (HCCL_BUFFSIZE for \
+             component holds it, then reserve device memory for it or shrink it (HCCL_BUFFSIZE for \
              communication buffers, smaller workspaces)."
         } else {
             "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), \
-             workspaces, runtime. Plan device memory for it, or shrink it (HCCL_BUFFSIZE, fewer \
+             workspaces, runtime. Reserve device memory for it, or shrink it (HCCL_BUFFSIZE, fewer \
              communicators, smaller workspaces)."
         }
         .to_string(),
@@ -589,14 +643,24 @@ fn table_peak_words(rank: &Rank) -> String {
             operator_totals_words(&totals, peak_bytes)
         )
     };
-    // Reserved in the table far above anything it ever allocated: cache no tensor used.
+    // Reserved in the table far above anything it ever allocated: cache no tensor used; said
+    // only of a table that holds every allocation (an excerpt's true peak is not known).
     let reserved = rank
         .operators
         .iter()
         .flat_map(|o| [o.alloc_totals_bytes[1], o.release_totals_bytes[1]])
         .filter(|b| b.is_finite())
         .fold(f64::NAN, f64::max);
-    let idle = if reserved.is_finite() && reserved >= 2.0 * peak_bytes {
+    let missing = unexplained_total_change(rank);
+    let tolerance = f64::from(1u32 << 20).max(peak_bytes / 100.0);
+    let idle = if let Some((jump, line)) = missing.filter(|&(jump, _)| jump > tolerance) {
+        format!(
+            " The table is incomplete: at line {line}, {} of the change in its Total Allocated is \
+             in no row, so some of the capture's tensors are not in it, and its true peak may \
+             be higher.",
+            format_bytes(jump as i64)
+        )
+    } else if reserved.is_finite() && reserved >= 2.0 * peak_bytes {
         format!(
             " In the table, reserved reaches {} while allocated never passes {}: at least {} of \
              reserved memory held no tensor at any moment of it (memory cached before the \
@@ -609,9 +673,33 @@ fn table_peak_words(rank: &Rank) -> String {
         String::new()
     };
     format!(
-        " The operator table's own peak is {} allocated, {moment}; {held}.{idle}",
+        " The highest allocated total the operator table records is {}, {moment}; {held}.{idle}",
         format_bytes(peak_bytes as i64),
     )
+}
+
+/// The largest change of the operator table's Total Allocated, from one row's allocation or
+/// release to the next in time, that the rows' own sizes do not explain, and the file line where
+/// it shows: a table that lacks some of the capture's tensors (an excerpt) moves its totals with
+/// no row to show for it.
+fn unexplained_total_change(rank: &Rank) -> Option<(f64, u64)> {
+    // (time, allocated total after it, change the row itself makes, line)
+    let mut moments: Vec<(f64, f64, f64, u64)> = Vec::new();
+    for o in &rank.operators {
+        let size = o.size_bytes as f64;
+        if o.size_bytes > 0 && o.alloc_us.is_finite() && o.alloc_totals_bytes[0].is_finite() {
+            moments.push((o.alloc_us, o.alloc_totals_bytes[0], size, o.line));
+        }
+        if o.release_us.is_finite() && o.release_totals_bytes[0].is_finite() {
+            moments.push((o.release_us, o.release_totals_bytes[0], -size.abs(), o.line));
+        }
+    }
+    moments.sort_by(|a, b| a.0.total_cmp(&b.0));
+    moments
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| ((w[1].1 - w[0].1 - w[1].2).abs(), w[1].3))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
 /// "the rows record up to 25.1 GiB reserved, the curve 8.38 GiB": more evidence of two captures,

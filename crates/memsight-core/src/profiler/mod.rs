@@ -140,6 +140,8 @@ pub struct Rank {
     /// `npu_module_mem.csv` by component (reserved only).
     pub modules: Vec<Curve>,
     pub static_ops: Vec<StaticOp>,
+    /// `static_op_mem.csv`'s `TOTAL` row per graph: the memory the graph requests in all.
+    pub static_totals: Vec<StaticOp>,
     pub files: Vec<PathBuf>,
     pub warnings: Vec<ProfilerWarning>,
     /// Warnings beyond [`MAX_WARNINGS_PER_FILE`] per file, counted only.
@@ -448,8 +450,12 @@ pub fn read_rank(
                 merge_curves(&mut rank.modules, curves);
             }
             Some(Table::StaticOpMem) => {
-                rank.static_ops
-                    .extend(read_static_op_mem(file, &mut warnings)?);
+                let (totals, ops): (Vec<StaticOp>, Vec<StaticOp>) =
+                    read_static_op_mem(file, &mut warnings)?
+                        .into_iter()
+                        .partition(|op| op.op_name == "TOTAL");
+                rank.static_ops.extend(ops);
+                rank.static_totals.extend(totals);
             }
             None => {}
         }

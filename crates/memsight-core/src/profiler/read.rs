@@ -470,7 +470,7 @@ pub fn read_operator_memory(
     })
 }
 
-/// `static_op_mem.csv`: one lifetime per node; the closing `TOTAL` row is left out.
+/// `static_op_mem.csv`: one lifetime per node, and each graph's `TOTAL` row (named so).
 pub fn read_static_op_mem(
     path: &Path,
     warnings: &mut Warnings<'_>,
@@ -488,9 +488,6 @@ pub fn read_static_op_mem(
     let mut ops = Vec::new();
     for_each_row(path, reader, warnings, |record, line, warnings| {
         let op_name = text(columns.cell(record, "Op Name"));
-        if op_name == "TOTAL" {
-            return;
-        }
         let index = |name| -> Result<Option<u64>, String> {
             let v = columns.value(record, name)?;
             if v.is_nan() || v < 0.0 {

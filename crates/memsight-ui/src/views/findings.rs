@@ -108,7 +108,12 @@ pub fn findings_ui(
                             (b - a) / 1e6
                         ));
                     }
-                    _ => {
+                    // A rank's finding about its files (a static plan, rounded timestamps):
+                    // no span of samples to give.
+                    (Some(rank), None) => {
+                        ui.weak(format!("{rank} · device {}", f.device));
+                    }
+                    (None, _) => {
                         ui.weak(format!(
                             "device {} · events {}–{}{place}",
                             f.device, f.events.0, f.events.1

@@ -406,10 +406,15 @@ impl ProfilerDoc {
             let pad = ((b - a) * 0.25).max(1_000.0);
             self.x_range = Some(clamp_view((a - pad, b + pad), self.full_range()));
         }
+        // The plan's evidence is the static graph's chart.
+        let static_plan = f.kind == memsight_core::detect::FindingKind::StaticGraph;
         if f.kind == memsight_core::detect::FindingKind::OutlierAllocation
             && let (Some(rank), Some(row)) = (rank, f.focus_event)
         {
             self.mark(rank, row as usize);
+        }
+        if static_plan {
+            self.tab = Tab::StaticGraph;
         }
     }
 }
