@@ -91,9 +91,8 @@ def kept_gradients(path):
     print(f"  paired sizes hold {share:.1f} % of the weights' bytes: {verdict}")
 
 
-def weight_copies(path):
-    data = load(path)
-    trace = data["device_traces"][0]
+def live_at_peak(trace):
+    """The event where the trace's own allocations peak, and its blocks alive then (by address)."""
     live, allocated, peak, peak_event = {}, 0, 0, None
     for i, e in enumerate(trace):
         if e["action"] == "alloc":
@@ -109,6 +108,12 @@ def weight_copies(path):
             live[e["addr"]] = e
         elif e["action"] == "free_requested":
             live.pop(e["addr"], None)
+    return peak_event, live
+
+
+def weight_copies(path):
+    data = load(path)
+    peak_event, live = live_at_peak(data["device_traces"][0])
     weights = untraced_weights(data)
     copies = collections.Counter()
     for e in live.values():
@@ -128,22 +133,7 @@ def is_internal(filename):
 
 def hand_attention(path):
     data = load(path)
-    trace = data["device_traces"][0]
-    live, allocated, peak, peak_event = {}, 0, 0, None
-    for i, e in enumerate(trace):
-        if e["action"] == "alloc":
-            live[e["addr"]] = e
-            allocated += e["size"]
-        elif e["action"] == "free_requested" and e["addr"] in live:
-            allocated -= live.pop(e["addr"])["size"]
-        if allocated > peak:
-            peak, peak_event = allocated, i
-    live = {}
-    for e in trace[: peak_event + 1]:
-        if e["action"] == "alloc":
-            live[e["addr"]] = e
-        elif e["action"] == "free_requested":
-            live.pop(e["addr"], None)
+    peak_event, live = live_at_peak(data["device_traces"][0])
     by_function = collections.defaultdict(lambda: [0, 0])
     for e in live.values():
         frames = e.get("frames", [])

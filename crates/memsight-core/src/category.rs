@@ -327,13 +327,12 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
 fn replaced_state(
     replay: &DeviceReplay,
     runs: &[PhaseRun],
-    is_optimizer: impl FnMut(StackId) -> bool,
+    mut is_optimizer: impl FnMut(StackId) -> bool,
     of_lifetime: &mut [Category],
 ) {
     let Some(first) = runs.first().filter(|r| r.phase == Phase::Optimizer) else {
         return;
     };
-    let mut is_optimizer = is_optimizer;
     // Kept blocks the first step made: size → its first such allocation.
     let mut kept: FxHashMap<u64, u32> = FxHashMap::default();
     for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {

@@ -392,15 +392,17 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
         return;
     };
     let allocated = cx.replay.allocated_bytes();
-    let lows: Vec<i64> = steps
+    // Per iteration after the first: the allocated low and high points.
+    let (lows, highs): (Vec<i64>, Vec<i64>) = steps
         .bounds
         .windows(2)
         .skip(1)
         .filter_map(|w| {
             let (a, b) = (w[0] as usize, (w[1] as usize).min(allocated.len()));
-            allocated.get(a..b).and_then(|s| s.iter().copied().min())
+            let span = allocated.get(a..b)?;
+            Some((*span.iter().min()?, *span.iter().max()?))
         })
-        .collect();
+        .unzip();
     let (Some(&lo), Some(&hi)) = (lows.iter().min(), lows.iter().max()) else {
         return;
     };
@@ -423,15 +425,6 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
         steps.count()
     );
     // The same high point in each of them: the peak is every iteration's, not a one-off.
-    let highs: Vec<i64> = steps
-        .bounds
-        .windows(2)
-        .skip(1)
-        .filter_map(|w| {
-            let (a, b) = (w[0] as usize, (w[1] as usize).min(allocated.len()));
-            allocated.get(a..b).and_then(|s| s.iter().copied().max())
-        })
-        .collect();
     if let (Some(&low_high), Some(&high)) = (highs.iter().min(), highs.iter().max())
         && high - low_high <= flat
         && high == cx.replay.peak_allocated.bytes

@@ -645,12 +645,7 @@ fn table_peak_words(rank: &Rank) -> String {
     };
     // Reserved in the table far above anything it ever allocated: cache no tensor used; said
     // only of a table that holds every allocation (an excerpt's true peak is not known).
-    let reserved = rank
-        .operators
-        .iter()
-        .flat_map(|o| [o.alloc_totals_bytes[1], o.release_totals_bytes[1]])
-        .filter(|b| b.is_finite())
-        .fold(f64::NAN, f64::max);
+    let reserved = rows_peak_reserved(rank);
     let missing = unexplained_total_change(rank);
     let tolerance = f64::from(1u32 << 20).max(peak_bytes / 100.0);
     let idle = if let Some((jump, line)) = missing.filter(|&(jump, _)| jump > tolerance) {
@@ -702,15 +697,20 @@ fn unexplained_total_change(rank: &Rank) -> Option<(f64, u64)> {
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
-/// "the rows record up to 25.1 GiB reserved, the curve 8.38 GiB": more evidence of two captures,
-/// or nothing when the two agree within a tenth.
-fn reserved_mismatch_words(rank: &Rank, curve: &Curve) -> String {
-    let rows = rank
-        .operators
+/// The most reserved any operator row records (after its allocation or its release); `NaN`
+/// without one.
+fn rows_peak_reserved(rank: &Rank) -> f64 {
+    rank.operators
         .iter()
         .flat_map(|o| [o.alloc_totals_bytes[1], o.release_totals_bytes[1]])
         .filter(|b| b.is_finite())
-        .fold(f64::NAN, f64::max);
+        .fold(f64::NAN, f64::max)
+}
+
+/// "the rows record up to 25.1 GiB reserved, the curve 8.38 GiB": more evidence of two captures,
+/// or nothing when the two agree within a tenth.
+fn reserved_mismatch_words(rank: &Rank, curve: &Curve) -> String {
+    let rows = rows_peak_reserved(rank);
     let samples = curve.peak_reserved().map_or(f64::NAN, |p| p.0);
     if !(rows.is_finite() && samples.is_finite()) || (rows - samples).abs() <= samples * 0.1 {
         return String::new();
