@@ -1147,8 +1147,8 @@ fn attention_written_out_in_the_program_is_named() {
         assert!(
             advice.contains(&format!(
                 "The program implements attention by hand (matmul and softmax): blocks made \
-                 inside scaled_dot_product_attention ({script}) hold {} ({percent}% of the peak), \
-                 {} of them made by its softmax.",
+                 inside its own function scaled_dot_product_attention ({script}) hold {} \
+                 ({percent}% of the peak), {} of them made by its softmax.",
                 format_bytes(bytes),
                 format_bytes(softmax)
             )) && advice.contains("torch.nn.functional.scaled_dot_product_attention"),

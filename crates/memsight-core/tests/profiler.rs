@@ -430,8 +430,8 @@ fn the_static_graph_rank_is_two_captures() {
     // made of reserved memory that held no tensor (an audit found "21.5 GiB idle" false there).
     assert!(
         peak.summary.contains(&format!(
-            "The table is incomplete: at line 7, {} of the change in its Total Allocated is in \
-             no row",
+            "The table is incomplete: at line 7's release, {} of the change in its Total \
+             Allocated is not explained by any row",
             memsight_core::units::format_bytes(821_984_768)
         )) && !peak.summary.contains("held no tensor"),
         "{}",
@@ -480,16 +480,16 @@ fn a_static_graph_plan_is_summarised_not_judged() {
     );
     for graph in [
         format!(
-            "graph 0 of model 0: 27 nodes, {} in all (the file's TOTAL row, the memory the graph \
-             requests: {}), at most {} alive at once (node index 27: relu_01 {},",
+            "graph 0 of model 0: 27 rows adding up to {}; its TOTAL row (what the graph \
+             requests) says {}, at most {} alive at once (node index 27: relu_01 {},",
             kib(19_784.712),
             kib(17_210.5),
             kib(6_152.743),
             kib(2_343.781)
         ),
         format!(
-            "graph 1 of model 0: 27 nodes, {} in all (the file's TOTAL row, the memory the graph \
-             requests: {}), at most {} alive at once",
+            "graph 1 of model 0: 27 rows adding up to {}; its TOTAL row (what the graph \
+             requests) says {}, at most {} alive at once",
             kib(19_784.712),
             kib(19_910.5),
             kib(8_496.462)

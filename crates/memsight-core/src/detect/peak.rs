@@ -406,7 +406,8 @@ fn suggestion(
     if let Some(attention) = &facts.attention {
         advice = format!(
             "{advice} The program implements attention by hand (matmul and softmax): blocks made \
-             inside {} hold {} ({}% of the peak), {} of them made by its softmax. Done this way, \
+             inside its own function {} hold {} ({}% of the peak), {} of them made by its \
+             softmax. Done this way, \
              attention keeps the seq × seq scores and probabilities of every layer. \
              torch.nn.functional.scaled_dot_product_attention computes the same in fused kernels \
              (flash or memory-efficient attention) that do not keep them.",

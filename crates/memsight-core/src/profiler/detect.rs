@@ -254,14 +254,14 @@ fn static_plan(rank: &Rank) -> Option<Finding> {
                 })
                 .collect();
             format!(
-                "graph {} of model {}: {} nodes, {} in all{}, at most {} alive at once (node \
+                "graph {} of model {}: {} rows adding up to {}{}, at most {} alive at once (node \
                  index {}: {}), {} in nodes that live to the end of the graph",
                 p.graph,
                 p.model,
                 p.nodes,
                 format_bytes(p.all_bytes),
                 p.total_bytes.map_or_else(String::new, |t| format!(
-                    " (the file's TOTAL row, the memory the graph requests: {})",
+                    "; its TOTAL row (what the graph requests) says {}",
                     format_bytes(t)
                 )),
                 format_bytes(p.peak_bytes),
@@ -648,11 +648,12 @@ fn table_peak_words(rank: &Rank) -> String {
     let reserved = rows_peak_reserved(rank);
     let missing = unexplained_total_change(rank);
     let tolerance = f64::from(1u32 << 20).max(peak_bytes / 100.0);
-    let idle = if let Some((jump, line)) = missing.filter(|&(jump, _)| jump > tolerance) {
+    let idle = if let Some((jump, moment, line)) = missing.filter(|&(jump, _, _)| jump > tolerance)
+    {
         format!(
-            " The table is incomplete: at line {line}, {} of the change in its Total Allocated is \
-             in no row, so some of the capture's tensors are not in it, and its true peak may \
-             be higher.",
+            " The table is incomplete: at line {line}'s {moment}, {} of the change in its Total \
+             Allocated is not explained by any row, so some of the capture's tensors are not in \
+             it, and its true peak may be higher.",
             format_bytes(jump as i64)
         )
     } else if reserved.is_finite() && reserved >= 2.0 * peak_bytes {
@@ -677,23 +678,35 @@ fn table_peak_words(rank: &Rank) -> String {
 /// release to the next in time, that the rows' own sizes do not explain, and the file line where
 /// it shows: a table that lacks some of the capture's tensors (an excerpt) moves its totals with
 /// no row to show for it.
-fn unexplained_total_change(rank: &Rank) -> Option<(f64, u64)> {
-    // (time, allocated total after it, change the row itself makes, line)
-    let mut moments: Vec<(f64, f64, f64, u64)> = Vec::new();
+fn unexplained_total_change(rank: &Rank) -> Option<(f64, &'static str, u64)> {
+    // (time, allocated total after it, change the row itself makes, which moment, line)
+    let mut moments: Vec<(f64, f64, f64, &'static str, u64)> = Vec::new();
     for o in &rank.operators {
         let size = o.size_bytes as f64;
         if o.size_bytes > 0 && o.alloc_us.is_finite() && o.alloc_totals_bytes[0].is_finite() {
-            moments.push((o.alloc_us, o.alloc_totals_bytes[0], size, o.line));
+            moments.push((
+                o.alloc_us,
+                o.alloc_totals_bytes[0],
+                size,
+                "allocation",
+                o.line,
+            ));
         }
         if o.release_us.is_finite() && o.release_totals_bytes[0].is_finite() {
-            moments.push((o.release_us, o.release_totals_bytes[0], -size.abs(), o.line));
+            moments.push((
+                o.release_us,
+                o.release_totals_bytes[0],
+                -size.abs(),
+                "release",
+                o.line,
+            ));
         }
     }
     moments.sort_by(|a, b| a.0.total_cmp(&b.0));
     moments
         .windows(2)
         .filter(|w| w[1].0 > w[0].0)
-        .map(|w| ((w[1].1 - w[0].1 - w[1].2).abs(), w[1].3))
+        .map(|w| ((w[1].1 - w[0].1 - w[1].2).abs(), w[1].3, w[1].4))
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
