@@ -748,19 +748,22 @@ pub fn predicted_pool_after(
         .flat_map(|s| &s.blocks)
         .filter_map(|b| b.lifetime.map(|l| (b.address, l)))
         .collect();
-    let segments = model
-        .segments
-        .iter()
-        .filter(|(_, s)| s.size > 0)
-        .map(|(&address, s)| PoolSegment {
+    // One segment per run of mapped pages, as a snapshot lists an expandable segment.
+    let ranges = model.segments.iter().flat_map(|(&addr, s)| {
+        s.mapped_ranges(addr)
+            .into_iter()
+            .map(move |(start, size)| (start, size, s))
+    });
+    let segments = ranges
+        .map(|(address, size, s)| PoolSegment {
             address,
-            total_size_bytes: s.size,
+            total_size_bytes: size,
             stream: u32::try_from(s.stream).unwrap_or(0),
             pool: 0,
             is_expandable: s.expandable,
             blocks: s
                 .blocks
-                .iter()
+                .range(address..address + size)
                 .map(|(&at, b)| PoolBlock {
                     address: at,
                     size_bytes: b.size,

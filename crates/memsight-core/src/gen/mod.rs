@@ -750,15 +750,21 @@ pub fn generate(options: &GenOptions) -> Generated {
 /// The allocator's cached memory that no block uses, segment by segment.
 fn idle_truth(a: &Allocator) -> IdleTruth {
     let mut idle = IdleTruth::default();
-    for seg in a.segments.values().filter(|s| s.size > 0) {
-        idle.reserved_bytes += seg.size;
+    // As the snapshot lists them: one segment per run of mapped pages.
+    let ranges = a
+        .segments
+        .iter()
+        .flat_map(|(&addr, seg)| seg.mapped_ranges(addr).into_iter().map(move |r| (seg, r)));
+    for (seg, (start, size)) in ranges {
+        idle.reserved_bytes += size;
         let free: u64 = seg
             .blocks
-            .values()
+            .range(start..start + size)
+            .map(|(_, b)| b)
             .filter(|b| !b.allocated)
             .map(|b| b.size)
             .sum();
-        if free == seg.size {
+        if free == size {
             idle.free_segments += 1;
             idle.free_segment_bytes += free;
         } else if free > 0 {
@@ -809,6 +815,7 @@ fn add_npu_workspace(a: &mut Allocator, stream: i128) {
             expandable: false,
             stack: None,
             blocks,
+            holes: std::collections::BTreeMap::new(),
         },
     );
     for _ in 0..3 {
@@ -960,24 +967,27 @@ impl Generated {
 
     fn write_segments<W: Write>(&self, w: &mut PickleWriter<W>) {
         w.begin_list();
-        for (&addr, seg) in self.allocator.segments.iter().filter(|(_, s)| s.size > 0) {
-            let allocated: u64 = seg
-                .blocks
-                .values()
-                .filter(|b| b.allocated)
-                .map(|b| b.size)
+        // One segment per run of mapped pages, as `PyTorch`'s `snapshot()` lists them.
+        let ranges = self.allocator.segments.iter().flat_map(|(&addr, seg)| {
+            seg.mapped_ranges(addr)
+                .into_iter()
+                .map(move |(start, size)| (start, size, seg))
+        });
+        for (addr, size, seg) in ranges {
+            let blocks = || seg.blocks.range(addr..addr + size);
+            let allocated: u64 = blocks()
+                .filter(|(_, b)| b.allocated)
+                .map(|(_, b)| b.size)
                 .sum();
-            let requested: u64 = seg
-                .blocks
-                .values()
-                .filter(|b| b.allocated)
-                .map(|b| b.requested)
+            let requested: u64 = blocks()
+                .filter(|(_, b)| b.allocated)
+                .map(|(_, b)| b.requested)
                 .sum();
             let _ = w.item();
             w.begin_dict();
             let _ = w.entry("device", |w| w.int(0));
             let _ = w.entry("address", |w| w.int(i128::from(addr)));
-            let _ = w.entry("total_size", |w| w.int(i128::from(seg.size)));
+            let _ = w.entry("total_size", |w| w.int(i128::from(size)));
             let _ = w.entry("allocated_size", |w| w.int(i128::from(allocated)));
             let _ = w.entry("active_size", |w| w.int(i128::from(allocated)));
             let _ = w.entry("requested_size", |w| w.int(i128::from(requested)));
@@ -993,7 +1003,7 @@ impl Generated {
             let _ = w.entry("frames", |w| self.write_frames(w, seg.stack));
             let _ = w.entry("blocks", |w| {
                 w.begin_list();
-                for (&baddr, b) in &seg.blocks {
+                for (&baddr, b) in blocks() {
                     let _ = w.item();
                     w.begin_dict();
                     let _ = w.entry("address", |w| w.int(i128::from(baddr)));

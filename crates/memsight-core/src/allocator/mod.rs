@@ -20,8 +20,11 @@
 //!
 //! `align_large_bytes` is `torch_npu`'s 16 KiB start of large blocks in expandable segments.
 //!
-//! Not modelled: private pools (CUDA graphs), `empty_cache` unmapping free pages inside an
-//! expandable segment (only its free tail is unmapped). ARCHITECTURE.md lists the rest.
+//! Expandable segments, with the holes `empty_cache` leaves in them, are in [`expandable`].
+//!
+//! Not modelled: private pools (CUDA graphs). ARCHITECTURE.md lists the rest.
+
+mod expandable;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -158,15 +161,32 @@ pub struct GenBlock {
     pub allocated: bool,
 }
 
+impl GenBlock {
+    /// A free block of `size` bytes.
+    fn free(size: u64) -> Self {
+        Self {
+            size,
+            requested: 0,
+            stack: None,
+            allocated: false,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct GenSegment {
+    /// Bytes from the segment's address to its end: for an expandable segment, the end of its
+    /// highest mapped page, holes included ([`GenSegment::mapped_bytes`] leaves them out).
     pub size: u64,
     pub pool: PoolKind,
     pub stream: i128,
     pub expandable: bool,
     pub stack: Option<u32>,
-    /// By address, tiling the segment.
+    /// By address, tiling the segment's mapped pages.
     pub blocks: BTreeMap<u64, GenBlock>,
+    /// An expandable segment's unmapped ranges below its end (address → bytes), where
+    /// `empty_cache` unmapped free pages; empty for the others.
+    pub holes: BTreeMap<u64, u64>,
 }
 
 impl GenSegment {
@@ -178,6 +198,9 @@ impl GenSegment {
 
 /// A free block's key: (pool, stream, size, address), the allocator's best-fit order.
 type FreeKey = (PoolKind, i128, u64, u64);
+
+/// Where a segment belongs: (stream, pool).
+type SegmentPlace = (i128, PoolKind);
 
 /// The free blocks of both pools, and what garbage collection needs to know of their age.
 #[derive(Default)]
@@ -369,17 +392,25 @@ impl Allocator {
                 self.free.insert((pool, stream, bytes, at));
             }
         }
-        self.segments.insert(
-            addr,
-            GenSegment {
-                size,
-                pool,
-                stream,
-                expandable,
-                stack: None,
-                blocks: tiles,
-            },
-        );
+        // A snapshot lists each run of an expandable segment's mapped pages as a segment: one
+        // above another of its pool and stream is taken to be the same segment past a hole.
+        let joined = expandable && self.join_expandable(addr, size, (stream, pool));
+        if let Some(seg) = self.segment_at_mut(addr).filter(|_| joined) {
+            seg.blocks.append(&mut tiles);
+        } else {
+            self.segments.insert(
+                addr,
+                GenSegment {
+                    size,
+                    pool,
+                    stream,
+                    expandable,
+                    stack: None,
+                    blocks: tiles,
+                    holes: BTreeMap::new(),
+                },
+            );
+        }
         self.reserved_bytes += size;
         self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
         let end = addr
@@ -388,7 +419,7 @@ impl Allocator {
             .saturating_mul(SMALL_SEGMENT_BYTES);
         // An expandable segment reserves a large virtual range to grow into.
         let end = if expandable {
-            addr.saturating_add(1 << 40)
+            addr.saturating_add(expandable::VIRTUAL_RANGE_BYTES)
         } else {
             end
         };
@@ -542,7 +573,7 @@ impl Allocator {
     }
 
     /// The cached block a request of `size` takes, if one may (`get_free_block`): the best fit
-    /// by (stream, size, address), where an expandable segment's free tail counts as the size it
+    /// by (stream, size, address), where a free block of an expandable segment counts as the size it
     /// can grow to (so any other block that fits goes first), a block of `max_split_size` or more
     /// goes to no request below it, and a request of `max_split_size` or more takes no block 20
     /// MiB (`kLargeBuffer`) larger than itself.
@@ -552,9 +583,13 @@ impl Allocator {
         }
         let mut fits = self.free.at_least(pool, stream, size);
         let mut best = *fits.next()?;
-        if self.is_expandable_tail(best.3)
-            && let Some(&next) = fits.next()
-        {
+        // In an expandable segment, a block counts as what it can grow to.
+        for &next in fits {
+            if !self.segment_at(best.3).is_some_and(|(_, s)| s.expandable)
+                || self.expandable_size(next) >= self.expandable_size(best)
+            {
+                break;
+            }
             best = next;
         }
         let max_split = self.config.max_split_bytes();
@@ -568,19 +603,25 @@ impl Allocator {
         Some(best.3)
     }
 
-    /// Whether `addr` is the free block at the end of an expandable segment (the one that grows).
-    fn is_expandable_tail(&self, addr: u64) -> bool {
-        self.segment_of(addr)
-            .and_then(|s| self.segments.get(&s))
-            .is_some_and(|seg| seg.expandable && seg.blocks.keys().next_back() == Some(&addr))
+    fn segment_of(&self, addr: u64) -> Option<u64> {
+        self.segment_at(addr).map(|(s, _)| s)
     }
 
-    fn segment_of(&self, addr: u64) -> Option<u64> {
+    /// The segment that holds `addr`, with its address.
+    fn segment_at(&self, addr: u64) -> Option<(u64, &GenSegment)> {
         self.segments
             .range(..=addr)
             .next_back()
             .filter(|(s, seg)| addr < s.saturating_add(seg.size))
-            .map(|(&s, _)| s)
+            .map(|(&s, seg)| (s, seg))
+    }
+
+    fn segment_at_mut(&mut self, addr: u64) -> Option<&mut GenSegment> {
+        self.segments
+            .range_mut(..=addr)
+            .next_back()
+            .filter(|(s, seg)| addr < s.saturating_add(seg.size))
+            .map(|(_, seg)| seg)
     }
 
     /// Gives the free block at `addr` to a request of `size` (`alloc_found_block`), split as
@@ -705,101 +746,13 @@ impl Allocator {
                 expandable: false,
                 stack,
                 blocks,
+                holes: BTreeMap::new(),
             },
         );
         self.free.insert((pool, stream, seg_size, addr));
         self.reserved_bytes += seg_size;
         self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
         Some(addr)
-    }
-
-    fn map_pages(
-        &mut self,
-        pool: PoolKind,
-        stream: i128,
-        size: u64,
-        stack: Option<u32>,
-    ) -> Option<u64> {
-        let page = if pool == PoolKind::Small {
-            SMALL_SEGMENT_BYTES
-        } else {
-            LARGE_SEGMENT_BYTES
-        };
-        // The highest one grows: one seeded from the file may sit below another of its kind.
-        let existing = self
-            .segments
-            .iter()
-            .rev()
-            .find(|(_, s)| s.expandable && s.pool == pool && s.stream == stream)
-            .map(|(&a, _)| a);
-        let seg_addr = existing.unwrap_or_else(|| {
-            // Reserve a large virtual range for the segment to grow into.
-            let addr = self.next_address;
-            self.next_address = self.next_address.saturating_add(1 << 40);
-            self.segments.insert(
-                addr,
-                GenSegment {
-                    size: 0,
-                    pool,
-                    stream,
-                    expandable: true,
-                    stack,
-                    blocks: BTreeMap::new(),
-                },
-            );
-            addr
-        });
-        let seg = self.segments.get(&seg_addr)?;
-        let end = seg_addr + seg.size;
-        let tail_free = seg
-            .blocks
-            .iter()
-            .next_back()
-            .filter(|(_, b)| !b.allocated)
-            .map_or(0, |(_, b)| b.size);
-        let map_bytes = (size - tail_free.min(size))
-            .div_ceil(page)
-            .saturating_mul(page);
-        if map_bytes == 0 {
-            // The free tail is mapped and large enough (best fit passed it over, as a block of
-            // `max_split_size` or more): it serves the request without mapping more.
-            return seg.blocks.keys().next_back().copied();
-        }
-        if self.reserved_bytes.saturating_add(map_bytes) > self.capacity_bytes {
-            return None;
-        }
-        self.tick(20 + (map_bytes >> 21) as i64);
-        self.record(Action::SegmentMap, end, map_bytes, stream, stack, None);
-        self.reserved_bytes += map_bytes;
-        self.peak_reserved_bytes = self.peak_reserved_bytes.max(self.reserved_bytes);
-        let seg = self.segments.get_mut(&seg_addr)?;
-        seg.size += map_bytes;
-        let tail = seg
-            .blocks
-            .iter()
-            .next_back()
-            .filter(|(_, b)| !b.allocated)
-            .map(|(&a, b)| (a, b.size));
-        if let Some((addr, old)) = tail {
-            self.free.remove(&(pool, stream, old, addr));
-            if let Some(b) = seg.blocks.get_mut(&addr) {
-                b.size += map_bytes;
-            }
-            self.free.insert((pool, stream, old + map_bytes, addr));
-            Some(addr)
-        } else {
-            seg.blocks.insert(
-                end,
-                GenBlock {
-                    size: map_bytes,
-                    requested: 0,
-                    stack: None,
-                    allocated: false,
-                },
-            );
-            self.free.insert((pool, stream, map_bytes, end));
-            Some(end)
-        }
     }
 
     /// The tensor at `addr` is freed: `free_requested`, then `free_completed`, then coalescing.
@@ -816,7 +769,7 @@ impl Allocator {
         let Some(seg) = self.segments.get_mut(&seg_addr) else {
             return;
         };
-        let (pool, stream) = (seg.pool, seg.stream);
+        let stream = seg.stream;
         let Some(block) = seg.blocks.get_mut(&addr) else {
             return;
         };
@@ -830,9 +783,16 @@ impl Allocator {
         self.tick(1);
         self.record(Action::FreeCompleted, addr, requested, stream, stack, None);
 
+        self.coalesce(seg_addr, addr);
+    }
+
+    /// Merges the free block at `addr` (not yet among the free blocks) with the free blocks right
+    /// before and after it, and files the result as free; its address.
+    fn coalesce(&mut self, seg_addr: u64, addr: u64) -> u64 {
         let Some(seg) = self.segments.get_mut(&seg_addr) else {
-            return;
+            return addr;
         };
+        let (pool, stream) = (seg.pool, seg.stream);
         let mut start = addr;
         let mut size = seg.blocks.get(&addr).map_or(0, |b| b.size);
         if let Some((&next, nb)) = seg.blocks.range(addr + 1..).next()
@@ -857,6 +817,7 @@ impl Allocator {
             b.requested = 0;
         }
         self.free.insert((pool, stream, size, start));
+        start
     }
 
     /// Gives the segment at `addr` back to the device, if it is one free block (`release_block`);
@@ -972,69 +933,30 @@ impl Allocator {
     }
 
     /// Releases every cached segment that holds no live block (`torch.cuda.empty_cache()`,
-    /// `release_cached_blocks`); an expandable segment gives back its free pages at the end.
-    /// The releases carry `context` (the `empty_cache()` call, or the request that waits for
-    /// them), as `PyTorch` records them.
+    /// `release_cached_blocks`), and unmaps the whole free pages of expandable segments, also
+    /// in their middle: pool by pool (large, then small), each in best-fit order
+    /// (`release_blocks`), as a recorded trace lists them. The releases carry `context` (the
+    /// `empty_cache()` call, or the request that waits for them), as `PyTorch` records them.
     pub fn release_cached(&mut self, context: Option<u32>) {
-        let empty: Vec<u64> = self
-            .segments
-            .iter()
-            .filter(|(_, s)| !s.expandable && s.is_whole_and_free())
-            .map(|(&a, _)| a)
-            .collect();
-        for addr in empty {
-            self.release_segment(addr, context);
-        }
-        let expandable: Vec<u64> = self
-            .segments
-            .iter()
-            .filter(|(_, s)| s.expandable)
-            .map(|(&a, _)| a)
-            .collect();
-        for seg_addr in expandable {
-            self.unmap_free_tail(seg_addr, context);
-        }
-    }
-
-    /// Unmaps the whole pages of the free block at the end of the expandable segment at
-    /// `seg_addr`.
-    fn unmap_free_tail(&mut self, seg_addr: u64, context: Option<u32>) {
-        let Some(seg) = self.segments.get_mut(&seg_addr) else {
-            return;
-        };
-        let page = if seg.pool == PoolKind::Small {
-            SMALL_SEGMENT_BYTES
-        } else {
-            LARGE_SEGMENT_BYTES
-        };
-        let Some((&tail_addr, tail)) = seg.blocks.iter().next_back() else {
-            return;
-        };
-        if tail.allocated {
-            return;
-        }
-        let seg_end = seg_addr + seg.size;
-        let keep_from = seg_addr + (tail_addr - seg_addr).div_ceil(page) * page;
-        if keep_from >= seg_end {
-            return;
-        }
-        let unmap = seg_end - keep_from;
-        let (pool, stream, tail_size) = (seg.pool, seg.stream, tail.size);
-        self.free.remove(&(pool, stream, tail_size, tail_addr));
-        if keep_from > tail_addr {
-            if let Some(b) = seg.blocks.get_mut(&tail_addr) {
-                b.size = keep_from - tail_addr;
+        for pool in [PoolKind::Large, PoolKind::Small] {
+            let cached: Vec<FreeKey> = self
+                .free
+                .set
+                .range((pool, i128::MIN, 0, 0)..=(pool, i128::MAX, u64::MAX, u64::MAX))
+                .copied()
+                .collect();
+            let mut to_unmap = Vec::new();
+            for key in cached {
+                if self.segment_at(key.3).is_some_and(|(_, s)| s.expandable) {
+                    to_unmap.push(key);
+                } else {
+                    self.release_segment(key.3, context);
+                }
             }
-            self.free
-                .insert((pool, stream, keep_from - tail_addr, tail_addr));
-        } else {
-            seg.blocks.remove(&tail_addr);
+            for key in to_unmap {
+                self.unmap_block(key, context);
+            }
         }
-        seg.size -= unmap;
-        let stack = context.or(seg.stack);
-        self.reserved_bytes -= unmap;
-        self.tick(300 + (unmap >> 18) as i64);
-        self.record(Action::SegmentUnmap, keep_from, unmap, stream, stack, None);
     }
 }
 
@@ -1082,6 +1004,10 @@ mod tests {
         assert_eq!(a.reserved_bytes, 0);
         let actions: Vec<Action> = a.trace.iter().map(|e| e.action).collect();
         assert!(actions.contains(&Action::SegmentMap) && actions.contains(&Action::SegmentUnmap));
+        assert!(
+            a.segments.is_empty(),
+            "nothing mapped: the segment is given up"
+        );
     }
     const MIB: u64 = 1 << 20;
 
@@ -1223,5 +1149,92 @@ mod tests {
         // segment finds it mapped and large enough: no new pages, no empty map.
         assert_eq!(a.malloc(50 * MIB, 0, None), Some(big));
         assert_eq!((a.counts.segment_map, a.reserved_bytes), (1, 200 * MIB));
+    }
+
+    /// The unmap and map events of `a`'s trace, in MiB from `base`.
+    fn page_events_mib(a: &Allocator, base: u64) -> Vec<(Action, u64, u64)> {
+        a.trace
+            .iter()
+            .filter(|e| matches!(e.action, Action::SegmentMap | Action::SegmentUnmap))
+            .map(|e| (e.action, (e.addr - base) / MIB, e.size / MIB))
+            .collect()
+    }
+
+    /// Worked by hand from `release_blocks`, `unmap_block`, `find_expandable_block` and
+    /// `map_block`: `empty_cache` unmaps a free block's pages in the middle of the segment (a
+    /// hole); the next request maps the hole's lowest pages, not new ones at the end; a request
+    /// larger than what is left of the hole takes the free block before it, maps the rest of the
+    /// hole and merges the three.
+    #[test]
+    fn empty_cache_leaves_holes_that_later_requests_map_first() {
+        let config = Config {
+            expandable_segments: true,
+            ..Config::default()
+        };
+        let mut a = with(config, u64::MAX / 4);
+        let x = a.malloc(60 * MIB, 0, None).expect("fits");
+        a.malloc(20 * MIB, 0, None).expect("fits");
+        a.free(x);
+        a.release_cached(None);
+        let seg = a.segments.get(&x).expect("the segment stays");
+        assert_eq!(seg.holes, BTreeMap::from([(x, 60 * MIB)]));
+        assert_eq!(seg.mapped_ranges(x), [(x + 60 * MIB, 20 * MIB)]);
+        assert_eq!(a.reserved_bytes, 20 * MIB);
+        // 30 MiB: two pages at the hole's start; 20 MiB of hole left.
+        assert_eq!(a.malloc(30 * MIB, 0, None), Some(x));
+        assert_eq!(
+            a.segments[&x].mapped_ranges(x),
+            [(x, 40 * MIB), (x + 60 * MIB, 20 * MIB)]
+        );
+        // 25 MiB: the free 10 MiB at 30 MiB plus one more page of the hole, merged.
+        assert_eq!(a.malloc(25 * MIB, 0, None), Some(x + 30 * MIB));
+        assert!(a.segments[&x].holes.is_empty());
+        assert_eq!(a.segments[&x].mapped_ranges(x), [(x, 80 * MIB)]);
+        assert_eq!(a.reserved_bytes, 80 * MIB);
+        assert_eq!(
+            page_events_mib(&a, x),
+            [
+                (Action::SegmentMap, 0, 60),
+                (Action::SegmentMap, 60, 20),
+                (Action::SegmentUnmap, 0, 60),
+                (Action::SegmentMap, 0, 40),
+                (Action::SegmentMap, 40, 20),
+            ]
+        );
+    }
+
+    /// Worked by hand: only a free block's whole pages are unmapped, the bytes before and after
+    /// them stay free blocks; and best fit counts a free block by what it can grow to
+    /// (`expandable_size`), so of two free 10 MiB blocks the one before the hole goes last.
+    #[test]
+    fn only_whole_pages_are_unmapped_and_a_block_before_a_hole_counts_as_larger() {
+        let config = Config {
+            expandable_segments: true,
+            ..Config::default()
+        };
+        let mut a = with(config, u64::MAX / 4);
+        // [0, 10) x, then y [10, 50) (its 40 MiB need two more pages), then z [50, 60).
+        let x = a.malloc(10 * MIB, 0, None).expect("fits");
+        let y = a.malloc(40 * MIB, 0, None).expect("fits");
+        let z = a.malloc(10 * MIB, 0, None).expect("fits");
+        assert_eq!((y, z), (x + 10 * MIB, x + 50 * MIB));
+        a.free(y);
+        a.release_cached(None);
+        // Pages [20, 40) go; [10, 20) and [40, 50) stay free.
+        assert_eq!(
+            page_events_mib(&a, x).last(),
+            Some(&(Action::SegmentUnmap, 20, 20))
+        );
+        let seg = &a.segments[&x];
+        let free: Vec<(u64, u64)> = seg
+            .blocks
+            .iter()
+            .filter(|(_, b)| !b.allocated)
+            .map(|(&at, b)| ((at - x) / MIB, b.size / MIB))
+            .collect();
+        assert_eq!(free, [(10, 10), (40, 10)]);
+        assert_eq!(a.reserved_bytes, 40 * MIB);
+        // Equal sizes; the one at 10 MiB is first by address but can grow into the hole (30).
+        assert_eq!(a.malloc(5 * MIB, 0, None), Some(x + 40 * MIB));
     }
 }
