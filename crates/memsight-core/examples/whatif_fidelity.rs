@@ -1,8 +1,8 @@
-//! Fidelity of the what-if replay (issue 13, first part): for every snapshot given (or every
-//! fixture snapshot), each device's trace replayed through the allocator model under the
-//! recorded settings, next to what the file recorded; and the cross-check of the issue: the
-//! `empty_cache` run replayed with expandable segments and without its releases, against the run
-//! recorded with them. Release build:
+//! Fidelity of the what-if replay (issues 13 and 23): for every snapshot given (or every fixture
+//! snapshot and the `torch_npu` recordings kept with the tests), each device's trace replayed
+//! through the allocator model under the recorded settings, next to what the file recorded; and
+//! the cross-checks: the `empty_cache` run replayed with expandable segments, without its
+//! releases and with them, against the same workload recorded that way. Release build:
 //!
 //! `cargo run --release -p memsight-core --example whatif_fidelity -- [FILE...]`
 
@@ -17,11 +17,15 @@ fn main() {
             eprintln!("no files given and no fixture corpus found");
             std::process::exit(2);
         };
-        let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots"))
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        found.sort();
-        files = found;
+        let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npu_snapshots");
+        for folder in [dir.join("snapshots"), kept] {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            found.retain(|p| p.extension().is_some_and(|e| e == "pkl" || e == "pickle"));
+            found.sort();
+            files.extend(found);
+        }
     }
     println!(
         "| file | device | settings | peak reserved: recorded / predicted (Δ) | segment allocs: recorded / predicted | segment frees: recorded / predicted | unused at peak: recorded / predicted | first divergence |"
@@ -68,40 +72,57 @@ fn main() {
     cross_check();
 }
 
-/// The issue's cross-check: the run recorded without expandable segments and with `empty_cache`,
-/// replayed with expandable segments and without its releases, against the same workload recorded
-/// with them.
+/// The issue's cross-checks: the run recorded without expandable segments and with
+/// `empty_cache`, replayed with expandable segments, against the same workload recorded with them:
+/// without its releases (`npu_snapshot_expandable.pkl` made no `empty_cache()` calls), and with
+/// them (`snapshot_with_empty_cache_expandable.pkl` did).
 fn cross_check() {
     let Some(dir) = memsight_core::testing::fixtures_dir() else {
         return;
     };
-    let load = |name: &str| {
-        memsight_core::load_path(&dir.join("snapshots").join(name), None)
+    let load = |path: PathBuf| {
+        memsight_core::load_path(&path, None)
             .ok()
             .map(memsight_core::Loaded::new)
     };
-    let (Some(plain), Some(expandable)) = (
-        load("npu_snapshot_with_empty_cache.pkl"),
-        load("npu_snapshot_expandable.pkl"),
-    ) else {
+    let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npu_snapshots");
+    let Some(plain) = load(dir.join("snapshots/npu_snapshot_with_empty_cache.pkl")) else {
         return;
     };
-    let settings = Settings {
-        expandable_segments: true,
-        skip_releases: true,
-        ..Settings::default()
-    };
-    let predicted = whatif::predict(&Recording::of(&plain, 0), &settings);
-    let recorded = whatif::recorded(&Recording::of(&expandable, 0));
-    println!(
-        "\ncross-check: npu_snapshot_with_empty_cache.pkl with expandable segments and no releases \
-         predicts {} peak reserved and {} segment_map; npu_snapshot_expandable.pkl recorded {} ({:+.1} %) and {}",
-        mib(predicted.peak_reserved_bytes),
-        predicted.segment_allocs,
-        mib(recorded.peak_reserved_bytes),
-        percent(predicted.peak_reserved_bytes, recorded.peak_reserved_bytes),
-        recorded.segment_allocs
-    );
+    for (skip_releases, against) in [
+        (true, dir.join("snapshots/npu_snapshot_expandable.pkl")),
+        (false, kept.join("snapshot_with_empty_cache_expandable.pkl")),
+    ] {
+        let Some(expandable) = load(against.clone()) else {
+            continue;
+        };
+        let settings = Settings {
+            expandable_segments: true,
+            skip_releases,
+            ..Settings::default()
+        };
+        let predicted = whatif::predict(&Recording::of(&plain, 0), &settings);
+        let recorded = whatif::recorded(&Recording::of(&expandable, 0));
+        println!(
+            "\ncross-check: npu_snapshot_with_empty_cache.pkl with expandable segments {} \
+             predicts {} peak reserved, {} segment_map and {} segment_unmap; {} recorded {} ({:+.1} %), {} and {}",
+            if skip_releases {
+                "and no releases"
+            } else {
+                "and its releases"
+            },
+            mib(predicted.peak_reserved_bytes),
+            predicted.segment_allocs,
+            predicted.segment_frees,
+            against
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            mib(recorded.peak_reserved_bytes),
+            percent(predicted.peak_reserved_bytes, recorded.peak_reserved_bytes),
+            recorded.segment_allocs,
+            recorded.segment_frees,
+        );
+    }
 }
 
 fn mib(bytes: u64) -> String {
