@@ -573,10 +573,10 @@ impl Allocator {
     }
 
     /// The cached block a request of `size` takes, if one may (`get_free_block`): the best fit
-    /// by (stream, size, address), where a free block of an expandable segment counts as the size it
-    /// can grow to (so any other block that fits goes first), a block of `max_split_size` or more
-    /// goes to no request below it, and a request of `max_split_size` or more takes no block 20
-    /// MiB (`kLargeBuffer`) larger than itself.
+    /// by (stream, size, address), where a block of an expandable segment counts as what it can
+    /// grow to (its size plus the unmapped bytes after it, so a segment's growing end goes last),
+    /// a block of `max_split_size` or more goes to no request below it, and a request of
+    /// `max_split_size` or more takes no block 20 MiB (`kLargeBuffer`) larger than itself.
     fn get_free_block(&mut self, pool: PoolKind, stream: i128, size: u64) -> Option<u64> {
         if self.free.track_age {
             self.free.calls[pool as usize] += 1;
