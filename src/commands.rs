@@ -507,10 +507,14 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
             writeln!(out, "{}no findings", if markdown { "" } else { "  " })?;
         }
         for f in &file.findings {
-            let site = f
-                .top_frame
-                .as_ref()
-                .map_or_else(String::new, |t| format!(" at {t}"));
+            // "at forward (model.py:22)"; a C++ frame is an operator: "in at::_ops::mm".
+            let site = f.top_frame.as_ref().map_or_else(String::new, |t| {
+                if t.contains("::") && !t.contains(" (") {
+                    format!(" in {t}")
+                } else {
+                    format!(" at {t}")
+                }
+            });
             // The same lines in both formats; Markdown only adds a bullet and bold.
             let (open, close, indent) = if markdown {
                 ("- **", "**", "  ")

@@ -471,6 +471,32 @@ fn analyze_finds_the_demo_leak_and_can_gate_ci() {
     assert!(String::from_utf8_lossy(&markdown.stdout).contains("- **Warning** Leak"));
 }
 
+/// A finding's header names where it happened: "at" a Python frame, "in" a C++ operator (the
+/// cppframes fixture's peak falls in `pow_backward`, a frame of PyTorch's autograd, by its
+/// trace); "at at::…" read like a typo.
+#[test]
+fn analyze_headers_say_in_for_an_operator() {
+    let Some(dir) = memsight_core::testing::fixtures_dir() else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let path = dir.join("snapshots/cuda_cppframes_snapshotevents.pickle");
+    let output = memsight(&["analyze", path.to_str().expect("a UTF-8 path")]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let header = text
+        .lines()
+        .find(|l| l.contains("[Info] Peak:"))
+        .expect("a peak finding");
+    assert!(
+        header.contains(" in torch::autograd::generated::details::pow_backward"),
+        "{header}"
+    );
+    assert!(
+        !text.contains(" at torch::") && !text.contains(" at at::"),
+        "{text}"
+    );
+}
+
 /// Profiler data through the command line: a generated two-rank run with a stall on one rank is
 /// analysed as one run (JSON with the rank), and its curves render headless.
 #[test]

@@ -9,8 +9,9 @@
 //! block right before it and the free or unmapped ones after it, has room for the request),
 //! `try_allocate_expandable_block` and `map_block` (map whole pages from that range, merge them
 //! with the free blocks around them), `unmap_block` (unmap a free block's whole pages, keep the
-//! bytes before and after them as free blocks) and `release_blocks` (every cached block of the
-//! pool, in best-fit order), and `get_free_block`'s `expandable_size`. `torch_npu` has the same
+//! bytes before and after them as free blocks), `release_blocks` (every cached block of the
+//! pool, in best-fit order: `Allocator::release_cached`), and `get_free_block`'s
+//! `expandable_size`. `torch_npu` has the same
 //! code (`NPUCachingAllocator.cpp`).
 //!
 //! A segment's blocks tile its mapped pages; its holes are the unmapped ranges below its end,
@@ -18,12 +19,14 @@
 
 use std::collections::BTreeMap;
 
-use super::{Allocator, FreeKey, GenBlock, GenSegment, PoolKind, SMALL_SEGMENT_BYTES};
-use super::{LARGE_SEGMENT_BYTES, SegmentPlace};
+use super::{
+    Allocator, FreeKey, GenBlock, GenSegment, LARGE_SEGMENT_BYTES, PoolKind, SMALL_SEGMENT_BYTES,
+    SegmentPlace,
+};
 use crate::model::Action;
 
 /// The virtual range the model reserves for one expandable segment (`PyTorch` reserves 1⅛ of
-/// the device's memory; more than any device here).
+/// the device's memory; 1 TiB is more than that on any device today).
 pub(super) const VIRTUAL_RANGE_BYTES: u64 = 1 << 40;
 
 /// The page an expandable segment of `pool` maps at a time (`segment_size_`).

@@ -1151,6 +1151,12 @@ mod tests {
         assert_eq!((a.counts.segment_map, a.reserved_bytes), (1, 200 * MIB));
     }
 
+    /// What the model holds of the device is what its segments have mapped.
+    fn assert_reserved_is_mapped(a: &Allocator) {
+        let mapped: u64 = a.segments.values().map(GenSegment::mapped_bytes).sum();
+        assert_eq!(mapped, a.reserved_bytes);
+    }
+
     /// The unmap and map events of `a`'s trace, in MiB from `base`.
     fn page_events_mib(a: &Allocator, base: u64) -> Vec<(Action, u64, u64)> {
         a.trace
@@ -1180,17 +1186,20 @@ mod tests {
         assert_eq!(seg.holes, BTreeMap::from([(x, 60 * MIB)]));
         assert_eq!(seg.mapped_ranges(x), [(x + 60 * MIB, 20 * MIB)]);
         assert_eq!(a.reserved_bytes, 20 * MIB);
+        assert_reserved_is_mapped(&a);
         // 30 MiB: two pages at the hole's start; 20 MiB of hole left.
         assert_eq!(a.malloc(30 * MIB, 0, None), Some(x));
         assert_eq!(
             a.segments[&x].mapped_ranges(x),
             [(x, 40 * MIB), (x + 60 * MIB, 20 * MIB)]
         );
+        assert_reserved_is_mapped(&a);
         // 25 MiB: the free 10 MiB at 30 MiB plus one more page of the hole, merged.
         assert_eq!(a.malloc(25 * MIB, 0, None), Some(x + 30 * MIB));
         assert!(a.segments[&x].holes.is_empty());
         assert_eq!(a.segments[&x].mapped_ranges(x), [(x, 80 * MIB)]);
         assert_eq!(a.reserved_bytes, 80 * MIB);
+        assert_reserved_is_mapped(&a);
         assert_eq!(
             page_events_mib(&a, x),
             [
@@ -1234,6 +1243,7 @@ mod tests {
             .collect();
         assert_eq!(free, [(10, 10), (40, 10)]);
         assert_eq!(a.reserved_bytes, 40 * MIB);
+        assert_reserved_is_mapped(&a);
         // Equal sizes; the one at 10 MiB is first by address but can grow into the hole (30).
         assert_eq!(a.malloc(5 * MIB, 0, None), Some(x + 40 * MIB));
     }
