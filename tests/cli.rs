@@ -472,8 +472,8 @@ fn analyze_finds_the_demo_leak_and_can_gate_ci() {
 }
 
 /// A finding's header names where it happened: "at" a Python frame, "in" a C++ operator (the
-/// cppframes fixture's peak falls in `pow_backward`, a frame of PyTorch's autograd, by its
-/// trace); "at at::…" read like a typo.
+/// cppframes fixture's peak falls in `pow_backward`, a frame of `PyTorch`'s autograd, by its
+/// trace); `at at::…` read like a typo.
 #[test]
 fn analyze_headers_say_in_for_an_operator() {
     let Some(dir) = memsight_core::testing::fixtures_dir() else {

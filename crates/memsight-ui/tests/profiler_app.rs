@@ -103,6 +103,16 @@ fn real_ranks_show_curves_findings_and_tables() {
     harness.get_by_label("Static graph").click();
     harness.run_steps(2);
     harness.get_by_label_contains("static_graph_rank1: 54 nodes");
+    // One chart per graph, on its own node indices (Python over static_op_mem.csv: 27 nodes
+    // each; at most 6.01 MiB alive at node index 27, and 8.30 MiB at 32).
+    harness.get_by_label_contains(
+        "model 0, graph 0 (static_graph_rank1): 27 nodes over node indices 0 – 33",
+    );
+    harness.get_by_label_contains("at most 6.01 MiB alive at node index 27");
+    harness.get_by_label_contains(
+        "model 0, graph 1 (static_graph_rank1): 27 nodes over node indices 0 – 36",
+    );
+    harness.get_by_label_contains("at most 8.30 MiB alive at node index 32");
     harness.get_by_label("Ranks").click();
     harness.run_steps(2);
     harness.get_by_label("peak APP reserved");

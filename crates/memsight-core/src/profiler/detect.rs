@@ -133,96 +133,12 @@ fn coarse_times(rank: &Rank) -> Option<Finding> {
 const MAX_STATIC_GRAPHS: usize = 4;
 const MAX_STATIC_NODES: usize = 3;
 
-/// One graph of `static_op_mem.csv`, summarised.
-struct GraphPlan<'a> {
-    model: &'a str,
-    graph: &'a str,
-    nodes: usize,
-    /// Every node's bytes added up.
-    all_bytes: i64,
-    /// The most alive at one node index, and that index.
-    peak_bytes: i64,
-    peak_index: u64,
-    /// The nodes alive at `peak_index`, largest first.
-    holders: Vec<&'a super::StaticOp>,
-    /// Nodes that live to the end of the graph.
-    to_end_bytes: i64,
-    /// The file's `TOTAL` row for the graph: what it requests in all.
-    total_bytes: Option<i64>,
-}
-
-/// The plan of one graph's nodes `ops`: a node counts from its start index through its end
-/// index (when its last user runs).
-fn graph_plan<'a>(
-    rank: &Rank,
-    (model, graph): (&'a str, &'a str),
-    ops: &[&'a super::StaticOp],
-) -> GraphPlan<'a> {
-    // Sweep over node indices: +size at a start, −size after an end.
-    let mut steps: Vec<(u64, i64)> = Vec::with_capacity(2 * ops.len());
-    for op in ops {
-        steps.push((op.node_start, op.size_bytes));
-        if let Some(end) = op.node_end {
-            steps.push((end.saturating_add(1), -op.size_bytes));
-        }
-    }
-    steps.sort_unstable();
-    let (mut alive, mut peak_bytes, mut peak_index) = (0i64, 0i64, 0u64);
-    for (k, &(index, delta)) in steps.iter().enumerate() {
-        alive = alive.saturating_add(delta);
-        let last_at_index = steps.get(k + 1).is_none_or(|&(next, _)| next != index);
-        if last_at_index && alive > peak_bytes {
-            (peak_bytes, peak_index) = (alive, index);
-        }
-    }
-    let mut holders: Vec<&super::StaticOp> = ops
-        .iter()
-        .copied()
-        .filter(|op| op.node_start <= peak_index && op.node_end.is_none_or(|end| peak_index <= end))
-        .collect();
-    holders.sort_by(|a, b| {
-        b.size_bytes
-            .cmp(&a.size_bytes)
-            .then_with(|| a.op_name.cmp(&b.op_name))
-    });
-    GraphPlan {
-        model,
-        graph,
-        nodes: ops.len(),
-        all_bytes: ops.iter().map(|op| op.size_bytes).sum(),
-        peak_bytes,
-        peak_index,
-        holders,
-        to_end_bytes: ops
-            .iter()
-            .filter(|op| op.node_end.is_none())
-            .map(|op| op.size_bytes)
-            .sum(),
-        total_bytes: rank
-            .static_totals
-            .iter()
-            .find(|t| t.model_name == model && t.graph_id == graph)
-            .map(|t| t.size_bytes),
-    }
-}
-
-/// `static_op_mem.csv`, per graph ([`graph_plan`]): what its nodes add up to, the file's own
+/// `static_op_mem.csv`, per graph ([`super::static_graph::plans`]): what its nodes add up to, the file's own
 /// `TOTAL`, the most they hold at one node index and the nodes alive then, and what lives to the
 /// end of the graph. The graph compiler plans this memory before the graph runs: it is reported,
 /// not judged.
 fn static_plan(rank: &Rank) -> Option<Finding> {
-    let mut graphs: std::collections::BTreeMap<(&str, &str), Vec<&super::StaticOp>> =
-        std::collections::BTreeMap::new();
-    for op in &rank.static_ops {
-        graphs
-            .entry((op.model_name.as_str(), op.graph_id.as_str()))
-            .or_default()
-            .push(op);
-    }
-    let plans: Vec<GraphPlan> = graphs
-        .into_iter()
-        .map(|(key, ops)| graph_plan(rank, key, &ops))
-        .collect();
+    let plans = super::static_graph::plans(rank);
     let largest = plans.iter().map(|p| p.peak_bytes).max()?;
     // What the largest graph requests in all, by the file's own TOTAL rows.
     let requested = plans.iter().filter_map(|p| p.total_bytes).max();
@@ -258,7 +174,7 @@ fn static_plan(rank: &Rank) -> Option<Finding> {
                  index {}: {}), {} in nodes that live to the end of the graph",
                 p.graph,
                 p.model,
-                p.nodes,
+                p.ops.len(),
                 format_bytes(p.all_bytes),
                 p.total_bytes.map_or_else(String::new, |t| format!(
                     "; its TOTAL row (what the graph requests) says {}",

@@ -10,6 +10,7 @@
 pub mod detect;
 pub mod envelope;
 mod read;
+pub mod static_graph;
 
 use std::path::{Path, PathBuf};
 
