@@ -20,7 +20,8 @@
 //!
 //! `align_large_bytes` is `torch_npu`'s 16 KiB start of large blocks in expandable segments.
 //!
-//! Expandable segments, with the holes `empty_cache` leaves in them, are in [`expandable`].
+//! Expandable segments, with the holes `empty_cache` leaves in them, are in
+//! `allocator/expandable.rs`.
 //!
 //! Not modelled: private pools (CUDA graphs). ARCHITECTURE.md lists the rest.
 
