@@ -17,8 +17,7 @@ fn main() {
             eprintln!("no files given and no fixture corpus found");
             std::process::exit(2);
         };
-        let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npu_snapshots");
-        for folder in [dir.join("snapshots"), kept] {
+        for folder in [dir.join("snapshots"), kept_recordings()] {
             let mut found: Vec<PathBuf> = std::fs::read_dir(folder)
                 .map(|d| d.flatten().map(|e| e.path()).collect())
                 .unwrap_or_default();
@@ -85,7 +84,7 @@ fn cross_check() {
             .ok()
             .map(memsight_core::Loaded::new)
     };
-    let kept = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npu_snapshots");
+    let kept = kept_recordings();
     let Some(plain) = load(dir.join("snapshots/npu_snapshot_with_empty_cache.pkl")) else {
         return;
     };
@@ -123,6 +122,11 @@ fn cross_check() {
             recorded.segment_frees,
         );
     }
+}
+
+/// The `torch_npu` recordings kept with the tests (the corpus lacks them).
+fn kept_recordings() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/npu_snapshots")
 }
 
 fn mib(bytes: u64) -> String {

@@ -133,9 +133,9 @@ fn coarse_times(rank: &Rank) -> Option<Finding> {
 const MAX_STATIC_GRAPHS: usize = 4;
 const MAX_STATIC_NODES: usize = 3;
 
-/// `static_op_mem.csv`, per graph ([`super::static_graph::plans`]): what its nodes add up to, the file's own
-/// `TOTAL`, the most they hold at one node index and the nodes alive then, and what lives to the
-/// end of the graph. The graph compiler plans this memory before the graph runs: it is reported,
+/// `static_op_mem.csv`, per graph ([`super::static_graph::plans`]): what its nodes add up to,
+/// the file's own `TOTAL`, the most they hold at one node index and the nodes alive then, and
+/// what lives to the end of the graph. The graph compiler plans this memory before the graph runs: it is reported,
 /// not judged.
 fn static_plan(rank: &Rank) -> Option<Finding> {
     let plans = super::static_graph::plans(rank);
