@@ -529,18 +529,20 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
                 }
             };
             // A finding with no event of its own (a file without a trace) names the device alone.
+            let device = memsight_core::detect::devices_words(f.device, &f.devices);
             let place = match &f.rank {
-                Some(rank) => format!("{rank} (device {}), {}", f.device, span("sample")),
-                None if f.events == [0, 0] && f.focus_event.is_none() => {
-                    format!("device {}", f.device)
-                }
-                None => format!("device {}, {}", f.device, span("event")),
+                Some(rank) => format!("{rank} ({device}), {}", span("sample")),
+                None if f.events == [0, 0] && f.focus_event.is_none() => device,
+                None => format!("{device}, {}", span("event")),
             };
             writeln!(
                 out,
                 "{open}{:?}{close} {} — {place}{site}\n{indent}{}\n{indent}→ {}",
                 f.severity, f.title, f.summary, f.suggestion
             )?;
+            for line in &f.evidence {
+                writeln!(out, "{indent}· {line}")?;
+            }
         }
         writeln!(out)?;
     }

@@ -73,12 +73,16 @@ pub enum Category {
     /// cache, or a leak.
     Retained,
     Temporary,
+    /// In a trace with no backward pass, made outside the optimizer and alive for a quarter of
+    /// the trace or more before it is freed: an object's state (a custom or zeroth-order
+    /// optimizer's, an estimator's), a cache or a buffer. Not a temporary: no phase frees it.
+    LongLived,
     Workspace,
     Unknown,
 }
 
 impl Category {
-    pub const ALL: [Category; 9] = [
+    pub const ALL: [Category; 10] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
@@ -86,6 +90,7 @@ impl Category {
         Category::Activation,
         Category::Retained,
         Category::Temporary,
+        Category::LongLived,
         Category::Workspace,
         Category::Unknown,
     ];
@@ -100,8 +105,46 @@ impl Category {
             Self::Activation => "activation",
             Self::Retained => "retained",
             Self::Temporary => "temporary",
+            Self::LongLived => "long_lived",
             Self::Workspace => "workspace",
             Self::Unknown => "unknown",
+        }
+    }
+
+    /// What the category's rule requires of a block, in one line: the evidence behind a
+    /// figure of that category (see the module doc for the full rules).
+    pub fn definition(self) -> &'static str {
+        match self {
+            Self::Parameter => {
+                "made by .to() / .cuda() / .npu() / _apply / load_state_dict / a module's \
+                 __init__ / reset_parameters, or alive before the trace and never freed in it \
+                 with no call stack"
+            }
+            Self::Gradient => {
+                "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
+                 ends, or freed by zero_grad"
+            }
+            Self::OptimizerState => {
+                "made inside an optimizer step (torch/optim frames) and alive when the step ends"
+            }
+            Self::WeightCopy => {
+                "made by autocast's cached_cast at half a weight's size, at most one alive per \
+                 weight"
+            }
+            Self::Activation => {
+                "made outside backward and the optimizer, alive when the next backward pass \
+                 starts (or, with no backward after it, to the end of the trace or the failure)"
+            }
+            Self::Retained => "made in a forward pass and still alive when its iteration is over",
+            Self::Temporary => "freed within the phase (forward, backward, optimizer) that made it",
+            Self::LongLived => {
+                "in a trace with no backward pass, alive for a quarter of the trace or more \
+                 before it is freed"
+            }
+            Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
+            Self::Unknown => {
+                "no rule applies: alive before the trace, with a stack that says nothing of its use"
+            }
         }
     }
 
@@ -296,7 +339,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
                     l,
                     m,
                     &categories.runs,
-                    &backward_starts,
+                    (&backward_starts, device.trace.len() as u32),
                     &iteration_ends,
                     outside_the_optimizer,
                 )
@@ -315,7 +358,42 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
+    held_at_the_failure(
+        device,
+        replay,
+        &categories.runs,
+        &mut categories.of_lifetime,
+    );
     categories
+}
+
+/// Blocks a forward pass made and still held when an allocation failed (`oom`), freed only after
+/// it: the exception's unwind freed them, not their own phase, so they are what the pass held
+/// (activations), not temporaries (`cuda_4gpu_expandable_oom`: device 1's `update_nodes`
+/// tensors, activations on device 2 where no failure freed them).
+fn held_at_the_failure(
+    device: &Device,
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    let Some(oom) = device.trace.action.iter().position(|&a| a == Action::Oom) else {
+        return;
+    };
+    let oom = oom as u32;
+    let in_forward = |e: u32| {
+        runs.iter()
+            .all(|r| !(r.start <= e && e < r.end) || r.phase == Phase::Forward)
+    };
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        let freed = l.free_requested_event.or(l.free_completed_event);
+        if *c == Category::Temporary
+            && l.alloc_event.is_some_and(|a| a < oom && in_forward(a))
+            && freed.is_some_and(|f| f > oom)
+        {
+            *c = Category::Activation;
+        }
+    }
 }
 
 /// Optimizer state from before the trace that a trace beginning inside an optimizer step sees
@@ -532,20 +610,48 @@ fn gradients_kept_from_an_earlier_step(
 /// Autocast's `casts` with half the bytes of a parameter are copies of the weights (fp32 → bf16 /
 /// fp16, kept for the autocast region: `cuda_ctx512_forward_mixed` holds 6.30 GiB of them at its
 /// peak); its other casts (of activations) keep the category their lifetime gave them.
+///
+/// Autocast caches one copy per weight, so at no moment are more copies of a size alive than
+/// weights of twice that size: casts beyond that bound, in allocation order, are activations cast
+/// to the same size (`cuda_medium_1024_training`: 163 saved (4, 1024, 1024) bf16 activations are
+/// 8 MiB like a 1024 × 4096 weight's copy; counted as copies, 2.02 GiB of "copies" exceeded the
+/// 0.79 GiB a copy of every weight can hold).
 fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &mut [Category]) {
     if casts.is_empty() {
         return;
     }
-    let parameter_sizes: rustc_hash::FxHashSet<u64> = replay
+    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
+    for (l, _) in replay
         .lifetimes
         .iter()
         .zip(of_lifetime.iter())
         .filter(|&(_, &c)| c == Category::Parameter)
-        .map(|(l, _)| l.requested_size_bytes)
-        .collect();
-    for &id in casts {
-        if parameter_sizes.contains(&(replay.lifetimes[id].requested_size_bytes * 2)) {
+    {
+        *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
+    }
+    let mut casts: Vec<usize> = casts.to_vec();
+    casts.sort_by_key(|&id| replay.lifetimes[id].alloc_event);
+    // Per copy size, the free events of the copies alive so far (`u32::MAX`: never freed).
+    let mut alive: FxHashMap<u64, std::collections::BinaryHeap<std::cmp::Reverse<u32>>> =
+        FxHashMap::default();
+    for id in casts {
+        let l = &replay.lifetimes[id];
+        let size = l.requested_size_bytes;
+        let Some(&weights) = weights_of_size.get(&(size * 2)) else {
+            continue;
+        };
+        let alloc = l.alloc_event.unwrap_or(0);
+        let copies = alive.entry(size).or_default();
+        while copies
+            .peek()
+            .is_some_and(|&std::cmp::Reverse(f)| f <= alloc)
+        {
+            copies.pop();
+        }
+        if copies.len() < weights {
             of_lifetime[id] = Category::WeightCopy;
+            let freed = l.free_requested_event.or(l.free_completed_event);
+            copies.push(std::cmp::Reverse(freed.unwrap_or(u32::MAX)));
         }
     }
 }
@@ -635,12 +741,15 @@ fn phase_runs(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) ->
     runs
 }
 
+/// A block alive for at least 1 / this of a trace with no backward pass is long-lived.
+const LONG_LIVED_SHARE: u64 = 4;
+
 /// The category of one lifetime whose stack says `m` (see the module doc for the rules).
 fn lifetime_category(
     l: &Lifetime,
     m: StackMarks,
     runs: &[PhaseRun],
-    backward_starts: &[u32],
+    (backward_starts, trace_len): (&[u32], u32),
     iteration_ends: &[Option<u32>],
     outside_the_optimizer: Option<u32>,
 ) -> Category {
@@ -674,6 +783,17 @@ fn lifetime_category(
                 let next_backward = backward_starts.get(k);
                 match (next_backward, freed) {
                     (Some(&start), Some(f)) if f < start => Category::Temporary,
+                    // No backward pass anywhere: no phase frees it. Alive over a quarter of
+                    // the trace, it is an object's state, not a temporary (`cuda_decomfl_adam`:
+                    // a zeroth-order estimator's 196 blocks, made in its `__init__`, alive
+                    // 11–15 k of 23 k events).
+                    (None, Some(f))
+                        if backward_starts.is_empty()
+                            && u64::from(f.saturating_sub(alloc)) * LONG_LIVED_SHARE
+                                >= u64::from(trace_len) =>
+                    {
+                        Category::LongLived
+                    }
                     (None, Some(_)) => Category::Temporary,
                     // Still held when its iteration is over: an input batch, a cache, a leak;
                     // not what the forward pass keeps for backward (that is freed in it).
@@ -689,7 +809,7 @@ fn lifetime_category(
             }
         }
     } else {
-        before_the_trace(m, freed, runs, outside_the_optimizer)
+        before_the_trace(m, l.stack != NO_STACK, freed, runs, outside_the_optimizer)
     }
 }
 
@@ -731,9 +851,13 @@ fn iteration_ends(runs: &[PhaseRun]) -> Vec<Option<u32>> {
 }
 
 /// The category of a block alive before the trace began, from its stack (the final segments and
-/// free events carry the allocation's) and its free, if any.
+/// free events carry the allocation's) and its free, if any. Never freed and with no stack, it
+/// is taken for a weight (made before history was recorded, as a model is); with a stack that
+/// names no model loading, it is not: a state-only recording's KV cache or a ring-buffered
+/// trace's leaked blocks have stacks too, and say nothing of weights.
 fn before_the_trace(
     m: StackMarks,
+    has_stack: bool,
     freed: Option<u32>,
     runs: &[PhaseRun],
     outside_the_optimizer: Option<u32>,
@@ -755,7 +879,9 @@ fn before_the_trace(
         }
         Some(_) if m.backward || m.optimizer => Category::Temporary,
         // Never freed: weights and buffers, unless the stack says it was made for something else.
-        None if m.parameter_init || m == StackMarks::default() => Category::Parameter,
+        None if m.parameter_init || (!has_stack && m == StackMarks::default()) => {
+            Category::Parameter
+        }
         _ => Category::Unknown,
     }
 }

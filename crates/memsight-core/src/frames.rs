@@ -23,17 +23,37 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         raw.into()
     };
     let file = file.as_ref();
-    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c"]
+    // Object files, assembly and shared objects are native too: `thread48.o` holds
+    // `execute_native_thread_routine` (the thread autograd's engine runs on), `clone3.S` a
+    // thread's start, `libc.so.6` the C library.
+    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c", ".o", ".S", ".s"]
         .iter()
-        .any(|ext| file.ends_with(ext));
+        .any(|ext| file.ends_with(ext))
+        || file.contains(".so");
     file == "??"
         || file.is_empty()
         || native
+        || is_thread_entry(snapshot.str(frame.name))
         || file.starts_with('<')
         || file.contains("/torch/")
         || file.starts_with("torch/")
         || file.contains("site-packages/")
         || file.contains("/lib/python")
+}
+
+/// Functions that start a thread or a process, from libc or libstdc++: the outermost frames of a
+/// native stack, which say where a thread began, never who asked for the memory.
+fn is_thread_entry(name: &str) -> bool {
+    const ENTRIES: [&str; 7] = [
+        "execute_native_thread_routine",
+        "start_thread",
+        "clone",
+        "__clone",
+        "__clone3",
+        "clone3",
+        "__libc_start_main",
+    ];
+    ENTRIES.contains(&name) || name.starts_with("__libc_start_call_main")
 }
 
 /// Whether a frame is the recorder's or the allocator's own (`torch::unwind`,
@@ -132,6 +152,7 @@ pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
         .stack_frames(stack)
         .filter(|f| !is_recording_machinery(snapshot, f))
         .map(|f| snapshot.str(f.name))
+        .filter(|n| !is_thread_entry(n))
         .collect();
     if names.is_empty() {
         names = snapshot
@@ -332,6 +353,47 @@ mod tests {
         assert_eq!(
             headline_frame(&s, 0).as_deref(),
             Some("at::_ops::_log_softmax_backward_data::redispatch")
+        );
+    }
+
+    /// Issue 32: on files never tuned on, a backward block's place read
+    /// `execute_native_thread_routine (thread48.o:0)` or `clone3 (clone3.S:78)`: where autograd's
+    /// engine thread began, not who asked. Those frames are native; the operator names the place.
+    #[test]
+    fn thread_entries_are_never_the_place() {
+        let s = snapshot(&[
+            ("??", 0, "torch::unwind::unwind()"),
+            (
+                "??",
+                0,
+                "at::_ops::div_Tensor::call(at::Tensor const&, at::Tensor const&)",
+            ),
+            (
+                "??",
+                0,
+                "torch::autograd::generated::DivBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+            (
+                "??",
+                0,
+                "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)",
+            ),
+            ("thread48.o", 0, "execute_native_thread_routine"),
+            ("pthread_create.c", 442, "start_thread"),
+            ("../sysdeps/unix/sysv/linux/x86_64/clone3.S", 78, "clone3"),
+        ]);
+        let headline = headline_frame(&s, 0).expect("a headline");
+        assert_eq!(headline, "torch::autograd::generated::DivBackward0::apply");
+        assert!(display_frames(&s, 0, false).iter().all(|l| l.internal));
+        // A thread start with no operator above it still names no thread entry.
+        let bare = snapshot(&[
+            ("??", 0, "at::native::empty_cuda"),
+            ("thread48.o", 0, "execute_native_thread_routine"),
+            ("clone3.S", 81, "__clone3"),
+        ]);
+        assert_eq!(
+            headline_frame(&bare, 0).as_deref(),
+            Some("at::native::empty_cuda")
         );
     }
 

@@ -263,6 +263,10 @@ pub struct FindingReport {
     pub kind: crate::detect::FindingKind,
     pub severity: crate::detect::Severity,
     pub device: u32,
+    /// Every device with this same finding, where there are several (`device` is the first);
+    /// absent where the finding is one device's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<u32>,
     /// The profiler rank (folder) of a profiler finding; `null` for snapshots.
     pub rank: Option<String>,
     pub title: String,
@@ -287,6 +291,10 @@ pub struct FindingReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<crate::owner::OwnerBytes>,
     pub suggestion: String,
+    /// What in the file each claim rests on, one line each; absent where the finding's own
+    /// figures are all its evidence.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -308,6 +316,7 @@ impl FindingReport {
             kind: f.kind,
             severity: f.severity,
             device: f.device,
+            devices: f.devices.clone(),
             rank: f.rank.clone(),
             title: f.title.clone(),
             summary: f.summary.clone(),
@@ -320,6 +329,7 @@ impl FindingReport {
             breakdown: f.breakdown.clone(),
             owners: f.owners.clone(),
             suggestion: f.suggestion.clone(),
+            evidence: f.evidence.clone(),
         }
     }
 }

@@ -25,9 +25,25 @@ pub fn format_bytes(bytes: i64) -> String {
     }
 }
 
+/// `part` as a whole percentage of `whole`, rounded half up (14.51 % is 15 %, 13.8 % is 14 %):
+/// what every finding prints, so that no figure reads lower than the data.
+pub fn percent(part: u64, whole: u64) -> u64 {
+    let whole = whole.max(1);
+    ((u128::from(part) * 100 + u128::from(whole) / 2) / u128::from(whole)) as u64
+}
+
 #[cfg(test)]
 mod tests {
-    use super::format_bytes;
+    use super::{format_bytes, percent};
+
+    #[test]
+    fn percentages_are_rounded_not_truncated() {
+        assert_eq!(percent(1451, 10_000), 15);
+        assert_eq!(percent(138, 1000), 14);
+        assert_eq!(percent(1449, 10_000), 14);
+        assert_eq!(percent(0, 0), 0);
+        assert_eq!(percent(u64::MAX, u64::MAX), 100);
+    }
 
     #[test]
     fn picks_binary_units() {

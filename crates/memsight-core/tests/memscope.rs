@@ -364,7 +364,7 @@ mod generated {
                 let of = |kind| {
                     findings
                         .iter()
-                        .filter(|f| f.kind == kind && f.device == device.ordinal)
+                        .filter(|f| f.kind == kind && f.is_about(device.ordinal))
                         .collect::<Vec<_>>()
                 };
                 let leaks = of(FindingKind::Leak);

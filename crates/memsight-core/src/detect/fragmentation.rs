@@ -269,7 +269,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         format_bytes(cycle.peak_reserved_bytes),
         cycle.peak_event,
         format_bytes(gap_bytes as i64),
-        gap_bytes * 100 / cycle.peak_reserved_bytes.max(1) as u64,
+        crate::units::percent(gap_bytes, cycle.peak_reserved_bytes.max(0) as u64),
         if flushes > 0 {
             format!(
                 " (the worst of {} stretches between releases of the cache, events {}–{})",

@@ -162,7 +162,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         },
         cx.device.ordinal,
     );
-    let share = saving * 100 / w.peak_allocated_bytes.max(1);
+    let share = crate::units::percent(saving, w.peak_allocated_bytes);
     f.title = if saving > 0 {
         format!(
             "Inefficient memory: the peak would be {} lower ({share}%)",

@@ -361,6 +361,9 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
         note_no_leak(cx, peak);
         return;
     }
+    if n == 0 && note_repetitions(cx, peak) {
+        return;
+    }
     let why = match n {
         0 => "nothing in it marks iterations and its allocated curve does not repeat (only a \
               steady growth from one call site over the whole trace would show, and there is \
@@ -376,6 +379,56 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
     for f in peak {
         f.summary.push_str(&sentence);
     }
+}
+
+/// A trace with no iterations whose allocated curve still repeats (the layers of a forward
+/// pass, an inference loop's steps, a calibration's batches): where it comes back to the same
+/// low point every time, nothing accumulates across the repetitions, and the peak finding says
+/// so; where the low points climb, it says that, and what would tell a leak. Whether anything
+/// repeats is read from the curve alone (see [`super::steps::recurring_lows`]). `false` where the
+/// curve does not repeat.
+fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
+    let lows = super::steps::recurring_lows(cx.replay.allocated_bytes());
+    let (Some(&(first_at, first)), Some(&(last_at, last))) = (lows.first(), lows.last()) else {
+        return false;
+    };
+    let levels = lows.iter().map(|&(_, level)| level);
+    let (lo, hi) = (levels.clone().min().unwrap_or(0), levels.max().unwrap_or(0));
+    let flat = (FLAT_LOW_BYTES).max(cx.replay.peak_allocated.bytes * FLAT_LOW_PERCENT / 100);
+    let sentence = if hi - lo <= flat {
+        format!(
+            " The allocated curve repeats {} times (events {first_at} to {last_at}) and comes \
+             back to the same low point each time ({}): whatever repeats (layers, steps or \
+             batches) frees what it makes, so nothing leaks across those repetitions. The \
+             trace marks no training iteration, so leaks from one training step to the next \
+             are not judged.",
+            lows.len(),
+            if hi == lo {
+                format_bytes(lo)
+            } else {
+                format!("{} to {}", format_bytes(lo), format_bytes(hi))
+            }
+        )
+    } else {
+        let range = if (lo, hi) == (first.min(last), first.max(last)) {
+            String::new()
+        } else {
+            format!(" (between {} and {})", format_bytes(lo), format_bytes(hi))
+        };
+        format!(
+            " The allocated curve repeats {} times (events {first_at} to {last_at}), and its low \
+             point moves from {} to {}{range}. The trace marks no training iteration, so whether \
+             that is a leak is not judged: blocks made in one repetition and still alive at the \
+             end of the trace are what to look at in the lifecycle chart.",
+            lows.len(),
+            format_bytes(first),
+            format_bytes(last),
+        )
+    };
+    for f in peak {
+        f.summary.push_str(&sentence);
+    }
+    true
 }
 
 /// Low points of iterations after the first within this much of each other are flat …

@@ -76,7 +76,12 @@ pub enum Severity {
 pub struct Finding {
     pub kind: FindingKind,
     pub severity: Severity,
+    /// The device the finding is about; where the same finding holds on several devices, the
+    /// first of them, and `devices` lists them all.
     pub device: u32,
+    /// Every device with this same finding (same title, figures, text and advice), in order,
+    /// where there are several; empty where it is one device's.
+    pub devices: Vec<u32>,
     pub title: String,
     /// One sentence: what happened and why it matters.
     pub summary: String,
@@ -101,6 +106,10 @@ pub struct Finding {
     /// largest first, where the file names owners; they add up to `bytes`.
     pub owners: Vec<crate::owner::OwnerBytes>,
     pub suggestion: String,
+    /// What in the file each claim of the finding rests on, one line each (`"workload: training
+    /// — a backward pass at events 812–2301 (autograd frames)"`): the categories, the phase, the
+    /// kind of run and how the file was recorded, where the finding says them.
+    pub evidence: Vec<String>,
 }
 
 /// Bytes of one category of allocation.
@@ -117,6 +126,7 @@ impl Finding {
             kind,
             severity,
             device,
+            devices: Vec::new(),
             title: String::new(),
             summary: String::new(),
             bytes: 0,
@@ -128,11 +138,18 @@ impl Finding {
             breakdown: Vec::new(),
             owners: Vec::new(),
             suggestion: String::new(),
+            evidence: Vec::new(),
         }
     }
 
     pub fn has_stack(&self) -> bool {
         self.stack != NO_STACK
+    }
+
+    /// Whether the finding holds on device `ordinal` (its own, or one of those it was merged
+    /// with).
+    pub fn is_about(&self, ordinal: u32) -> bool {
+        self.device == ordinal || self.devices.contains(&ordinal)
     }
 }
 
@@ -165,9 +182,15 @@ pub enum Workload {
 }
 
 impl Workload {
-    fn of(device: &Device, categories: &Categories) -> Self {
+    fn of(snapshot: &Snapshot, device: &Device, categories: &Categories) -> Self {
         let trace = &device.trace;
-        if categories.trains() {
+        // An `Optimizer.*` annotation (`Optimizer.zero_grad#AdamW.zero_grad`,
+        // `Optimizer.step#…`) shows an optimizer whether or not its memory is in the trace.
+        let optimizer_annotated = snapshot
+            .annotations
+            .iter()
+            .any(|a| a.name.starts_with("Optimizer."));
+        if categories.trains() || optimizer_annotated {
             Self::Training
         } else if trace.action.contains(&crate::model::Action::Alloc)
             && trace.stack.iter().any(|&s| s != NO_STACK)
@@ -175,6 +198,62 @@ impl Workload {
             Self::Inference
         } else {
             Self::Unknown
+        }
+    }
+}
+
+impl Workload {
+    /// "workload: training — …": what in the trace shows the kind of run.
+    pub fn evidence(self, cx: &DeviceContext) -> String {
+        let runs = |phase| cx.categories.runs.iter().filter(move |r| r.phase == phase);
+        let mut shown: Vec<String> = Vec::new();
+        if let (Some(first), Some(last)) = (
+            runs(crate::category::Phase::Backward).next(),
+            runs(crate::category::Phase::Backward).last(),
+        ) {
+            shown.push(format!(
+                "backward passes at events {}–{} (autograd frames)",
+                first.start,
+                last.end.saturating_sub(1)
+            ));
+        }
+        let steps = runs(crate::category::Phase::Optimizer).count();
+        if steps > 0 {
+            shown.push(format!(
+                "{steps} optimizer step{} (torch/optim frames)",
+                if steps == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(a) = cx
+            .snapshot
+            .annotations
+            .iter()
+            .find(|a| a.name.starts_with("Optimizer."))
+        {
+            shown.push(format!("an annotation {}", a.name));
+        }
+        for (category, what) in [
+            (Category::Gradient, "gradient blocks"),
+            (Category::OptimizerState, "optimizer-state blocks"),
+        ] {
+            let n = cx
+                .categories
+                .of_lifetime
+                .iter()
+                .filter(|&&c| c == category)
+                .count();
+            if n > 0 && shown.len() < 3 {
+                shown.push(format!("{n} {what}"));
+            }
+        }
+        match self {
+            Self::Training => format!("workload: training — {}", shown.join("; ")),
+            Self::Inference => "workload: no training shown — allocations with call stacks, none \
+                 of them in a backward pass or an optimizer step, and no optimizer annotation"
+                .to_string(),
+            Self::Unknown => "workload: not known — no allocation in the trace carries a call \
+                 stack, and nothing else shows a backward pass or an optimizer"
+                .to_string(),
         }
     }
 }
@@ -188,13 +267,18 @@ pub struct DeviceContext<'a> {
     pub categories: Categories,
     pub steps: Option<steps::Steps>,
     pub workload: Workload,
+    /// The trace allocates nothing (empty, or the one event an old `_record_memory_history(True)`
+    /// keeps): the pool at dump time is all the file shows of this device, and the detectors
+    /// that read history have nothing to read. `idle_cache` analyses the pool instead.
+    pub state_only: bool,
 }
 
 impl<'a> DeviceContext<'a> {
     pub fn new(snapshot: &'a Snapshot, device: &'a Device, replay: &'a DeviceReplay) -> Self {
         let categories = classify(snapshot, device, replay);
         let steps = steps::find(snapshot, device, replay, &categories);
-        let workload = Workload::of(device, &categories);
+        let workload = Workload::of(snapshot, device, &categories);
+        let state_only = !device.trace.action.contains(&crate::model::Action::Alloc);
         Self {
             snapshot,
             device,
@@ -202,6 +286,7 @@ impl<'a> DeviceContext<'a> {
             categories,
             steps,
             workload,
+            state_only,
         }
     }
 
@@ -261,6 +346,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
     link_imbalance_to_oom(&mut findings);
     let advice = settings::detect(loaded, &findings);
     findings.extend(advice);
+    let mut findings = merge_across_devices(findings);
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -271,6 +357,62 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
     (
         findings,
         contexts.into_iter().map(|cx| cx.categories).collect(),
+    )
+}
+
+/// Findings that are the same on several devices (same kind, title, text, figures, events and
+/// advice: devices running the same code alike) become one, naming them all in `devices`; the
+/// first keeps its place.
+fn merge_across_devices(findings: Vec<Finding>) -> Vec<Finding> {
+    let same = |a: &Finding, b: &Finding| {
+        a.kind == b.kind
+            && a.severity == b.severity
+            && a.rank == b.rank
+            && a.title == b.title
+            && a.summary == b.summary
+            && a.suggestion == b.suggestion
+            && a.bytes == b.bytes
+            && a.events == b.events
+            && a.breakdown == b.breakdown
+    };
+    let mut merged: Vec<Finding> = Vec::with_capacity(findings.len());
+    for f in findings {
+        if let Some(first) = merged
+            .iter_mut()
+            .find(|m| m.device != f.device && same(m, &f))
+        {
+            if first.devices.is_empty() {
+                first.devices.push(first.device);
+            }
+            if !first.devices.contains(&f.device) {
+                first.devices.push(f.device);
+            }
+        } else {
+            merged.push(f);
+        }
+    }
+    merged
+}
+
+/// "devices 0–3", "devices 0, 2 and 5", "device 1": the devices a finding is about, for a
+/// sentence or a heading.
+pub fn devices_words(device: u32, devices: &[u32]) -> String {
+    if devices.len() < 2 {
+        return format!("device {device}");
+    }
+    let mut sorted = devices.to_vec();
+    sorted.sort_unstable();
+    let consecutive = sorted.windows(2).all(|w| w[1] == w[0] + 1);
+    if consecutive {
+        return format!("devices {}–{}", sorted[0], sorted[sorted.len() - 1]);
+    }
+    let (last, rest) = sorted.split_last().expect("two or more");
+    format!(
+        "devices {} and {last}",
+        rest.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 

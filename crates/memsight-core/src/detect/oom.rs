@@ -61,6 +61,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             kind: FindingKind::Oom,
             severity: Severity::Error,
             device: device.ordinal,
+            devices: Vec::new(),
+            evidence: Vec::new(),
             title: format!("Out of memory: {} requested", format_bytes(requested as i64)),
             summary: format!(
                 "At event {i} a request of {} failed with {} free on the device, {} reserved and {} allocated: {cause}.",

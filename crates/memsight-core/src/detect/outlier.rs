@@ -73,6 +73,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             kind: FindingKind::OutlierAllocation,
             severity: if at_peak { Severity::Warning } else { Severity::Info },
             device: device.ordinal,
+            devices: Vec::new(),
+            evidence: Vec::new(),
             title: format!(
                 "Outlier allocation: {} from a call site that usually asks {}",
                 format_bytes(largest as i64),

@@ -78,8 +78,9 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackI
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let replay = cx.replay;
     let peak = replay.peak_allocated;
-    // Without a trace the peak is unknown: the file holds only the pool at dump time.
-    if peak.bytes <= 0 || cx.device.trace.is_empty() {
+    // Without an allocation in the trace the peak is unknown: the file holds only the pool at
+    // dump time, which `idle_cache` analyses.
+    if peak.bytes <= 0 || cx.state_only {
         return Vec::new();
     }
     let held = held_at(cx, peak.event);
@@ -148,6 +149,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         );
     }
     f.breakdown.clone_from(&parts);
+    f.evidence = evidence(cx, &parts);
     add_owners(cx, &mut f);
     let largest_temporary = largest
         .iter()
@@ -164,6 +166,32 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         );
     }
     vec![f]
+}
+
+/// What the peak's claims rest on: the kind of run, the iterations, autocast, and the rule behind
+/// each category it names.
+fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
+    let mut lines = vec![cx.workload.evidence(cx)];
+    lines.push(match &cx.steps {
+        Some(steps) => format!("iterations: {}", steps.describe()),
+        None => "iterations: none marked (no ProfilerStep or Optimizer.step annotation, snapshot \
+                 event, optimizer step or repeating backward in the trace)"
+            .to_string(),
+    });
+    if cx.categories.autocast {
+        lines.push(
+            "autocast: blocks made by at::autocast::cached_cast (a 16-bit cast of fp32 data)"
+                .to_string(),
+        );
+    }
+    for p in parts {
+        lines.push(format!(
+            "{}: {}",
+            p.category.name().replace('_', " "),
+            p.category.definition()
+        ));
+    }
+    lines
 }
 
 /// Whether a forward-only trace keeps every layer's tensors: at the peak, one source line holds
@@ -244,10 +272,16 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 {
                     "in the forward pass, before backward".to_string()
                 }
+                // No backward pass, no optimizer: no phase of a training step to name; the
+                // function that allocated is what the file shows.
                 Phase::Forward if cx.workload == Workload::Inference => {
-                    "in a forward pass (the trace has no backward pass or optimizer step: \
-                     inference, or a forward pass recorded alone)"
-                        .to_string()
+                    let stack = cx.device.trace.stack[e as usize];
+                    let place = headline_frame(cx.snapshot, stack)
+                        .map_or_else(String::new, |f| format!("in {f}, "));
+                    format!(
+                        "{place}in a trace with no backward pass or optimizer step (inference, a \
+                         forward pass recorded alone, or training that uses neither)"
+                    )
                 }
                 Phase::Forward => "outside backward and the optimizer step".to_string(),
                 phase => format!("in the {}", phase.name()),
@@ -271,6 +305,9 @@ struct PeakFacts<'a> {
     foreach: bool,
     /// The program's own attention function, if blocks made inside it hold much of the peak.
     attention: Option<HandAttention>,
+    /// The trace shows an optimizer: an optimizer step in its stacks or annotations, or blocks
+    /// of optimizer state.
+    optimizer_shown: bool,
 }
 
 /// Attention written out in the program (a function of its own named `*attention*` / `*attn*`
@@ -296,6 +333,11 @@ impl<'a> PeakFacts<'a> {
             optimizer_temporary_bytes,
             foreach,
             attention: hand_written_attention(cx, held),
+            optimizer_shown: cx.categories.optimizer_steps().next().is_some()
+                || cx
+                    .categories
+                    .of_lifetime
+                    .contains(&Category::OptimizerState),
         }
     }
 }
@@ -563,7 +605,10 @@ fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> (u64, u64) {
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run, with or without `autocast` already on.
+/// a training or an inference run, with or without `autocast` already on. Advice rests on what
+/// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
+/// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
+/// precision is advised only as a condition, "if they are fp32").
 fn advice(
     largest_category: Category,
     facts: &PeakFacts,
@@ -589,28 +634,46 @@ fn advice(
             if autocast {
                 ""
             } else {
-                ", or fp16 / bf16 tensors"
+                ", or bf16 tensors if they are fp32"
             }
         ),
         Category::Activation => format!(
             "Most of the peak is activations (kept by the forward pass for backward). Activation \
-             checkpointing{} lowers it.",
+             checkpointing or a smaller micro-batch or shorter inputs lowers it{}.",
             if autocast {
-                " or a smaller micro-batch or shorter inputs"
+                ""
             } else {
-                ", a smaller micro-batch or shorter inputs, or mixed precision"
+                "; so does autocast to bf16 if they are fp32 (a snapshot does not record dtypes)"
             }
         ),
         Category::Parameter if inference => "Most of the peak is the model's weights, and this \
              trace has no backward pass or optimizer step (inference, or a forward pass recorded \
-             alone). Weights in fp16 / bf16, quantised to int8 / int4, or some layers offloaded \
-             to the host lower it."
+             alone). Weights in bf16 (if they are fp32), quantised to int8 / int4, or some layers \
+             offloaded to the host lower it."
+            .to_string(),
+        Category::Parameter if workload == Workload::Unknown => "Most of the peak is memory \
+             allocated before the trace began and never freed in it, with no call stack that \
+             says what it is for: taken for the model's weights. Nothing in the trace shows a \
+             backward pass, an optimizer or a forward pass, so whether this is training or \
+             inference, and so what would lower it, cannot be judged from this file. Call \
+             torch.cuda.memory._record_memory_history() (torch_npu: \
+             torch.npu.memory._record_memory_history()) before the model is loaded: the blocks \
+             then carry the stacks that say what made them."
             .to_string(),
         // Mixed precision does not: it keeps fp32 weights, gradients and optimizer state.
+        Category::Parameter | Category::Gradient | Category::OptimizerState
+            if facts.optimizer_shown =>
+        {
+            "Most of the peak is model state (weights, gradients, optimizer state). An 8-bit \
+             optimizer (where the device has one) or, for a model trained on several devices, \
+             sharding (ZeRO / FSDP) lowers it."
+                .to_string()
+        }
         Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
-             is model state (weights, gradients, optimizer state). An 8-bit optimizer (where the \
-             device has one) or, for a model trained on several devices, sharding (ZeRO / FSDP) \
-             lowers it."
+             is the model's weights and gradients. The trace shows a backward pass but no \
+             optimizer step and no optimizer state, so what an optimizer adds is not judged \
+             here. For a model trained on several devices, sharding (FSDP / ZeRO-3) splits \
+             weights and gradients across them."
             .to_string(),
         Category::WeightCopy => format!(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
@@ -626,6 +689,12 @@ fn advice(
              operation in chunks, or free its inputs before it.",
             facts.largest_temporary
         ),
+        Category::LongLived => "Most of the peak is long-lived tensors: made outside any \
+             backward pass or optimizer (the trace has neither) and alive for a quarter of the \
+             trace or more before they are freed, such as an object's state, a cache or a buffer. \
+             The call sites above say whose; free what is no longer needed sooner, or keep \
+             fewer alive at once (in place updates where a new tensor replaces an old one)."
+            .to_string(),
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."
             .to_string(),

@@ -291,6 +291,8 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         kind: FindingKind::Settings,
         severity: Severity::Info,
         device: first.device,
+        devices: Vec::new(),
+        evidence: Vec::new(),
         title: format!("Settings: {} could help", advice.len()),
         summary: format!(
             "This advice is based on these findings: {based_on}. The trace replayed through the caching-allocator model \

@@ -208,6 +208,11 @@ pub(super) fn uses_expandable_segments(snapshot: &Snapshot, device: &Device) -> 
 }
 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+    // A trace that allocates nothing (a state-only recording's one kept event) cannot show
+    // whether a release waited for a request: neither a stall nor a choice is claimed.
+    if cx.state_only {
+        return Vec::new();
+    }
     let (snapshot, device, replay) = (cx.snapshot, cx.device, cx.replay);
     let trace = &device.trace;
     let all = bursts(snapshot, device, replay);

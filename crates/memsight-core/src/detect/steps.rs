@@ -200,6 +200,25 @@ pub fn find(
 
 /// The low points of `allocated` (see the module doc), as event indices.
 fn curve_lows(allocated: &[i64]) -> Vec<u32> {
+    low_points(allocated)
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// The recurring low points of `allocated`, `(event, allocated bytes)`, found the same way as the
+/// curve's iterations but whatever repeats (the layers of a forward pass, the steps of an
+/// inference loop, a diffusion model's denoising steps): at least [`MIN_CURVE_LOWS`] of them, or
+/// none.
+pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
+    let lows = low_points(allocated);
+    if lows.len() < MIN_CURVE_LOWS {
+        return Vec::new();
+    }
+    lows
+}
+
+fn low_points(allocated: &[i64]) -> Vec<(u32, i64)> {
     let (Some(&lo), Some(&hi)) = (allocated.iter().min(), allocated.iter().max()) else {
         return Vec::new();
     };
@@ -234,7 +253,7 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
     if spread * 2 > hi - lo {
         return Vec::new();
     }
-    lows.into_iter().map(|(at, _)| at).collect()
+    lows
 }
 
 #[cfg(test)]

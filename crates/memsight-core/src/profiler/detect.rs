@@ -93,6 +93,8 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         kind,
         severity,
         device: device_number(rank),
+        devices: Vec::new(),
+        evidence: Vec::new(),
         title: String::new(),
         summary: String::new(),
         bytes: 0,

@@ -115,14 +115,23 @@ pub fn findings_ui(
                     }
                     (None, _) => {
                         ui.weak(format!(
-                            "device {} · events {}–{}{place}",
-                            f.device, f.events.0, f.events.1
+                            "{} · events {}–{}{place}",
+                            memsight_core::detect::devices_words(f.device, &f.devices),
+                            f.events.0,
+                            f.events.1
                         ));
                     }
                 }
                 if open {
                     ui.label(&f.summary);
                     ui.label(RichText::new(format!("Fix: {}", f.suggestion)).italics());
+                    if !f.evidence.is_empty() {
+                        ui.collapsing("Evidence", |ui| {
+                            for line in &f.evidence {
+                                ui.weak(line);
+                            }
+                        });
+                    }
                 }
                 ui.separator();
             }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs `memsight analyze` on every file of the doctor's check set (docs/check-set.md) into OUT_DIR,
+# one text file per input, for an auditor to judge.
+# Usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]
+#   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
+#   MEMSIGHT_CHECKSET   the fetched public files (default /work/checkset/public)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
+bin="${2:-target/debug/memsight}"
+fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
+public="${MEMSIGHT_CHECKSET:-/work/checkset/public}"
+mkdir -p "$out"
+# The check set's rows: the fixture paths in the "Check set" table, the public files by name.
+fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
+    grep -oE '^\| (snapshots|profiler-more|profiler)/[^ |]+' | sed 's/^| //')"
+public_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
+    grep -oE '^\| [A-Za-z0-9_]+\.pickle' | sed 's/^| //')"
+for row in $fixture_rows; do
+    name="$(echo "$row" | tr '/' '_')"
+    "$bin" analyze "$fixtures/$row" > "$out/$name.txt" 2>&1 || true
+done
+for row in $public_rows; do
+    if [ -f "$public/$row" ]; then
+        "$bin" analyze "$public/$row" > "$out/public_$row.txt" 2>&1 || true
+    else
+        echo "missing: $public/$row (see docs/check-set.md for where to fetch it)" >&2
+    fi
+done
+ls "$out" | wc -l
