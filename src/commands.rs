@@ -530,10 +530,11 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
             };
             // A finding with no event of its own (a file without a trace) names the device alone.
             let device = memsight_core::detect::devices_words(f.device, &f.devices);
-            let place = match &f.rank {
-                Some(rank) => format!("{rank} ({device}), {}", span("sample")),
-                None if f.events == [0, 0] && f.focus_event.is_none() => device,
-                None => format!("{device}, {}", span("event")),
+            let place = match (&f.rank, &f.source_lines) {
+                (Some(rank), Some(lines)) => format!("{rank} ({device}), {}", lines.words()),
+                (Some(rank), None) => format!("{rank} ({device})"),
+                (None, _) if f.events == [0, 0] && f.focus_event.is_none() => device,
+                (None, _) => format!("{device}, {}", span("event")),
             };
             writeln!(
                 out,

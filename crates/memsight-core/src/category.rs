@@ -8,10 +8,12 @@
 //!    size of a workspace the trace made (cuBLAS makes one per stream and thread).
 //! 2. **parameter**: made by `.to()` / `.cuda()` / `.npu()` / `_apply` / `load_state_dict` / a
 //!    module's `__init__` / `reset_parameters`, outside backward and the optimizer; or alive
-//!    before the trace and never freed in it with no stack that says otherwise (weights and
-//!    buffers made before recording began). Blocks alive before the trace are otherwise judged
-//!    by their stack as below (`AdamW` state made in a step the trace no longer holds is still
-//!    optimizer state).
+//!    before the trace and never freed in it with no stack at all (weights and buffers made
+//!    before recording began). A block from before the trace whose stack names no model loading
+//!    is not taken for a weight: a state-only recording's KV cache and a ring-buffered trace's
+//!    leaked blocks have stacks too. Blocks alive before the trace are otherwise judged by their
+//!    stack as below (`AdamW` state made in a step the trace no longer holds is still optimizer
+//!    state).
 //! 3. **gradient**: made by autograd's `AccumulateGrad`; or made in a backward pass and still alive
 //!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`); or
 //!    released by `zero_grad` (the free's stack says so), whatever made it — last step's
@@ -27,10 +29,12 @@
 //!    block still held then is an input batch, a cache or a leak: **retained**; with no
 //!    backward after it (inference, a forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
-//!    the next backward pass starts).
+//!    the next backward pass starts). In a trace with no backward pass at all, a block an
+//!    object's constructor (`__init__`, not a `torch.nn` module's) made and kept for a quarter of
+//!    the trace or more is **long-lived** state instead.
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
-//! Then four rules that need the first pass's categories:
+//! Then five rules that need the first pass's categories:
 //! - **optimizer state, replaced**: where the trace begins inside an optimizer step, a block the
 //!   optimizer made before the trace and frees in that step after the step made a block of its
 //!   size that outlives the step is the moment that block replaces (`replaced_state`).
@@ -43,9 +47,12 @@
 //!   blocks. Which stackless block of a pair is the gradient the trace cannot tell: the upper
 //!   addresses are taken, and the bytes are right.
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
-//!   weight cast to bf16 / fp16); autocast keeps it until its region ends.
+//!   weight cast to bf16 / fp16); autocast keeps it until its region ends. At no moment are more
+//!   copies of a size alive than weights of twice that size: casts beyond that are activations.
 //! - **parameter, trained input**: a retained block of a size that has optimizer state and a
 //!   gradient but no weight: the input the optimizer trains (`trained_inputs`).
+//! - **activation, held at a failure**: a temporary made in a forward pass before an `oom` event
+//!   and freed only after it was freed by the exception's unwind: it was what the pass held.
 //!
 //! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
@@ -73,9 +80,10 @@ pub enum Category {
     /// cache, or a leak.
     Retained,
     Temporary,
-    /// In a trace with no backward pass, made outside the optimizer and alive for a quarter of
-    /// the trace or more before it is freed: an object's state (a custom or zeroth-order
-    /// optimizer's, an estimator's), a cache or a buffer. Not a temporary: no phase frees it.
+    /// In a trace with no backward pass, made by an object's constructor (an `__init__` other
+    /// than a `torch.nn` module's) and alive for a quarter of the trace or more before it is
+    /// freed: that object's state (a custom or zeroth-order optimizer's, an estimator's, a
+    /// cache). Not a temporary: no phase frees it.
     LongLived,
     Workspace,
     Unknown,
@@ -138,8 +146,8 @@ impl Category {
             Self::Retained => "made in a forward pass and still alive when its iteration is over",
             Self::Temporary => "freed within the phase (forward, backward, optimizer) that made it",
             Self::LongLived => {
-                "in a trace with no backward pass, alive for a quarter of the trace or more \
-                 before it is freed"
+                "in a trace with no backward pass, made by an object's constructor (__init__) \
+                 and alive for a quarter of the trace or more before it is freed"
             }
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
             Self::Unknown => {
@@ -250,6 +258,8 @@ struct StackMarks {
     zero_grad: bool,
     /// `at::autocast::cached_cast`: a cast that autocast made (and may keep).
     autocast_cast: bool,
+    /// A constructor (`__init__`) other than a `torch.nn` module's: an object made the block.
+    constructor: bool,
 }
 
 fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
@@ -275,6 +285,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || (file.contains("optimizer") && name == "step");
         marks.zero_grad |= name == "zero_grad";
         marks.autocast_cast |= name.contains("autocast::cached_cast");
+        marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
         marks.parameter_init |= matches!(
             name,
             "to" | "cuda"
@@ -783,12 +794,13 @@ fn lifetime_category(
                 let next_backward = backward_starts.get(k);
                 match (next_backward, freed) {
                     (Some(&start), Some(f)) if f < start => Category::Temporary,
-                    // No backward pass anywhere: no phase frees it. Alive over a quarter of
-                    // the trace, it is an object's state, not a temporary (`cuda_decomfl_adam`:
-                    // a zeroth-order estimator's 196 blocks, made in its `__init__`, alive
-                    // 11–15 k of 23 k events).
+                    // No backward pass anywhere: no phase frees it. Made by an object's
+                    // constructor and alive over a quarter of the trace, it is that object's
+                    // state, not a temporary (`cuda_decomfl_adam`: a zeroth-order estimator's
+                    // 196 blocks, made in its `__init__`, alive 11–15 k of 23 k events).
                     (None, Some(f))
                         if backward_starts.is_empty()
+                            && m.constructor
                             && u64::from(f.saturating_sub(alloc)) * LONG_LIVED_SHARE
                                 >= u64::from(trace_len) =>
                     {

@@ -275,6 +275,9 @@ pub struct FindingReport {
     /// First and last event of the evidence (for profiler data: samples of the rank's
     /// `PTA+GE` curve, or operator rows).
     pub events: [u32; 2],
+    /// Profiler data: the CSV file and its lines (1-based) the evidence is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_lines: Option<crate::detect::SourceLines>,
     /// Times of those events, when the trace has times.
     pub time_us: Option<[i64; 2]>,
     /// The one event whose pool state shows the evidence, when there is one.
@@ -322,6 +325,7 @@ impl FindingReport {
             summary: f.summary.clone(),
             bytes: f.bytes,
             events: [f.events.0, f.events.1],
+            source_lines: f.source_lines.clone(),
             time_us,
             focus_event: f.focus_event,
             stack,

@@ -106,10 +106,37 @@ pub struct Finding {
     /// largest first, where the file names owners; they add up to `bytes`.
     pub owners: Vec<crate::owner::OwnerBytes>,
     pub suggestion: String,
+    /// Profiler data: the lines of the CSV file its evidence is on (its `events` are sample
+    /// indices, which no user can find in the file).
+    pub source_lines: Option<SourceLines>,
     /// What in the file each claim of the finding rests on, one line each (`"workload: training
     /// — a backward pass at events 812–2301 (autograd frames)"`): the categories, the phase, the
     /// kind of run and how the file was recorded, where the finding says them.
     pub evidence: Vec<String>,
+}
+
+/// Lines of one CSV file, 1-based as an editor shows them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceLines {
+    pub file: &'static str,
+    pub first: u64,
+    pub last: u64,
+}
+
+impl SourceLines {
+    /// `file`'s lines `first..=last`, where both are known (0 is no line).
+    pub fn of(file: &'static str, first: u64, last: u64) -> Option<Self> {
+        (first > 0 && last >= first).then_some(Self { file, first, last })
+    }
+
+    /// "memory_record.csv line 451", "memory_record.csv lines 2–42".
+    pub fn words(&self) -> String {
+        if self.first == self.last {
+            format!("{} line {}", self.file, self.first)
+        } else {
+            format!("{} lines {}–{}", self.file, self.first, self.last)
+        }
+    }
 }
 
 /// Bytes of one category of allocation.
@@ -138,6 +165,7 @@ impl Finding {
             breakdown: Vec::new(),
             owners: Vec::new(),
             suggestion: String::new(),
+            source_lines: None,
             evidence: Vec::new(),
         }
     }

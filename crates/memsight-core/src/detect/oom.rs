@@ -51,18 +51,34 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                      whole."
                 },
             )
-        } else {
+        } else if cx.workload == super::Workload::Training {
             (
                 "a full device: live tensors hold the memory",
                 "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.",
             )
+        } else {
+            (
+                "a full device: live tensors hold the memory",
+                "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.",
+            )
         };
+        let mut suggestion = suggestion.to_string();
+        let mut evidence = Vec::new();
+        if let Some(frame) = data_parallel_frame(cx.snapshot, trace.stack[i]) {
+            suggestion.push_str(
+                " The failing request runs under nn.DataParallel, which replicates the model \
+                 from one device and gathers outputs on it: DistributedDataParallel (one process \
+                 per device) spreads the memory evenly.",
+            );
+            evidence.push(format!("DataParallel: the failing request's stack has {frame}"));
+        }
         findings.push(Finding {
             kind: FindingKind::Oom,
             severity: Severity::Error,
             device: device.ordinal,
             devices: Vec::new(),
-            evidence: Vec::new(),
+            source_lines: None,
+            evidence,
             title: format!("Out of memory: {} requested", format_bytes(requested as i64)),
             summary: format!(
                 "At event {i} a request of {} failed with {} free on the device, {} reserved and {} allocated: {cause}.",
@@ -79,10 +95,20 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             stack: trace.stack[i],
             breakdown: Vec::new(),
             owners: Vec::new(),
-            suggestion: suggestion.to_string(),
+            suggestion,
         });
     }
     findings
+}
+
+/// The frame of `stack` that runs it under `nn.DataParallel` (`parallel_apply`, its
+/// `data_parallel.py`), as `name (file:line)`.
+fn data_parallel_frame(snapshot: &crate::model::Snapshot, stack: crate::model::StackId) -> Option<String> {
+    snapshot.stack_frames(stack).find_map(|f| {
+        let file = snapshot.str(f.filename).replace('\\', "/");
+        (file.ends_with("parallel/data_parallel.py") || file.ends_with("parallel/parallel_apply.py"))
+            .then(|| format!("{} ({}:{})", snapshot.str(f.name), file.rsplit("torch/").next().unwrap_or(&file), f.line))
+    })
 }
 
 #[cfg(test)]

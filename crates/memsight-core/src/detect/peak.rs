@@ -689,11 +689,10 @@ fn advice(
              operation in chunks, or free its inputs before it.",
             facts.largest_temporary
         ),
-        Category::LongLived => "Most of the peak is long-lived tensors: made outside any \
-             backward pass or optimizer (the trace has neither) and alive for a quarter of the \
-             trace or more before they are freed, such as an object's state, a cache or a buffer. \
-             The call sites above say whose; free what is no longer needed sooner, or keep \
-             fewer alive at once (in place updates where a new tensor replaces an old one)."
+        Category::LongLived => "Most of the peak is long-lived state: tensors an object's \
+             constructor made (the trace has no backward pass or optimizer step) and kept for a \
+             quarter of the trace or more. The call sites above say whose; such state is made \
+             on purpose, so it shrinks only with what it stores (fewer or smaller buffers)."
             .to_string(),
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."

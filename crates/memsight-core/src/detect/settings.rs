@@ -292,6 +292,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         severity: Severity::Info,
         device: first.device,
         devices: Vec::new(),
+        source_lines: None,
         evidence: Vec::new(),
         title: format!("Settings: {} could help", advice.len()),
         summary: format!(

@@ -94,6 +94,7 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         severity,
         device: device_number(rank),
         devices: Vec::new(),
+        source_lines: None,
         evidence: Vec::new(),
         title: String::new(),
         summary: String::new(),
@@ -281,6 +282,7 @@ fn stall_finding(rank: &Rank, curve: &Curve, i: usize, j: usize) -> Finding {
         ),
         bytes: drop as u64,
         events: (i as u32, j as u32),
+        source_lines: sample_lines(curve, i, j),
         focus_event: Some(j as u32),
         time_range_us: Some((curve.time_us[i], curve.time_us[j])),
         breakdown: Vec::new(),
@@ -291,6 +293,12 @@ fn stall_finding(rank: &Rank, curve: &Curve, i: usize, j: usize) -> Finding {
             .to_string(),
         ..finding(rank, FindingKind::AllocatorStall, Severity::Warning)
     }
+}
+
+/// The `memory_record.csv` lines of `curve`'s samples `i..=j`.
+fn sample_lines(curve: &Curve, i: usize, j: usize) -> Option<crate::detect::SourceLines> {
+    let line = |k: usize| curve.line.get(k).copied().unwrap_or(0);
+    crate::detect::SourceLines::of("memory_record.csv", line(i), line(j))
 }
 
 /// The latest sample of `curve` at or before `t` (curves are in time order).
@@ -384,6 +392,7 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         },
         bytes: median as u64,
         events: (first as u32, last as u32),
+        source_lines: sample_lines(app, first, last),
         focus_event: Some(k as u32),
         time_range_us: Some((app.time_us[first], app.time_us[last])),
         breakdown: Vec::new(),
@@ -746,6 +755,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     }
     f.bytes = peak_bytes as u64;
     f.events = (i as u32, i as u32);
+    f.source_lines = sample_lines(curve, i, i);
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
     let top: Vec<&str> = totals.iter().take(PEAK_OPERATORS).map(|t| t.0).collect();
@@ -921,6 +931,7 @@ fn outliers(rank: &Rank) -> Vec<Finding> {
                 ),
                 bytes: o.size_bytes.max(0) as u64,
                 events: (i as u32, i as u32),
+                source_lines: crate::detect::SourceLines::of("operator_memory.csv", o.line, o.line),
                 focus_event: Some(i as u32),
                 time_range_us: Some((o.alloc_us, if o.release_us.is_nan() { o.alloc_us } else { o.release_us })),
                 breakdown: Vec::new(),

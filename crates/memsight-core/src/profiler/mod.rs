@@ -33,6 +33,8 @@ pub struct Curve {
     pub allocated_bytes: Vec<f64>,
     pub reserved_bytes: Vec<f64>,
     pub active_bytes: Vec<f64>,
+    /// Per sample, its 1-based line in the CSV it was read from (what a user finds it by).
+    pub line: Vec<u64>,
 }
 
 impl Curve {

@@ -341,6 +341,7 @@ pub fn read_memory_record(
                 }
                 let component = trim(columns.cell(record, "Component").unwrap_or_default());
                 let curve = set.get(component);
+                curve.line.push(line);
                 curve.time_us.push(time);
                 curve.allocated_bytes.push(allocated);
                 curve.reserved_bytes.push(reserved);
@@ -383,6 +384,7 @@ pub fn read_npu_module_mem(
             Ok((time, reserved)) if !time.is_nan() => {
                 let component = trim(columns.cell(record, "Component").unwrap_or_default());
                 let curve = set.get(component);
+                curve.line.push(line);
                 curve.time_us.push(time);
                 curve.allocated_bytes.push(f64::NAN);
                 curve.reserved_bytes.push(reserved);

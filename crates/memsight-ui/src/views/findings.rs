@@ -102,8 +102,12 @@ pub fn findings_ui(
                     });
                 match (&f.rank, f.time_range_us) {
                     (Some(rank), Some((a, b))) => {
+                        let lines = f
+                            .source_lines
+                            .as_ref()
+                            .map_or_else(String::new, |l| format!(" · {}", l.words()));
                         ui.weak(format!(
-                            "{rank} · device {} · over {:.3} s",
+                            "{rank} · device {} · over {:.3} s{lines}",
                             f.device,
                             (b - a) / 1e6
                         ));
