@@ -1184,3 +1184,94 @@ fn a_segment_list_with_stacks_is_told_to_dump_the_trace() {
         "{findings:?}"
     );
 }
+
+/// Issue 32 (the casebook's audit of `cuda_decomfl_adam`): the 196 blocks of
+/// `adam_forward.py:168` alive at the peak (event 11205), 500,957,184 bytes, were made by the
+/// gradient estimator's `__init__` (events 218–431, Python's pickle) and live 11–15 k events of a
+/// trace with no backward pass: long-lived state, not temporaries, and no "compute it in
+/// chunks" advice for them.
+#[test]
+fn state_a_constructor_makes_is_not_temporary() {
+    let Some(loaded) = load("cuda_decomfl_adam.pickle") else {
+        return;
+    };
+    let peak = peak_finding(&loaded);
+    assert_eq!(peak.events.0, 11205);
+    assert_eq!(peak_bytes(&peak, Category::LongLived), 500_957_184);
+    assert!(
+        !peak.suggestion.contains("in chunks") || !peak.suggestion.contains("adam_forward.py:168"),
+        "{}",
+        peak.suggestion
+    );
+}
+
+/// Issue 32 (the casebook's audit of `cuda_4gpu_expandable_oom`): on device 1, 87 of the 111
+/// traced blocks alive at the peak (event 420), 83,659,845,648 bytes, are freed only after the
+/// `oom` at event 421 (Python's pickle): the exception's unwind freed them, so they are what
+/// the forward pass held, activations as on device 2, not "100 % temporary". The failing
+/// request runs under `nn.DataParallel`: the advice names `DistributedDataParallel`. The file's
+/// `Optimizer.zero_grad#AdamW.zero_grad` annotation shows training.
+#[test]
+fn blocks_freed_by_an_oom_unwind_are_activations() {
+    let Some(loaded) = load("cuda_4gpu_expandable_oom.pickle") else {
+        return;
+    };
+    let findings = memsight_core::detect::analyze(&loaded);
+    let peak = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Peak && f.device == 1)
+        .expect("device 1's peak");
+    assert_eq!(peak_bytes(peak, Category::Temporary), 0, "{:?}", peak.breakdown);
+    assert!(peak_bytes(peak, Category::Activation) >= 83_659_845_648);
+    let oom = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::Oom)
+        .expect("the OOM");
+    assert!(oom.suggestion.contains("DistributedDataParallel"), "{}", oom.suggestion);
+    assert!(
+        findings
+            .iter()
+            .filter(|f| f.kind == memsight_core::detect::FindingKind::Peak)
+            .all(|f| !f.summary.contains("trace with no backward pass")),
+        "{findings:#?}"
+    );
+}
+
+/// Issue 32 (the casebook's audit of `cuda_medium_1024_training`): every weight is 1.58 GiB in
+/// fp32, so autocast's bf16 copies can hold at most half of that; the real copies at the peak
+/// are 95 × 2 MiB + 72 × 8 MiB = 766 MiB. The other 8 MiB casts are saved activations.
+#[test]
+fn weight_copies_never_exceed_a_copy_per_weight() {
+    let Some(loaded) = load("cuda_medium_1024_training.pickle") else {
+        return;
+    };
+    let peak = peak_finding(&loaded);
+    let copies = peak_bytes(&peak, Category::WeightCopy);
+    assert_eq!(copies, 95 * (2 << 20) + 72 * (8 << 20), "{:?}", peak.breakdown);
+    assert!(copies * 2 <= peak_bytes(&peak, Category::Parameter) + (1 << 20));
+}
+
+/// Issue 32 (the casebook's audit of `cuda_notrace_fragmented`): a dict with empty device traces
+/// is what `_dump_snapshot` writes, not `memory_snapshot()`; only 3 of 2,524 live blocks carry
+/// stacks (Python's pickle), so history was switched on just before the dump, and the advice is
+/// to record with the default `enabled='all'` from the start. The idle figures stay exact.
+#[test]
+fn how_a_file_was_recorded_is_read_from_it() {
+    let Some(loaded) = load("cuda_notrace_fragmented.pickle") else {
+        return;
+    };
+    let findings = memsight_core::detect::analyze(&loaded);
+    let idle = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::IdleCache)
+        .expect("an idle-cache finding");
+    assert!(
+        idle.summary.contains("_dump_snapshot()")
+            && idle.summary.contains("only 3 of its 2524 live blocks carry call stacks")
+            && idle.summary.contains("switched on shortly before the dump")
+            && !idle.summary.contains("memory_snapshot()")
+            && idle.suggestion.contains("enabled='all'")
+            && idle.summary.contains("5.88 GiB in 53 completely free segments"),
+        "{idle:#?}"
+    );
+}

@@ -544,7 +544,15 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
             }
         );
         f.summary.push_str(&held);
-        if leaked * 10 >= f.bytes {
+        // Where the leaked blocks are half of the peak or more, advice on the peak's largest
+        // part would be advice on the leak's own blocks: the leak's fix is the advice.
+        if leaked * 2 >= f.bytes {
+            f.suggestion = format!(
+                "Fix the leak first: it holds {} of this peak ({percent}%), and more every \
+                 iteration.",
+                crate::units::format_bytes(leaked as i64),
+            );
+        } else if leaked * 10 >= f.bytes {
             let then = lowercase_first(&f.suggestion);
             f.suggestion = format!(
                 "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {then}",

@@ -199,12 +199,21 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
 /// per layer). Under `inference_mode` a layer's tensors go once the next layer has used them, so
 /// a line holds one or two.
 fn keeps_layers(cx: &DeviceContext, held: &[(Category, u64, StackId, Option<u32>)]) -> bool {
-    let mut per_stack: FxHashMap<StackId, usize> = FxHashMap::default();
+    let mut per_stack: FxHashMap<StackId, Vec<(u32, u64)>> = FxHashMap::default();
     for h in held.iter().filter(|h| h.0 == Category::Activation) {
-        *per_stack.entry(h.2).or_default() += 1;
+        if let Some(alloc) = h.3 {
+            per_stack.entry(h.2).or_default().push((alloc, h.1));
+        }
     }
+    let allocated = cx.replay.allocated_bytes();
     let mut per_line: FxHashMap<String, usize> = FxHashMap::default();
-    for (stack, n) in per_stack {
+    for (stack, mut allocs) in per_stack {
+        // Blocks that accumulate alone (nothing else kept between them) are a leak's or a
+        // cache's, not layers'.
+        if super::leak::grows_by_itself(allocated, &mut allocs) {
+            continue;
+        }
+        let n = allocs.len();
         if let Some(line) = headline_frame(cx.snapshot, stack) {
             *per_line.entry(line).or_default() += n;
         }
