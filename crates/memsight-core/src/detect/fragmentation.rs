@@ -4,8 +4,9 @@
 //! reserved minus its peak allocated (what the cache held beyond anything the program used at
 //! once), and the fragmented `segment_alloc`s in it. One finding per device, for the cycle that
 //! reserved the most, so its bytes never exceed the peak reserved (summed over cycles they
-//! would). The likely cause: the spread of request sizes and the call site
-//! whose requests caused the most growth.
+//! would). What the file shows of the cause: the spread of request sizes (whether later requests
+//! are smaller or larger than earlier ones is not claimed) and the call site whose requests caused
+//! the most growth.
 //!
 //! Free bytes are tracked in one pass over the trace per (stream, small / large pool): segments
 //! add their size, live blocks take their 512-rounded request. Blocks the large pool hands out
@@ -28,7 +29,7 @@ const SMALL_SEGMENT_BYTES: u64 = 2 << 20;
 const SMALL_REQUEST_MAX_BYTES: u64 = 1 << 20;
 /// How far after a `segment_alloc` to look for the request it was made for.
 const REQUEST_LOOKAHEAD_EVENTS: usize = 8;
-/// Large requests this many times their median are extreme enough to leave holes.
+/// Large requests this many times their median make a spread of sizes worth naming.
 const EXTREME_REQUEST_RATIO: u64 = 8;
 /// Fewest fragmented growths that make a finding.
 const MIN_GROWTHS: usize = 3;
@@ -294,7 +295,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = stack;
     f.suggestion = "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_NPU_ALLOC_CONF on Ascend); \
                     otherwise max_split_size_mb to keep large cached blocks whole, or bucket inputs by length so \
-                    extreme requests do not leave holes."
+                    requests come in fewer sizes."
         .to_string();
     vec![f]
 }
@@ -317,8 +318,8 @@ fn request_spread(device: &Device) -> String {
         return String::new();
     }
     format!(
-        "; large requests range from a median of {} up to {} ({:.0}× the median): extreme requests leave holes \
-         that later, smaller ones cannot reuse",
+        "; large requests range from a median of {} up to {} ({:.0}× the median), and the free pieces cached \
+         between blocks of other sizes were each smaller than the requests that grew the pool",
         format_bytes(median as i64),
         format_bytes(max as i64),
         max as f64 / median.max(1) as f64

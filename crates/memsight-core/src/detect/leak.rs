@@ -417,9 +417,9 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
         return;
     }
     let why = match n {
-        0 => "nothing in it marks iterations and its allocated curve does not repeat (only a \
-              steady growth from one call site over the whole trace would show, and there is \
-              none)"
+        0 => "nothing in it marks iterations, and no repeating shape of its allocated curve was \
+              recognised (only a steady growth from one call site over the whole trace would \
+              show, and there is none)"
             .to_string(),
         1 => "it holds one iteration".to_string(),
         n => format!("it holds {n} iterations"),
@@ -447,7 +447,30 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
     let levels = lows.iter().map(|&(_, level)| level);
     let (lo, hi) = (levels.clone().min().unwrap_or(0), levels.max().unwrap_or(0));
     let flat = (FLAT_LOW_BYTES).max(cx.replay.peak_allocated.bytes * FLAT_LOW_PERCENT / 100);
-    let sentence = if hi - lo <= flat {
+    // The curve may also dip less deeply in between (layers inside a step): the returns to its
+    // lowest level are what say nothing accumulates, where they reach from the trace's first
+    // quarter to its last.
+    let n = cx.device.trace.len();
+    let floor: Vec<(u32, i64)> = lows
+        .iter()
+        .copied()
+        .filter(|&(_, level)| level - lo <= flat)
+        .collect();
+    let spans_the_trace = floor.len() >= 3
+        && floor.first().is_some_and(|&(at, _)| (at as usize) * 4 <= n)
+        && floor.last().is_some_and(|&(at, _)| (at as usize) * 4 >= n * 3);
+    let sentence = if hi - lo > flat && spans_the_trace {
+        let (f0, f1) = (floor[0].0, floor[floor.len() - 1].0);
+        format!(
+            " The allocated curve comes back to the same lowest point ({}) {} times, from event \
+             {f0} to event {f1}, with shallower dips in between: whatever repeats frees what it \
+             makes, so nothing accumulates from one of these returns to the next. The trace \
+             marks no training iteration, so leaks from one training step to the next are not \
+             judged.",
+            format_bytes(floor.iter().map(|&(_, l)| l).max().unwrap_or(lo)),
+            floor.len()
+        )
+    } else if hi - lo <= flat {
         format!(
             " The allocated curve repeats {} times (events {first_at} to {last_at}) and comes \
              back to the same low point each time ({}): whatever repeats (layers, steps or \

@@ -414,10 +414,13 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         ),
         None => no_failure,
     };
-    let (device_free, device_malloc) = if snapshot.is_npu() {
-        ("aclrtFree", "aclrtMalloc")
-    } else {
-        ("cudaFree", "cudaMalloc")
+    // Expandable segments release by unmapping pages and grow by mapping them.
+    let unmaps = trace.action.contains(&Action::SegmentUnmap);
+    let (device_free, device_malloc) = match (snapshot.is_npu(), unmaps) {
+        (true, true) => ("aclrtUnmapMem", "aclrtMapMem"),
+        (true, false) => ("aclrtFree", "aclrtMalloc"),
+        (false, true) => ("cuMemUnmap", "cuMemMap"),
+        (false, false) => ("cudaFree", "cudaMalloc"),
     };
     f.summary = format!(
         "The cache was released {} ({released} segments, {} in all) while no request was \
@@ -426,8 +429,8 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
          segment of its pool that it fits in, largest first; the allocator can also split a \
          segment, so it may be more).{no_failure} \
          This is the program's choice, not an allocator stall. But every segment released and \
-         needed again costs a device free and a device malloc ({device_free}, then \
-         {device_malloc}).",
+         needed again costs a release to the device and a new allocation from it \
+         ({device_free}, then {device_malloc}).",
         times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
