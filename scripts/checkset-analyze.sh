@@ -3,13 +3,15 @@
 # one text file per input, for an auditor to judge.
 # Usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]
 #   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
-#   MEMSIGHT_CHECKSET   the fetched public files (default /work/checkset/public)
+#   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
+#   MEMSIGHT_CHECKSET2  the second batch (default /work/checkset/public2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
 bin="${2:-target/debug/memsight}"
 fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
 public="${MEMSIGHT_CHECKSET:-/work/checkset/public}"
+public2="${MEMSIGHT_CHECKSET2:-/work/checkset/public2}"
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
@@ -23,6 +25,8 @@ done
 for row in $public_rows; do
     if [ -f "$public/$row" ]; then
         "$bin" analyze "$public/$row" > "$out/public_$row.txt" 2>&1 || true
+    elif [ -f "$public2/$row" ]; then
+        "$bin" analyze "$public2/$row" > "$out/public2_$row.txt" 2>&1 || true
     else
         echo "missing: $public/$row (see docs/check-set.md for where to fetch it)" >&2
     fi

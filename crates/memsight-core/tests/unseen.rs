@@ -293,3 +293,13 @@ fn a_leak_between_cache_releases_is_found_without_iteration_marks() {
     // The releases are the program's choice, not stalls.
     assert!(of_kind(&findings, FindingKind::AllocatorStall).is_empty());
 }
+
+/// A file with no segment and no event says so, rather than nothing ("no findings" reads as
+/// "checked and clean").
+#[test]
+fn an_empty_recording_says_it_is_empty() {
+    let loaded = load(&top(Vec::new(), vec![Vec::new(), Vec::new()]));
+    let findings = analyze(&loaded);
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0].title, "Empty recording: no segments and no events");
+}

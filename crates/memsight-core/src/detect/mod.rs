@@ -344,6 +344,9 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         .map(|(device, replay)| DeviceContext::new(&loaded.snapshot, device, replay))
         .collect();
     let mut findings = Vec::new();
+    if contexts.is_empty() && !loaded.snapshot.format.memscope {
+        findings.push(empty_recording(&loaded.snapshot));
+    }
     for cx in &contexts {
         let integrity = integrity::detect(cx, &loaded.warnings);
         let mut peak = peak::detect(cx);
@@ -386,6 +389,29 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings,
         contexts.into_iter().map(|cx| cx.categories).collect(),
     )
+}
+
+/// A snapshot with no segment and no event on any device: nothing to analyse, said as such
+/// (silence would read as "checked and clean").
+fn empty_recording(snapshot: &Snapshot) -> Finding {
+    let api = if snapshot.is_npu() {
+        "torch.npu.memory"
+    } else {
+        "torch.cuda.memory"
+    };
+    let mut f = Finding::new(FindingKind::Iterations, Severity::Info, 0);
+    f.title = "Empty recording: no segments and no events".to_string();
+    f.summary = "The file holds no segment and no event on any device: it was written before \
+                 the process allocated device memory, or by a process that used none (memory \
+                 history records the calling process's allocator only)."
+        .to_string();
+    f.suggestion = format!(
+        "Dump the snapshot from the process that uses the device, after the part of the run to \
+         study: call {api}._record_memory_history() before it and {api}._dump_snapshot(path) \
+         after it."
+    );
+    f.evidence = vec!["segments: none; trace events: none on any device".to_string()];
+    f
 }
 
 /// Findings that are the same on several devices (same kind, title, text, figures, events and
