@@ -7,6 +7,12 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=resources");
     println!("cargo:rerun-if-changed=.git/HEAD");
+    // A commit moves the branch's ref, not HEAD: watch the ref HEAD names too.
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD")
+        && let Some(reference) = head.trim().strip_prefix("ref: ")
+    {
+        println!("cargo:rerun-if-changed=.git/{reference}");
+    }
     let git_hash = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

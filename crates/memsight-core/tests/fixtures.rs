@@ -1221,13 +1221,22 @@ fn blocks_freed_by_an_oom_unwind_are_activations() {
         .iter()
         .find(|f| f.kind == memsight_core::detect::FindingKind::Peak && f.device == 1)
         .expect("device 1's peak");
-    assert_eq!(peak_bytes(peak, Category::Temporary), 0, "{:?}", peak.breakdown);
+    assert_eq!(
+        peak_bytes(peak, Category::Temporary),
+        0,
+        "{:?}",
+        peak.breakdown
+    );
     assert!(peak_bytes(peak, Category::Activation) >= 83_659_845_648);
     let oom = findings
         .iter()
         .find(|f| f.kind == memsight_core::detect::FindingKind::Oom)
         .expect("the OOM");
-    assert!(oom.suggestion.contains("DistributedDataParallel"), "{}", oom.suggestion);
+    assert!(
+        oom.suggestion.contains("DistributedDataParallel"),
+        "{}",
+        oom.suggestion
+    );
     assert!(
         findings
             .iter()
@@ -1247,7 +1256,12 @@ fn weight_copies_never_exceed_a_copy_per_weight() {
     };
     let peak = peak_finding(&loaded);
     let copies = peak_bytes(&peak, Category::WeightCopy);
-    assert_eq!(copies, 95 * (2 << 20) + 72 * (8 << 20), "{:?}", peak.breakdown);
+    assert_eq!(
+        copies,
+        95 * (2 << 20) + 72 * (8 << 20),
+        "{:?}",
+        peak.breakdown
+    );
     assert!(copies * 2 <= peak_bytes(&peak, Category::Parameter) + (1 << 20));
 }
 
@@ -1267,11 +1281,15 @@ fn how_a_file_was_recorded_is_read_from_it() {
         .expect("an idle-cache finding");
     assert!(
         idle.summary.contains("_dump_snapshot()")
-            && idle.summary.contains("only 3 of its 2524 live blocks carry call stacks")
+            && idle
+                .summary
+                .contains("only 3 of its 2524 live blocks carry call stacks")
             && idle.summary.contains("switched on shortly before the dump")
             && !idle.summary.contains("memory_snapshot()")
             && idle.suggestion.contains("enabled='all'")
-            && idle.summary.contains("5.88 GiB in 53 completely free segments"),
+            && idle
+                .summary
+                .contains("5.88 GiB in 53 completely free segments"),
         "{idle:#?}"
     );
 }

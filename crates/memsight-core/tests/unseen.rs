@@ -175,7 +175,10 @@ fn a_state_only_recording_is_analysed_as_a_pool() {
         FindingKind::EmptyCache,
         FindingKind::Integrity,
     ] {
-        assert!(of_kind(&findings, kind).is_empty(), "{kind:?}: {findings:#?}");
+        assert!(
+            of_kind(&findings, kind).is_empty(),
+            "{kind:?}: {findings:#?}"
+        );
     }
     let idle = of_kind(&findings, FindingKind::IdleCache);
     assert_eq!(idle.len(), 1, "{findings:#?}");
@@ -198,7 +201,11 @@ fn a_state_only_recording_is_analysed_as_a_pool() {
         !f.summary.contains("optimizer") && !f.suggestion.contains("optimizer"),
         "{f:#?}"
     );
-    assert!(f.suggestion.contains("_record_memory_history()"), "{}", f.suggestion);
+    assert!(
+        f.suggestion.contains("_record_memory_history()"),
+        "{}",
+        f.suggestion
+    );
     assert!(
         f.evidence
             .iter()
@@ -243,37 +250,90 @@ fn a_leak_between_cache_releases_is_found_without_iteration_marks() {
     let mut leaked = Vec::new();
     for step in 0..STEPS {
         if !large_cached {
-            trace.push(event("segment_alloc", large, 96 * MIB, frames("forward", "/w/model.py", 22)));
+            trace.push(event(
+                "segment_alloc",
+                large,
+                96 * MIB,
+                frames("forward", "/w/model.py", 22),
+            ));
             large_cached = true;
         }
-        trace.push(event("alloc", large, 64 * MIB, frames("forward", "/w/model.py", 22)));
-        trace.push(event("alloc", large + 64 * MIB, 32 * MIB, frames("forward", "/w/model.py", 30)));
+        trace.push(event(
+            "alloc",
+            large,
+            64 * MIB,
+            frames("forward", "/w/model.py", 22),
+        ));
+        trace.push(event(
+            "alloc",
+            large + 64 * MIB,
+            32 * MIB,
+            frames("forward", "/w/model.py", 30),
+        ));
         for (addr, size, line) in [(large + 64 * MIB, 32 * MIB, 30), (large, 64 * MIB, 22)] {
-            trace.push(event("free_requested", addr, size, frames("forward", "/w/model.py", line)));
-            trace.push(event("free_completed", addr, size, frames("forward", "/w/model.py", line)));
+            trace.push(event(
+                "free_requested",
+                addr,
+                size,
+                frames("forward", "/w/model.py", line),
+            ));
+            trace.push(event(
+                "free_completed",
+                addr,
+                size,
+                frames("forward", "/w/model.py", line),
+            ));
         }
         let k = step * LEAK / (2 * MIB);
         if k == small_segments {
-            trace.push(event("segment_alloc", small(k), 2 * MIB, frames("train_step", "/w/train.py", 88)));
+            trace.push(event(
+                "segment_alloc",
+                small(k),
+                2 * MIB,
+                frames("train_step", "/w/train.py", 88),
+            ));
             small_segments += 1;
         }
         let addr = small(k) + step * LEAK % (2 * MIB);
-        trace.push(event("alloc", addr, LEAK, frames("train_step", "/w/train.py", 88)));
+        trace.push(event(
+            "alloc",
+            addr,
+            LEAK,
+            frames("train_step", "/w/train.py", 88),
+        ));
         leaked.push(addr);
         if step % 50 == 49 {
-            trace.push(event("segment_free", large, 96 * MIB, frames("main", "/w/train.py", 95)));
+            trace.push(event(
+                "segment_free",
+                large,
+                96 * MIB,
+                frames("main", "/w/train.py", 95),
+            ));
             large_cached = false;
         }
     }
     let mut segments = Vec::new();
     if large_cached {
-        segments.push(segment(0, large, 96 * MIB, "large", vec![block(large, 96 * MIB, "inactive", None)]));
+        segments.push(segment(
+            0,
+            large,
+            96 * MIB,
+            "large",
+            vec![block(large, 96 * MIB, "inactive", None)],
+        ));
     }
     for k in 0..small_segments {
         let blocks = leaked
             .iter()
             .filter(|&&a| small(k) <= a && a < small(k) + 2 * MIB)
-            .map(|&a| block(a, LEAK, "active_allocated", Some(frames("train_step", "/w/train.py", 88))))
+            .map(|&a| {
+                block(
+                    a,
+                    LEAK,
+                    "active_allocated",
+                    Some(frames("train_step", "/w/train.py", 88)),
+                )
+            })
             .collect();
         segments.push(segment(0, small(k), 2 * MIB, "small", blocks));
     }
@@ -281,7 +341,11 @@ fn a_leak_between_cache_releases_is_found_without_iteration_marks() {
     let leaks = of_kind(&findings, FindingKind::Leak);
     assert_eq!(leaks.len(), 1, "{findings:#?}");
     assert_eq!(leaks[0].bytes, (STEPS * LEAK) as u64, "{:#?}", leaks[0]);
-    assert!(leaks[0].title.contains("300 blocks of 256 KiB"), "{}", leaks[0].title);
+    assert!(
+        leaks[0].title.contains("300 blocks of 256 KiB"),
+        "{}",
+        leaks[0].title
+    );
     let peak = of_kind(&findings, FindingKind::Peak);
     assert_eq!(peak.len(), 1);
     assert!(
@@ -301,5 +365,8 @@ fn an_empty_recording_says_it_is_empty() {
     let loaded = load(&top(Vec::new(), vec![Vec::new(), Vec::new()]));
     let findings = analyze(&loaded);
     assert_eq!(findings.len(), 1, "{findings:#?}");
-    assert_eq!(findings[0].title, "Empty recording: no segments and no events");
+    assert_eq!(
+        findings[0].title,
+        "Empty recording: no segments and no events"
+    );
 }

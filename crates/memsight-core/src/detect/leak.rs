@@ -458,7 +458,9 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         .collect();
     let spans_the_trace = floor.len() >= 3
         && floor.first().is_some_and(|&(at, _)| (at as usize) * 4 <= n)
-        && floor.last().is_some_and(|&(at, _)| (at as usize) * 4 >= n * 3);
+        && floor
+            .last()
+            .is_some_and(|&(at, _)| (at as usize) * 4 >= n * 3);
     let sentence = if hi - lo > flat && spans_the_trace {
         let (f0, f1) = (floor[0].0, floor[floor.len() - 1].0);
         format!(

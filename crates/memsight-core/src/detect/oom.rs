@@ -70,7 +70,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                  from one device and gathers outputs on it: DistributedDataParallel (one process \
                  per device) spreads the memory evenly.",
             );
-            evidence.push(format!("DataParallel: the failing request's stack has {frame}"));
+            evidence.push(format!(
+                "DataParallel: the failing request's stack has {frame}"
+            ));
         }
         findings.push(Finding {
             kind: FindingKind::Oom,
@@ -103,11 +105,22 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 
 /// The frame of `stack` that runs it under `nn.DataParallel` (`parallel_apply`, its
 /// `data_parallel.py`), as `name (file:line)`.
-fn data_parallel_frame(snapshot: &crate::model::Snapshot, stack: crate::model::StackId) -> Option<String> {
+fn data_parallel_frame(
+    snapshot: &crate::model::Snapshot,
+    stack: crate::model::StackId,
+) -> Option<String> {
     snapshot.stack_frames(stack).find_map(|f| {
         let file = snapshot.str(f.filename).replace('\\', "/");
-        (file.ends_with("parallel/data_parallel.py") || file.ends_with("parallel/parallel_apply.py"))
-            .then(|| format!("{} ({}:{})", snapshot.str(f.name), file.rsplit("torch/").next().unwrap_or(&file), f.line))
+        (file.ends_with("parallel/data_parallel.py")
+            || file.ends_with("parallel/parallel_apply.py"))
+        .then(|| {
+            format!(
+                "{} ({}:{})",
+                snapshot.str(f.name),
+                file.rsplit("torch/").next().unwrap_or(&file),
+                f.line
+            )
+        })
     })
 }
 
