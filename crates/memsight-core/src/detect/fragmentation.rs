@@ -293,12 +293,18 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     );
     f.focus_event = Some(cycle.peak_event);
     f.stack = stack;
+    f.suggestion = advice(cx, gap_bytes);
+    vec![f]
+}
+
+/// What to do about `gap_bytes` held above the allocated peak.
+fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     let conf = if cx.snapshot.is_npu() {
         "PYTORCH_NPU_ALLOC_CONF"
     } else {
         "PYTORCH_CUDA_ALLOC_CONF"
     };
-    f.suggestion = if gap_bytes < WARNING_GAP_BYTES {
+    if gap_bytes < WARNING_GAP_BYTES {
         // The casebook: an allocator-setting change for 76 MiB is noise.
         format!(
             "At {}, this is the cache's ordinary overhead: no allocator setting needs changing \
@@ -311,8 +317,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             "Try {conf}=expandable_segments:True; otherwise max_split_size_mb to keep large cached \
              blocks whole, or bucket inputs by length so requests come in fewer sizes."
         )
-    };
-    vec![f]
+    }
 }
 
 fn request_spread(device: &Device) -> String {

@@ -5,6 +5,8 @@
 //! stack), how much cached memory no block uses (an idle-cache finding when that is much), and
 //! how the file was recorded and how to record what would settle the rest.
 
+use std::fmt::Write as _;
+
 use crate::model::{BlockState, NO_STACK, StackId};
 use crate::units::{format_bytes, percent};
 
@@ -66,13 +68,14 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         );
         f.bytes = reserved.saturating_sub(idle);
         if reserved.saturating_sub(idle) * 100 >= reserved * FULL_POOL_PERCENT {
-            f.summary.push_str(&format!(
+            let _ = write!(
+                f.summary,
                 " The pool is full: live blocks hold {}% of what it reserved, so nothing cached \
                  was left to reuse. If this file was written at an out-of-memory error, the \
                  program needed more than the device held (capacity), not room lost to \
                  fragmentation: what the call sites above hold is what to lower.",
                 percent(reserved.saturating_sub(idle), reserved)
-            ));
+            );
         }
         f.suggestion = how_recorded(cx).1;
         f.evidence = recording_evidence(cx);
@@ -260,16 +263,17 @@ fn live_sites(cx: &DeviceContext) -> String {
         super::sites_words(&sites, TOP_SITES)
     );
     if stackless > 0 {
-        words.push_str(&format!(
+        let _ = write!(
+            words,
             " {} in {stackless_blocks} block{} carry no call stack (made before history was \
              recorded).",
             format_bytes(stackless as i64),
             if stackless_blocks == 1 { "" } else { "s" }
-        ));
+        );
     }
     let roles = roles(cx, &live);
     if !roles.is_empty() {
-        words.push_str(&format!(" Their frames name {}.", roles.join("; ")));
+        let _ = write!(words, " Their frames name {}.", roles.join("; "));
     }
     words
 }

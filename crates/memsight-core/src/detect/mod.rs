@@ -129,7 +129,7 @@ impl SourceLines {
         (first > 0 && last >= first).then_some(Self { file, first, last })
     }
 
-    /// "memory_record.csv line 451", "memory_record.csv lines 2–42".
+    /// "`memory_record.csv` line 451", "`memory_record.csv` lines 2–42".
     pub fn words(&self) -> String {
         if self.first == self.last {
             format!("{} line {}", self.file, self.first)
@@ -237,7 +237,7 @@ impl Workload {
         let mut shown: Vec<String> = Vec::new();
         if let (Some(first), Some(last)) = (
             runs(crate::category::Phase::Backward).next(),
-            runs(crate::category::Phase::Backward).last(),
+            runs(crate::category::Phase::Backward).next_back(),
         ) {
             shown.push(format!(
                 "backward passes at events {}–{} (autograd frames)",
