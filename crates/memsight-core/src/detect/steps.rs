@@ -208,7 +208,7 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
 
 /// The recurring low points of `allocated`, `(event, allocated bytes)`, found the same way as the
 /// curve's iterations but whatever repeats (the layers of a forward pass, the steps of an
-/// inference loop, a diffusion model's denoising steps): at least [`MIN_CURVE_LOWS`] of them, or
+/// inference loop, a diffusion model's denoising steps): at least three of them, or
 /// none.
 pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
     let lows = low_points(allocated);
