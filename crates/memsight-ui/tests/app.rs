@@ -181,7 +181,7 @@ fn a_file_without_a_trace_says_so() {
         return;
     };
     let harness = harness(&source, &small());
-    harness.get_by_label_contains("no trace events on this device");
+    harness.get_by_label_contains("no allocation in this device's trace");
 }
 
 /// One place sets the thresholds: software rendering differs a little between Mesa versions.

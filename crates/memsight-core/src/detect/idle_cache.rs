@@ -55,26 +55,32 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         // as "checked and clean".
         let mut f = Finding::new(FindingKind::Iterations, Severity::Info, device.ordinal);
         f.title = "No trace: only the pool at dump time".to_string();
+        let sites = live_sites(cx);
+        let holders = if sites.is_empty() {
+            "the live blocks (the file names no call site for them)"
+        } else {
+            "the call sites above"
+        };
         f.summary = format!(
             "The file holds the pool when it was written and no allocation over time: {} \
-             reserved, {} in live blocks ({}%), {} cached in free blocks.{} {} Peaks, leaks, \
-             stalls and fragmentation over time cannot be judged without a trace.",
+             reserved, {} in live blocks ({}%), {} cached in free blocks.{sites} {} Peaks, \
+             leaks, stalls and fragmentation over time cannot be judged without a trace.",
             format_bytes(reserved as i64),
             format_bytes(reserved.saturating_sub(idle) as i64),
             percent(reserved.saturating_sub(idle), reserved),
             format_bytes(idle as i64),
-            live_sites(cx),
             how_recorded(cx).0
         );
         f.bytes = reserved.saturating_sub(idle);
         if reserved.saturating_sub(idle) * 100 >= reserved * FULL_POOL_PERCENT {
             let _ = write!(
                 f.summary,
-                " The pool is full: live blocks hold {}% of what it reserved, so nothing cached \
-                 was left to reuse. If this file was written at an out-of-memory error, the \
-                 program needed more than the device held (capacity), not room lost to \
-                 fragmentation: what the call sites above hold is what to lower.",
-                percent(reserved.saturating_sub(idle), reserved)
+                " The pool is full: live blocks hold {}% of what it reserved, and only {} \
+                 cached was left to reuse. If this file was written at an out-of-memory error, \
+                 the program needed more than the device held (capacity), not room lost to \
+                 fragmentation: what {holders} hold is what to lower.",
+                percent(reserved.saturating_sub(idle), reserved),
+                format_bytes(idle as i64)
             );
         }
         f.suggestion = how_recorded(cx).1;

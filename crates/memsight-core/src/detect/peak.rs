@@ -174,8 +174,9 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     let mut lines = vec![cx.workload.evidence(cx)];
     lines.push(match &cx.steps {
         Some(steps) => format!("iterations: {}", steps.describe()),
-        None => "iterations: none marked (no ProfilerStep or Optimizer.step annotation, snapshot \
-                 event, optimizer step or repeating backward in the trace)"
+        None => "iterations: none found (no ProfilerStep or Optimizer.step annotation, no \
+                 snapshot event before the last allocation, no optimizer step in the stacks, and \
+                 no recurring low point of the allocated curve taken for one)"
             .to_string(),
     });
     if cx.categories.autocast {
@@ -317,6 +318,8 @@ struct PeakFacts<'a> {
     /// The trace shows an optimizer: an optimizer step in its stacks or annotations, or blocks
     /// of optimizer state.
     optimizer_shown: bool,
+    /// The trace shows a backward pass, or gradients.
+    backward_shown: bool,
 }
 
 /// Attention written out in the program (a function of its own named `*attention*` / `*attn*`
@@ -342,6 +345,8 @@ impl<'a> PeakFacts<'a> {
             optimizer_temporary_bytes,
             foreach,
             attention: hand_written_attention(cx, held),
+            backward_shown: cx.categories.has_backward()
+                || cx.categories.of_lifetime.contains(&Category::Gradient),
             optimizer_shown: cx.categories.optimizer_steps().next().is_some()
                 || cx
                     .categories
@@ -451,7 +456,7 @@ fn suggestion(
              {}",
             format_bytes(copies as i64),
             percent(copies),
-            weight_copy_advice(cx.workload, facts.keeps_layers)
+            weight_copy_advice(cx.workload, facts)
         );
     }
     if let Some(attention) = &facts.attention {
@@ -545,11 +550,19 @@ fn stale_gradient_advice(
     )
 }
 
-/// What removes autocast's weight copies; `keeps_layers`: autograd is recording a forward-only
-/// trace, and saves the copies for backward.
-fn weight_copy_advice(workload: Workload, keeps_layers: bool) -> &'static str {
+/// What removes autocast's weight copies, from the kind of run and what the trace shows of it
+/// (`facts.keeps_layers`: autograd is recording a forward-only trace, and saves the copies for
+/// backward; `facts.backward_shown`: the trace has a backward pass or gradients).
+fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
     match workload {
-        Workload::Inference if keeps_layers => {
+        // Training by an annotation alone, with no backward in the trace: a forward pass of a
+        // training program, or its evaluation.
+        Workload::Training if !facts.backward_shown => {
+            "This trace holds no backward pass: if the forward pass is evaluation, store the \
+             weights in bf16 (model.to(torch.bfloat16)) and drop autocast, so no copy is made; \
+             in a training step, autocast keeps the copies until its region ends."
+        }
+        Workload::Inference if facts.keeps_layers => {
             "Autograd is recording and saves these copies for backward, so cache_enabled=False \
              would not free them. If this is inference, run it under torch.inference_mode() \
              with the weights stored in bf16 (model.to(torch.bfloat16)) and no autocast: the \
@@ -656,9 +669,10 @@ fn advice(
             }
         ),
         Category::Parameter if inference => "Most of the peak is the model's weights, and this \
-             trace has no backward pass or optimizer step (inference, or a forward pass recorded \
-             alone). Weights in bf16 (if they are fp32), quantised to int8 / int4, or some layers \
-             offloaded to the host lower it."
+             trace has no backward pass or optimizer step. If the program runs inference (serves or evaluates \
+             the model), weights in bf16 (if they are fp32), quantised to int8 / int4, or some \
+             layers offloaded to the host lower it; if it trains, this trace ends before \
+             training adds anything, and the weights are needed as they are."
             .to_string(),
         Category::Parameter if workload == Workload::Unknown => "Most of the peak is memory \
              allocated before the trace began and never freed in it, with no call stack that \
@@ -678,15 +692,24 @@ fn advice(
              sharding (ZeRO / FSDP) lowers it."
                 .to_string()
         }
+        Category::Parameter | Category::Gradient | Category::OptimizerState
+            if facts.backward_shown =>
+        {
+            "Most of the peak is the model's weights and gradients. The trace shows a backward \
+             pass but no optimizer step and no optimizer state, so what an optimizer adds is not \
+             judged here. For a model trained on several devices, sharding (FSDP / ZeRO-3) \
+             splits weights and gradients across them."
+                .to_string()
+        }
         Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
-             is the model's weights and gradients. The trace shows a backward pass but no \
-             optimizer step and no optimizer state, so what an optimizer adds is not judged \
-             here. For a model trained on several devices, sharding (FSDP / ZeRO-3) splits \
-             weights and gradients across them."
+             is the model's weights. The file names an optimizer (an Optimizer.* annotation), \
+             but this trace holds no backward pass, no gradient and no optimizer state: it \
+             records a forward pass, so only the weights' share is judged, and the weights are \
+             needed as they are for it."
             .to_string(),
         Category::WeightCopy => format!(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
-            weight_copy_advice(workload, facts.keeps_layers)
+            weight_copy_advice(workload, facts)
         ),
         Category::Retained => "Most of the peak is tensors made in a forward pass and still held \
              after their iteration: an input batch, a cache or a leak. The call sites above say \

@@ -160,8 +160,13 @@ pub fn find(
             return Some(steps);
         }
     }
+    // A snapshot event with no allocation after it is the dump itself (or a last look), and
+    // starts nothing.
+    let last_alloc = (0..trace.len())
+        .rev()
+        .find(|&i| trace.action[i] == Action::Alloc);
     let snapshots: Vec<u32> = (0..trace.len())
-        .filter(|&i| trace.action[i] == Action::Snapshot)
+        .filter(|&i| trace.action[i] == Action::Snapshot && last_alloc.is_some_and(|a| i < a))
         .map(|i| i as u32)
         .collect();
     // One snapshot event marks nothing but itself; two start two iterations.

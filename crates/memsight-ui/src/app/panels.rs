@@ -160,7 +160,7 @@ impl MemsightApp {
         };
         let trace_empty = doc.data.loaded.snapshot.devices[i].trace.is_empty();
         if trace_empty {
-            ui.label("no trace events on this device: the file holds only the final pool (a legacy file, or history recording was off)");
+            ui.label("no allocation in this device's trace: the file holds only the pool at dump time (the findings say how it was recorded)");
             return;
         }
         self.chart_rect = Some(ui.available_rect_before_wrap());

@@ -117,6 +117,14 @@ pub fn findings_ui(
                     (Some(rank), None) => {
                         ui.weak(format!("{rank} · device {}", f.device));
                     }
+                    // A finding with no event of its own (a pool without a trace) names the device
+                    // alone, as `analyze` does.
+                    (None, _) if f.events == (0, 0) && f.focus_event.is_none() => {
+                        ui.weak(format!(
+                            "{}{place}",
+                            memsight_core::detect::devices_words(f.device, &f.devices)
+                        ));
+                    }
                     (None, _) => {
                         ui.weak(format!(
                             "{} · events {}–{}{place}",
