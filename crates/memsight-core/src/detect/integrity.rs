@@ -87,46 +87,7 @@ pub fn detect(cx: &DeviceContext, warnings: &[Warning]) -> Vec<Finding> {
         Severity::Warning
     };
     let mut f = Finding::new(FindingKind::Integrity, severity, device.ordinal);
-    // Why the trace starts late, from the blocks alive before it and still alive at the dump:
-    // with history on, the allocator records every block's stack, so blocks made before the
-    // trace with stacks were dropped by the ring buffer; none with a stack, and history was
-    // switched on after they were made.
-    let (before, stacked) = replay
-        .lifetimes
-        .iter()
-        .filter(|l| {
-            l.alloc_event.is_none()
-                && l.free_requested_event.is_none()
-                && l.free_completed_event.is_none()
-        })
-        .fold((0usize, 0usize), |(n, k), l| {
-            (n + 1, k + usize::from(l.stack != crate::model::NO_STACK))
-        });
-    let (why, fix) = if before > 0 && stacked == 0 {
-        (
-            format!(
-                "recording began in the middle of the run: none of the {before} blocks alive \
-                 before the trace and still alive at the dump carries a call stack"
-            ),
-            "Start recording earlier (call _record_memory_history() before the model is \
-             loaded), or read these figures as the recorded stretch's alone.",
-        )
-    } else if stacked > 0 {
-        (
-            format!(
-                "the ring buffer had dropped the oldest events: {stacked} of the {before} blocks \
-                 alive before the trace carry call stacks, so history was on when they were made"
-            ),
-            "Record more events (`_record_memory_history(max_entries=…)`) or start recording \
-             just before the part of the run to study.",
-        )
-    } else {
-        (
-            "recording began late or the ring buffer dropped the oldest events".to_string(),
-            "Start recording before the part of the run to study, with max_entries large \
-             enough for all of it.",
-        )
-    };
+    let (why, fix) = why_late(replay);
     let truncation = format!(
         "{frees_without_alloc} of the {frees} blocks freed in the trace were allocated before it \
          began ({why}): the trace starts in the middle of the run, so what those blocks were \
@@ -151,6 +112,50 @@ pub fn detect(cx: &DeviceContext, warnings: &[Warning]) -> Vec<Finding> {
     f.events = (at, at);
     f.focus_event = first_event;
     vec![f]
+}
+
+/// Why a trace starts in the middle of the run, and what to do: `(why, advice)`.
+fn why_late(replay: &crate::replay::DeviceReplay) -> (String, &'static str) {
+    // Why the trace starts late, from the blocks alive before it and still alive at the dump:
+    // with history on, the allocator records every block's stack, so blocks made before the
+    // trace with stacks were dropped by the ring buffer; none with a stack, and history was
+    // switched on after they were made.
+    let (before, stacked) = replay
+        .lifetimes
+        .iter()
+        .filter(|l| {
+            l.alloc_event.is_none()
+                && l.free_requested_event.is_none()
+                && l.free_completed_event.is_none()
+        })
+        .fold((0usize, 0usize), |(n, k), l| {
+            (n + 1, k + usize::from(l.stack != crate::model::NO_STACK))
+        });
+    if before > 0 && stacked == 0 {
+        (
+            format!(
+                "recording began in the middle of the run: none of the {before} blocks alive \
+                 before the trace and still alive at the dump carries a call stack"
+            ),
+            "Start recording earlier (call _record_memory_history() before the model is \
+             loaded), or read these figures as the recorded stretch's alone.",
+        )
+    } else if stacked > 0 {
+        (
+            format!(
+                "the ring buffer had dropped the oldest events: {stacked} of the {before} blocks \
+                 alive before the trace carry call stacks, so history was on when they were made"
+            ),
+            "Record more events (`_record_memory_history(max_entries=…)`) or start recording \
+             just before the part of the run to study.",
+        )
+    } else {
+        (
+            "recording began late or the ring buffer dropped the oldest events".to_string(),
+            "Start recording before the part of the run to study, with max_entries large \
+             enough for all of it.",
+        )
+    }
 }
 
 fn capitalized(text: &str) -> String {

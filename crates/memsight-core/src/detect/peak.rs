@@ -315,11 +315,17 @@ struct PeakFacts<'a> {
     foreach: bool,
     /// The program's own attention function, if blocks made inside it hold much of the peak.
     attention: Option<HandAttention>,
-    /// The trace shows an optimizer: an optimizer step in its stacks or annotations, or blocks
-    /// of optimizer state.
-    optimizer_shown: bool,
-    /// The trace shows a backward pass, or gradients.
-    backward_shown: bool,
+    /// What the trace shows of training.
+    shown: Shown,
+}
+
+/// What the trace shows of training, as the advice needs it.
+#[derive(Clone, Copy)]
+struct Shown {
+    /// A backward pass, or gradients.
+    backward: bool,
+    /// An optimizer step in its stacks, or blocks of optimizer state.
+    optimizer: bool,
 }
 
 /// Attention written out in the program (a function of its own named `*attention*` / `*attn*`
@@ -345,13 +351,15 @@ impl<'a> PeakFacts<'a> {
             optimizer_temporary_bytes,
             foreach,
             attention: hand_written_attention(cx, held),
-            backward_shown: cx.categories.has_backward()
-                || cx.categories.of_lifetime.contains(&Category::Gradient),
-            optimizer_shown: cx.categories.optimizer_steps().next().is_some()
-                || cx
-                    .categories
-                    .of_lifetime
-                    .contains(&Category::OptimizerState),
+            shown: Shown {
+                backward: cx.categories.has_backward()
+                    || cx.categories.of_lifetime.contains(&Category::Gradient),
+                optimizer: cx.categories.optimizer_steps().next().is_some()
+                    || cx
+                        .categories
+                        .of_lifetime
+                        .contains(&Category::OptimizerState),
+            },
         }
     }
 }
@@ -552,12 +560,12 @@ fn stale_gradient_advice(
 
 /// What removes autocast's weight copies, from the kind of run and what the trace shows of it
 /// (`facts.keeps_layers`: autograd is recording a forward-only trace, and saves the copies for
-/// backward; `facts.backward_shown`: the trace has a backward pass or gradients).
+/// backward; `facts.shown.backward`: the trace has a backward pass or gradients).
 fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
     match workload {
         // Training by an annotation alone, with no backward in the trace: a forward pass of a
         // training program, or its evaluation.
-        Workload::Training if !facts.backward_shown => {
+        Workload::Training if !facts.shown.backward => {
             "This trace holds no backward pass: if the forward pass is evaluation, store the \
              weights in bf16 (model.to(torch.bfloat16)) and drop autocast, so no copy is made; \
              in a training step, autocast keeps the copies until its region ends."
@@ -685,7 +693,7 @@ fn advice(
             .to_string(),
         // Mixed precision does not: it keeps fp32 weights, gradients and optimizer state.
         Category::Parameter | Category::Gradient | Category::OptimizerState
-            if facts.optimizer_shown =>
+            if facts.shown.optimizer =>
         {
             "Most of the peak is model state (weights, gradients, optimizer state). An 8-bit \
              optimizer (where the device has one) or, for a model trained on several devices, \
@@ -693,7 +701,7 @@ fn advice(
                 .to_string()
         }
         Category::Parameter | Category::Gradient | Category::OptimizerState
-            if facts.backward_shown =>
+            if facts.shown.backward =>
         {
             "Most of the peak is the model's weights and gradients. The trace shows a backward \
              pass but no optimizer step and no optimizer state, so what an optimizer adds is not \
