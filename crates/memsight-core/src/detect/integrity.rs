@@ -74,7 +74,7 @@ pub fn detect(cx: &DeviceContext, warnings: &[Warning]) -> Vec<Finding> {
         .filter(|&&a| a == crate::model::Action::FreeCompleted)
         .count() as u64;
     // A trace that allocates nothing is a state-only recording: how it was recorded is said by
-    // the pool's own finding (`idle_cache`), not as a truncated trace.
+    // the pool's own finding (`pool_state`), not as a truncated trace.
     let truncated = frees_without_alloc > 0
         && !cx.state_only
         && frees_without_alloc * 100 >= frees.max(1) * TRUNCATED_FREES_PERCENT;

@@ -3,13 +3,13 @@
 //!
 //! One module per kind: `peak` (the anatomy of the peak), `leak`, `fragmentation`, `stall`
 //! (which also reports explicit `empty_cache()` calls), `oom`, `outlier`, `imbalance` (across
-//! devices), `inefficient` (msMemScope recordings) and `settings` (which reads the others'
-//! findings); `steps` finds the training
+//! devices), `inefficient` (msMemScope recordings), `pool_state` (recordings whose trace allocates
+//! nothing: the pool at dump time, its idle cache, how it was recorded), `integrity` and
+//! `settings` (which reads the others' findings); `steps` finds the training
 //! iterations the leak and outlier detectors reason in, and [`crate::category`] what each
 //! allocation is for.
 
 pub mod fragmentation;
-mod idle_cache;
 mod imbalance;
 pub mod inefficient;
 mod integrity;
@@ -17,6 +17,7 @@ mod leak;
 mod oom;
 mod outlier;
 mod peak;
+mod pool_state;
 mod settings;
 pub mod stall;
 pub mod steps;
@@ -297,7 +298,7 @@ pub struct DeviceContext<'a> {
     pub workload: Workload,
     /// The trace allocates nothing (empty, or the one event an old `_record_memory_history(True)`
     /// keeps): the pool at dump time is all the file shows of this device, and the detectors
-    /// that read history have nothing to read. `idle_cache` analyses the pool instead.
+    /// that read history have nothing to read. `pool_state` analyses the pool instead.
     pub state_only: bool,
 }
 
@@ -371,7 +372,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings.extend(outlier::detect(cx));
         findings.extend(stall::detect(cx));
         findings.extend(inefficient::detect(cx));
-        findings.extend(idle_cache::detect(cx));
+        findings.extend(pool_state::detect(cx));
     }
     findings.extend(imbalance::detect(&contexts));
     link_imbalance_to_oom(&mut findings);

@@ -79,7 +79,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let replay = cx.replay;
     let peak = replay.peak_allocated;
     // Without an allocation in the trace the peak is unknown: the file holds only the pool at
-    // dump time, which `idle_cache` analyses.
+    // dump time, which `pool_state` analyses.
     if peak.bytes <= 0 || cx.state_only {
         return Vec::new();
     }
