@@ -1,51 +1,11 @@
 //! Small hand-written snapshots for the format variants and oddities the corpus lacks: early-2023
 //! block `history`, several devices, empty traces, and each kind of warning.
 
-use std::path::Path;
-
-use memsight_core::r#gen::PickleWriter;
 use memsight_core::model::{Action, BlockState, WarningKind};
-use memsight_core::{Loaded, load_bytes};
 
-/// A Python value, as a snapshot holds them.
-enum Py {
-    Int(i128),
-    Str(&'static str),
-    List(Vec<Py>),
-    Dict(Vec<(&'static str, Py)>),
-    Pair(i128, i128),
-}
+mod written;
 
-fn write(w: &mut PickleWriter<Vec<u8>>, value: &Py) {
-    match value {
-        Py::Int(i) => w.int(*i),
-        Py::Str(s) => w.str(s),
-        Py::Pair(a, b) => w.pair(*a, *b),
-        Py::List(items) => {
-            w.begin_list();
-            for item in items {
-                w.item().expect("in memory");
-                write(w, item);
-                w.end_list_item();
-            }
-            w.end_list();
-        }
-        Py::Dict(entries) => {
-            w.begin_dict();
-            for (key, item) in entries {
-                w.entry(key, |w| write(w, item)).expect("in memory");
-            }
-            w.end_dict();
-        }
-    }
-}
-
-fn load(top: &Py) -> Loaded {
-    let mut w = PickleWriter::new(Vec::new(), 4).expect("in memory");
-    write(&mut w, top);
-    let bytes = w.finish().expect("in memory");
-    Loaded::new(load_bytes(&bytes, Path::new("handmade.pickle")).unwrap_or_else(|e| panic!("{e}")))
-}
+use written::{Py, load};
 
 fn event(action: &'static str, addr: i128, size: i128) -> Py {
     Py::Dict(vec![
