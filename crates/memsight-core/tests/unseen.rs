@@ -338,3 +338,27 @@ fn an_empty_recording_says_it_is_empty() {
         "Empty recording: no segments and no events"
     );
 }
+
+/// An inference loop (the generator's `transformer-inference`: weights of 1,741,881,344 bytes
+/// loaded before the trace, each step's tensors freed) has no training iteration, but its
+/// allocated curve comes back to the weights every step: the peak says nothing accumulates
+/// between those returns, and does not say the curve never repeats.
+#[test]
+fn a_repeating_curve_without_iterations_is_recognised() {
+    use memsight_core::r#gen::{Scenario, generate_loaded};
+    const WEIGHTS_BYTES: i64 = 1_741_881_344;
+    let (generated, loaded) = generate_loaded(Scenario::TransformerInference, 30_000, 1);
+    assert!(generated.truth.steps >= 3);
+    let findings = analyze(&loaded);
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1);
+    let summary = &peak[0].summary;
+    assert!(
+        summary.contains(&format!(
+            "comes back to the same lowest point ({})",
+            memsight_core::units::format_bytes(WEIGHTS_BYTES)
+        )) && summary.contains("nothing accumulates")
+            && !summary.contains("does not repeat"),
+        "{summary}"
+    );
+}
