@@ -202,6 +202,8 @@ fn the_same_finding_on_two_devices_is_one() {
 /// freed every step, with the cache released every 50 steps: the file, written as
 /// `_dump_snapshot` would.
 fn leak_between_releases() -> Py {
+    let forward = |line| frames("forward", "/w/model.py", line);
+    let train = |name, line| frames(name, "/w/train.py", line);
     let mut trace = Vec::new();
     let large = BASE;
     let small = |k: i128| BASE + (1 << 34) + k * 2 * MIB;
@@ -210,39 +212,14 @@ fn leak_between_releases() -> Py {
     let mut leaked = Vec::new();
     for step in 0..STEPS {
         if !large_cached {
-            trace.push(event(
-                "segment_alloc",
-                large,
-                96 * MIB,
-                frames("forward", "/w/model.py", 22),
-            ));
+            trace.push(event("segment_alloc", large, 96 * MIB, forward(22)));
             large_cached = true;
         }
-        trace.push(event(
-            "alloc",
-            large,
-            64 * MIB,
-            frames("forward", "/w/model.py", 22),
-        ));
-        trace.push(event(
-            "alloc",
-            large + 64 * MIB,
-            32 * MIB,
-            frames("forward", "/w/model.py", 30),
-        ));
+        trace.push(event("alloc", large, 64 * MIB, forward(22)));
+        trace.push(event("alloc", large + 64 * MIB, 32 * MIB, forward(30)));
         for (addr, size, line) in [(large + 64 * MIB, 32 * MIB, 30), (large, 64 * MIB, 22)] {
-            trace.push(event(
-                "free_requested",
-                addr,
-                size,
-                frames("forward", "/w/model.py", line),
-            ));
-            trace.push(event(
-                "free_completed",
-                addr,
-                size,
-                frames("forward", "/w/model.py", line),
-            ));
+            trace.push(event("free_requested", addr, size, forward(line)));
+            trace.push(event("free_completed", addr, size, forward(line)));
         }
         let k = step * LEAK / (2 * MIB);
         if k == small_segments {
@@ -250,25 +227,15 @@ fn leak_between_releases() -> Py {
                 "segment_alloc",
                 small(k),
                 2 * MIB,
-                frames("train_step", "/w/train.py", 88),
+                train("train_step", 88),
             ));
             small_segments += 1;
         }
         let addr = small(k) + step * LEAK % (2 * MIB);
-        trace.push(event(
-            "alloc",
-            addr,
-            LEAK,
-            frames("train_step", "/w/train.py", 88),
-        ));
+        trace.push(event("alloc", addr, LEAK, train("train_step", 88)));
         leaked.push(addr);
         if step % 50 == 49 {
-            trace.push(event(
-                "segment_free",
-                large,
-                96 * MIB,
-                frames("main", "/w/train.py", 95),
-            ));
+            trace.push(event("segment_free", large, 96 * MIB, train("main", 95)));
             large_cached = false;
         }
     }
@@ -286,14 +253,7 @@ fn leak_between_releases() -> Py {
         let blocks = leaked
             .iter()
             .filter(|&&a| small(k) <= a && a < small(k) + 2 * MIB)
-            .map(|&a| {
-                block(
-                    a,
-                    LEAK,
-                    "active_allocated",
-                    Some(frames("train_step", "/w/train.py", 88)),
-                )
-            })
+            .map(|&a| block(a, LEAK, "active_allocated", Some(train("train_step", 88))))
             .collect();
         segments.push(segment(0, small(k), 2 * MIB, "small", blocks));
     }

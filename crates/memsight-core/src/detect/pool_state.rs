@@ -26,6 +26,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     if !cx.state_only || device.segments.is_empty() {
         return Vec::new();
     }
+    let (recorded, record_better) = how_recorded(cx);
     let reserved: u64 = device.segments.iter().map(|s| s.total_size_bytes).sum();
     let free_of = |s: &crate::model::Segment| -> u64 {
         s.blocks
@@ -69,7 +70,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             format_bytes(reserved.saturating_sub(idle) as i64),
             percent(reserved.saturating_sub(idle), reserved),
             format_bytes(idle as i64),
-            how_recorded(cx).0
+            recorded
         );
         f.bytes = reserved.saturating_sub(idle);
         if reserved.saturating_sub(idle) * 100 >= reserved * FULL_POOL_PERCENT {
@@ -83,7 +84,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 format_bytes(idle as i64)
             );
         }
-        f.suggestion = how_recorded(cx).1;
+        f.suggestion = record_better;
         f.evidence = recording_evidence(cx);
         return vec![f];
     }
@@ -108,7 +109,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     );
     f.summary.push_str(&live_sites(cx));
     f.summary.push(' ');
-    f.summary.push_str(&how_recorded(cx).0);
+    f.summary.push_str(&recorded);
     f.bytes = idle;
     f.evidence = recording_evidence(cx);
     f.suggestion = format!(
@@ -118,7 +119,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
          again, it reuses the cache and nothing needs to change. To see where the gaps come \
          from, the next file needs a trace. {}",
         format_bytes(empty_bytes as i64),
-        how_recorded(cx).1
+        record_better
     );
     vec![f]
 }
