@@ -32,6 +32,13 @@
 //!    the next backward pass starts). In a trace with no backward pass at all, a block an
 //!    object's constructor (`__init__`, not a `torch.nn` module's) made and kept for a quarter of
 //!    the trace or more is **long-lived** state instead.
+//!
+//! Before rule 5, a block an object's constructor made outside backward and the optimizer: freed
+//! by an optimizer step, it is what that step replaced, a **parameter** (or **optimizer state**
+//! where the constructor's file is named for an optimizer: `NIUAdam.__init__` in
+//! `optimizer.py`); made before the first backward pass and alive through the last, it is
+//! **long-lived** (optimizer state, likewise). Autograd frees what a forward pass saves, never
+//! the optimizer; and a block kept through every iteration was not made by one.
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
 //! Then five rules that need the first pass's categories:
@@ -49,8 +56,12 @@
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
 //!   weight cast to bf16 / fp16); autocast keeps it until its region ends. At no moment are more
 //!   copies of a size alive than weights of twice that size: casts beyond that are activations.
-//! - **parameter, trained input**: a retained block of a size that has optimizer state and a
-//!   gradient but no weight: the input the optimizer trains (`trained_inputs`).
+//! - **parameter, trained input**: a retained or long-lived block of a size that has optimizer
+//!   state and a gradient but no weight: the input the optimizer trains (`trained_inputs`).
+//! - **parameter, replaced by the optimizer**: a block an optimizer step makes and keeps, where
+//!   that step freed a parameter of its size: the weight's new tensor, not the optimizer's
+//!   state (`replaced_parameters`; which of the step's same-sized blocks is the weight the
+//!   trace cannot tell, the earliest made are taken, and the bytes are right).
 //! - **activation, held at a failure**: a temporary made in a forward pass before an `oom` event
 //!   and freed only after it was freed by the exception's unwind: it was what the pass held.
 //!
@@ -80,10 +91,11 @@ pub enum Category {
     /// cache, or a leak.
     Retained,
     Temporary,
-    /// In a trace with no backward pass, made by an object's constructor (an `__init__` other
-    /// than a `torch.nn` module's) and alive for a quarter of the trace or more before it is
-    /// freed: that object's state (a custom or zeroth-order optimizer's, an estimator's, a
-    /// cache). Not a temporary: no phase frees it.
+    /// Made by an object's constructor (an `__init__` other than a `torch.nn` module's) and
+    /// kept: for a quarter or more of a trace with no backward pass, or through every backward
+    /// pass of one that has them. That object's state (a model's own modules' weights, a custom
+    /// or zeroth-order optimizer's, an estimator's, a dataset or cache on the device). Not a
+    /// temporary (no phase frees it) and not retained (no iteration made it).
     LongLived,
     Workspace,
     Unknown,
@@ -125,15 +137,18 @@ impl Category {
         match self {
             Self::Parameter => {
                 "made by .to() / .cuda() / .npu() / _apply / load_state_dict / a module's \
-                 __init__ / reset_parameters, or alive before the trace and never freed in it \
-                 with no call stack"
+                 __init__ / reset_parameters; made by a constructor and replaced by an optimizer \
+                 step, or by one that replaced such a block; or alive before the trace and never \
+                 freed in it with no call stack"
             }
             Self::Gradient => {
                 "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
                  ends, or freed by zero_grad"
             }
             Self::OptimizerState => {
-                "made inside an optimizer step (torch/optim frames) and alive when the step ends"
+                "made inside an optimizer step (frames of torch/optim or an optimizer's step) and \
+                 alive when the step ends, or by the constructor of a file named for an \
+                 optimizer and kept"
             }
             Self::WeightCopy => {
                 "made by autocast's cached_cast at half a weight's size, at most one alive per \
@@ -146,8 +161,8 @@ impl Category {
             Self::Retained => "made in a forward pass and still alive when its iteration is over",
             Self::Temporary => "freed within the phase (forward, backward, optimizer) that made it",
             Self::LongLived => {
-                "in a trace with no backward pass, made by an object's constructor (__init__) \
-                 and alive for a quarter of the trace or more before it is freed"
+                "made by an object's constructor (__init__) and kept: for a quarter of a trace \
+                 with no backward pass, or through every backward pass of one with them"
             }
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
             Self::Unknown => {
@@ -260,6 +275,9 @@ struct StackMarks {
     autocast_cast: bool,
     /// A constructor (`__init__`) other than a `torch.nn` module's: an object made the block.
     constructor: bool,
+    /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
+    /// hand-written optimizer making its state up front.
+    optimizer_constructor: bool,
 }
 
 fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
@@ -286,6 +304,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         marks.zero_grad |= name == "zero_grad";
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
+        marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
         marks.parameter_init |= matches!(
             name,
             "to" | "cuda"
@@ -297,6 +316,20 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         ) || (name == "__init__" && file.contains("/nn/modules/"));
     }
     marks
+}
+
+/// Whether a source file's name says it holds an optimizer (`optimizer.py`, `adamw.py`,
+/// `my_sgd.py`): its file name, not its folder, so that a project's `optim/` folder of data
+/// code is not taken for one.
+fn names_an_optimizer(file: &str) -> bool {
+    let base = file
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(file)
+        .to_ascii_lowercase();
+    ["optim", "adam", "sgd", "lamb", "lion", "adafactor", "muon"]
+        .iter()
+        .any(|word| base.contains(word))
 }
 
 /// Classifies every lifetime of `device` (see the module doc for the rules).
@@ -368,6 +401,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
     categories.kept_gradient_blocks =
         gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
+    replaced_parameters(replay, &categories.runs, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
     held_at_the_failure(
         device,
@@ -486,7 +520,8 @@ fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
         .zip(of_lifetime.iter())
         .enumerate()
         .filter(|(_, (l, c))| {
-            **c == Category::Retained && state.contains_key(&l.requested_size_bytes)
+            matches!(**c, Category::Retained | Category::LongLived)
+                && state.contains_key(&l.requested_size_bytes)
         })
         .filter_map(|(id, (l, _))| Some((l.alloc_event?, id)))
         .collect();
@@ -499,6 +534,60 @@ fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
         // Two state blocks per trained tensor (Adam); one (SGD's momentum) still trains one.
         *left = left.saturating_sub(2);
         of_lifetime[id] = Category::Parameter;
+    }
+}
+
+/// Blocks an optimizer step made and kept where that step freed parameters of their size: the
+/// weights' new tensors (a hand-written optimizer's `p.data = p.data - lr * …`), not state. Steps
+/// are taken in order, so a weight replaced again in the next step stays a weight; per size, as
+/// many blocks as the step freed parameters, the earliest made first.
+fn replaced_parameters(replay: &DeviceReplay, runs: &[PhaseRun], of_lifetime: &mut [Category]) {
+    let steps: Vec<PhaseRun> = runs
+        .iter()
+        .copied()
+        .filter(|r| r.phase == Phase::Optimizer)
+        .collect();
+    let step_of = |e: u32| {
+        let k = steps.partition_point(|r| r.start <= e).wrapping_sub(1);
+        steps.get(k).filter(|r| e < r.end).map(|_| k)
+    };
+    // Per step: the lifetimes it freed, and those it made and kept (in order made).
+    let mut freed_in: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    let mut kept_from: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    for (id, l) in replay.lifetimes.iter().enumerate() {
+        let freed = l.free_requested_event.or(l.free_completed_event);
+        let freed_step = freed.and_then(step_of);
+        if let Some(k) = freed_step {
+            freed_in[k].push(id);
+        }
+        if let Some(k) = l.alloc_event.and_then(step_of)
+            && freed_step != Some(k)
+        {
+            kept_from[k].push(id);
+        }
+    }
+    for (freed, kept) in freed_in.iter().zip(&mut kept_from) {
+        let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
+        for &id in freed {
+            if of_lifetime[id] == Category::Parameter {
+                *weights
+                    .entry(replay.lifetimes[id].requested_size_bytes)
+                    .or_default() += 1;
+            }
+        }
+        if weights.is_empty() {
+            continue;
+        }
+        kept.sort_unstable_by_key(|&id| replay.lifetimes[id].alloc_event);
+        for &id in kept.iter() {
+            let size = replay.lifetimes[id].requested_size_bytes;
+            if of_lifetime[id] == Category::OptimizerState
+                && let Some(left) = weights.get_mut(&size).filter(|n| **n > 0)
+            {
+                *left -= 1;
+                of_lifetime[id] = Category::Parameter;
+            }
+        }
     }
 }
 
@@ -789,6 +878,33 @@ fn lifetime_category(
                 }
             }
             _ if m.parameter_init => Category::Parameter,
+            // Made by an object's constructor and freed by an optimizer step: state that step
+            // replaced with new tensors (a hand-written optimizer's `p.data = …`, its moments
+            // remade each step), not what a forward pass saves for backward: autograd frees
+            // those, never the optimizer (a CS336 model's `Linear.__init__` weights and its
+            // `NIUAdam.__init__` moments, freed in the first step).
+            _ if m.constructor && freed.is_some_and(|f| in_an_optimizer_step(runs, f)) => {
+                if m.optimizer_constructor {
+                    Category::OptimizerState
+                } else {
+                    Category::Parameter
+                }
+            }
+            // Made by a constructor before the first backward pass and alive through the last
+            // one: that object's state, held across every iteration (a model's own modules'
+            // weights, a dataset on the device); the optimizer's where its file says so.
+            _ if m.constructor
+                && backward_starts.first().is_some_and(|&first| alloc < first)
+                && backward_starts
+                    .last()
+                    .is_some_and(|&last| freed.is_none_or(|f| f > last)) =>
+            {
+                if m.optimizer_constructor {
+                    Category::OptimizerState
+                } else {
+                    Category::LongLived
+                }
+            }
             _ => {
                 let k = backward_starts.partition_point(|&s| s <= alloc);
                 let next_backward = backward_starts.get(k);
@@ -823,6 +939,12 @@ fn lifetime_category(
     } else {
         before_the_trace(m, l.stack != NO_STACK, freed, runs, outside_the_optimizer)
     }
+}
+
+/// Whether event `e` falls in an optimizer step.
+fn in_an_optimizer_step(runs: &[PhaseRun], e: u32) -> bool {
+    runs.get(runs.partition_point(|r| r.start <= e).wrapping_sub(1))
+        .is_some_and(|r| r.phase == Phase::Optimizer && e < r.end)
 }
 
 /// The first allocation with a stack made outside an optimizer step: where a trace that begins

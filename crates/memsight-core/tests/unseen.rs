@@ -322,3 +322,93 @@ fn a_repeating_curve_without_iterations_is_recognised() {
         "{summary}"
     );
 }
+
+/// Two steps of a model built from the program's own modules (`/w/modules/linear.py`
+/// `__init__`, not `torch.nn`'s) trained by a hand-written Adam (`/w/optimizer.py`) that makes
+/// its two moments in `__init__` and, each step, replaces the weight and both moments with new
+/// tensors (CS336's `NIUAdam`). All tensors are 64 MiB but the forward pass's 128 MiB. At the
+/// first backward pass the pool holds the weight (64 MiB), the moments (128 MiB), the forward's
+/// activation (128 MiB) and the gradient (64 MiB): 384 MiB. Nothing of the constructors is an
+/// activation (the optimizer, not autograd, frees them), and the step's new weight stays a
+/// weight in the next iteration.
+fn hand_written_optimizer() -> Py {
+    let w = |name, file, line| frames(name, file, line);
+    let linear_init = || w("__init__", "/w/modules/linear.py", 19);
+    let forward = || w("forward", "/w/modules/linear.py", 36);
+    let backward = || w("torch::autograd::Engine::evaluate_function", "", 0);
+    let step = || w("step", "/w/optimizer.py", 40);
+    let at = |k: i128| BASE + k * 64 * MIB;
+    let mut trace = vec![event("segment_alloc", at(0), 1024 * MIB, linear_init())];
+    let free = |trace: &mut Vec<Py>, addr, size, stack: &dyn Fn() -> Py| {
+        trace.push(event("free_requested", addr, size, stack()));
+        trace.push(event("free_completed", addr, size, stack()));
+    };
+    trace.push(event("alloc", at(0), 64 * MIB, linear_init()));
+    trace.push(event(
+        "alloc",
+        at(1),
+        64 * MIB,
+        w("__init__", "/w/optimizer.py", 27),
+    ));
+    trace.push(event(
+        "alloc",
+        at(2),
+        64 * MIB,
+        w("__init__", "/w/optimizer.py", 28),
+    ));
+    // (weight, moment, moment) of this step, at these slots; the next step's at the others.
+    let mut state = [0, 1, 2];
+    for (activation, gradient, next) in [(3, 5, [6, 7, 8]), (9, 11, [12, 13, 14])] {
+        trace.push(event("alloc", at(activation), 128 * MIB, forward()));
+        trace.push(event("alloc", at(gradient), 64 * MIB, backward()));
+        free(&mut trace, at(activation), 128 * MIB, &backward);
+        for (&old, &new) in state.iter().zip(&next) {
+            trace.push(event("alloc", at(new), 64 * MIB, step()));
+            free(&mut trace, at(old), 64 * MIB, &step);
+        }
+        free(&mut trace, at(gradient), 64 * MIB, &|| {
+            w("zero_grad", "/w/optimizer.py", 60)
+        });
+        state = next;
+    }
+    let blocks = state
+        .iter()
+        .map(|&k| block(at(k), 64 * MIB, "active_allocated", Some(step())))
+        .collect();
+    top(
+        vec![segment(0, at(0), 1024 * MIB, "large", blocks)],
+        vec![trace],
+    )
+}
+
+#[test]
+fn a_hand_written_optimizer_s_weights_and_state_are_not_activations() {
+    let findings = analyze(&load(&hand_written_optimizer()));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let summary = &peak[0].summary;
+    for words in [
+        "384 MiB allocated",
+        "128 MiB activation (33%)",
+        "128 MiB optimizer state (33%)",
+        "64.0 MiB parameter (17%)",
+        "64.0 MiB gradient (17%)",
+    ] {
+        assert!(summary.contains(words), "{words}: {summary}");
+    }
+    // At the end: one weight and two moments, as the step left them.
+    let loaded = load(&hand_written_optimizer());
+    let categories = memsight_core::category::classify(
+        &loaded.snapshot,
+        &loaded.snapshot.devices[0],
+        &loaded.replays[0],
+    );
+    let kept: Vec<_> = loaded.replays[0]
+        .lifetimes
+        .iter()
+        .zip(&categories.of_lifetime)
+        .filter(|(l, _)| l.free_completed_event.is_none())
+        .map(|(_, c)| c.name())
+        .collect();
+    assert_eq!(kept, ["parameter", "optimizer_state", "optimizer_state"]);
+}

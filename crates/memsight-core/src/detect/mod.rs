@@ -249,7 +249,7 @@ impl Workload {
         let steps = runs(crate::category::Phase::Optimizer).count();
         if steps > 0 {
             shown.push(format!(
-                "{steps} optimizer step{} (torch/optim frames)",
+                "{steps} optimizer step{} (frames of torch/optim or of an optimizer's step)",
                 if steps == 1 { "" } else { "s" }
             ));
         }
