@@ -412,3 +412,50 @@ fn a_hand_written_optimizer_s_weights_and_state_are_not_activations() {
         .collect();
     assert_eq!(kept, ["parameter", "optimizer_state", "optimizer_state"]);
 }
+
+/// A trace whose one `snapshot` event comes first (othello's `before_train`): no iterations,
+/// and the evidence says there was one such event rather than none.
+#[test]
+fn one_snapshot_event_is_named_as_one() {
+    let mut trace = vec![
+        event("snapshot", 0, 0, frames("main", "/w/train.py", 5)),
+        event(
+            "segment_alloc",
+            BASE,
+            20 * MIB,
+            frames("to", "/w/train.py", 53),
+        ),
+    ];
+    let blocks: Vec<Py> = (0..4)
+        .map(|k| {
+            trace.push(event(
+                "alloc",
+                BASE + k * 4 * MIB,
+                4 * MIB,
+                frames("to", "/w/train.py", 53),
+            ));
+            block(
+                BASE + k * 4 * MIB,
+                4 * MIB,
+                "active_allocated",
+                Some(frames("to", "/w/train.py", 53)),
+            )
+        })
+        .chain([block(BASE + 16 * MIB, 4 * MIB, "inactive", None)])
+        .collect();
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 20 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    assert!(
+        peak[0]
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("iterations: none found")
+                && e.contains("one snapshot event before the last allocation (event 0;")),
+        "{:?}",
+        peak[0].evidence
+    );
+}

@@ -174,10 +174,25 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     let mut lines = vec![cx.workload.evidence(cx)];
     lines.push(match &cx.steps {
         Some(steps) => format!("iterations: {}", steps.describe()),
-        None => "iterations: none found (no ProfilerStep or Optimizer.step annotation, no \
-                 snapshot event before the last allocation, no optimizer step in the stacks, and \
-                 no recurring low point of the allocated curve taken for one)"
-            .to_string(),
+        None => {
+            let marks = super::steps::snapshot_events_before_the_last_allocation(&cx.device.trace);
+            let snapshot_events = match marks.as_slice() {
+                [] => "no snapshot event before the last allocation".to_string(),
+                [one] => format!(
+                    "one snapshot event before the last allocation (event {one}; two or more \
+                     mark iterations)"
+                ),
+                _ => format!(
+                    "{} snapshot events before the last allocation, not taken for iterations",
+                    marks.len()
+                ),
+            };
+            format!(
+                "iterations: none found (no ProfilerStep or Optimizer.step annotation, \
+                 {snapshot_events}, no optimizer step in the stacks, and no recurring low point \
+                 of the allocated curve taken for one)"
+            )
+        }
     });
     if cx.categories.autocast {
         lines.push(

@@ -160,15 +160,7 @@ pub fn find(
             return Some(steps);
         }
     }
-    // A snapshot event with no allocation after it is the dump itself (or a last look), and
-    // starts nothing.
-    let last_alloc = (0..trace.len())
-        .rev()
-        .find(|&i| trace.action[i] == Action::Alloc);
-    let snapshots: Vec<u32> = (0..trace.len())
-        .filter(|&i| trace.action[i] == Action::Snapshot && last_alloc.is_some_and(|a| i < a))
-        .map(|i| i as u32)
-        .collect();
+    let snapshots = snapshot_events_before_the_last_allocation(trace);
     // One snapshot event marks nothing but itself; two start two iterations.
     if snapshots.len() >= 2
         && let Some(mut steps) = starting(snapshots, StepSource::SnapshotEvents)
@@ -201,6 +193,19 @@ pub fn find(
         return None;
     }
     starting(lows, StepSource::CurveLows)
+}
+
+/// The snapshot events that could mark iterations: those with an allocation after them (one
+/// with none is the dump itself, or a last look, and starts nothing). Two or more start
+/// iterations; one marks nothing but itself.
+pub fn snapshot_events_before_the_last_allocation(trace: &crate::model::Trace) -> Vec<u32> {
+    let last_alloc = (0..trace.len())
+        .rev()
+        .find(|&i| trace.action[i] == Action::Alloc);
+    (0..trace.len())
+        .filter(|&i| trace.action[i] == Action::Snapshot && last_alloc.is_some_and(|a| i < a))
+        .map(|i| i as u32)
+        .collect()
 }
 
 /// The low points of `allocated` (see the module doc), as event indices.
