@@ -459,3 +459,51 @@ fn one_snapshot_event_is_named_as_one() {
         peak[0].evidence
     );
 }
+
+/// One AdamW step of a model with two 16 MiB weights, recorded after an earlier step: each
+/// weight and its two moments (six stackless blocks from before the trace, never freed), a 32 MiB
+/// activation, the two gradients backward makes and keeps, and AdamW's 16 MiB temporary. At the
+/// peak (backward, 160 MiB): 32 MiB of weights, 64 MiB of AdamW state, 32 MiB of activation and
+/// 32 MiB of gradients — not 96 MiB of "weights".
+#[test]
+fn adam_moments_from_before_the_trace_are_optimizer_state() {
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let forward = || frames("forward", "/w/model.py", 12);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let adamw = || frames("_multi_tensor_adamw", "/py/torch/optim/adamw.py", 400);
+    let mut trace = vec![event("alloc", at(8), 32 * MIB, forward())];
+    for k in [6, 7] {
+        trace.push(event("alloc", at(k), 16 * MIB, backward()));
+    }
+    for action in ["free_requested", "free_completed"] {
+        trace.push(event(action, at(8), 32 * MIB, backward()));
+    }
+    trace.push(event("alloc", at(10), 16 * MIB, adamw()));
+    for action in ["free_requested", "free_completed"] {
+        trace.push(event(action, at(10), 16 * MIB, adamw()));
+    }
+    let mut blocks: Vec<Py> = (0..6)
+        .map(|k| block(at(k), 16 * MIB, "active_allocated", None))
+        .collect();
+    blocks.extend([6, 7].map(|k| block(at(k), 16 * MIB, "active_allocated", Some(backward()))));
+    blocks.push(block(at(8), 128 * MIB, "inactive", None));
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    for words in [
+        "160 MiB allocated",
+        "64.0 MiB optimizer state (40%)",
+        "32.0 MiB parameter (20%)",
+        "32.0 MiB gradient (20%)",
+        "32.0 MiB activation (20%)",
+    ] {
+        assert!(
+            peak[0].summary.contains(words),
+            "{words}: {}",
+            peak[0].summary
+        );
+    }
+}
