@@ -275,7 +275,7 @@ struct StackMarks {
     parameter_init: bool,
     /// `Optimizer.zero_grad` / `Module.zero_grad`: on a free's stack, the block was a gradient.
     zero_grad: bool,
-    /// Adam or AdamW (`torch/optim/adam.py`, `adamw.py`, `_fused_adamw`): an optimizer that keeps
+    /// Adam or `AdamW` (`torch/optim/adam.py`, `adamw.py`, `_fused_adamw`): an optimizer that keeps
     /// two moments of each parameter's size.
     adam: bool,
     /// `at::autocast::cached_cast`: a cast that autocast made (and may keep).
@@ -735,7 +735,7 @@ const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 /// its `exp_avg` and its `exp_avg_sq` (made in a step before the trace, so with no stack).
 /// Two thirds of each such size are optimizer state (the upper addresses: which of the three is
 /// the weight the trace cannot tell, and the bytes are right). `efficientpytorch`'s minGPT step:
-/// 7.99 GiB "weights" were 2.64 GiB of weights and 5.28 GiB of AdamW state.
+/// 7.99 GiB "weights" were 2.64 GiB of weights and 5.28 GiB of `AdamW` state.
 fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
     let mut held: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
     let mut gradient_sizes: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
@@ -748,7 +748,7 @@ fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Categ
     }
     let weight_bytes: u64 = held.iter().map(|(size, ids)| size * ids.len() as u64).sum();
     let in_threes = |size: &u64, ids: &Vec<usize>| {
-        ids.len() % ADAM_BLOCKS_PER_WEIGHT == 0 && gradient_sizes.contains(size)
+        ids.len().is_multiple_of(ADAM_BLOCKS_PER_WEIGHT) && gradient_sizes.contains(size)
     };
     let threes_bytes: u64 = held
         .iter()

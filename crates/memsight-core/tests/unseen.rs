@@ -460,10 +460,10 @@ fn one_snapshot_event_is_named_as_one() {
     );
 }
 
-/// One AdamW step of a model with two 16 MiB weights, recorded after an earlier step: each
+/// One `AdamW` step of a model with two 16 MiB weights, recorded after an earlier step: each
 /// weight and its two moments (six stackless blocks from before the trace, never freed), a 32 MiB
-/// activation, the two gradients backward makes and keeps, and AdamW's 16 MiB temporary. At the
-/// peak (backward, 160 MiB): 32 MiB of weights, 64 MiB of AdamW state, 32 MiB of activation and
+/// activation, the two gradients backward makes and keeps, and `AdamW`'s 16 MiB temporary. At the
+/// peak (backward, 160 MiB): 32 MiB of weights, 64 MiB of `AdamW` state, 32 MiB of activation and
 /// 32 MiB of gradients — not 96 MiB of "weights".
 #[test]
 fn adam_moments_from_before_the_trace_are_optimizer_state() {

@@ -168,31 +168,34 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     vec![f]
 }
 
+/// The evidence line of a trace where no iteration was found: each kind of mark looked for.
+fn no_iterations(trace: &crate::model::Trace) -> String {
+    let marks = super::steps::snapshot_events_before_the_last_allocation(trace);
+    let snapshot_events = match marks.as_slice() {
+        [] => "no snapshot event before the last allocation".to_string(),
+        [one] => format!(
+            "one snapshot event before the last allocation (event {one}; two or more mark \
+             iterations)"
+        ),
+        _ => format!(
+            "{} snapshot events before the last allocation, not taken for iterations",
+            marks.len()
+        ),
+    };
+    format!(
+        "iterations: none found (no ProfilerStep or Optimizer.step annotation, {snapshot_events}, \
+         no optimizer step in the stacks, and no recurring low point of the allocated curve taken \
+         for one)"
+    )
+}
+
 /// What the peak's claims rest on: the kind of run, the iterations, autocast, and the rule behind
 /// each category it names.
 fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     let mut lines = vec![cx.workload.evidence(cx)];
     lines.push(match &cx.steps {
         Some(steps) => format!("iterations: {}", steps.describe()),
-        None => {
-            let marks = super::steps::snapshot_events_before_the_last_allocation(&cx.device.trace);
-            let snapshot_events = match marks.as_slice() {
-                [] => "no snapshot event before the last allocation".to_string(),
-                [one] => format!(
-                    "one snapshot event before the last allocation (event {one}; two or more \
-                     mark iterations)"
-                ),
-                _ => format!(
-                    "{} snapshot events before the last allocation, not taken for iterations",
-                    marks.len()
-                ),
-            };
-            format!(
-                "iterations: none found (no ProfilerStep or Optimizer.step annotation, \
-                 {snapshot_events}, no optimizer step in the stacks, and no recurring low point \
-                 of the allocated curve taken for one)"
-            )
-        }
+        None => no_iterations(&cx.device.trace),
     });
     if cx.categories.autocast {
         lines.push(
