@@ -23,6 +23,10 @@ else
     echo "gui-smoke: no Xvfb / xdotool / imagemagick" >> "$MEMSIGHT_SKIP_LOG"
 fi
 
+echo "== the Python wheel: built from the test build, installed in a fresh venv, its tests"
+scripts/build-wheel.sh --quick
+scripts/test-wheel.sh 2>&1 | tee -a "$test_log"
+
 echo "== fmt"
 cargo fmt --all -- --check
 
@@ -39,12 +43,13 @@ if cargo tree -p memsight-core -e normal,build --prefix none | grep -E "$ui_crat
     exit 1
 fi
 echo "all checks passed"
-# One closing line for the whole run: every test binary's counts added up; a test that returned
-# early because it could not run here counts as skipped, not passed.
+# One closing line for the whole run: every test binary's counts and pytest's added up; a test
+# that returned early because it could not run here counts as skipped, not passed.
 skipped="$(wc -l < "$MEMSIGHT_SKIP_LOG")"
 if [ "$skipped" -gt 0 ]; then
     echo "skipped tests (could not run here):"
     sed 's/^/  /' "$MEMSIGHT_SKIP_LOG"
 fi
 awk -v skipped="$skipped" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     /^[0-9]+ (passed|failed|skipped)/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^skipped/) s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p - skipped, f, s + skipped }' "$test_log"
