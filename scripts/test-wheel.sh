@@ -14,9 +14,9 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
-# pytest runs the tests; dask runs the many-files example as Dask tasks (pure Python); ruff
-# checks the Python code (its settings are in pyproject.toml).
-"$work/venv/bin/pip" install --quiet --disable-pip-version-check "${wheels[0]}" pytest dask ruff
+# pytest runs the tests; dask and ray run the many-files example as their tasks; ruff checks the
+# Python code (its settings are in pyproject.toml).
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check "${wheels[0]}" pytest dask ray ruff
 "$work/venv/bin/ruff" check --quiet "$repo/python" "$repo/scripts/bench_python_api.py"
 "$work/venv/bin/ruff" format --check --quiet "$repo/python" "$repo/scripts/bench_python_api.py"
 

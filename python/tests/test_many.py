@@ -90,3 +90,16 @@ def test_as_dask_tasks(run_folder: Path) -> None:
     paths = example.snapshot_files(run_folder)[:20]
     results = dask_bag.from_sequence(paths, npartitions=4).map(example.analyze_one).compute()
     assert results == example.analyze_many(paths)
+
+
+def test_as_ray_tasks(run_folder: Path) -> None:
+    ray = pytest.importorskip("ray")
+    example = load_example()
+    paths = example.snapshot_files(run_folder)[:8]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        analyze_remote = ray.remote(example.analyze_one)
+        results = ray.get([analyze_remote.remote(p) for p in paths])
+    finally:
+        ray.shutdown()
+    assert results == example.analyze_many(paths)
