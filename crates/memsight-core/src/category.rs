@@ -15,7 +15,8 @@
 //!    stack as below (`AdamW` state made in a step the trace no longer holds is still optimizer
 //!    state).
 //! 3. **gradient**: made by autograd's `AccumulateGrad`; or made in a backward pass and still alive
-//!    when that pass ends (weight gradients wait there for the optimizer and `zero_grad`); or
+//!    when that pass ends (unless activation checkpointing's recomputation made it: a forward pass
+//!    run again, still held after the pass, is **retained**) (weight gradients wait there for the optimizer and `zero_grad`); or
 //!    released by `zero_grad` (the free's stack says so), whatever made it — last step's
 //!    gradients alive before the trace, or made on a backward thread that records no frames.
 //! 4. **optimizer state**: made inside `Optimizer.step` (a frame of `torch/optim/`, or an
@@ -162,7 +163,10 @@ impl Category {
                 "made outside backward and the optimizer, alive when the next backward pass \
                  starts (or, with no backward after it, to the end of the trace or the failure)"
             }
-            Self::Retained => "made in a forward pass and still alive when its iteration is over",
+            Self::Retained => {
+                "made in a forward pass (or a checkpoint's recomputation of one) and still alive \
+                 when its iteration is over"
+            }
             Self::Temporary => "freed within the phase (forward, backward, optimizer) that made it",
             Self::LongLived => {
                 "made by an object's constructor (__init__) and kept: for a quarter of a trace \
@@ -275,6 +279,9 @@ struct StackMarks {
     parameter_init: bool,
     /// `Optimizer.zero_grad` / `Module.zero_grad`: on a free's stack, the block was a gradient.
     zero_grad: bool,
+    /// Activation checkpointing's recomputation (`torch/utils/checkpoint.py`, `recompute_fn`):
+    /// in a backward pass, a forward pass run again, not a gradient.
+    recompute: bool,
     /// Adam or `AdamW` (`torch/optim/adam.py`, `adamw.py`, `_fused_adamw`): an optimizer that keeps
     /// two moments of each parameter's size.
     adam: bool,
@@ -309,6 +316,9 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || file.contains("\\optim\\")
             || (file.contains("optimizer") && name == "step");
         marks.zero_grad |= name == "zero_grad";
+        marks.recompute |= name.contains("recompute")
+            || file.ends_with("/utils/checkpoint.py")
+            || file.ends_with("\\utils\\checkpoint.py");
         marks.adam |= lower_name.contains("adam")
             || file.ends_with("/adam.py")
             || file.ends_with("/adamw.py");
@@ -929,6 +939,10 @@ fn lifetime_category(
             Some(run) if run.phase == Phase::Backward => {
                 if freed_in_run(run) {
                     Category::Temporary
+                } else if m.recompute {
+                    // A checkpoint's recomputed forward, still held after the backward pass
+                    // that needed it: no gradient (`ckpttry`'s modified checkpoint).
+                    Category::Retained
                 } else {
                     Category::Gradient
                 }

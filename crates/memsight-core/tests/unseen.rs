@@ -507,3 +507,57 @@ fn adam_moments_from_before_the_trace_are_optimizer_state() {
         );
     }
 }
+
+/// A backward pass through a checkpointed layer: autograd makes a 4 MiB gradient (kept for the
+/// optimizer) and the checkpoint recomputes a 1 MiB forward activation that a modified
+/// checkpoint never frees. The gradient is a gradient; the recomputed block is retained, not a
+/// gradient (a gradient total beyond the weights is impossible).
+#[test]
+fn a_checkpoint_s_recomputed_forward_is_not_a_gradient() {
+    let engine = || {
+        Py::List(vec![
+            Py::Dict(vec![
+                ("name", Py::Str("recompute_fn")),
+                ("filename", Py::Str("/py/torch/utils/checkpoint.py")),
+                ("line", Py::Int(1692)),
+            ]),
+            Py::Dict(vec![
+                (
+                    "name",
+                    Py::Str("torch::autograd::Engine::evaluate_function"),
+                ),
+                ("filename", Py::Str("")),
+                ("line", Py::Int(0)),
+            ]),
+        ])
+    };
+    let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let trace = vec![
+        event("segment_alloc", BASE, 20 * MIB, grad()),
+        event("alloc", BASE, 4 * MIB, grad()),
+        event("alloc", BASE + 4 * MIB, MIB, engine()),
+        event("alloc", BASE + 5 * MIB, 4 * MIB, grad()),
+    ];
+    let blocks = vec![
+        block(BASE, 4 * MIB, "active_allocated", Some(grad())),
+        block(BASE + 4 * MIB, MIB, "active_allocated", Some(engine())),
+        block(BASE + 5 * MIB, 4 * MIB, "active_allocated", Some(grad())),
+        block(BASE + 9 * MIB, 11 * MIB, "inactive", None),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 20 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let categories = memsight_core::category::classify(
+        &loaded.snapshot,
+        &loaded.snapshot.devices[0],
+        &loaded.replays[0],
+    );
+    let by_size: Vec<(u64, &str)> = loaded.replays[0]
+        .lifetimes
+        .iter()
+        .zip(&categories.of_lifetime)
+        .map(|(l, c)| (l.requested_size_bytes >> 20, c.name()))
+        .collect();
+    assert_eq!(by_size, [(4, "gradient"), (1, "retained"), (4, "gradient")]);
+}
