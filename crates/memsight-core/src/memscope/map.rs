@@ -652,6 +652,15 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                     .into(),
         });
     }
+    for note in &rows.notes {
+        warnings.push(Warning {
+            kind: WarningKind::OddField,
+            device: None,
+            event: None,
+            count: 1,
+            message: note.clone(),
+        });
+    }
     for (event, count) in &rows.unknown_events {
         warnings.push(Warning {
             kind: WarningKind::UnknownAction,

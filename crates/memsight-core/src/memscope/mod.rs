@@ -43,6 +43,14 @@ pub enum MemscopeError {
         line: u64,
         message: String,
     },
+    /// A row of a `.db` table: named by its table and `rowid` (a database has no lines).
+    #[error("{path}: table `{table}`, row {rowid}: {message}")]
+    BadDbRow {
+        path: PathBuf,
+        table: String,
+        rowid: i64,
+        message: String,
+    },
     #[error("{path}: cannot read the database: {message}")]
     Db { path: PathBuf, message: String },
     #[error("{path}: no device memory in this recording ({why})")]
@@ -229,6 +237,9 @@ pub struct Rows {
     pub unknown_events: Vec<(String, u64)>,
     /// The Python trace's calls, where the recording has one.
     pub calls: Vec<python_trace::Call>,
+    /// What reading let pass that the user should know (text that was not UTF-8, a database
+    /// whose write-ahead log is missing), each naming its file: warnings of the recording.
+    pub notes: Vec<String>,
 }
 
 impl Rows {
@@ -274,6 +285,7 @@ impl Rows {
                 file: call.file + offset,
                 ..call
             }));
+        self.notes.extend(other.notes);
         for (event, count) in other.unknown_events {
             for _ in 0..count {
                 self.count_unknown(&event);

@@ -180,24 +180,14 @@ pub fn read_db(
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let tables: Vec<String> = conn
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'python\\_trace\\_%' \
-             ESCAPE '\\' ORDER BY name",
-        )
-        .and_then(|mut s| {
-            s.query_map([], |r| r.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(db_error)?;
+    let mut tables: Vec<String> = super::read::table_names(conn)
+        .map_err(db_error)?
+        .into_iter()
+        .filter(|name| name.starts_with("python_trace_"))
+        .collect();
+    tables.sort();
     for table in tables {
-        let columns: Vec<String> = conn
-            .prepare(&format!(
-                "SELECT * FROM \"{}\" LIMIT 0",
-                table.replace('"', "\"\"")
-            ))
-            .map(|s| s.column_names().map(ToString::to_string).collect())
-            .map_err(db_error)?;
+        let columns = super::read::column_names(conn, &table).map_err(db_error)?;
         if HEADER.iter().any(|h| !columns.iter().any(|c| c == h)) {
             return Err(MemscopeError::NotMemscope {
                 path: path.to_path_buf(),
@@ -219,21 +209,24 @@ pub fn read_db(
             ))
             .map_err(db_error)?;
         let mut query = statement.query([]).map_err(db_error)?;
+        let mut not_utf8 = super::read::NotUtf8::default();
         while let Some(r) = query.next().map_err(db_error)? {
             let rowid: i64 = r.get(0).map_err(db_error)?;
+            not_utf8.at_row(rowid);
             let mut cells: Vec<String> = Vec::with_capacity(HEADER.len());
             for i in 1..=HEADER.len() {
-                let cell: Option<String> = r.get(i).map_err(db_error)?;
-                cells.push(cell.unwrap_or_default());
+                cells.push(super::read::text_cell(r, i, &mut not_utf8).map_err(db_error)?);
             }
             let fields: Vec<&str> = cells.iter().map(String::as_str).collect();
-            let call = call(&fields, file, rows).map_err(|message| MemscopeError::BadRow {
+            let call = call(&fields, file, rows).map_err(|message| MemscopeError::BadDbRow {
                 path: path.to_path_buf(),
-                line: rowid.max(0) as u64,
-                message: format!("table `{table}`, row {rowid}: {message}"),
+                table: table.clone(),
+                rowid,
+                message,
             })?;
             rows.calls.push(call);
         }
+        not_utf8.note(path, &table, rows);
     }
     Ok(())
 }

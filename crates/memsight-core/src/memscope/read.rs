@@ -191,19 +191,12 @@ fn csv_columns(
 
 /// Reads the `memscope_dump` (or older `leaks_dump`) table of a `.db`, adding its rows to `rows`.
 pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
-    use rusqlite::{Connection, OpenFlags};
     let db_error = |e: rusqlite::Error| MemscopeError::Db {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    // Read-only, and never created: a wrong name is an error, not a new empty database.
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(db_error)?;
-    conn.busy_timeout(std::time::Duration::from_secs(2))
-        .map_err(db_error)?;
+    // `copy` (a WAL database's temporary copy) outlives the connection: dropped after it.
+    let (conn, copy) = open_db(path, rows)?;
     let (table, names) = db_table(path, &conn)?;
     let select: Vec<String> = COLUMNS
         .iter()
@@ -223,17 +216,19 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         .map_err(db_error)?;
     let mut query = statement.query([]).map_err(db_error)?;
     let file = rows.add_file(path);
+    let mut not_utf8 = NotUtf8::default();
     while let Some(r) = query.next().map_err(db_error)? {
         let rowid: i64 = r.get(0).map_err(db_error)?;
+        not_utf8.at_row(rowid);
         let mut cells: Vec<String> = Vec::with_capacity(COLUMNS.len());
         for i in 1..=COLUMNS.len() {
-            let cell: Option<String> = r.get(i).map_err(db_error)?;
-            let cell = cell.unwrap_or_default();
+            let cell = text_cell(r, i, &mut not_utf8).map_err(db_error)?;
             if cell.len() > MAX_FIELD_BYTES {
-                return Err(MemscopeError::BadRow {
+                return Err(MemscopeError::BadDbRow {
                     path: path.to_path_buf(),
-                    line: rowid.max(0) as u64,
-                    message: format!("table `{table}`: a field of more than 16 MiB"),
+                    table: table.to_string(),
+                    rowid,
+                    message: "a field of more than 16 MiB".into(),
                 });
             }
             cells.push(cell);
@@ -254,14 +249,199 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
             },
             rows,
         )
-        .map_err(|message| MemscopeError::BadRow {
+        .map_err(|message| MemscopeError::BadDbRow {
             path: path.to_path_buf(),
-            line: rowid.max(0) as u64,
-            message: format!("table `{table}`, row {rowid}: {message}"),
+            table: table.to_string(),
+            rowid,
+            message,
         })?;
         rows.push(row, file, rowid.max(0) as u64);
     }
-    super::python_trace::read_db(path, &conn, file, rows)
+    not_utf8.note(path, table, rows);
+    drop(query);
+    drop(statement);
+    let read = super::python_trace::read_db(path, &conn, file, rows);
+    drop(conn);
+    drop(copy);
+    read
+}
+
+/// Opens a `.db` without writing anything beside it. A database with a rollback journal (the
+/// default) is opened read-only, which writes nothing and still honours a writer's lock. One in
+/// WAL mode would get `-shm` and `-wal` files made beside it (and could not be opened at all on
+/// a read-only mount without them), and keeps its recent rows in the `-wal` file: where that
+/// file is beside it, the database and its log are copied to a temporary folder and read there
+/// (the folder, returned, must outlive the connection); where none is, it is opened
+/// `immutable` (nothing made, no lock) and a note says rows written after its last checkpoint
+/// are not in the reading.
+fn open_db(
+    path: &Path,
+    rows: &mut Rows,
+) -> Result<(rusqlite::Connection, Option<tempfile::TempDir>), MemscopeError> {
+    use rusqlite::{Connection, OpenFlags};
+    let db_error = |e: rusqlite::Error| MemscopeError::Db {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let io_error = |source: std::io::Error| MemscopeError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut header = [0u8; 20];
+    {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(io_error)?;
+        // A file shorter than the header is not a database: SQLite says so below.
+        let _ = file.read(&mut header).map_err(io_error)?;
+    }
+    // Bytes 18 and 19 of the header: 2 where the database is in WAL mode.
+    let wal_mode = header.starts_with(b"SQLite format 3\0") && header[18] == 2;
+    let wal = path.with_file_name(format!(
+        "{}-wal",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let (target, copy) = if wal_mode && wal.is_file() {
+        let folder = tempfile::tempdir().map_err(io_error)?;
+        let copied = folder.path().join("recording.db");
+        std::fs::copy(path, &copied).map_err(io_error)?;
+        std::fs::copy(&wal, folder.path().join("recording.db-wal")).map_err(|source| {
+            MemscopeError::Io {
+                path: wal.clone(),
+                source,
+            }
+        })?;
+        (copied, Some(folder))
+    } else {
+        if wal_mode {
+            rows.notes.push(format!(
+                "{}: the database is in WAL mode and its -wal file is not beside it: rows written \
+                 after its last checkpoint are not in this reading",
+                path.display()
+            ));
+        }
+        (path.to_path_buf(), None)
+    };
+    // Never created: a wrong name is an error, not a new empty database.
+    let conn = if copy.is_some() {
+        Connection::open_with_flags(
+            &target,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+    } else if !wal_mode {
+        Connection::open_with_flags(
+            &target,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+    } else {
+        let mut uri = url_path(&target);
+        uri.insert_str(0, "file:");
+        uri.push_str("?immutable=1");
+        Connection::open_with_flags(
+            &uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+    }
+    .map_err(db_error)?;
+    conn.busy_timeout(std::time::Duration::from_secs(2))
+        .map_err(db_error)?;
+    Ok((conn, copy))
+}
+
+/// `path` as the path of a `file:` URI: every byte but unreserved ones and `/` percent-encoded
+/// (a Chinese folder, a `?` or `#` in a name).
+fn url_path(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// Cells whose text was not UTF-8 (a Chinese path in GBK), decoded with U+FFFD as CSV cells are:
+/// counted, and the first one's row kept for the note.
+#[derive(Default)]
+pub(super) struct NotUtf8 {
+    count: u64,
+    first_rowid: Option<i64>,
+    rowid: i64,
+}
+
+impl NotUtf8 {
+    pub(super) fn at_row(&mut self, rowid: i64) {
+        self.rowid = rowid;
+    }
+
+    /// One note for the table, where any cell was not UTF-8.
+    pub(super) fn note(&self, path: &Path, table: &str, rows: &mut Rows) {
+        if let Some(first) = self.first_rowid {
+            rows.notes.push(format!(
+                "{}: table `{table}`: {} cell{} not UTF-8 (first in row {first}): read with \
+                 U+FFFD for the bytes that are not",
+                path.display(),
+                self.count,
+                if self.count == 1 { " is" } else { "s are" },
+            ));
+        }
+    }
+}
+
+/// Column `i` of a row as text (NULL: empty), decoded lossily where it is not UTF-8.
+pub(super) fn text_cell(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+    not_utf8: &mut NotUtf8,
+) -> Result<String, rusqlite::Error> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => String::new(),
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                text.to_string()
+            } else {
+                not_utf8.count += 1;
+                not_utf8.first_rowid.get_or_insert(not_utf8.rowid);
+                String::from_utf8_lossy(bytes).into_owned()
+            }
+        }
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(x) => x.to_string(),
+    })
+}
+
+/// The names of `conn`'s tables, decoded lossily (`SQLite` stores whatever bytes it was given).
+pub(super) fn table_names(conn: &rusqlite::Connection) -> Result<Vec<String>, rusqlite::Error> {
+    let mut statement = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    let mut query = statement.query([])?;
+    let mut names = Vec::new();
+    while let Some(r) = query.next()? {
+        names.push(text_cell(r, 0, &mut NotUtf8::default())?);
+    }
+    Ok(names)
+}
+
+/// The column names of `table`, decoded lossily: rusqlite's `column_names` panics on a name that
+/// is not UTF-8.
+pub(super) fn column_names(
+    conn: &rusqlite::Connection,
+    table: &str,
+) -> Result<Vec<String>, rusqlite::Error> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT name FROM pragma_table_info('{}')",
+        table.replace('\'', "''")
+    ))?;
+    let mut query = statement.query([])?;
+    let mut names = Vec::new();
+    while let Some(r) = query.next()? {
+        names.push(text_cell(r, 0, &mut NotUtf8::default())?);
+    }
+    Ok(names)
 }
 
 /// The dump table of `conn` (`memscope_dump`, else `leaks_dump`) and its column names; an error
@@ -274,13 +454,7 @@ fn db_table(
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-        .and_then(|mut s| {
-            s.query_map([], |r| r.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(db_error)?;
+    let tables = table_names(conn).map_err(db_error)?;
     let Some(table) = ["memscope_dump", "leaks_dump"]
         .into_iter()
         .find(|t| tables.iter().any(|n| n == t))
@@ -297,10 +471,7 @@ fn db_table(
             ),
         });
     };
-    let columns: Vec<String> = conn
-        .prepare(&format!("SELECT * FROM \"{table}\" LIMIT 0"))
-        .map(|s| s.column_names().map(ToString::to_string).collect())
-        .map_err(db_error)?;
+    let columns = column_names(conn, table).map_err(db_error)?;
     let names: Vec<&str> = columns.iter().map(String::as_str).collect();
     if !is_memscope_header(&names) {
         return Err(MemscopeError::NotMemscope {
