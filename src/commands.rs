@@ -817,6 +817,14 @@ pub fn whatif(
 ) -> Result<()> {
     use memsight_core::whatif::{self, Change, Recording, Settings};
     check_whatif_options(file, curve, sweep, capacity)?;
+    if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
+        bail_input!(
+            "{} is torch_npu profiler data: its memory curves have no allocator trace to replay \
+             (what if replays the requests of a memory snapshot; `memsight analyze` and \
+             `memsight stats` read profiler data)",
+            path.display()
+        );
+    }
     // Settings are checked before the file is read: a typo costs nothing.
     let mut changes = Vec::new();
     for key_value in set {
@@ -879,8 +887,12 @@ pub fn whatif(
     }
     if devices.is_empty() {
         bail_input!(
-            "no device {}has a trace to replay",
-            device.map_or_else(String::new, |d| format!("{d} "))
+            "no device {}of {} has a trace to replay",
+            device.map_or_else(String::new, |d| format!("{d} ")),
+            file.map_or_else(
+                || format!("<bundled {DEMO_NAME}>"),
+                |f| f.display().to_string()
+            )
         );
     }
     if let Some(path) = curve {
@@ -989,8 +1001,11 @@ pub fn generate(
             r#gen::BYTES_PER_EVENT
         );
     }
-    if batch == 0 {
-        bail_input!("--batch must be at least 1");
+    if !(1..=r#gen::transformer::MAX_BATCH).contains(&batch) {
+        bail_input!(
+            "--batch must be from 1 to {} sequences, not {batch}",
+            r#gen::transformer::MAX_BATCH
+        );
     }
     check_output(output, &[])?;
     let generated = r#gen::generate(&GenOptions {
@@ -1002,11 +1017,16 @@ pub fn generate(
     });
     let truth = generated.write_files(output).map_err(output_error)?;
     eprintln!(
-        "wrote {} ({} events, {} steps) and {}",
+        "wrote {} ({} events, {} steps) {}",
         output.display(),
         generated.allocator.trace.len(),
         generated.truth.steps,
-        truth.display()
+        truth.map_or_else(
+            || "and no ground truth: the output is not a regular file, with no folder beside it \
+                to hold one"
+                .to_string(),
+            |t| format!("and {}", t.display())
+        )
     );
     Ok(())
 }

@@ -906,3 +906,100 @@ fn whatif_writes_the_predicted_curve() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
 }
+
+/// `gen` to a stream writes the snapshot there and no `.truth.json` beside it (there is no
+/// beside: `/dev/stdout.truth.json` was made once); a batch no device could hold is refused
+/// before anything is written, naming the bound.
+#[test]
+fn gen_writes_only_what_memsight_reads_where_it_was_told() {
+    let dir = temp_dir("gen-stream");
+    let fifo = dir.join("stream");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    // Read the FIFO on a thread while gen writes it.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).expect("read the FIFO"))
+    };
+    let out = memsight(&[
+        "gen",
+        "--scenario",
+        "steady",
+        "--events",
+        "500",
+        "-o",
+        fifo.to_str().expect("utf-8"),
+    ]);
+    let bytes = reader.join().expect("reader");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        bytes.starts_with(&[0x80, 4]),
+        "a protocol-4 pickle came through"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no ground truth"));
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("folder")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["stream"], "nothing but the FIFO");
+
+    let big = dir.join("big.pickle");
+    let out = memsight(&[
+        "gen",
+        "--scenario",
+        "transformer",
+        "--batch",
+        "4294967295",
+        "-o",
+        big.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--batch must be from 1 to 65536"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!big.exists());
+}
+
+/// `whatif` on what it cannot replay says what the input is and names it: a snapshot without a
+/// trace (generated, with every event dropped by a one-entry buffer: a state-only file) and, where
+/// the corpus is present, a profiler rank folder (not "a folder with no profiler data").
+#[test]
+fn whatif_names_the_file_it_cannot_replay() {
+    let dir = temp_dir("whatif-names");
+    let empty = dir.join("空的.pickle");
+    std::fs::write(
+        &empty,
+        // {"segments": [], "device_traces": [[]]}, protocol 4.
+        b"\x80\x04\x95\x29\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\x0edevice_traces\x94]\x94]\x94au.",
+    )
+    .expect("write");
+    let out = memsight(&["whatif", empty.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("has a trace to replay") && err.contains("空的.pickle"),
+        "{err}"
+    );
+
+    let Some(fixtures) = memsight_core::testing::fixtures_dir() else {
+        memsight_core::testing::skip("whatif on profiler data: corpus not found");
+        return;
+    };
+    let rank = fixtures.join("profiler/rank0_level0");
+    let out = memsight(&["whatif", rank.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("rank0_level0 is torch_npu profiler data"),
+        "{err}"
+    );
+}

@@ -229,7 +229,10 @@ fn gzip_files_load_transparently() {
         protocol: 4,
         ..GenOptions::default()
     });
-    let truth = g.write_files(&path).expect("write");
+    let truth = g
+        .write_files(&path)
+        .expect("write")
+        .expect("a regular file has its truth beside it");
     let snapshot = load_path(&path, None).unwrap_or_else(|e| panic!("{e}"));
     assert!(snapshot.format.gzip);
     assert_eq!(snapshot.devices[0].trace.len(), 3000);

@@ -1034,13 +1034,17 @@ impl Generated {
 
     /// Writes the snapshot to `path` (gzip-compressed when it ends in `.gz`) and the ground truth
     /// to `path.truth.json`, each whole or not at all (see [`crate::output`]); returns the truth
-    /// file's path.
-    pub fn write_files(&self, path: &Path) -> Result<PathBuf, crate::output::OutputError> {
+    /// file's path. Where `path` is not a regular file (`/dev/stdout`, a FIFO), only the
+    /// snapshot is written: `/dev/stdout.truth.json` is no place for a file (`None`).
+    pub fn write_files(&self, path: &Path) -> Result<Option<PathBuf>, crate::output::OutputError> {
+        let stream = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
         let mut truth_path = path.as_os_str().to_owned();
         truth_path.push(".truth.json");
         let truth_path = PathBuf::from(truth_path);
         // Both refused before either is written.
-        crate::output::check_output(&truth_path, &[])?;
+        if !stream {
+            crate::output::check_output(&truth_path, &[])?;
+        }
         crate::output::write_whole(path, &[], |tmp| {
             let pickle = || -> io::Result<()> {
                 let file = BufWriter::with_capacity(1 << 20, File::create(tmp)?);
@@ -1056,10 +1060,13 @@ impl Generated {
             };
             pickle().map_err(|e| e.to_string())
         })?;
+        if stream {
+            return Ok(None);
+        }
         let json = serde_json::to_vec_pretty(&self.truth).map_err(|e| e.to_string());
         crate::output::write_whole(&truth_path, &[], |tmp| {
             std::fs::write(tmp, json?).map_err(|e| e.to_string())
         })?;
-        Ok(truth_path)
+        Ok(Some(truth_path))
     }
 }

@@ -25,6 +25,9 @@ const HEADS: u64 = 16;
 const VOCAB: u64 = 32_000;
 /// Sequences per micro-batch unless `GenOptions::batch` says otherwise.
 pub const BATCH: u64 = 4;
+/// The largest micro-batch the generator takes: its tensors stay within what a device holds
+/// (more, and the largest activation would pass the loader's 1 PiB bound for one request).
+pub const MAX_BATCH: u64 = 65_536;
 /// The next batch, copied to the device after a cache release (`release_every`).
 const PREFETCH_BYTES: u64 = 768 << 20;
 /// qkv, proj, three experts' fc, two layer norms.
