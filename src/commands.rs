@@ -791,6 +791,14 @@ fn check_whatif_options(
     sweep: bool,
     capacity: Option<u64>,
 ) -> Result<()> {
+    if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
+        bail_input!(
+            "{} is torch_npu profiler data: its memory curves have no allocator trace to replay \
+             (what if replays the requests of a memory snapshot; `memsight analyze` and \
+             `memsight stats` read profiler data)",
+            path.display()
+        );
+    }
     if curve.is_some() && sweep {
         bail_input!("--curve writes one setting's curve: leave out --sweep, or --curve");
     }
@@ -817,14 +825,6 @@ pub fn whatif(
 ) -> Result<()> {
     use memsight_core::whatif::{self, Change, Recording, Settings};
     check_whatif_options(file, curve, sweep, capacity)?;
-    if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
-        bail_input!(
-            "{} is torch_npu profiler data: its memory curves have no allocator trace to replay \
-             (what if replays the requests of a memory snapshot; `memsight analyze` and \
-             `memsight stats` read profiler data)",
-            path.display()
-        );
-    }
     // Settings are checked before the file is read: a typo costs nothing.
     let mut changes = Vec::new();
     for key_value in set {
