@@ -181,3 +181,47 @@ fn a_wal_database_is_read_without_writing_beside_it() {
     assert_eq!(beside(&db), files, "nothing written beside the input");
     drop(writer);
 }
+
+/// Rows that cannot be taken for what they say — cut to 7 of the header's 12 fields, a MALLOC
+/// with no `size`, an Attr with two different sizes — are left out with a warning naming the
+/// file and the line (they used to vanish without a word); the rest reads as before.
+#[test]
+fn rows_left_out_are_said_with_their_line() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/msmemscope/baseline.csv");
+    let good = std::fs::read_to_string(&sample).expect("read");
+    let lines = good.lines().count();
+    let dir = std::env::temp_dir().join(format!("memsight-hostile-rows-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let path = dir.join("memscope_dump_1.csv");
+    let mut text = good.trim_end().to_string();
+    text.push_str("\n9001,MALLOC,PTA,N/A,1764753084999999000,1,1");
+    text.push_str("\n9002,MALLOC,PTA,N/A,1764753084999999001,1,1,0,0x10,\"{owner:PTA}\",,");
+    text.push_str(
+        "\n9003,MALLOC,PTA,N/A,1764753084999999002,1,1,0,0x20,\"{size:512,size:1024}\",,\n",
+    );
+    std::fs::write(&path, text).expect("write");
+    let before = Loaded::open(&sample, None).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = Loaded::open(&path, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(allocated_peak(&loaded), allocated_peak(&before));
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    let file = path.display().to_string();
+    for (words, line) in [
+        (
+            "a row with fewer fields than the header (cut short?)",
+            lines + 1,
+        ),
+        (
+            "a row that is a MALLOC without a `size` in its Attr",
+            lines + 2,
+        ),
+        (
+            "a row whose Attr gives two different `size` values",
+            lines + 3,
+        ),
+    ] {
+        let expected = format!("{file}: {words} (first at line {line}): left out");
+        assert!(warnings.contains(&expected), "{expected}\nin {warnings:#?}");
+    }
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -652,6 +652,33 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                     .into(),
         });
     }
+    for &(reason, file, line, count) in &rows.left_out {
+        let path = &rows.files[file as usize];
+        // A database's rows are named by rowid; a CSV's by line.
+        let at = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("db"))
+        {
+            "row"
+        } else {
+            "line"
+        };
+        warnings.push(Warning {
+            kind: WarningKind::OddField,
+            device: None,
+            event: None,
+            count,
+            message: format!(
+                "{}: {} (first at {at} {line}): left out",
+                path.display(),
+                if count == 1 {
+                    format!("a row {reason}")
+                } else {
+                    format!("{count} rows {reason}")
+                },
+            ),
+        });
+    }
     for note in &rows.notes {
         warnings.push(Warning {
             kind: WarningKind::OddField,

@@ -183,6 +183,19 @@ impl Attrs<'_> {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_ref())
     }
+
+    /// Whether `key` appears twice with different values (which one msMemScope meant, nothing
+    /// says).
+    pub fn conflicting(&self, key: &str) -> bool {
+        let mut values = self
+            .0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.trim());
+        values
+            .next()
+            .is_some_and(|first| values.any(|other| other != first))
+    }
 }
 
 /// Id of an interned string in [`Rows::strings`].
@@ -237,6 +250,8 @@ pub struct Rows {
     pub unknown_events: Vec<(String, u64)>,
     /// The Python trace's calls, where the recording has one.
     pub calls: Vec<python_trace::Call>,
+    /// Rows left out, by reason and file: (reason, file index, first line or rowid, count).
+    pub left_out: Vec<(&'static str, u32, u64, u64)>,
     /// What reading let pass that the user should know (text that was not UTF-8, a database
     /// whose write-ahead log is missing), each naming its file: warnings of the recording.
     pub notes: Vec<String>,
@@ -286,10 +301,26 @@ impl Rows {
                 ..call
             }));
         self.notes.extend(other.notes);
+        for (reason, file, line, count) in other.left_out {
+            self.left_out.push((reason, file + offset, line, count));
+        }
         for (event, count) in other.unknown_events {
             for _ in 0..count {
                 self.count_unknown(&event);
             }
+        }
+    }
+
+    /// A row of `file` at `line` that cannot be taken for what its columns say, left out for
+    /// `reason` (counted; the first line kept for the warning).
+    fn leave_out(&mut self, reason: &'static str, file: u32, line: u64) {
+        match self
+            .left_out
+            .iter_mut()
+            .find(|(r, f, _, _)| *r == reason && *f == file)
+        {
+            Some((_, _, _, count)) => *count += 1,
+            None => self.left_out.push((reason, file, line, 1)),
         }
     }
 

@@ -87,10 +87,11 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         // The line the record starts on (stacks hold newlines).
         let counted = record.position().map_or(0, csv::Position::line);
         let line = counted + *line_offset.get_or_insert(2u64.saturating_sub(counted));
-        if let Some(row) =
-            csv_row(&record, (header_len, &columns), rows).map_err(|message| bad(line, message))?
-        {
-            rows.push(row, file, line);
+        match csv_row(&record, (header_len, &columns), rows) {
+            Ok(Some(row)) => rows.push(row, file, line),
+            Ok(None) => {}
+            Err(RowError::LeftOut(reason)) => rows.leave_out(reason, file, line),
+            Err(RowError::Bad(message)) => return Err(bad(line, message)),
         }
     }
     Ok(())
@@ -101,20 +102,27 @@ fn csv_row(
     record: &csv::ByteRecord,
     (header_len, columns): (usize, &[Option<usize>]),
     rows: &mut Rows,
-) -> Result<Option<Row>, String> {
+) -> Result<Option<Row>, RowError> {
     if record.iter().any(|f| f.len() > MAX_FIELD_BYTES) {
-        return Err(format!(
+        return Err(RowError::Bad(format!(
             "a field of more than {} (the file is not msMemScope's, or is damaged)",
             crate::units::format_bytes(MAX_FIELD_BYTES as i64)
-        ));
+        )));
     }
     if record.len() == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
         return Ok(None);
     }
     if record.len() < REQUIRED.len() {
-        return Err(format!(
+        return Err(RowError::Bad(format!(
             "{} fields where the header has {header_len} (the file is cut short?)",
             record.len()
+        )));
+    }
+    // Fields missing at the end (a line cut short, a writer that died): what they held is
+    // unknown, and the row is not taken for what its first fields say.
+    if record.len() < header_len {
+        return Err(RowError::LeftOut(
+            "with fewer fields than the header (cut short?)",
         ));
     }
     // An unquoted op name with commas: the extra fields belong to `Name` (column 3).
@@ -248,14 +256,19 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
                 python_stack: &cells[10],
             },
             rows,
-        )
-        .map_err(|message| MemscopeError::BadDbRow {
-            path: path.to_path_buf(),
-            table: table.to_string(),
-            rowid,
-            message,
-        })?;
-        rows.push(row, file, rowid.max(0) as u64);
+        );
+        match row {
+            Ok(row) => rows.push(row, file, rowid.max(0) as u64),
+            Err(RowError::LeftOut(reason)) => rows.leave_out(reason, file, rowid.max(0) as u64),
+            Err(RowError::Bad(message)) => {
+                return Err(MemscopeError::BadDbRow {
+                    path: path.to_path_buf(),
+                    table: table.to_string(),
+                    rowid,
+                    message,
+                });
+            }
+        }
     }
     not_utf8.note(path, table, rows);
     drop(query);
@@ -501,16 +514,23 @@ struct RawRow<'a> {
     python_stack: &'a str,
 }
 
-fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
-    let kind = Kind::of(raw.event.trim());
-    if kind == Kind::Unknown {
-        rows.count_unknown(raw.event.trim());
+/// Why a row was not read: it is damaged (the recording is refused, naming the row), or it
+/// cannot be taken for what its columns say and is left out with a warning.
+enum RowError {
+    Bad(String),
+    LeftOut(&'static str),
+}
+
+impl From<String> for RowError {
+    fn from(message: String) -> Self {
+        Self::Bad(message)
     }
-    let subtype = Subtype::of(kind, raw.event_type.trim());
-    let attrs = parse_attr(raw.attr)?;
-    let time = raw.time.trim();
-    let time_raw: i64 = time
-        .parse::<i64>()
+}
+
+/// The `Timestamp(ns)` cell: an integer, or a float a spreadsheet wrote.
+fn timestamp(cell: &str) -> Result<i64, String> {
+    let time = cell.trim();
+    time.parse::<i64>()
         .ok()
         .or_else(|| {
             time.parse::<f64>()
@@ -518,7 +538,31 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
                 .filter(|t| t.is_finite() && t.abs() < 9.0e18)
                 .map(|t| t as i64)
         })
-        .ok_or_else(|| format!("Timestamp(ns) \"{}\" is not a number of ns", short(time)))?;
+        .ok_or_else(|| format!("Timestamp(ns) \"{}\" is not a number of ns", short(time)))
+}
+
+/// Why a row's Attr cannot be read: a key memsight reads given twice with different values.
+fn conflicting_attr(attrs: &Attrs<'_>) -> Option<&'static str> {
+    [
+        ("size", "whose Attr gives two different `size` values"),
+        ("addr", "whose Attr gives two different `addr` values"),
+        ("owner", "whose Attr gives two different `owner` values"),
+        ("total", "whose Attr gives two different `total` values"),
+        ("used", "whose Attr gives two different `used` values"),
+    ]
+    .into_iter()
+    .find(|(key, _)| attrs.conflicting(key))
+    .map(|(_, reason)| reason)
+}
+
+fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
+    let kind = Kind::of(raw.event.trim());
+    if kind == Kind::Unknown {
+        rows.count_unknown(raw.event.trim());
+    }
+    let subtype = Subtype::of(kind, raw.event_type.trim());
+    let attrs = parse_attr(raw.attr)?;
+    let time_raw = timestamp(raw.time)?;
     let pool = pool_of(kind, subtype, raw.event_type, &attrs);
     // Sizes may be negative (early files' FREE rows): their magnitude, which must fit in u64.
     let number = |key: &str| -> Result<Option<u64>, String> {
@@ -537,6 +581,9 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
             other => Ok(other),
         }
     };
+    if let Some(reason) = conflicting_attr(&attrs) {
+        return Err(RowError::LeftOut(reason));
+    }
     let size_bytes = bytes("size")?.unwrap_or(0);
     let ptr = raw.ptr.trim();
     let addr = match parse_int(ptr) {
@@ -548,7 +595,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
     let owner = attrs.get("owner").map(str::trim).filter(|o| !o.is_empty());
     let inefficient = inefficient_flags(&attrs);
     let stack = raw.python_stack.trim().trim_matches('"').trim();
-    Ok(Row {
+    let row = Row {
         id: parse_int(raw.id.trim())
             .and_then(|i| u64::try_from(i).ok())
             .unwrap_or(0),
@@ -594,7 +641,14 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, String> {
             || attrs
                 .get("type")
                 .is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
-    })
+    };
+    // Checked last: a damaged Attr is an error above, not a missing size.
+    if kind == Kind::Malloc && attrs.get("size").is_none() {
+        return Err(RowError::LeftOut(
+            "that is a MALLOC without a `size` in its Attr",
+        ));
+    }
+    Ok(row)
 }
 
 /// The pool a row is about: MALLOC / FREE's Event Type, an operator's library (`ATB_START`: ATB;
