@@ -660,11 +660,14 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
         let (r, p) = (&d.recorded, &d.predicted);
         writeln!(
             out,
-            "  {:<16} {:>20} {:>20} ({:+.1} %)",
+            "  {:<16} {:>20} {:>20} ({})",
             "peak reserved",
             format_bytes(r.peak_reserved_bytes as i64),
             format_bytes(p.peak_reserved_bytes as i64),
-            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes)
+            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes).map_or_else(
+                || "no percentage: 0 B recorded".to_string(),
+                |change| format!("{change:+.1} %")
+            )
         )?;
         for (what, a, b) in [
             ("segment allocs", r.segment_allocs, p.segment_allocs),
@@ -710,8 +713,10 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
     Ok(())
 }
 
-fn percent_change(predicted: u64, recorded: u64) -> f64 {
-    (predicted as f64 - recorded as f64) / (recorded as f64).max(1.0) * 100.0
+/// The change from `recorded` to `predicted` in percent; against nothing recorded, no
+/// percentage means anything (`None`).
+fn percent_change(predicted: u64, recorded: u64) -> Option<f64> {
+    (recorded > 0).then(|| (predicted as f64 - recorded as f64) / recorded as f64 * 100.0)
 }
 
 /// `whatif --sweep` as text: per device, one line per setting tried, best first.
@@ -754,10 +759,11 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
         };
         writeln!(
             out,
-            "  {:<width$} {:>10} {:>+7.1}% {:>7} {:>6} {:>6} {:>5} {:>10}",
+            "  {:<width$} {:>10} {:>8} {:>7} {:>6} {:>6} {:>5} {:>10}",
             name,
             format_bytes(p.peak_reserved_bytes as i64),
-            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes),
+            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes)
+                .map_or_else(|| "—".to_string(), |change| format!("{change:+.1}%")),
             p.segment_allocs,
             p.segment_frees,
             known(p.stalls),
@@ -1081,4 +1087,18 @@ pub fn generate_memscope(
         output.join("memsight-truth.json").display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod percent_tests {
+    use super::percent_change;
+
+    /// Against a recorded peak of 0 B no percentage is printed (it once read
+    /// "+214748364800.0 %").
+    #[test]
+    fn no_percentage_against_nothing() {
+        assert_eq!(percent_change(2 << 30, 0), None);
+        assert_eq!(percent_change(150, 100), Some(50.0));
+        assert_eq!(percent_change(50, 100), Some(-50.0));
+    }
 }

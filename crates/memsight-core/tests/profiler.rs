@@ -638,3 +638,34 @@ fn odd_tables_and_values_are_reported_plainly() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A negative total in `memory_record.csv` (no pool holds less than nothing) is a warning with
+/// its file and line, and the row is left out: the peak is the other rows', never "−2.06 GiB".
+#[test]
+fn a_negative_total_is_a_warning_not_a_peak() {
+    let dir = temp_dir("negative-total");
+    let file = write(
+        &dir,
+        "memory_record.csv",
+        "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type\n\
+         PTA,1000.0\t,10,20,10,1,NPU:0\n\
+         PTA,2000.0\t,10,-2110,10,1,NPU:0\n\
+         PTA,3000.0\t,12,30,12,1,NPU:0\n",
+    );
+    let run = profiler::open(std::slice::from_ref(&file)).expect("reads");
+    let rank = &run.ranks[0];
+    let pta = rank.curve("PTA").expect("PTA");
+    assert_eq!(
+        pta.reserved_bytes,
+        [20.0 * 1024.0 * 1024.0, 30.0 * 1024.0 * 1024.0]
+    );
+    assert_eq!(rank.warnings.len(), 1);
+    let w = &rank.warnings[0];
+    assert_eq!((w.file.as_path(), w.line), (file.as_path(), Some(3)));
+    assert!(
+        w.message.contains("Total Reserved is negative"),
+        "{}",
+        w.message
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -93,14 +93,28 @@ pub fn read(path: &Path) -> Result<Vec<CompareRow>, MemscopeError> {
                     )
                 })
         };
+        let (base_bytes, compare_bytes) = (bytes(cells[3], "Base")?, bytes(cells[4], "Compare")?);
+        let diff_bytes = bytes(cells[5], "Diff")?.unwrap_or(0);
+        // msMemScope writes Compare − Base (an absent side as 0): a Diff that is not cannot be
+        // trusted over the two it contradicts, nor they over it.
+        let expected = compare_bytes.unwrap_or(0) - base_bytes.unwrap_or(0);
+        if diff_bytes != expected {
+            return Err(bad(
+                line,
+                format!(
+                    "Diff {diff_bytes} is not Compare − Base ({expected}): the row contradicts \
+                     itself"
+                ),
+            ));
+        }
         rows.push(CompareRow {
             line,
             event: cells[0].to_string(),
             name: cells[1].to_string(),
             device: cells[2].to_string(),
-            base_bytes: bytes(cells[3], "Base")?,
-            compare_bytes: bytes(cells[4], "Compare")?,
-            diff_bytes: bytes(cells[5], "Diff")?.unwrap_or(0),
+            base_bytes,
+            compare_bytes,
+            diff_bytes,
         });
     }
     if !header_seen {
@@ -114,6 +128,28 @@ pub fn read(path: &Path) -> Result<Vec<CompareRow>, MemscopeError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_diff_that_contradicts_base_and_compare_is_refused_with_its_line() {
+        let dir =
+            std::env::temp_dir().join(format!("memsight-compare-diff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("folder");
+        let path = dir.join("memory_compare_1.csv");
+        std::fs::write(
+            &path,
+            ",,,Base,Compare\n\
+             Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n\
+             OP,aten::add,0,100,200,100\n\
+             OP,aten::mul,0,100,200,1000000\n",
+        )
+        .expect("write");
+        let err = super::read(&path).expect_err("inconsistent").to_string();
+        assert!(
+            err.contains("line 4") && err.contains("Diff 1000000 is not Compare − Base (100)"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(dir).expect("clean up");
+    }
+
     use super::read;
 
     #[test]

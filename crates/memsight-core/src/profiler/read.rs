@@ -324,12 +324,25 @@ pub fn read_memory_record(
             if time.is_nan() {
                 return Err("no timestamp".to_string());
             }
-            Ok((
-                time,
+            let totals = (
                 columns.value(record, "Total Allocated")?,
                 columns.value(record, "Total Reserved")?,
                 columns.value(record, "Total Active")?,
-            ))
+            );
+            // A pool holds nothing or more: a negative total is a damaged row, not a figure.
+            for (name, value) in [
+                ("Total Allocated", totals.0),
+                ("Total Reserved", totals.1),
+                ("Total Active", totals.2),
+            ] {
+                if value < 0.0 {
+                    return Err(format!(
+                        "{name} is negative ({value}): no pool holds less than nothing; the row \
+                         is left out"
+                    ));
+                }
+            }
+            Ok((time, totals.0, totals.1, totals.2))
         })();
         match parsed {
             Ok((time, allocated, reserved, active)) => {

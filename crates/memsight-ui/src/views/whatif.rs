@@ -528,14 +528,22 @@ fn outcome_ui(
                 ui.label(RichText::new("recorded").strong());
                 ui.label(RichText::new("predicted").strong());
                 ui.end_row();
-                let delta = (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                    / (r.peak_reserved_bytes as f64).max(1.0)
-                    * 100.0;
+                // Against nothing recorded, no percentage means anything.
+                let delta = if r.peak_reserved_bytes == 0 {
+                    "no percentage: 0 B recorded".to_string()
+                } else {
+                    format!(
+                        "{:+.1} %",
+                        (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
+                            / r.peak_reserved_bytes as f64
+                            * 100.0
+                    )
+                };
                 for (what, a, b) in [
                     (
                         "peak reserved",
                         bytes(r.peak_reserved_bytes),
-                        format!("{} ({delta:+.1} %)", bytes(p.peak_reserved_bytes)),
+                        format!("{} ({delta})", bytes(p.peak_reserved_bytes)),
                     ),
                     (
                         "segment allocs / maps",
