@@ -1003,3 +1003,73 @@ fn whatif_names_the_file_it_cannot_replay() {
         "{err}"
     );
 }
+
+/// A folder of a recording that cannot be opened (`device_1/` without read permission) is an
+/// error naming it, exit 2, as an unreadable file is; it used to be skipped with exit 0. Root
+/// reads every folder: the check runs as `nobody` (`setpriv`), where the test runs as root.
+#[test]
+fn an_unreadable_folder_of_a_recording_is_an_error_naming_it() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if !root_user || !setpriv {
+        memsight_core::testing::skip("unreadable folder: needs root and setpriv to act as nobody");
+        return;
+    }
+    let dir = temp_dir("unreadable");
+    let _ = std::fs::remove_dir_all(&dir);
+    let recording = dir.join("rec");
+    let out = memsight(&[
+        "gen",
+        "--format",
+        "memscope",
+        "--devices",
+        "2",
+        "--events",
+        "4000",
+        "-o",
+        recording.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut folders = vec![dir.clone()];
+    let mut device_1 = None;
+    while let Some(folder) = folders.pop() {
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for entry in std::fs::read_dir(&folder).expect("folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                if path.ends_with("device_1") {
+                    device_1 = Some(path.clone());
+                }
+                folders.push(path);
+            } else {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                    .expect("chmod");
+            }
+        }
+    }
+    let device_1 = device_1.expect("a device_1 folder");
+    std::fs::set_permissions(&device_1, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_memsight"))
+        .arg("stats")
+        .arg(&recording)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot read {}", device_1.display())),
+        "{err}"
+    );
+    std::fs::set_permissions(&device_1, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -375,32 +375,45 @@ fn has_memscope_header(path: &Path) -> bool {
 /// The dump files under `dir` (at most four levels down: `out/msmemscope_*/device_N/dump/`),
 /// sorted. A CSV and a DB of the same name stem are both kept (a user's choice to pass both).
 pub fn dump_files(dir: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() {
-                if depth > 0 {
-                    walk(&path, depth - 1, out);
-                }
-            } else if is_dump_name(&path) {
-                out.push(path);
-            }
-        }
-    }
     let mut out = Vec::new();
-    walk(dir, 4, &mut out);
+    // Looking, not reading: a folder that cannot be opened holds nothing seen.
+    let _ = walk_dumps(dir, 4, &mut out);
     out.sort();
     out
+}
+
+/// [`dump_files`] for reading: a folder below `dir` that cannot be opened (a `device_1/` without
+/// read permission) is an error naming it, as an unreadable file is, not a device left out.
+fn dump_files_to_read(dir: &Path) -> Result<Vec<PathBuf>, MemscopeError> {
+    let mut out = Vec::new();
+    walk_dumps(dir, 4, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn walk_dumps(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), MemscopeError> {
+    let io = |source| MemscopeError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.is_dir() {
+            if depth > 0 {
+                walk_dumps(&path, depth - 1, out)?;
+            }
+        } else if is_dump_name(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Reads the recording at `path` (a dump file or a folder, with the `python_trace_*.csv` beside
 /// its dump files) into a [`Snapshot`].
 pub fn load(path: &Path) -> Result<Snapshot, MemscopeError> {
     let files = if path.is_dir() {
-        let files = dump_files(path);
+        let files = dump_files_to_read(path)?;
         if files.is_empty() {
             return Err(MemscopeError::NotMemscope {
                 path: path.to_path_buf(),
