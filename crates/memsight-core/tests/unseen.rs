@@ -561,3 +561,34 @@ fn a_checkpoint_s_recomputed_forward_is_not_a_gradient() {
         .collect();
     assert_eq!(by_size, [(4, "gradient"), (1, "retained"), (4, "gradient")]);
 }
+
+/// A final pool no device can have — a 4 KiB segment "holding" a 1 TiB block, and a 2 KiB block
+/// over the same address — keeps the block that fits, says what was left out, and every figure
+/// agrees (the block count and the bytes alike).
+#[test]
+fn blocks_outside_their_segment_are_left_out_with_a_warning() {
+    let segments = vec![segment(
+        0,
+        BASE,
+        4096,
+        "small",
+        vec![
+            block(BASE, 1 << 40, "active_allocated", None),
+            block(BASE, 2048, "active_allocated", None),
+        ],
+    )];
+    let loaded = load(&top(segments, vec![Vec::new()]));
+    let device = &loaded.snapshot.devices[0];
+    assert_eq!(device.segments[0].blocks.len(), 1);
+    assert_eq!(loaded.replays[0].final_totals().allocated_bytes, 2048);
+    let warning = loaded
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .find(|w| w.contains("outside their segment"))
+        .unwrap_or_else(|| panic!("{:?}", loaded.warnings));
+    assert!(
+        warning.contains("1.00 TiB in all") && warning.contains("of 4.00 KiB"),
+        "{warning}"
+    );
+}
