@@ -630,6 +630,9 @@ fn assemble(
     // work (and memory) grow with the number of references instead of the file size.
     let mut seen = Seen::default();
     let mut per_device: Vec<(u32, Vec<u32>)> = Vec::new();
+    // Each trace entry is a dict of its own; one shared through the memo would repeat its event
+    // once per reference (10 million references in a 20 MB file made a diff abort under 6 GB).
+    let mut entry_taken: Vec<bool> = vec![false; b.events.len()];
     if let Some(traces) = traces_value {
         let lists = tree
             .items(traces)
@@ -643,7 +646,23 @@ fn assemble(
             for entry in entries {
                 match entry {
                     Value::Dict(n) => match tree.node(*n) {
-                        Node::Event(i) => indices.push(*i),
+                        Node::Event(i) => {
+                            let i = *i;
+                            if entry_taken.len() <= i as usize {
+                                entry_taken.resize(i as usize + 1, false);
+                            }
+                            if std::mem::replace(&mut entry_taken[i as usize], true) {
+                                return Err(PickleError::malformed(
+                                    at,
+                                    format!(
+                                        "an entry of `device_traces[{ordinal}]` appears twice \
+                                         (shared through the memo): a snapshot's entries are \
+                                         each their own dict"
+                                    ),
+                                ));
+                            }
+                            indices.push(i);
+                        }
                         _ => {
                             return Err(PickleError::malformed(
                                 at,

@@ -366,6 +366,43 @@ struct Vm<R> {
     scratch: Vec<u8>,
 }
 
+/// What the values of a pickle may take in memory per byte of the (decompressed) stream read so
+/// far, beyond [`BUDGET_BASE_BYTES`]. A snapshot's entries are dicts of a handful of values
+/// (about 2 bytes in memory per byte of pickle); a stream of bare `EMPTY_LIST` opcodes makes 50
+/// per byte, and a 97 KB `.gz` of them once asked for 4 GiB at once and aborted.
+pub const BUDGET_BYTES_PER_INPUT_BYTE: u64 = 16;
+
+/// What any pickle may take whatever its size.
+pub const BUDGET_BASE_BYTES: u64 = 64 << 20;
+
+impl<R: Read> Vm<R> {
+    /// Refuses a stream whose values grow far faster than the input (checked every 65,536
+    /// opcodes, so at most a few MiB past the bound): the memory a file may take is bounded by
+    /// its size, and a small hostile file is an error, never an abort.
+    fn check_budget(&self, tree: &Tree, at: u64) -> Result<(), PickleError> {
+        let value = std::mem::size_of::<Value>() as u64;
+        let held = tree.nodes.len() as u64 * (std::mem::size_of::<Node>() as u64 + value)
+            + (self.stack.len() + self.memo.dense.len() + self.memo.sparse.len()) as u64 * value;
+        let budget = at
+            .saturating_mul(BUDGET_BYTES_PER_INPUT_BYTE)
+            .saturating_add(BUDGET_BASE_BYTES);
+        if held > budget {
+            return Err(PickleError::malformed(
+                at,
+                format!(
+                    "its first {} of pickle build {} containers taking over {} in memory, more \
+                     than {BUDGET_BYTES_PER_INPUT_BYTE} bytes per byte read: not a memory \
+                     snapshot (refused before it exhausts memory)",
+                    crate::units::format_bytes(at as i64),
+                    tree.nodes.len(),
+                    crate::units::format_bytes(held as i64)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn memo_miss(at: u64, index: u64) -> PickleError {
@@ -421,6 +458,7 @@ impl<R: Read> Vm<R> {
                         kind: PickleErrorKind::Cancelled,
                     });
                 }
+                self.check_budget(tree, at)?;
             }
             match op {
                 0x80 => {
@@ -833,6 +871,25 @@ mod tests {
                 .expect("loads");
         let items = tree.items(value).expect("list");
         assert_eq!(items[0], items[1]);
+    }
+
+    /// Ten million empty lists (10 MB of opcodes, 37 KB gzipped) would take half a GiB and
+    /// more: refused within the budget, naming what they build.
+    #[test]
+    fn a_stream_of_containers_is_refused_before_it_exhausts_memory() {
+        let mut bytes = vec![0x80, 4, b'('];
+        bytes.extend(std::iter::repeat_n(b']', 10_000_000));
+        bytes.extend([b'l', b'.']);
+        let err = load(&bytes).expect_err("over budget");
+        let PickleErrorKind::Malformed(message) = &err.kind else {
+            panic!("{err:?}");
+        };
+        assert!(
+            message.contains("refused before it exhausts memory"),
+            "{message}"
+        );
+        // Refused early: within a few MiB of where the bound was crossed.
+        assert!(err.offset < 4 << 20, "{}", err.offset);
     }
 
     #[test]

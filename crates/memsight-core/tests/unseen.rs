@@ -592,3 +592,22 @@ fn blocks_outside_their_segment_are_left_out_with_a_warning() {
         "{warning}"
     );
 }
+
+/// One trace entry shared five times through the memo (`[event] * 5`, as Python pickles it): a
+/// real trace never shares an entry, and ten million such references once made `diff` abort.
+/// Refused, naming what is wrong.
+#[test]
+fn a_trace_entry_shared_through_the_memo_is_refused() {
+    // pickle.dumps({"segments": [], "device_traces": [[event] * 5]}, 4)
+    let bytes = b"\x80\x04\x95\x6f\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x08segments\x94\x5d\x94\
+        \x8c\x0ddevice_traces\x94\x5d\x94\x5d\x94\x28\x7d\x94\x28\x8c\x06action\x94\x8c\x05alloc\x94\
+        \x8c\x04addr\x94\x4b\x01\x8c\x04size\x94\x4d\x00\x02\x8c\x06stream\x94\x4b\x00\x8c\x06frames\
+        \x94\x5d\x94\x75\x68\x06\x68\x06\x68\x06\x68\x06\x65\x61\x75\x2e";
+    let err = memsight_core::load_bytes(bytes, std::path::Path::new("shared.pickle"))
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.contains("appears twice (shared through the memo)") && err.contains("shared.pickle"),
+        "{err}"
+    );
+}
