@@ -208,12 +208,23 @@ fn bad_recordings_are_refused_with_the_line_and_what_is_wrong() {
         .to_string();
     assert!(err.contains("more than 1 PiB"), "{err}");
 
-    // A 100 MB field (a stack gone wrong, or not msMemScope's file).
+    // A 100 MB field (a stack gone wrong, or not msMemScope's file): refused by the line cap as
+    // it streams in, naming the line.
     let mut big = HEADER.as_bytes().to_vec();
     big.extend_from_slice(b"1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{size:4}\",\"");
     big.extend(std::iter::repeat_n(b'x', 100 << 20));
     big.extend_from_slice(b"\",\n");
     let err = load_text("field", &big).expect_err("100 MB").to_string();
+    assert!(
+        err.contains("line 2") && err.contains("a line of more than 64.0 MiB"),
+        "{err}"
+    );
+    // A 20 MB field on a line within the cap: the field cap, naming the line.
+    let mut wide = HEADER.as_bytes().to_vec();
+    wide.extend_from_slice(b"1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{size:4}\",\"");
+    wide.extend(std::iter::repeat_n(b'x', 20 << 20));
+    wide.extend_from_slice(b"\",\n");
+    let err = load_text("field", &wide).expect_err("20 MB").to_string();
     assert!(
         err.contains("line 2") && err.contains("a field of more than"),
         "{err}"

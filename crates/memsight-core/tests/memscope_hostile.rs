@@ -225,3 +225,25 @@ fn rows_left_out_are_said_with_their_line() {
     }
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// A dump that is a link to `/dev/zero` (a stream with no line end) is refused once a line passes
+/// 64 MiB, naming the file; it used to grow until the process was killed.
+#[test]
+fn an_endless_line_is_refused_as_it_streams_in() {
+    let dir = std::env::temp_dir().join(format!("memsight-hostile-zero-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let link = dir.join("memscope_dump_1.csv");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("link");
+    let started = std::time::Instant::now();
+    let err = Loaded::open(&link, None).expect_err("refused").to_string();
+    assert!(
+        err.contains(&link.display().to_string()) && err.contains("a line of more than 64.0 MiB"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "refused as it streamed in"
+    );
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

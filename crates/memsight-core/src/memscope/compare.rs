@@ -39,7 +39,9 @@ pub fn read(path: &Path) -> Result<Vec<CompareRow>, MemscopeError> {
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .has_headers(false)
-        .from_reader(std::io::BufReader::new(file));
+        .from_reader(std::io::BufReader::new(crate::capped::LineCapped::new(
+            file,
+        )));
     let bad = |line: u64, message: String| MemscopeError::BadRow {
         path: path.to_path_buf(),
         line,

@@ -113,7 +113,10 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
         .flexible(true)
         .has_headers(false)
         .quoting(false)
-        .from_reader(std::io::BufReader::with_capacity(1 << 20, file));
+        .from_reader(std::io::BufReader::with_capacity(
+            1 << 20,
+            crate::capped::LineCapped::new(file),
+        ));
     let mut record = csv::ByteRecord::new();
     let bad = |line: u64, message: String| MemscopeError::BadRow {
         path: path.to_path_buf(),

@@ -58,7 +58,10 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .has_headers(false)
-        .from_reader(std::io::BufReader::with_capacity(1 << 20, file));
+        .from_reader(std::io::BufReader::with_capacity(
+            1 << 20,
+            crate::capped::LineCapped::new(file),
+        ));
     let mut record = csv::ByteRecord::new();
     let bad = |line: u64, message: String| MemscopeError::BadRow {
         path: path.to_path_buf(),
@@ -67,8 +70,16 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     };
     let mut read = |record: &mut csv::ByteRecord| {
         reader.read_byte_record(record).map_err(|e| {
-            let line = e.position().map_or(0, csv::Position::line);
-            bad(line, format!("not CSV: {e}"))
+            // Reading failed, or a line passed the cap (its message names the line).
+            if let csv::ErrorKind::Io(io) = e.kind() {
+                MemscopeError::Io {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(io.kind(), io.to_string()),
+                }
+            } else {
+                let line = e.position().map_or(0, csv::Position::line);
+                bad(line, format!("not CSV: {e}"))
+            }
         })
     };
     if !read(&mut record)? {

@@ -182,9 +182,11 @@ impl Columns {
 }
 
 /// Opens `path` and reads its header.
-fn open_table(
-    path: &Path,
-) -> Result<(csv::Reader<BufReader<File>>, csv::ByteRecord), ProfilerError> {
+/// A table being read: lines longer than [`crate::capped::MAX_LINE_BYTES`] are refused as they
+/// stream in.
+type Table = csv::Reader<BufReader<crate::capped::LineCapped<File>>>;
+
+fn open_table(path: &Path) -> Result<(Table, csv::ByteRecord), ProfilerError> {
     let file = File::open(path).map_err(|source| ProfilerError::Io {
         path: path.to_path_buf(),
         source,
@@ -193,7 +195,10 @@ fn open_table(
         .has_headers(false)
         .flexible(true)
         .buffer_capacity(1 << 20)
-        .from_reader(BufReader::with_capacity(1 << 20, file));
+        .from_reader(BufReader::with_capacity(
+            1 << 20,
+            crate::capped::LineCapped::new(file),
+        ));
     let mut header = csv::ByteRecord::new();
     match reader.read_byte_record(&mut header) {
         Ok(true) => Ok((reader, header)),
@@ -224,7 +229,7 @@ fn csv_error(path: &Path, e: &csv::Error) -> ProfilerError {
 /// become warnings, I/O errors end the file with an error.
 fn for_each_row(
     path: &Path,
-    mut reader: csv::Reader<BufReader<File>>,
+    mut reader: Table,
     warnings: &mut Warnings<'_>,
     mut row: impl FnMut(&csv::ByteRecord, u64, &mut Warnings<'_>),
 ) -> Result<(), ProfilerError> {
