@@ -5,6 +5,8 @@
 #   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
 #   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
 #   MEMSIGHT_CHECKSET2  the second batch (default /work/checkset/public2)
+#   MEMSIGHT_CHECKSET3  the third batch (default /work/checkset/public3)
+#   MEMSIGHT_CHECKSET4  the fourth batch (default /work/checkset/public4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -12,6 +14,8 @@ bin="${2:-target/debug/memsight}"
 fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
 public="${MEMSIGHT_CHECKSET:-/work/checkset/public}"
 public2="${MEMSIGHT_CHECKSET2:-/work/checkset/public2}"
+public3="${MEMSIGHT_CHECKSET3:-/work/checkset/public3}"
+public4="${MEMSIGHT_CHECKSET4:-/work/checkset/public4}"
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
@@ -27,6 +31,10 @@ for row in $public_rows; do
         "$bin" analyze "$public/$row" > "$out/public_$row.txt" 2>&1 || true
     elif [ -f "$public2/$row" ]; then
         "$bin" analyze "$public2/$row" > "$out/public2_$row.txt" 2>&1 || true
+    elif [ -f "$public3/$row" ]; then
+        "$bin" analyze "$public3/$row" > "$out/public3_$row.txt" 2>&1 || true
+    elif [ -f "$public4/$row" ]; then
+        "$bin" analyze "$public4/$row" > "$out/public4_$row.txt" 2>&1 || true
     else
         echo "missing: $public/$row (see docs/check-set.md for where to fetch it)" >&2
     fi
