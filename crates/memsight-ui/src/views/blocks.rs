@@ -52,6 +52,9 @@ pub struct BlockRow {
     pub state: BlockState,
     /// The frame that names its stack (the user's code), "(no stack)" where none was recorded.
     pub call_site: String,
+    /// Every frame of its stack, internal ones included, lowercased: what the filter searches
+    /// (`adam` finds `_init_group (adam.py:174)` below the headline frame).
+    pub stack_lowercase: Arc<str>,
     pub alloc_event: Option<u32>,
     /// The event that freed it, later in the trace (`None`: never freed in it).
     pub free_event: Option<u32>,
@@ -119,7 +122,8 @@ pub fn live_blocks(data: &Prepared, device: usize, event: Option<u32>) -> Vec<Bl
     let snapshot = &data.loaded.snapshot;
     let replay = &data.loaded.replays[device];
     let pool = replay.pool_after(&snapshot.devices[device], event);
-    let mut sites: FxHashMap<memsight_core::model::StackId, String> = FxHashMap::default();
+    let mut sites: FxHashMap<memsight_core::model::StackId, (String, Arc<str>)> =
+        FxHashMap::default();
     let mut rows = Vec::new();
     for block in pool.segments.iter().flat_map(|s| &s.blocks) {
         let Some(id) = block
@@ -129,11 +133,16 @@ pub fn live_blocks(data: &Prepared, device: usize, event: Option<u32>) -> Vec<Bl
             continue;
         };
         let lifetime = &replay.lifetimes[id as usize];
-        let call_site = sites
+        let (call_site, stack_lowercase) = sites
             .entry(lifetime.stack)
             .or_insert_with(|| {
-                memsight_core::frames::headline_frame(snapshot, lifetime.stack)
-                    .unwrap_or_else(|| "(no stack)".to_string())
+                (
+                    memsight_core::frames::headline_frame(snapshot, lifetime.stack)
+                        .unwrap_or_else(|| "(no stack)".to_string()),
+                    memsight_core::frames::stack_text(snapshot, lifetime.stack, true)
+                        .to_lowercase()
+                        .into(),
+                )
             })
             .clone();
         rows.push(BlockRow {
@@ -143,6 +152,7 @@ pub fn live_blocks(data: &Prepared, device: usize, event: Option<u32>) -> Vec<Bl
             requested_size_bytes: block.requested_size_bytes,
             state: block.state,
             call_site,
+            stack_lowercase,
             alloc_event: lifetime.alloc_event,
             free_event: lifetime.free_completed_event,
         });
@@ -160,20 +170,22 @@ fn matches(row: &BlockRow, filter: &str) -> bool {
     {
         return (row.address..row.address + row.size_bytes.max(1)).contains(&address);
     }
-    row.call_site.to_lowercase().contains(filter)
+    row.call_site.to_lowercase().contains(filter) || row.stack_lowercase.contains(filter)
 }
 
 fn sort_rows(rows: &mut [BlockRow], by: SortBy, descending: bool) {
-    // Events that never happened in the trace sort after every event.
-    let event = |e: Option<u32>| e.map_or(u64::MAX, u64::from);
+    // A block allocated before the trace was allocated before every event; one never freed in
+    // it is freed after every event.
+    let alloc = |e: Option<u32>| e.map_or(-1, i64::from);
+    let free = |e: Option<u32>| e.map_or(i64::MAX, i64::from);
     rows.sort_by(|a, b| {
         let order = match by {
             SortBy::Size => a.size_bytes.cmp(&b.size_bytes),
             SortBy::Requested => a.requested_size_bytes.cmp(&b.requested_size_bytes),
             SortBy::State => state_name(a.state).cmp(state_name(b.state)),
             SortBy::CallSite => a.call_site.cmp(&b.call_site),
-            SortBy::AllocEvent => event(a.alloc_event).cmp(&event(b.alloc_event)),
-            SortBy::FreeEvent => event(a.free_event).cmp(&event(b.free_event)),
+            SortBy::AllocEvent => alloc(a.alloc_event).cmp(&alloc(b.alloc_event)),
+            SortBy::FreeEvent => free(a.free_event).cmp(&free(b.free_event)),
             SortBy::Address => a.address.cmp(&b.address),
         };
         let order = if descending { order.reverse() } else { order };
@@ -317,5 +329,57 @@ pub fn blocks_ui(
             state.sort = by;
             state.descending_off = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use memsight_core::model::BlockState;
+
+    use super::{BlockRow, SortBy, matches, sort_rows};
+
+    fn row(lifetime: u32, call_site: &str, stack: &str, alloc_event: Option<u32>) -> BlockRow {
+        BlockRow {
+            lifetime,
+            address: 0x1000 * u64::from(lifetime + 1),
+            size_bytes: 512,
+            requested_size_bytes: 512,
+            state: BlockState::ActiveAllocated,
+            call_site: call_site.to_string(),
+            stack_lowercase: Arc::from(stack.to_lowercase()),
+            alloc_event,
+            free_event: None,
+        }
+    }
+
+    /// The filter searches every frame, not the headline alone: "adam" finds a block whose
+    /// headline is the training step but whose stack holds `_init_group (adam.py:174)`.
+    #[test]
+    fn the_filter_searches_the_whole_stack() {
+        let r = row(
+            0,
+            "train_step (train.py:88)",
+            "train_step (train.py:88)\nstep (optimizer.py:485)\n_init_group (adam.py:174)",
+            Some(5),
+        );
+        assert!(matches(&r, "adam"));
+        assert!(matches(&r, "train_step"));
+        assert!(!matches(&r, "sgd"));
+    }
+
+    /// Sorted by the event that allocated it, a block from before the trace comes first (it was
+    /// allocated before every event), not after the latest events.
+    #[test]
+    fn blocks_from_before_the_trace_sort_first_by_allocation() {
+        let mut rows = vec![
+            row(0, "a", "a", Some(9)),
+            row(1, "b", "b", None),
+            row(2, "c", "c", Some(3)),
+        ];
+        sort_rows(&mut rows, SortBy::AllocEvent, false);
+        let order: Vec<Option<u32>> = rows.iter().map(|r| r.alloc_event).collect();
+        assert_eq!(order, [None, Some(3), Some(9)]);
     }
 }
