@@ -100,15 +100,20 @@ impl Document {
         }
     }
 
-    /// Applies the commands the views queued this frame.
-    pub fn apply_commands(&mut self) {
-        let Some(i) = self.device_index() else { return };
+    /// Applies the commands the views queued this frame; whether there were any (the views drew
+    /// the selection before them, so the caller asks for another frame).
+    pub fn apply_commands(&mut self) -> bool {
+        let Some(i) = self.device_index() else {
+            return false;
+        };
         let commands = std::mem::take(&mut self.commands);
+        let any = !commands.is_empty();
         self.selection.apply(
             commands,
             &self.data.loaded.snapshot.devices[i],
             &self.data.loaded.replays[i],
         );
+        any
     }
 
     /// The analysis of the selected range (computed once per range), with the set of its

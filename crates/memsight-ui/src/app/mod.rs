@@ -315,8 +315,10 @@ impl MemsightApp {
             }
             View::Pool => {
                 egui::CentralPanel::default().show(ui, |ui| self.pool_ui(ui));
-                if let Some(doc) = self.docs.get_mut(self.active) {
-                    doc.apply_commands();
+                if let Some(doc) = self.docs.get_mut(self.active)
+                    && doc.apply_commands()
+                {
+                    ctx.request_repaint();
                 }
                 return;
             }
@@ -342,9 +344,13 @@ impl MemsightApp {
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
         self.layout.chart = self.chart_rect;
         self.step_keys(&ctx);
-        // Every view has drawn and queued its commands: change the selection once.
-        if let Some(doc) = self.docs.get_mut(self.active) {
-            doc.apply_commands();
+        // Every view has drawn and queued its commands: change the selection once, and draw
+        // again so that every view shows it (the event list lagged one `[` / `]` behind until the
+        // pointer moved).
+        if let Some(doc) = self.docs.get_mut(self.active)
+            && doc.apply_commands()
+        {
+            ctx.request_repaint();
         }
         self.log_selection();
         if self.show_warnings {
