@@ -390,3 +390,51 @@ fn no_tooltip_draws_over_an_open_file_dialog() {
     harness.run_steps(60);
     harness.get_by_label(&addr);
 }
+
+/// Ctrl+Tab / Ctrl+PgDn make the next tab active and Ctrl+Shift+Tab / Ctrl+PgUp the one before,
+/// wrapping past either end: every tab is reachable without the mouse (at 900×600 most of ten
+/// tabs were past the bar's right edge).
+#[test]
+fn ctrl_tab_and_ctrl_page_keys_move_through_the_tabs() {
+    let dir = scratch("tab-keys");
+    let mut harness = harness_of(&leak_source(), 900.0, 600.0);
+    let ctx = harness.ctx.clone();
+    for name in ["二.pickle", "three.pickle"] {
+        let path = dir.join(name);
+        std::fs::write(&path, generated(Scenario::Steady, 2000)).expect("write");
+        harness.state_mut().open(&ctx, path);
+        common::settle(&mut harness);
+    }
+    assert_eq!(harness.state().documents().len(), 3);
+    let title = |h: &Harness<'static, MemsightApp>| h.state().window_title();
+    assert!(
+        title(&harness).contains("three.pickle"),
+        "{}",
+        title(&harness)
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::Tab);
+    harness.run_steps(2);
+    assert!(
+        title(&harness).contains("leak.pickle"),
+        "wraps to the first: {}",
+        title(&harness)
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::PageDown);
+    harness.run_steps(2);
+    assert!(title(&harness).contains("二.pickle"), "{}", title(&harness));
+    harness.key_press_modifiers(Modifiers::COMMAND | Modifiers::SHIFT, Key::Tab);
+    harness.run_steps(2);
+    assert!(
+        title(&harness).contains("leak.pickle"),
+        "{}",
+        title(&harness)
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::PageUp);
+    harness.run_steps(2);
+    assert!(
+        title(&harness).contains("three.pickle"),
+        "wraps to the last: {}",
+        title(&harness)
+    );
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

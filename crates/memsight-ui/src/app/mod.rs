@@ -230,7 +230,8 @@ impl MemsightApp {
                 }))
     }
 
-    /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Escape: whenever the window has focus.
+    /// Ctrl+O, Ctrl+E, Ctrl+Shift+E, Ctrl+W, Ctrl+(Shift+)Tab, Ctrl+`PgUp` / `PgDn`, Escape: whenever
+    /// the window has focus.
     fn shortcuts(&mut self, ctx: &egui::Context) {
         use egui::{Key, KeyboardShortcut, Modifiers};
         let pressed = |m, k| ctx.input_mut(|i| i.consume_shortcut(&KeyboardShortcut::new(m, k)));
@@ -247,11 +248,66 @@ impl MemsightApp {
         if pressed(Modifiers::COMMAND, Key::W) {
             self.close_active();
         }
+        // Through the tabs, as browsers do: Ctrl+Tab / Ctrl+PgDn the next, with Shift / PgUp the
+        // one before (every tab is reachable without the mouse, however many are open).
+        if pressed(Modifiers::COMMAND | Modifiers::SHIFT, Key::Tab)
+            || pressed(Modifiers::COMMAND, Key::PageUp)
+        {
+            self.cycle_tabs(false);
+        }
+        if pressed(Modifiers::COMMAND, Key::Tab) || pressed(Modifiers::COMMAND, Key::PageDown) {
+            self.cycle_tabs(true);
+        }
         if ctx.input(|i| i.key_pressed(Key::Escape)) {
             if self.dialogs.builtin_is_open() {
                 self.dialogs.close_builtin();
             } else {
                 self.show_warnings = false;
+            }
+        }
+    }
+
+    /// Makes the next tab (or the one before) active, in the tab bar's order: snapshots, then
+    /// profiler runs, then compares; past the last, the first.
+    fn cycle_tabs(&mut self, forward: bool) {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Tab {
+            Doc(usize),
+            Profiler(usize),
+            Compare(usize),
+        }
+        let tabs: Vec<Tab> = (0..self.docs.len())
+            .map(Tab::Doc)
+            .chain((0..self.profilers.len()).map(Tab::Profiler))
+            .chain((0..self.compares.len()).map(Tab::Compare))
+            .collect();
+        if tabs.is_empty() {
+            return;
+        }
+        let current = match (self.active_compare, self.active_profiler) {
+            (Some(c), _) => Tab::Compare(c),
+            (None, Some(p)) => Tab::Profiler(p),
+            (None, None) => Tab::Doc(self.active),
+        };
+        let at = tabs.iter().position(|&t| t == current).unwrap_or(0);
+        let next = if forward {
+            (at + 1) % tabs.len()
+        } else {
+            (at + tabs.len() - 1) % tabs.len()
+        };
+        match tabs[next] {
+            Tab::Doc(i) => {
+                self.active = i;
+                self.active_profiler = None;
+                self.active_compare = None;
+            }
+            Tab::Profiler(i) => {
+                self.active_profiler = Some(i);
+                self.active_compare = None;
+            }
+            Tab::Compare(i) => {
+                self.active_compare = Some(i);
+                self.active_profiler = None;
             }
         }
     }
