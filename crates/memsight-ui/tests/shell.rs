@@ -412,29 +412,24 @@ fn ctrl_tab_and_ctrl_page_keys_move_through_the_tabs() {
         "{}",
         title(&harness)
     );
-    harness.key_press_modifiers(Modifiers::COMMAND, Key::Tab);
-    harness.run_steps(2);
-    assert!(
-        title(&harness).contains("leak.pickle"),
-        "wraps to the first: {}",
-        title(&harness)
-    );
-    harness.key_press_modifiers(Modifiers::COMMAND, Key::PageDown);
-    harness.run_steps(2);
-    assert!(title(&harness).contains("二.pickle"), "{}", title(&harness));
-    harness.key_press_modifiers(Modifiers::COMMAND | Modifiers::SHIFT, Key::Tab);
-    harness.run_steps(2);
-    assert!(
-        title(&harness).contains("leak.pickle"),
-        "{}",
-        title(&harness)
-    );
-    harness.key_press_modifiers(Modifiers::COMMAND, Key::PageUp);
-    harness.run_steps(2);
-    assert!(
-        title(&harness).contains("three.pickle"),
-        "wraps to the last: {}",
-        title(&harness)
-    );
+    // Each key, and the tab it makes active: past the last the first, before the first the last.
+    for (modifiers, key, tab) in [
+        (Modifiers::COMMAND, Key::Tab, "leak.pickle"),
+        (Modifiers::COMMAND, Key::PageDown, "二.pickle"),
+        (
+            Modifiers::COMMAND | Modifiers::SHIFT,
+            Key::Tab,
+            "leak.pickle",
+        ),
+        (Modifiers::COMMAND, Key::PageUp, "three.pickle"),
+    ] {
+        harness.key_press_modifiers(modifiers, key);
+        harness.run_steps(2);
+        assert!(
+            title(&harness).contains(tab),
+            "{key:?}: {}",
+            title(&harness)
+        );
+    }
     std::fs::remove_dir_all(dir).expect("clean up");
 }

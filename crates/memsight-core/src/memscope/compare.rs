@@ -130,43 +130,49 @@ pub fn read(path: &Path) -> Result<Vec<CompareRow>, MemscopeError> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_diff_that_contradicts_base_and_compare_is_refused_with_its_line() {
-        let dir =
-            std::env::temp_dir().join(format!("memsight-compare-diff-{}", std::process::id()));
+    use std::path::PathBuf;
+
+    use super::read;
+
+    /// `rows` under msMemScope's two header lines, as `name` in a folder of its own.
+    fn written(folder: &str, name: &str, rows: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("memsight-{folder}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("folder");
-        let path = dir.join("memory_compare_1.csv");
+        let path = dir.join(name);
         std::fs::write(
             &path,
-            ",,,Base,Compare\n\
-             Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n\
-             OP,aten::add,0,100,200,100\n\
-             OP,aten::mul,0,100,200,1000000\n",
+            format!(
+                ",,,Base,Compare\n\
+                 Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff \
+                 Memory(byte)\n{rows}"
+            ),
         )
         .expect("write");
-        let err = super::read(&path).expect_err("inconsistent").to_string();
+        path
+    }
+
+    #[test]
+    fn a_diff_that_contradicts_base_and_compare_is_refused_with_its_line() {
+        let path = written(
+            "compare-diff",
+            "memory_compare_1.csv",
+            "OP,aten::add,0,100,200,100\nOP,aten::mul,0,100,200,1000000\n",
+        );
+        let err = read(&path).expect_err("inconsistent").to_string();
         assert!(
             err.contains("line 4") && err.contains("Diff 1000000 is not Compare − Base (100)"),
             "{err}"
         );
-        std::fs::remove_dir_all(dir).expect("clean up");
+        std::fs::remove_dir_all(path.parent().expect("folder")).expect("clean up");
     }
-
-    use super::read;
 
     #[test]
     fn the_two_line_header_and_missing_operators_are_read() {
-        let dir = std::env::temp_dir().join(format!("memsight-compare-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("folder");
-        let path = dir.join("memory_compare_20251203.csv");
-        std::fs::write(
-            &path,
-            ",,,Base,Compare\n\
-             Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n\
-             ATEN_END,aten.addmm,0,1536,1536,0\n\
-             ATEN_END,aten._to_copy,0,N/A,4000256,4000256\n",
-        )
-        .expect("write");
+        let path = written(
+            "compare",
+            "memory_compare_20251203.csv",
+            "ATEN_END,aten.addmm,0,1536,1536,0\nATEN_END,aten._to_copy,0,N/A,4000256,4000256\n",
+        );
         let rows = read(&path).expect("reads");
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].base_bytes, None);
@@ -175,6 +181,6 @@ mod tests {
         std::fs::write(&path, "Event,Name\nATEN_END,x,0,1,2,zz\n").expect("write");
         let err = read(&path).expect_err("bad diff").to_string();
         assert!(err.contains("line 2") && err.contains("Diff"), "{err}");
-        std::fs::remove_dir_all(dir).expect("clean up");
+        std::fs::remove_dir_all(path.parent().expect("folder")).expect("clean up");
     }
 }
