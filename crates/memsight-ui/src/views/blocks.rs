@@ -1,7 +1,7 @@
 //! The live blocks right after the selected event as a table: size, requested, state, call site,
 //! alloc and free events, address. Sorted by any column (a click on its title; again: the other
-//! way), filtered by call-site text or a hex address; a click on a row pins the block, so the pool
-//! and the lifecycle chart show it. Rows are virtualized: pools of 100 000 blocks scroll smoothly.
+//! way), filtered by the text of any frame or a hex address; a click on a row pins the block, so
+//! the pool and the lifecycle chart show it. Rows are virtualized: pools of 100 000 blocks scroll smoothly.
 
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ type LiveKey = (usize, Option<u32>);
 
 #[derive(Default)]
 pub struct BlockTableState {
-    /// Call-site text (case-insensitive) or a `0x` address inside the block.
+    /// Text of any frame of its stack (case-insensitive) or a `0x` address inside the block.
     pub filter: String,
     pub sort: SortBy,
     pub descending_off: bool,
@@ -203,7 +203,7 @@ fn toolbar_ui(ui: &mut Ui, event: Option<u32>, rows: &[BlockRow], state: &mut Bl
         });
         ui.add(
             egui::TextEdit::singleline(&mut state.filter)
-                .hint_text("call site text or 0x address")
+                .hint_text("stack text or 0x address")
                 .desired_width(160.0),
         );
         ui.weak(format!(
