@@ -12,7 +12,8 @@
 # Then the pool follows segment steps, read from the app's MEMSIGHT_UI_LOG: ] steps through the
 # segment_map events of an expandable-segment NPU file, each outlined in view; and with a block
 # pinned (a row of the Blocks table), [ goes to the segment_alloc before and the pool outlines that
-# segment, not the pinned block's.
+# segment, not the pinned block's. Last, a run (a folder of snapshots, one per rank, in a Chinese
+# folder) opens as a run tab at 1400×900 and 900×600, and a double-click on its heat map opens a file.
 # Needs: xvfb xdotool imagemagick (scripts/install-deps.sh --gui-tests). Usage:
 #   scripts/gui-smoke.sh [path/to/memsight] [output.png]
 set -euo pipefail
@@ -317,3 +318,42 @@ fi
 import -window root "$work/segment-alloc-pinned.png"
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died stepping segments:" >&2; cat "$work/app-steps.log" >&2; exit 1; }
 echo "gui-smoke: with a block pinned, [ went to a segment_alloc and the pool outlines it in view: $line"
+
+# A run: a folder of snapshots, one per rank and dump, in a Chinese folder, given on the command
+# line, opens as a run tab (its title says so) at the screen's 1400×900 and stays drawn at 900×600;
+# a double click on a cell of the heat map opens that rank's file in a tab of its own.
+run_dir="$work/中文目录/八卡训练"
+"$bin" gen --run --ranks 8 --iterations 2 -o "$run_dir" 2>/dev/null
+kill "$app" 2>/dev/null || true
+wait "$app" 2>/dev/null || true
+(cd "$work" && exec "$bin" "$run_dir") >"$work/app-run.log" 2>&1 &
+app=$!
+await_window "$work/app-run.log" "$run_dir"
+title="$(xdotool getwindowname "$window")"
+case "$title" in
+    *"八卡训练 (run)"*) ;;
+    *) echo "gui-smoke: the run folder did not open as a run tab: the title is $title" >&2; exit 1 ;;
+esac
+for size in "1400 900" "900 600"; do
+    # shellcheck disable=SC2086
+    xdotool windowsize "$window" $size
+    sleep 3
+    import -window root "$work/run-${size/ /x}.png"
+    colours="$(convert "$work/run-${size/ /x}.png" -format %k info:)"
+    if [ "$colours" -lt 50 ]; then
+        echo "gui-smoke: the run tab at ${size/ /×} has $colours colours: nothing drawn?" >&2
+        exit 1
+    fi
+done
+# The heat map's first cell (rank 0 at the first dump), below the controls: at 900×600 the
+# controls take two lines. Double-click opens its file.
+xdotool windowfocus "$window" 2>/dev/null || true
+xdotool mousemove 130 145 click --repeat 2 --delay 80 1
+for _ in $(seq 30); do
+    title="$(xdotool getwindowname "$window")"
+    [[ "$title" == *"rank0_memory_snapshot.pickle"* ]] && break
+    sleep 1
+done
+[[ "$title" == *"rank0_memory_snapshot.pickle"* ]] || { echo "gui-smoke: a double-click on the heat map opened no file (title: $title)" >&2; exit 1; }
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died in the run tab:" >&2; cat "$work/app-run.log" >&2; exit 1; }
+echo "gui-smoke: a run folder opened as a run tab at 1400×900 and 900×600; a double-click opened $title"

@@ -159,6 +159,9 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 }
 
 pub fn stats(file: Option<&Path>, json: bool) -> Result<()> {
+    if let Some(run) = file.and_then(memsight_core::run::as_run) {
+        return crate::run::stats(&run, json);
+    }
     // Profiler data is read as `analyze` and the window read it.
     if let Some(path) = file.filter(|f| memsight_core::profiler::is_profiler_path(f)) {
         return profiler_stats(path, json);
@@ -550,16 +553,28 @@ fn print_findings(report: &memsight_core::report::AnalysisReport, markdown: bool
     Ok(())
 }
 
-pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&str>) -> Result<()> {
-    use memsight_core::detect::{Severity, analyze as detect_all};
-    use memsight_core::report::{AnalysisReport, FileFindings};
-
-    let threshold = match fail_on {
+/// `--fail-on`'s severity.
+pub(crate) fn severity(fail_on: Option<&str>) -> Result<Option<memsight_core::detect::Severity>> {
+    use memsight_core::detect::Severity;
+    Ok(match fail_on {
         None => None,
         Some("warning") => Some(Severity::Warning),
         Some("error") => Some(Severity::Error),
         Some(other) => bail_input!("--fail-on must be `warning` or `error`, not `{other}`"),
-    };
+    })
+}
+
+pub fn analyze(files: &[PathBuf], json: bool, markdown: bool, fail_on: Option<&str>) -> Result<()> {
+    use memsight_core::detect::analyze as detect_all;
+    use memsight_core::report::{AnalysisReport, FileFindings};
+
+    if let [folder] = files
+        && let Some(run) = memsight_core::run::as_run(folder)
+    {
+        return crate::run::analyze(&run, json, markdown, fail_on);
+    }
+
+    let threshold = severity(fail_on)?;
     let targets: Vec<Option<&Path>> = if files.is_empty() {
         vec![None]
     } else {
@@ -1085,6 +1100,47 @@ pub fn generate_memscope(
         truth.devices.len(),
         truth.devices.first().map_or(0, |d| d.steps),
         output.join("memsight-truth.json").display()
+    );
+    Ok(())
+}
+
+/// `gen --run`: a run folder in torchtitan's layout, with its truth.
+pub fn generate_run(
+    (ranks, iterations, events, seed): (u32, u32, usize, u64),
+    output: &Path,
+) -> Result<()> {
+    if ranks < 3 {
+        bail_input!(
+            "--ranks must be at least 3 (the heavy, leaking and out-of-memory ranks are three), not {ranks}"
+        );
+    }
+    if !(1..=1_000).contains(&iterations) {
+        bail_input!("--iterations must be from 1 to 1000, not {iterations}");
+    }
+    if !(1..=r#gen::MAX_EVENTS).contains(&events) {
+        bail_input!("--events must be from 1 to {}", r#gen::MAX_EVENTS);
+    }
+    if output.is_file() {
+        bail_input!(
+            "{} is a file: a run is written into a folder",
+            output.display()
+        );
+    }
+    let truth = r#gen::run::write_run(
+        output,
+        &r#gen::run::RunGenOptions {
+            ranks,
+            iterations,
+            events,
+            seed,
+        },
+    )
+    .with_context(|| format!("cannot write the run into {}", output.display()))?;
+    eprintln!(
+        "wrote {} files into {} and {}",
+        truth.files,
+        output.display(),
+        output.join("memsight-run-truth.json").display()
     );
     Ok(())
 }

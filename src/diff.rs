@@ -36,11 +36,35 @@ impl Format {
 
 pub fn diff(
     a: &Path,
-    b: &Path,
-    (device_a, device_b): (Option<u32>, Option<u32>),
+    b: Option<&Path>,
+    (device_a, device_b, iteration): (Option<u32>, Option<u32>, Option<u64>),
     top: Option<usize>,
     (json, markdown): (bool, bool),
 ) -> Result<()> {
+    // A run folder: two of its ranks, each a file of its own.
+    if let (None, Some(run)) = (b, memsight_core::run::as_run(a)) {
+        let (file_a, file_b) = crate::run::rank_files(&run, (device_a, device_b), iteration)?;
+        return diff(
+            &file_a,
+            Some(&file_b),
+            (None, None, None),
+            top,
+            (json, markdown),
+        );
+    }
+    if iteration.is_some() {
+        bail_input!(
+            "--iteration picks the dumps of a run folder; {} is not one",
+            a.display()
+        );
+    }
+    let Some(b) = b else {
+        bail_input!(
+            "diff needs two recordings, or a run folder (a folder of snapshots, one per rank) \
+             with --device-a and --device-b; {} is neither a run folder nor given a second file",
+            a.display()
+        );
+    };
     let format = Format::from_flags(json, markdown);
     let is_profiler = memsight_core::profiler::is_profiler_path;
     match (is_profiler(a), is_profiler(b)) {

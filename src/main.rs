@@ -2,6 +2,7 @@
 
 mod commands;
 mod diff;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,9 +25,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Per device: events by action, final and peak bytes, warnings.
+    /// Per device: events by action, final and peak bytes, warnings. On a run (a folder of
+    /// snapshots, one per rank and dump): one row per file.
     Stats {
-        /// Snapshot pickle (optionally .gz); the bundled demo when omitted.
+        /// Snapshot pickle (optionally .gz), or a run folder; the bundled demo when omitted.
         file: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -84,7 +86,9 @@ enum Command {
     #[command(after_help = EXIT_STATUS)]
     Analyze {
         /// Snapshot pickles (optionally .gz) and profiler data (rank folders or CSVs, analysed
-        /// together as one run); the bundled demo when none is given.
+        /// together as one run), or one run folder of snapshots (one per rank and dump: the OOM,
+        /// the heaviest rank, growth between dumps, findings alike on several ranks said once);
+        /// the bundled demo when none is given.
         files: Vec<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long, conflicts_with = "markdown")]
@@ -142,14 +146,18 @@ enum Command {
         /// of rank folders).
         a: PathBuf,
         /// The second recording (B), of the same kind; A again to compare two of its devices or
-        /// ranks.
-        b: PathBuf,
+        /// ranks. Omitted when A is a run folder: then --device-a and --device-b are ranks.
+        b: Option<PathBuf>,
         /// A's device ordinal (profiler data: rank index); default: devices paired by index.
         #[arg(long)]
         device_a: Option<u32>,
         /// B's device ordinal (profiler data: rank index).
         #[arg(long)]
         device_b: Option<u32>,
+        /// A run folder: the iteration whose dumps to compare (default: the latest both ranks
+        /// have).
+        #[arg(long)]
+        iteration: Option<u64>,
         /// Call sites (operators) to list per device (text default 20; JSON default all).
         #[arg(long)]
         top: Option<usize>,
@@ -176,12 +184,23 @@ enum Command {
             help = "snapshot: a pickle; memscope / memscope-db: an msMemScope recording of training steps on --devices NPUs (owners, accesses, an injected leak, early, late and idle blocks), as CSV or SQLite"
         )]
         format: String,
+        #[arg(
+            long,
+            help = "Write a run instead: a folder in torchtitan's layout (iteration_N/rankR_memory_snapshot.pickle, iteration_N_exit/ after an OOM) with memsight-run-truth.json: the last rank heavier by a known call site, rank 1 leaking across dumps, rank 0 out of memory at the last dump"
+        )]
+        run: bool,
+        /// Ranks of a run (at least 3).
+        #[arg(long, default_value_t = 8)]
+        ranks: u32,
+        /// Dumps per rank of a run, 10 steps apart.
+        #[arg(long, default_value_t = 3)]
+        iterations: u32,
         /// NPUs of an msMemScope recording.
         #[arg(long, default_value_t = 8)]
         devices: u32,
-        /// Trace events to record (at least 1).
-        #[arg(long, default_value_t = 100_000)]
-        events: usize,
+        /// Trace events to record (at least 1; default 100000, 2000 per file of a run).
+        #[arg(long)]
+        events: Option<usize>,
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Pickle protocol (4 as Python 3.8-3.13 writes, 5 as Python 3.14 does).
@@ -201,6 +220,9 @@ fn generate(command: Command) -> anyhow::Result<()> {
     let Command::Gen {
         scenario,
         format,
+        run,
+        ranks,
+        iterations,
         devices,
         events,
         seed,
@@ -211,6 +233,10 @@ fn generate(command: Command) -> anyhow::Result<()> {
     else {
         unreachable!("called with `gen` only")
     };
+    if run {
+        return commands::generate_run((ranks, iterations, events.unwrap_or(2_000), seed), &output);
+    }
+    let events = events.unwrap_or(100_000);
     if format == "snapshot" {
         commands::generate(
             scenario.as_deref(),
@@ -288,12 +314,24 @@ fn main() -> ExitCode {
             b,
             device_a,
             device_b,
+            iteration,
             top,
             json,
             markdown,
-        }) => diff::diff(&a, &b, (device_a, device_b), top, (json, markdown)),
+        }) => diff::diff(
+            &a,
+            b.as_deref(),
+            (device_a, device_b, iteration),
+            top,
+            (json, markdown),
+        ),
         Some(command @ Command::Gen { .. }) => generate(command),
     };
+    exit_code(result)
+}
+
+/// The exit status of a command's result, its error on stderr.
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`memsight stats | head`) is the reader's choice, not a failure.

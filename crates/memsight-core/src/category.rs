@@ -382,7 +382,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         let named = l
             .alloc_event
             .and_then(|e| snapshot.owner(&device.trace, e as usize))
-            .and_then(crate::owner::category);
+            .and_then(from_owner);
         // A block released by `zero_grad` was a gradient, whatever made it (the backward
         // thread often records no frames; last step's gradients are alive before the trace).
         let freed_by_zero_grad = l
@@ -1097,10 +1097,44 @@ fn before_the_trace(
     }
 }
 
+/// The category msMemScope's owner names, where it names one (`PTA@gradient` → gradient).
+pub fn from_owner(owner: &str) -> Option<Category> {
+    owner
+        .split('@')
+        .skip(1)
+        .find_map(|level| {
+            Some(match level.to_ascii_lowercase().as_str() {
+                "weight" | "weights" | "parameter" | "parameters" => Category::Parameter,
+                "gradient" | "gradients" | "grad" => Category::Gradient,
+                "optimizer_state" | "optimizer" | "optimizer_states" => Category::OptimizerState,
+                "activation" | "activations" => Category::Activation,
+                "workspace" => Category::Workspace,
+                _ => return None,
+            })
+        })
+        .or_else(|| {
+            owner
+                .starts_with("PTA_WORKSPACE")
+                .then_some(Category::Workspace)
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Category, Phase, classify};
+    use super::{Category, Phase, classify, from_owner};
     use crate::r#gen::{Scenario, generate_loaded};
+
+    #[test]
+    fn msmemscope_owners_name_categories() {
+        assert_eq!(from_owner("PTA@gradient@ops"), Some(Category::Gradient));
+        assert_eq!(
+            from_owner("PTA@optimizer_state"),
+            Some(Category::OptimizerState)
+        );
+        assert_eq!(from_owner("PTA_WORKSPACE"), Some(Category::Workspace));
+        assert_eq!(from_owner("PTA"), None);
+        assert_eq!(from_owner("CANN@HCCL"), None);
+    }
 
     #[test]
     fn a_generated_training_loop_has_every_training_category() {

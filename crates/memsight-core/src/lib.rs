@@ -18,8 +18,10 @@ pub mod output;
 pub mod owner;
 pub mod pickle;
 pub mod profiler;
+mod quote;
 pub mod range;
 pub mod replay;
+pub mod run;
 pub mod segments;
 
 pub use load::{LoadError, LoadPhase, LoadProgress, load_bytes, load_path, load_reader};

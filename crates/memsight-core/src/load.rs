@@ -19,6 +19,7 @@ use crate::model::{
     StackId, StreamId, Trace, Warning, WarningKind,
 };
 use crate::pickle::{self, Node, NodeId, PickleError, PickleErrorKind, StrId, Tree, Value};
+use crate::quote::quoted;
 
 /// Why a file could not be loaded. Every message names the file last.
 #[derive(Debug, thiserror::Error)]
@@ -59,9 +60,6 @@ const EXPECTED: &str = "memsight expects a pickle written by torch.cuda.memory._
                         torch_npu.npu.memory._dump_snapshot() (optionally gzip-compressed), a torch_npu \
                         profiler folder, or an msMemScope recording (memscope_dump_*.csv or .db, or its folder)";
 
-/// Quoted values in messages are cut to this many characters.
-const QUOTE_CHARS: usize = 60;
-
 /// What the first bytes of a file that failed to load as a pickle look like, when they say more
 /// than the pickle error: a profiler CSV, text, an empty file. `None` for anything pickle-like
 /// (a snapshot starts with the PROTO opcode, 0x80).
@@ -98,17 +96,6 @@ fn looks_like(head: &[u8]) -> Option<String> {
             quoted(first_line)
         )
     })
-}
-
-/// `text` cut to [`QUOTE_CHARS`] characters, with an ellipsis when cut.
-pub(crate) fn quoted(text: &str) -> String {
-    let mut chars = text.chars();
-    let cut: String = chars.by_ref().take(QUOTE_CHARS).collect();
-    if chars.next().is_some() {
-        format!("{cut}…")
-    } else {
-        cut
-    }
 }
 
 impl LoadError {

@@ -8,7 +8,6 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::category::Category;
 use crate::model::{BlockState, Device, Snapshot};
 use crate::replay::DeviceReplay;
 
@@ -158,46 +157,15 @@ pub fn series_by_owner(
     (owners, series)
 }
 
-/// The category msMemScope's owner names, where it names one (`PTA@gradient` → gradient).
-pub fn category(owner: &str) -> Option<Category> {
-    owner
-        .split('@')
-        .skip(1)
-        .find_map(|level| {
-            Some(match level.to_ascii_lowercase().as_str() {
-                "weight" | "weights" | "parameter" | "parameters" => Category::Parameter,
-                "gradient" | "gradients" | "grad" => Category::Gradient,
-                "optimizer_state" | "optimizer" | "optimizer_states" => Category::OptimizerState,
-                "activation" | "activations" => Category::Activation,
-                "workspace" => Category::Workspace,
-                _ => return None,
-            })
-        })
-        .or_else(|| {
-            owner
-                .starts_with("PTA_WORKSPACE")
-                .then_some(Category::Workspace)
-        })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{at_depth, category};
-    use crate::category::Category;
+    use super::at_depth;
 
     #[test]
-    fn owners_cut_at_a_depth_and_name_categories() {
+    fn owners_cut_at_a_depth() {
         assert_eq!(at_depth("PTA@gradient@ops@memscope", 1), "PTA");
         assert_eq!(at_depth("PTA@gradient@ops@memscope", 2), "PTA@gradient");
         assert_eq!(at_depth("PTA@gradient", 5), "PTA@gradient");
         assert_eq!(at_depth("CANN@HCCL", 0), "CANN@HCCL");
-        assert_eq!(category("PTA@gradient@ops"), Some(Category::Gradient));
-        assert_eq!(
-            category("PTA@optimizer_state"),
-            Some(Category::OptimizerState)
-        );
-        assert_eq!(category("PTA_WORKSPACE"), Some(Category::Workspace));
-        assert_eq!(category("PTA"), None);
-        assert_eq!(category("CANN@HCCL"), None);
     }
 }

@@ -65,7 +65,7 @@ fn window_error(error: &str) -> String {
              `memsight analyze`, which need none"
         )
     } else if error.contains("WGPU") || error.contains("adapter") || error.contains("surface") {
-        format!("cannot open the window ({error}): {}", headless::NO_ADAPTER)
+        format!("cannot open the window ({error}): {}", render::NO_ADAPTER)
     } else {
         format!("cannot open the window: {error}")
     }

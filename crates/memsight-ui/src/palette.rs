@@ -153,3 +153,19 @@ pub fn series_color(index: usize) -> Color32 {
     let hue = (index as f64 * 0.618_033_988_75).fract() as f32;
     hsv(hue, 0.75, 0.75)
 }
+
+/// A run's heat map: a rank's peak from light (the run's least) to dark (its most).
+pub fn heat(fraction: f32) -> Color32 {
+    let f = fraction.clamp(0.0, 1.0);
+    let mix = |light: f32, dark: f32| (light + (dark - light) * f).round() as u8;
+    Color32::from_rgb(mix(239.0, 8.0), mix(243.0, 69.0), mix(255.0, 148.0))
+}
+
+/// A heat-map cell's text on `fraction`'s colour: dark on light, light on dark.
+pub fn heat_text(fraction: f32) -> Color32 {
+    if fraction > 0.55 {
+        Color32::WHITE
+    } else {
+        Color32::from_gray(30)
+    }
+}

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 use egui::TexturesDelta;
 use egui_wgpu::{RenderState, ScreenDescriptor, wgpu};
 
+/// What to say when no renderer can be made (no GPU driver, no Mesa, a backend that is absent).
+pub const NO_ADAPTER: &str = "no graphics adapter for rendering: install Mesa (Debian / Ubuntu: apt-get install \
+                              libegl-mesa0 libgl1-mesa-dri, or scripts/install-deps.sh) and try WGPU_BACKEND=gl";
+
 /// How long a frame (or its read-back) may take on the device.
 pub const FRAME_WAIT: Duration = Duration::from_mins(2);
 /// One wait of [`PatientRenderer::wait`]'s loop.
@@ -36,7 +40,7 @@ impl PatientRenderer {
             None,
             egui_wgpu::RendererOptions::PREDICTABLE,
         ))
-        .map_err(|e| format!("{}: {e}", crate::headless::NO_ADAPTER))?;
+        .map_err(|e| format!("{NO_ADAPTER}: {e}"))?;
         Ok(Self { state })
     }
 

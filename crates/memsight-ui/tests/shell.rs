@@ -321,12 +321,10 @@ fn file_menu_opens_a_profiler_folder_through_the_browser() {
     harness.state_mut().dialogs.last_dir = Some(dir.join("profiler"));
     harness.get_by_label("File").click();
     harness.run_steps(2);
-    harness
-        .get_by_label("Open folder (profiler, msMemScope)…")
-        .click();
+    harness.get_by_label("Open run or folder…").click();
     // The menu closes, then the browser window sizes itself over a frame or two.
     harness.run_steps(5);
-    harness.get_by_label_contains("Open a torch_npu profiler or msMemScope folder");
+    harness.get_by_label_contains("Open a run, a torch_npu profiler or an msMemScope folder");
     // A folder picker: its field says so.
     harness.get_by_label("Folder:");
     harness.get_by_label_contains("rank0_level0").click();
@@ -351,9 +349,7 @@ fn the_folder_picker_lists_folders_only() {
     harness.state_mut().dialogs.last_dir = Some(dir.clone());
     harness.get_by_label("File").click();
     harness.run_steps(2);
-    harness
-        .get_by_label("Open folder (profiler, msMemScope)…")
-        .click();
+    harness.get_by_label("Open run or folder…").click();
     harness.run_steps(5);
     harness.get_by_label_contains("rank3_ascend_pt");
     assert!(harness.query_by_label_contains("notes.csv").is_none());

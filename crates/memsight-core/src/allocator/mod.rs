@@ -204,7 +204,7 @@ type FreeKey = (PoolKind, i128, u64, u64);
 type SegmentPlace = (i128, PoolKind);
 
 /// The free blocks of both pools, and what garbage collection needs to know of their age.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct FreeBlocks {
     set: BTreeSet<FreeKey>,
     /// Per block address: `get_free_blocks_call_count` when it became free (`gc_count_base`).
@@ -244,6 +244,7 @@ impl FreeBlocks {
 }
 
 /// The allocator plus the ring buffer of what it recorded.
+#[derive(Clone)]
 pub struct Allocator {
     pub segments: BTreeMap<u64, GenSegment>,
     free: FreeBlocks,

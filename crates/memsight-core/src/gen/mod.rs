@@ -7,6 +7,7 @@
 use crate::allocator;
 pub mod memscope;
 pub mod profiler;
+pub mod run;
 pub mod score;
 pub mod transformer;
 mod writer;

@@ -91,7 +91,7 @@ pub fn read(path: &Path) -> Result<Vec<CompareRow>, MemscopeError> {
                 .ok_or_else(|| {
                     bad(
                         line,
-                        format!("{what} \"{}\" is not a size", crate::load::quoted(cell)),
+                        format!("{what} \"{}\" is not a size", crate::quote::quoted(cell)),
                     )
                 })
         };

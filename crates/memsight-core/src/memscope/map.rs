@@ -19,7 +19,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::{DeviceId, Kind, MemscopeError, Pool, Rows, Subtype, TextId};
+use super::{DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype, TextId};
 use crate::model::{
     Action, Annotation, AnnotationStage, Block, BlockState, BlockUse, Device, DeviceMemorySample,
     FileFormat, Frame, NO_POOL, NO_STACK, NO_STR, Segment, SegmentType, Snapshot, StackId, StrId,
@@ -240,56 +240,102 @@ impl<'r> Tables<'r> {
     }
 }
 
-/// The rows of a recording as a snapshot; `path` names it in errors.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one pass over the rows in time order, each kind in its arm"
-)]
-pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
-    // Each file's clock: µs in early files, ns since.
-    let mut file_max = vec![0i64; rows.files.len()];
-    for (row, &(file, _)) in rows.rows.iter().zip(&rows.origin) {
-        file_max[file as usize] = file_max[file as usize].max(row.time_raw);
-    }
-    let time_us = |i: usize| -> i64 {
-        let row = &rows.rows[i];
-        if file_max[rows.origin[i].0 as usize] >= NS_FROM {
-            row.time_raw / 1000
-        } else {
-            row.time_raw
+/// Each row's time in µs: early files wrote µs, later ones ns, told apart per file.
+struct Clock {
+    /// Per row file: its times are ns.
+    row_file_ns: Vec<bool>,
+    /// Per Python-trace file: its times are ns.
+    call_file_ns: Vec<bool>,
+}
+
+impl Clock {
+    fn of(rows: &Rows) -> Self {
+        let mut file_max = vec![0i64; rows.files.len()];
+        for (row, &(file, _)) in rows.rows.iter().zip(&rows.origin) {
+            file_max[file as usize] = file_max[file as usize].max(row.time_raw);
         }
-    };
-    // The Python trace's files: ns or µs by the same rule.
-    let mut call_file_ns = vec![false; rows.files.len()];
-    for call in &rows.calls {
-        let latest = call.start_raw.max(call.end_raw).unwrap_or(0);
-        call_file_ns[call.file as usize] |= latest >= NS_FROM;
+        let mut call_file_ns = vec![false; rows.files.len()];
+        for call in &rows.calls {
+            let latest = call.start_raw.max(call.end_raw).unwrap_or(0);
+            call_file_ns[call.file as usize] |= latest >= NS_FROM;
+        }
+        Self {
+            row_file_ns: file_max.into_iter().map(|m| m >= NS_FROM).collect(),
+            call_file_ns,
+        }
     }
-    // Time order (the writer groups a block's rows at its free), then process and id; the keys
-    // computed once, not per comparison.
+
+    fn row_us(&self, rows: &Rows, i: usize) -> i64 {
+        let raw = rows.rows[i].time_raw;
+        if self.row_file_ns[rows.origin[i].0 as usize] {
+            raw / 1000
+        } else {
+            raw
+        }
+    }
+
+    fn call_us(&self, raw: i64, file: u32) -> i64 {
+        if self.call_file_ns[file as usize] {
+            raw / 1000
+        } else {
+            raw
+        }
+    }
+}
+
+/// Rows in time order (the writer groups a block's rows at its free), then process and id; the
+/// keys computed once, not per comparison.
+fn time_order(rows: &Rows, clock: &Clock) -> Vec<usize> {
     let mut keyed: Vec<(i64, u64, u64, u32)> = (0..rows.rows.len())
-        .map(|i| (time_us(i), rows.rows[i].pid, rows.rows[i].id, i as u32))
+        .map(|i| {
+            (
+                clock.row_us(rows, i),
+                rows.rows[i].pid,
+                rows.rows[i].id,
+                i as u32,
+            )
+        })
         .collect();
     keyed.sort_unstable();
-    let order: Vec<usize> = keyed.into_iter().map(|k| k.3 as usize).collect();
+    keyed.into_iter().map(|k| k.3 as usize).collect()
+}
 
-    // Pass 1: each row's device (a HAL free from a file that did not know its device: the device
-    // whose live allocation it frees, found as the rows come), which HAL allocations hold pool
-    // blocks, and which blocks lie outside every one.
-    let mut states: BTreeMap<u32, DeviceState> = BTreeMap::new();
-    let mut device_of_row: Vec<Option<u32>> = vec![None; rows.rows.len()];
-    let (mut host_rows, mut pids): (u64, FxHashMap<u32, Vec<u64>>) = (0, FxHashMap::default());
-    for &i in &order {
+/// A row of host memory: not device memory, left out.
+fn is_host(row: &Row) -> bool {
+    matches!(row.kind, Kind::Malloc | Kind::Free)
+        && (row.device == DeviceId::Host || matches!(row.pool, Pool::HostPinned | Pool::Host))
+}
+
+/// What the first pass learns: each row's device, the devices' HAL allocations (which hold pool
+/// blocks) and the segments from before the trace.
+struct Devices {
+    states: BTreeMap<u32, DeviceState>,
+    device_of_row: Vec<Option<u32>>,
+    host_rows: u64,
+    /// Per device, the processes whose rows it has.
+    pids: FxHashMap<u32, Vec<u64>>,
+}
+
+/// Pass 1: each row's device (a HAL free from a file that did not know its device: the device
+/// whose live allocation it frees, found as the rows come), which HAL allocations hold pool
+/// blocks, and which blocks lie outside every one.
+fn find_devices(rows: &Rows, order: &[usize]) -> Devices {
+    let mut found = Devices {
+        states: BTreeMap::new(),
+        device_of_row: vec![None; rows.rows.len()],
+        host_rows: 0,
+        pids: FxHashMap::default(),
+    };
+    for &i in order {
         let row = &rows.rows[i];
-        if matches!(row.kind, Kind::Malloc | Kind::Free)
-            && (row.device == DeviceId::Host || matches!(row.pool, Pool::HostPinned | Pool::Host))
-        {
-            host_rows += 1;
+        if is_host(row) {
+            found.host_rows += 1;
             continue;
         }
         let device = match row.device {
             DeviceId::Npu(n) => Some(n),
-            DeviceId::Unknown if row.pool == Pool::Hal && row.kind == Kind::Free => states
+            DeviceId::Unknown if row.pool == Pool::Hal && row.kind == Kind::Free => found
+                .states
                 .iter()
                 .find(|(_, s)| s.hal_live.contains_key(&row.addr))
                 .map(|(&d, _)| d),
@@ -298,12 +344,12 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
         let Some(device) = device else {
             continue;
         };
-        device_of_row[i] = Some(device);
-        let pid_list = pids.entry(device).or_default();
+        found.device_of_row[i] = Some(device);
+        let pid_list = found.pids.entry(device).or_default();
         if !pid_list.contains(&row.pid) {
             pid_list.push(row.pid);
         }
-        let state = states.entry(device).or_default();
+        let state = found.states.entry(device).or_default();
         match (row.kind, row.pool) {
             (Kind::Malloc, Pool::Hal) => {
                 state.hals.push(Hal {
@@ -326,52 +372,82 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             _ => {}
         }
     }
-
-    // Pass 2: the traces, in time order.
-    let mut tables = Tables::new(rows);
-    let mut annotations = Vec::new();
-    for state in states.values_mut() {
+    // Pass 2 walks the HAL allocations again from the start.
+    for state in found.states.values_mut() {
         state.hal_live.clear();
         for h in &mut state.hals {
             h.freed = false;
         }
     }
-    let mut hal_next: FxHashMap<u32, usize> = FxHashMap::default();
-    // The operators open on each thread: a block without a Python stack is placed in the
-    // innermost one (its "call site" is the operator that asked for it).
-    let mut open_ops: FxHashMap<(u64, u64), Vec<u32>> = FxHashMap::default();
-    let mut calls = super::python_trace::by_thread(rows, |raw, file| {
-        if call_file_ns[file as usize] {
-            raw / 1000
-        } else {
-            raw
+    found
+}
+
+/// Pass 2's state besides the devices': the interned text, the open operators and calls, and
+/// what the warnings will count.
+struct Replay<'r> {
+    rows: &'r Rows,
+    clock: &'r Clock,
+    tables: Tables<'r>,
+    annotations: Vec<Annotation>,
+    /// Per device: the next of its HAL allocations (in pass 1's order).
+    hal_next: FxHashMap<u32, usize>,
+    /// The operators open on each thread: a block without a Python stack is placed in the
+    /// innermost one (its "call site" is the operator that asked for it).
+    open_ops: FxHashMap<(u64, u64), Vec<u32>>,
+    calls: FxHashMap<(u64, u64), super::python_trace::ThreadCalls>,
+    /// A scratch stack, reused.
+    frames: Vec<u32>,
+    inefficient: super::inefficient::Analyzer,
+    /// Per device: bytes of the pool's live traced segments (kept as they change, not summed per
+    /// row), and of the segments from before the trace.
+    reserved_live: FxHashMap<u32, u64>,
+    pre_trace_bytes: FxHashMap<u32, u64>,
+    /// Block events whose pool `total` was checked, and those that disagreed (count, first row).
+    total_checked: u64,
+    total_mismatch: Option<(u64, (u32, u64))>,
+    /// Driver requests that failed: device, bytes, row.
+    oom_requests: Vec<(u32, u64, (u32, u64))>,
+}
+
+impl<'r> Replay<'r> {
+    fn new(rows: &'r Rows, clock: &'r Clock, states: &BTreeMap<u32, DeviceState>) -> Self {
+        let pre_trace_bytes = states
+            .iter()
+            .map(|(&d, s)| {
+                let bytes = s
+                    .pre_trace
+                    .iter()
+                    .fold(0u64, |sum, (start, end)| sum.saturating_add(end - start));
+                (d, bytes)
+            })
+            .collect();
+        Self {
+            rows,
+            clock,
+            tables: Tables::new(rows),
+            annotations: Vec::new(),
+            hal_next: FxHashMap::default(),
+            open_ops: FxHashMap::default(),
+            calls: super::python_trace::by_thread(rows, |raw, file| clock.call_us(raw, file)),
+            frames: Vec::new(),
+            inefficient: super::inefficient::Analyzer::default(),
+            reserved_live: FxHashMap::default(),
+            pre_trace_bytes,
+            total_checked: 0,
+            total_mismatch: None,
+            oom_requests: Vec::new(),
         }
-    });
-    let mut frames: Vec<u32> = Vec::new();
-    let mut inefficient = super::inefficient::Analyzer::default();
-    let mut total_checked = 0u64;
-    let mut total_mismatch: Option<(u64, (u32, u64))> = None;
-    // Per device: bytes of the pool's live traced segments (kept as they change, not summed per
-    // row), and of the segments from before the trace.
-    let mut reserved_live: FxHashMap<u32, u64> = FxHashMap::default();
-    let pre_trace_bytes: FxHashMap<u32, u64> = states
-        .iter()
-        .map(|(&d, s)| {
-            let bytes = s
-                .pre_trace
-                .iter()
-                .fold(0u64, |sum, (start, end)| sum.saturating_add(end - start));
-            (d, bytes)
-        })
-        .collect();
-    let mut oom_requests: Vec<(u32, u64, (u32, u64))> = Vec::new();
-    for &i in &order {
+    }
+
+    /// Pass 2: the traces, one row at a time in time order.
+    fn row(&mut self, found: &mut Devices, i: usize) -> Result<(), MemscopeError> {
+        let rows = self.rows;
         let row = &rows.rows[i];
-        let t_us = time_us(i);
-        let judged = inefficient.feed(row);
+        let t_us = self.clock.row_us(rows, i);
+        let judged = self.inefficient.feed(row);
         if row.kind == Kind::Access
             && let (Some((key, flags)), DeviceId::Npu(device)) = (judged, row.device)
-            && let Some(state) = states.get_mut(&device)
+            && let Some(state) = found.states.get_mut(&device)
             && let Some(used) = state.uses.get_mut(&key)
         {
             let after = state.trace.len().saturating_sub(1) as u32;
@@ -379,75 +455,118 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             used.last_access_event = Some(after);
             used.flags = flags;
         }
-        if row.kind == Kind::Mstx && matches!(row.subtype, Subtype::RangeStart | Subtype::RangeEnd)
-        {
-            annotations.push(Annotation {
-                name: row
-                    .name
-                    .map_or_else(String::new, |n| rows.text(n).to_string()),
-                stage: if row.subtype == Subtype::RangeStart {
-                    AnnotationStage::Start
-                } else {
-                    AnnotationStage::End
-                },
-                device: match row.device {
-                    DeviceId::Npu(n) => i64::from(n),
-                    _ => -1,
-                },
-                time_us: t_us,
-            });
-            continue;
-        }
-        if row.kind == Kind::Snapshot {
-            if let (Some(device), Some(total), Some(free)) =
-                (device_of_row[i], row.total_bytes, row.free_bytes)
-                && let Some(state) = states.get_mut(&device)
-            {
-                state.samples.push(DeviceMemorySample {
-                    after_event: state.trace.len().checked_sub(1).map(|e| e as u32),
-                    time_us: t_us,
-                    total_bytes: total,
-                    free_bytes: free.min(total),
-                });
+        match row.kind {
+            Kind::Mstx if matches!(row.subtype, Subtype::RangeStart | Subtype::RangeEnd) => {
+                self.annotation(row, t_us);
+                return Ok(());
             }
-            continue;
-        }
-        if row.kind == Kind::OpLaunch {
-            let ops = open_ops.entry((row.pid, row.tid)).or_default();
-            match (row.subtype, row.name) {
-                (Subtype::OpStart, Some(name)) => ops.push(name),
-                // The innermost open operator of that name ends (and any left open inside it).
-                (Subtype::OpEnd, Some(name)) => {
-                    if let Some(at) = ops.iter().rposition(|&o| o == name) {
-                        ops.truncate(at);
-                    }
+            Kind::Snapshot => {
+                if let (Some(device), Some(total), Some(free)) =
+                    (found.device_of_row[i], row.total_bytes, row.free_bytes)
+                    && let Some(state) = found.states.get_mut(&device)
+                {
+                    state.samples.push(DeviceMemorySample {
+                        after_event: state.trace.len().checked_sub(1).map(|e| e as u32),
+                        time_us: t_us,
+                        total_bytes: total,
+                        free_bytes: free.min(total),
+                    });
                 }
-                (Subtype::OpEnd, None) => {
-                    ops.pop();
-                }
-                _ => {}
+                return Ok(());
             }
-            continue;
+            Kind::OpLaunch => {
+                self.operator(row);
+                return Ok(());
+            }
+            _ => {}
         }
-        if matches!(row.kind, Kind::Malloc | Kind::Free)
-            && (row.device == DeviceId::Host || matches!(row.pool, Pool::HostPinned | Pool::Host))
+        if is_host(row) {
+            return Ok(());
+        }
+        let Some(device) = found.device_of_row[i] else {
+            return Ok(());
+        };
+        let Some(state) = found.states.get_mut(&device) else {
+            return Ok(());
+        };
+        if !self.block_or_segment(state, device, i, t_us, judged)? {
+            return Ok(());
+        }
+        // The pool's own reserved bytes after a block event, against the rebuilt segments.
+        if let Some(total) = row.total_bytes
+            && row.pool.is_caching_pool()
         {
-            continue;
+            let reserved = self
+                .reserved_live
+                .get(&device)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(self.pre_trace_bytes.get(&device).copied().unwrap_or(0));
+            self.total_checked += 1;
+            if reserved != total {
+                let first = self.total_mismatch.map_or(rows.origin[i], |(_, f)| f);
+                self.total_mismatch = Some((self.total_mismatch.map_or(0, |(n, _)| n) + 1, first));
+            }
         }
-        let Some(device) = device_of_row[i] else {
-            continue;
-        };
-        let Some(state) = states.get_mut(&device) else {
-            continue;
-        };
+        Ok(())
+    }
+
+    fn annotation(&mut self, row: &Row, t_us: i64) {
+        self.annotations.push(Annotation {
+            name: row
+                .name
+                .map_or_else(String::new, |n| self.rows.text(n).to_string()),
+            stage: if row.subtype == Subtype::RangeStart {
+                AnnotationStage::Start
+            } else {
+                AnnotationStage::End
+            },
+            device: match row.device {
+                DeviceId::Npu(n) => i64::from(n),
+                _ => -1,
+            },
+            time_us: t_us,
+        });
+    }
+
+    /// An operator starts or ends on its thread.
+    fn operator(&mut self, row: &Row) {
+        let ops = self.open_ops.entry((row.pid, row.tid)).or_default();
+        match (row.subtype, row.name) {
+            (Subtype::OpStart, Some(name)) => ops.push(name),
+            // The innermost open operator of that name ends (and any left open inside it).
+            (Subtype::OpEnd, Some(name)) => {
+                if let Some(at) = ops.iter().rposition(|&o| o == name) {
+                    ops.truncate(at);
+                }
+            }
+            (Subtype::OpEnd, None) => {
+                ops.pop();
+            }
+            _ => {}
+        }
+    }
+
+    /// A block or segment row of `device` into its trace; false for a row that is neither (or a
+    /// driver OOM, kept for a warning).
+    fn block_or_segment(
+        &mut self,
+        state: &mut DeviceState,
+        device: u32,
+        i: usize,
+        t_us: i64,
+        judged: Option<((u64, u64), u8)>,
+    ) -> Result<bool, MemscopeError> {
+        let rows = self.rows;
+        let row = &rows.rows[i];
         match (row.kind, row.pool) {
             (Kind::Malloc, Pool::Hal) => {
-                let next = hal_next.entry(device).or_default();
+                let next = self.hal_next.entry(device).or_default();
                 let h = *next;
                 *next += 1;
                 state.hal_live.insert(row.addr, h);
                 if state.hals[h].pool {
-                    let reserved = reserved_live.entry(device).or_default();
+                    let reserved = self.reserved_live.entry(device).or_default();
                     *reserved = reserved.saturating_add(row.size_bytes);
                     if *reserved > crate::units::MAX_PLAUSIBLE_BYTES {
                         let (file, line) = rows.origin[i];
@@ -467,7 +586,7 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                     state.hals[h].freed = true;
                     if state.hals[h].pool {
                         let size = state.hals[h].size_bytes;
-                        let reserved = reserved_live.entry(device).or_default();
+                        let reserved = self.reserved_live.entry(device).or_default();
                         *reserved = reserved.saturating_sub(size);
                         state.push(Action::SegmentFree, row.addr, size, t_us);
                     }
@@ -477,23 +596,9 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
                 state.live.insert(row.addr, row.size_bytes);
                 state.push(Action::Alloc, row.addr, row.size_bytes, t_us);
                 let last = state.trace.len() - 1;
-                // Its stack: the operator that asked for it, inside the Python frames (the
-                // row's own stack, else the calls the Python trace has open then).
-                frames.clear();
-                if let Some(&op) = open_ops.get(&(row.pid, row.tid)).and_then(|o| o.last()) {
-                    frames.push(tables.operator_frame(op));
-                }
-                if let Some(stack) = row.stack {
-                    frames.extend_from_slice(tables.python_frames(stack));
-                } else if let Some(thread) = calls.get_mut(&(row.pid, row.tid)) {
-                    let open: Vec<TextId> = thread.open_at(t_us).collect();
-                    for func in open {
-                        frames.push(tables.call_frame(func));
-                    }
-                }
-                state.trace.stack[last] = tables.stack(&frames);
+                state.trace.stack[last] = self.alloc_stack(row, t_us);
                 if let Some(owner) = row.owner {
-                    state.owner[last] = tables.string(owner);
+                    state.owner[last] = self.tables.string(owner);
                 }
                 if let Some(id) = row.allocation_id {
                     state.uses.insert(
@@ -522,29 +627,91 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             // said in a warning, not replayed as the pool's `oom` (the device's free bytes then
             // are not recorded).
             (Kind::OomDetail, _) if row.subtype == Subtype::OomTrigger => {
-                oom_requests.push((device, row.request_bytes.unwrap_or(0), rows.origin[i]));
-                continue;
+                self.oom_requests
+                    .push((device, row.request_bytes.unwrap_or(0), rows.origin[i]));
+                return Ok(false);
             }
-            _ => continue,
+            _ => return Ok(false),
         }
-        // The pool's own reserved bytes after a block event, against the rebuilt segments.
-        if let Some(total) = row.total_bytes
-            && row.pool.is_caching_pool()
-        {
-            let reserved = reserved_live
-                .get(&device)
-                .copied()
-                .unwrap_or(0)
-                .saturating_add(pre_trace_bytes.get(&device).copied().unwrap_or(0));
-            total_checked += 1;
-            if reserved != total {
-                let first = total_mismatch.map_or(rows.origin[i], |(_, f)| f);
-                total_mismatch = Some((total_mismatch.map_or(0, |(n, _)| n) + 1, first));
-            }
-        }
+        Ok(true)
     }
 
+    /// An allocation's stack: the operator that asked for it, inside the Python frames (the
+    /// row's own stack, else the calls the Python trace has open then).
+    fn alloc_stack(&mut self, row: &Row, t_us: i64) -> StackId {
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        if let Some(&op) = self
+            .open_ops
+            .get(&(row.pid, row.tid))
+            .and_then(|o| o.last())
+        {
+            frames.push(self.tables.operator_frame(op));
+        }
+        if let Some(stack) = row.stack {
+            frames.extend_from_slice(self.tables.python_frames(stack));
+        } else if let Some(thread) = self.calls.get_mut(&(row.pid, row.tid)) {
+            let open: Vec<TextId> = thread.open_at(t_us).collect();
+            for func in open {
+                frames.push(self.tables.call_frame(func));
+            }
+        }
+        let stack = self.tables.stack(&frames);
+        self.frames = frames;
+        stack
+    }
+}
+
+/// The rows of a recording as a snapshot; `path` names it in errors.
+pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> {
+    let clock = Clock::of(rows);
+    let order = time_order(rows, &clock);
+    let mut found = find_devices(rows, &order);
+    let mut replay = Replay::new(rows, &clock, &found.states);
+    for &i in &order {
+        replay.row(&mut found, i)?;
+    }
     let mut warnings = Vec::new();
+    let devices = finished_devices(found.states, &found.pids, &mut warnings);
+    if devices.is_empty() {
+        return Err(MemscopeError::NoDeviceMemory {
+            path: path.to_path_buf(),
+            why: if found.host_rows > 0 {
+                format!(
+                    "{} rows of host memory, no MALLOC or FREE on an NPU",
+                    found.host_rows
+                )
+            } else {
+                format!("{} rows, no MALLOC or FREE on an NPU", rows.rows.len())
+            },
+        });
+    }
+    replay_warnings(&replay, &mut warnings);
+    recording_warnings(rows, found.host_rows, &mut warnings);
+    Ok(Snapshot {
+        devices,
+        strings: replay.tables.strings,
+        frames: replay.tables.frames,
+        stacks: replay.tables.stacks,
+        streams: vec![0],
+        pools: Vec::new(),
+        allocator_settings: Vec::new(),
+        annotations: replay.annotations,
+        warnings,
+        format: FileFormat {
+            memscope: true,
+            ..FileFormat::default()
+        },
+    })
+}
+
+/// The devices with anything traced, each with its final pool and the blocks' use; a device
+/// whose rows came from several processes is said in a warning.
+fn finished_devices(
+    states: BTreeMap<u32, DeviceState>,
+    pids: &FxHashMap<u32, Vec<u64>>,
+    warnings: &mut Vec<Warning>,
+) -> Vec<Device> {
     let mut devices = Vec::new();
     for (ordinal, mut state) in states {
         if state.trace.is_empty() && state.live.is_empty() {
@@ -558,8 +725,7 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             .filter(|u| u.first_access_event.is_some() || u.flags != 0 || u.recorded_flags != 0)
             .collect();
         block_use.sort_unstable_by_key(|u| u.alloc_event);
-        let trace = std::mem::take(&mut state.trace);
-        let mut trace = trace;
+        let mut trace = std::mem::take(&mut state.trace);
         if state.owner.iter().any(|&o| o != NO_STR) {
             trace.owner = std::mem::take(&mut state.owner);
         }
@@ -589,17 +755,14 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             memory_samples: std::mem::take(&mut state.samples),
         });
     }
-    if devices.is_empty() {
-        return Err(MemscopeError::NoDeviceMemory {
-            path: path.to_path_buf(),
-            why: if host_rows > 0 {
-                format!("{host_rows} rows of host memory, no MALLOC or FREE on an NPU")
-            } else {
-                format!("{} rows, no MALLOC or FREE on an NPU", rows.rows.len())
-            },
-        });
-    }
-    if let Some((count, (file, line))) = total_mismatch {
+    devices
+}
+
+/// What pass 2 found that the chart does not show: the pool's own totals disagreeing with the
+/// rebuilt segments, and the driver's failed requests.
+fn replay_warnings(replay: &Replay, warnings: &mut Vec<Warning>) {
+    let rows = replay.rows;
+    if let Some((count, (file, line))) = replay.total_mismatch {
         warnings.push(Warning {
             kind: WarningKind::TraceDisagreesWithSegments,
             device: None,
@@ -607,12 +770,13 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             count,
             message: format!(
                 "the pool's own reserved bytes (Attr `total`) differ from the segments rebuilt from \
-                 HAL allocations at {count} of {total_checked} block events (first: {} line {line})",
+                 HAL allocations at {count} of {} block events (first: {} line {line})",
+                replay.total_checked,
                 rows.files[file as usize].display()
             ),
         });
     }
-    for (device, request_bytes, (file, line)) in oom_requests {
+    for &(device, request_bytes, (file, line)) in &replay.oom_requests {
         warnings.push(Warning {
             kind: WarningKind::OddField,
             device: Some(device),
@@ -628,6 +792,11 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             ),
         });
     }
+}
+
+/// What the recording itself says or lacks: expandable segments, host rows, rows left out by
+/// the reader, its notes, events this version does not know.
+fn recording_warnings(rows: &Rows, host_rows: u64, warnings: &mut Vec<Warning>) {
     if rows.rows.iter().any(|r| r.expandable) {
         warnings.push(Warning {
             kind: WarningKind::TraceDisagreesWithSegments,
@@ -696,25 +865,10 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
             count: *count,
             message: format!(
                 "rows of event `{}` this version does not know: left out",
-                crate::load::quoted(event)
+                crate::quote::quoted(event)
             ),
         });
     }
-    Ok(Snapshot {
-        devices,
-        strings: tables.strings,
-        frames: tables.frames,
-        stacks: tables.stacks,
-        streams: vec![0],
-        pools: Vec::new(),
-        allocator_settings: Vec::new(),
-        annotations,
-        warnings,
-        format: FileFormat {
-            memscope: true,
-            ..FileFormat::default()
-        },
-    })
 }
 
 /// The pool at the end: live segments (HAL allocations holding blocks, and the segments from

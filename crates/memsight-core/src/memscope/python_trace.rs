@@ -73,7 +73,7 @@ fn time(text: &str) -> Result<Option<i64>, String> {
         Ok(t) => Ok(Some(t)),
         Err(_) => Err(format!(
             "time \"{}\" is not a number of ns",
-            crate::load::quoted(text)
+            crate::quote::quoted(text)
         )),
     }
 }
@@ -90,7 +90,7 @@ fn call(fields: &[&str], file: u32, rows: &mut Rows) -> Result<Call, String> {
     let id = |text: &str, what: &str| {
         text.trim()
             .parse::<u64>()
-            .map_err(|_| format!("{what} \"{}\" is not a number", crate::load::quoted(text)))
+            .map_err(|_| format!("{what} \"{}\" is not a number", crate::quote::quoted(text)))
     };
     let func = fields[..n - 4].join(",");
     Ok(Call {

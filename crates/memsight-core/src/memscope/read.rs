@@ -708,7 +708,7 @@ pub fn parse_int(text: &str) -> Option<i128> {
 
 /// `text` cut for a message.
 fn short(text: &str) -> String {
-    crate::load::quoted(text)
+    crate::quote::quoted(text)
 }
 
 /// Parses an `Attr` cell: `{k:v,...}` as the CSV writes it (values may hold commas and brackets:

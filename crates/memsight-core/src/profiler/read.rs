@@ -94,7 +94,7 @@ fn number(cell: Option<&[u8]>) -> Result<f64, String> {
     if cell.is_empty() {
         return Ok(f64::NAN);
     }
-    let shown = || crate::load::quoted(&String::from_utf8_lossy(cell));
+    let shown = || crate::quote::quoted(&String::from_utf8_lossy(cell));
     match std::str::from_utf8(cell)
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
@@ -174,7 +174,7 @@ impl Columns {
             let cell = String::from_utf8_lossy(trim(self.cell(record, name).unwrap_or_default()));
             return Err(format!(
                 "{name}: \"{}\" is more than 1 PiB: no device holds that",
-                crate::load::quoted(&cell)
+                crate::quote::quoted(&cell)
             ));
         }
         Ok(bytes)

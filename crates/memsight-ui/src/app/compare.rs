@@ -46,12 +46,16 @@ impl MemsightApp {
     pub(super) fn compare_tabs_ui(&mut self, ui: &mut Ui) {
         for (i, doc) in self.compares.iter().enumerate() {
             if ui
-                .selectable_label(self.active_compare == Some(i), &doc.name)
+                .selectable_label(
+                    self.active_run.is_none() && self.active_compare == Some(i),
+                    &doc.name,
+                )
                 .on_hover_text(format!("A: {}\nB: {}", doc.names[0], doc.names[1]))
                 .clicked()
             {
                 self.active_compare = Some(i);
                 self.active_profiler = None;
+                self.active_run = None;
             }
         }
     }

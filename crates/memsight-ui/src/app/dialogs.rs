@@ -264,7 +264,7 @@ impl Dialogs {
                     .pick_files()
                     .unwrap_or_default(),
                 Purpose::OpenProfilerFolder => dialog
-                    .set_title("Open torch_npu profiler or msMemScope folders")
+                    .set_title("Open a run, torch_npu profiler or msMemScope folders")
                     .pick_folders()
                     .unwrap_or_default(),
                 Purpose::Export { name, target } => dialog
@@ -298,7 +298,7 @@ impl Dialogs {
                 .show_files_filter(Box::new(|p: &Path| is_openable(p))),
             // Folders only, and the field says so.
             Purpose::OpenProfilerFolder => egui_file::FileDialog::select_folder()
-                .title("Open a torch_npu profiler or msMemScope folder")
+                .title("Open a run, a torch_npu profiler or an msMemScope folder")
                 .file_label_text("Folder:".into())
                 .show_files_filter(Box::new(|p: &Path| p.is_dir())),
             // Folders and pictures: never the data files an export could be mistaken for.

@@ -11,6 +11,9 @@ use crate::views::profiler::ProfilerDoc;
 
 impl MemsightApp {
     pub fn open(&mut self, ctx: &egui::Context, path: PathBuf) {
+        if self.open_run(ctx, &path) {
+            return;
+        }
         self.jobs.push(LoadJob::start(Source::Path(path), ctx));
     }
 
@@ -38,12 +41,25 @@ impl MemsightApp {
         });
     }
 
-    /// A file name for an export: the file's name, its device and what is shown.
+    /// A file name for an export: the file's name, its device and what is shown (a tab named by
+    /// its path in a run, `iteration_20/rank3…`, gives `iteration_20_rank3…`).
     pub fn export_name(&self, target: ExportTarget) -> String {
+        self.export_name_of_tabs(target).replace(['/', '\\'], "_")
+    }
+
+    fn export_name_of_tabs(&self, target: ExportTarget) -> String {
         let what = match target {
             ExportTarget::Window => "window",
             ExportTarget::Chart => "chart",
         };
+        if let Some(run) = self.active_run.and_then(|r| self.runs.get(r)) {
+            let folder = run
+                .run
+                .root
+                .file_name()
+                .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
+            return format!("{folder}-run-{what}.png");
+        }
         if let Some(doc) = self.active_compare.and_then(|c| self.compares.get(c)) {
             return format!(
                 "{}-vs-{}-compare-{what}.png",
@@ -126,14 +142,14 @@ impl MemsightApp {
                 ExportTarget::Window => crate::View::App,
             };
             app.fixed_caption = Some(caption);
-            let options = crate::headless::ScreenshotOptions {
+            let options = super::screenshot::ScreenshotOptions {
                 width: width as f32,
                 height: height as f32,
                 view: app.view,
-                ..crate::headless::ScreenshotOptions::default()
+                ..super::screenshot::ScreenshotOptions::default()
             };
             let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-            let result = crate::headless::render(app, &options)
+            let result = super::screenshot::render(app, &options)
                 .and_then(|image| crate::write_image(&image, &path, &inputs))
                 .map(|()| path.clone())
                 .map_err(|e| format!("could not save {}: {e}", path.display()));
@@ -196,6 +212,20 @@ impl MemsightApp {
 
     /// Closes the file shown (snapshot or profiler run); the next one left takes its place.
     pub(super) fn close_active(&mut self) {
+        if let Some(r) = self.active_run.take() {
+            if r < self.runs.len() {
+                self.runs[r].cancel();
+                self.runs.remove(r);
+            }
+            if self.docs.is_empty()
+                && self.profilers.is_empty()
+                && self.compares.is_empty()
+                && !self.runs.is_empty()
+            {
+                self.show_run(r.min(self.runs.len() - 1));
+            }
+            return;
+        }
         if let Some(c) = self.active_compare.take() {
             if c < self.compares.len() {
                 self.compares.remove(c);
@@ -243,6 +273,7 @@ impl MemsightApp {
                         .push(ProfilerDoc::new(job.source.name(), prepared));
                     self.active_profiler = Some(self.profilers.len() - 1);
                     self.active_compare = None;
+                    self.active_run = None;
                 }
                 Some(Ok(Opened::Snapshot(prepared))) => {
                     let prepared = *prepared;
@@ -260,10 +291,11 @@ impl MemsightApp {
                             .error(format!("{}: {warning}", job.source.name()));
                     }
                     self.docs
-                        .push(Document::new(job.source.name(), path, prepared));
+                        .push(Document::new(self.tab_name(&job.source), path, prepared));
                     self.active = self.docs.len() - 1;
                     self.active_profiler = None;
                     self.active_compare = None;
+                    self.active_run = None;
                 }
                 Some(Ok(Opened::MemscopeCompare(rows))) => {
                     if let Some(p) = job.source.path() {

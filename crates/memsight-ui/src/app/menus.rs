@@ -87,7 +87,17 @@ impl MemsightApp {
         if shortcut_button(ui, "Open…", "Ctrl+O").clicked() {
             self.start_dialog(Purpose::OpenSnapshots);
         }
-        if ui.button("Open folder (profiler, msMemScope)…").clicked() {
+        // One row for every folder: the folder says what it is (a run of snapshots, profiler
+        // data, an msMemScope recording).
+        if ui
+            .button("Open run or folder…")
+            .on_hover_text(
+                "a run (a folder of snapshots, one per rank and dump: which rank peaks, which \
+                 ran out, what grows between dumps), torch_npu profiler data, or an msMemScope \
+                 recording",
+            )
+            .clicked()
+        {
             self.start_dialog(Purpose::OpenProfilerFolder);
         }
         if ui
@@ -124,6 +134,7 @@ impl MemsightApp {
         // Below the exports, so the rows above keep their places.
         let snapshot_shown = self.active_profiler.is_none()
             && self.active_compare.is_none()
+            && self.active_run.is_none()
             && self.active < self.docs.len();
         ui.add_enabled_ui(snapshot_shown, |ui| {
             ui.menu_button("Compare with…", |ui| {
@@ -144,7 +155,10 @@ impl MemsightApp {
             .on_disabled_hover_text("show a snapshot's tab first");
         });
         ui.separator();
-        let open = !self.docs.is_empty() || !self.profilers.is_empty() || !self.compares.is_empty();
+        let open = !self.docs.is_empty()
+            || !self.profilers.is_empty()
+            || !self.compares.is_empty()
+            || !self.runs.is_empty();
         if ui
             .add_enabled(open, egui::Button::new("Close tab").shortcut_text("Ctrl+W"))
             .clicked()
@@ -203,6 +217,7 @@ impl MemsightApp {
                     .selectable_label(
                         self.active_profiler.is_none()
                             && self.active_compare.is_none()
+                            && self.active_run.is_none()
                             && i == self.active,
                         name,
                     )
@@ -211,6 +226,7 @@ impl MemsightApp {
                     self.active = i;
                     self.active_profiler = None;
                     self.active_compare = None;
+                    self.active_run = None;
                 }
                 tab.context_menu(|ui| {
                     ui.menu_button("Compare with…", |ui| self.compare_menu_ui(ui, i));
@@ -219,15 +235,20 @@ impl MemsightApp {
             // Profiler runs after the snapshots: a tab opened later never lands in front.
             for (i, doc) in self.profilers.iter().enumerate() {
                 if ui
-                    .selectable_label(self.active_profiler == Some(i), &doc.name)
+                    .selectable_label(
+                        self.active_run.is_none() && self.active_profiler == Some(i),
+                        &doc.name,
+                    )
                     .on_hover_text("profiler data")
                     .clicked()
                 {
                     self.active_profiler = Some(i);
                     self.active_compare = None;
+                    self.active_run = None;
                 }
             }
             self.compare_tabs_ui(ui);
+            self.run_tabs_ui(ui);
         });
     }
 

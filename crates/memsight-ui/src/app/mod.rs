@@ -11,6 +11,8 @@ mod files;
 mod menus;
 pub mod notices;
 mod panels;
+mod runs;
+pub mod screenshot;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -81,6 +83,12 @@ pub struct MemsightApp {
     /// Open compare tabs; while `active_compare` is set, the window shows that one.
     compares: Vec<crate::views::compare::CompareDoc>,
     active_compare: Option<usize>,
+    /// Open runs (folders of snapshots); while `active_run` is set, the window shows that one.
+    runs: Vec<crate::views::run::RunDoc>,
+    active_run: Option<usize>,
+    /// Two files a run asked to compare, opened and awaited: the compare tab opens once both
+    /// are loaded.
+    pending_compare: Option<(PathBuf, PathBuf)>,
     /// Opened `memory_compare_*.csv` files, each in its window.
     pub memscope_compares: Vec<crate::views::memscope_compare::CompareTable>,
     jobs: Vec<LoadJob>,
@@ -128,17 +136,24 @@ impl MemsightApp {
             .map(files::read_recent)
             .unwrap_or_default();
         let dialogs = Dialogs::new(Backend::from_env(), last_folder(&recent));
+        // A run folder opens a run tab (below); everything else loads as a file.
+        let (run_folders, sources): (Vec<Source>, Vec<Source>) = sources
+            .into_iter()
+            .partition(|s| matches!(s, Source::Path(p) if p.is_dir()));
         let jobs = sources
             .into_iter()
             .map(|s| LoadJob::start(s, ctx))
             .collect();
-        Self {
+        let mut app = Self {
             docs: Vec::new(),
             active: 0,
             profilers: Vec::new(),
             active_profiler: None,
             compares: Vec::new(),
             active_compare: None,
+            runs: Vec::new(),
+            active_run: None,
+            pending_compare: None,
             memscope_compares: Vec::new(),
             jobs,
             notices: Notices::default(),
@@ -159,7 +174,16 @@ impl MemsightApp {
             logged: String::new(),
             export_size: None,
             fixed_caption: None,
+        };
+        for folder in run_folders {
+            if let Source::Path(path) = folder
+                && !app.open_run(ctx, &path)
+            {
+                // Not a run: a folder of profiler data or an msMemScope recording.
+                app.jobs.push(LoadJob::start(Source::Path(path), ctx));
+            }
         }
+        app
     }
 
     /// An app holding documents that are already loaded (headless rendering, tests).
@@ -219,6 +243,9 @@ impl MemsightApp {
                 && d.device_index()
                     .is_some_and(|i| !d.data.loaded.snapshot.devices[i].trace.is_empty())
         };
+        if let Some(r) = self.active_run.and_then(|r| self.runs.get(r)) {
+            return !self.jobs.is_empty() || r.is_busy();
+        }
         if let Some(c) = self.active_compare.and_then(|c| self.compares.get(c)) {
             return !self.jobs.is_empty() || c.is_busy();
         }
@@ -275,20 +302,24 @@ impl MemsightApp {
             Doc(usize),
             Profiler(usize),
             Compare(usize),
+            Run(usize),
         }
         let tabs: Vec<Tab> = (0..self.docs.len())
             .map(Tab::Doc)
             .chain((0..self.profilers.len()).map(Tab::Profiler))
             .chain((0..self.compares.len()).map(Tab::Compare))
+            .chain((0..self.runs.len()).map(Tab::Run))
             .collect();
         if tabs.is_empty() {
             return;
         }
-        let current = match (self.active_compare, self.active_profiler) {
-            (Some(c), _) => Tab::Compare(c),
-            (None, Some(p)) => Tab::Profiler(p),
-            (None, None) => Tab::Doc(self.active),
+        let current = match (self.active_run, self.active_compare, self.active_profiler) {
+            (Some(r), _, _) => Tab::Run(r),
+            (None, Some(c), _) => Tab::Compare(c),
+            (None, None, Some(p)) => Tab::Profiler(p),
+            (None, None, None) => Tab::Doc(self.active),
         };
+        self.active_run = None;
         let at = tabs.iter().position(|&t| t == current).unwrap_or(0);
         let next = if forward {
             (at + 1) % tabs.len()
@@ -309,6 +340,7 @@ impl MemsightApp {
                 self.active_compare = Some(i);
                 self.active_profiler = None;
             }
+            Tab::Run(i) => self.show_run(i),
         }
     }
 
@@ -351,6 +383,11 @@ impl MemsightApp {
             if self.dialogs.is_open() {
                 ui.disable();
             }
+        }
+        self.compare_when_loaded(&ctx);
+        if let Some(r) = self.active_run.filter(|&r| r < self.runs.len()) {
+            self.run_root(ui, r);
+            return;
         }
         if let Some(c) = self.active_compare.filter(|&c| c < self.compares.len()) {
             self.compare_root(ui, c);
@@ -421,7 +458,9 @@ impl MemsightApp {
 
     /// The window's title names what is shown: "memsight — file (device 0)".
     pub fn window_title(&self) -> String {
-        let shown = if let Some(c) = self.active_compare.and_then(|c| self.compares.get(c)) {
+        let shown = if let Some(r) = self.active_run.and_then(|r| self.runs.get(r)) {
+            Some(r.name.clone())
+        } else if let Some(c) = self.active_compare.and_then(|c| self.compares.get(c)) {
             Some(c.name.clone())
         } else if let Some(p) = self.active_profiler.and_then(|p| self.profilers.get(p)) {
             Some(format!("{} (profiler)", p.name))

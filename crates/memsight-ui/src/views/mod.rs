@@ -15,6 +15,7 @@ pub mod memscope_compare;
 pub mod owners;
 pub mod pool;
 pub mod profiler;
+pub mod run;
 pub mod segments;
 pub mod whatif;
 
