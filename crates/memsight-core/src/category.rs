@@ -70,6 +70,12 @@
 //! - **activation, held at a failure**: a temporary made in a forward pass before an `oom` event
 //!   and freed only after it was freed by the exception's unwind: it was what the pass held.
 //!
+//! Last, msMemScope's owners: a block whose owner names a category (`PTA@model@gradient`) is
+//! that category; where some owner on the device names model state, a pool block whose owner
+//! names none (`PTA`, `PTA@ops@aten`: msMemScope's optimizer-step hook did not find it among the
+//! weights, gradients and optimizer state) is no model state: a temporary where its phase freed
+//! it, else an activation (`owners_decide`).
+//!
 //! A *backward pass* is a run of allocations whose stacks are autograd's (the C++ engine thread,
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
 //! *optimizer step* a run of allocations under `torch/optim/`. A run ends at the first allocation
@@ -438,7 +444,70 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         &categories.runs,
         &mut categories.of_lifetime,
     );
+    owners_decide(
+        snapshot,
+        device,
+        replay,
+        &categories.runs,
+        &mut categories.of_lifetime,
+    );
     categories
+}
+
+/// msMemScope's owners have the last word where the recording's owners name model state:
+/// msMemScope tags every weight, gradient and optimizer state tensor it finds at an optimizer
+/// step (`PTA@model@weight`, `PTA@model@gradient`, `PTA@model@optimizer_state`), so a pool
+/// block it left as `PTA` or an operator's (`PTA@ops@aten`) is none of them, whatever the stack
+/// that made it suggests (a backward operator's activation gradient is not a weight's
+/// gradient). Such a block is a temporary where the phase that made it also freed it, else an
+/// activation. A recording whose owners name no model state at all says nothing either way.
+fn owners_decide(
+    snapshot: &Snapshot,
+    device: &Device,
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    let owner_of = |l: &Lifetime| {
+        l.alloc_event
+            .and_then(|e| snapshot.owner(&device.trace, e as usize))
+    };
+    let names_model_state = replay
+        .lifetimes
+        .iter()
+        .filter_map(owner_of)
+        .filter_map(from_owner)
+        .any(Category::is_model_state);
+    if !names_model_state {
+        return;
+    }
+    for (l, category) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        let Some(owner) = owner_of(l) else {
+            continue;
+        };
+        if let Some(named) = from_owner(owner) {
+            *category = named;
+        } else if category.is_model_state() && is_pool_owner(owner) {
+            let alloc = l.alloc_event.unwrap_or(0);
+            let freed = l.free_requested_event.or(l.free_completed_event);
+            let run = runs
+                .get(runs.partition_point(|r| r.start <= alloc).wrapping_sub(1))
+                .filter(|r| alloc < r.end);
+            *category = match (run, freed) {
+                (Some(run), Some(f)) if f < run.end => Category::Temporary,
+                _ => Category::Activation,
+            };
+        }
+    }
+}
+
+/// Whether `owner` is a caching pool's (PyTorch's, ATB's, MindSpore's), whose blocks
+/// msMemScope's optimizer-step hook tags; `CANN@…` memory is the runtime's, never tagged.
+fn is_pool_owner(owner: &str) -> bool {
+    matches!(
+        crate::owner::at_depth(owner, 1),
+        "PTA" | "ATB" | "MINDSPORE"
+    )
 }
 
 /// Blocks a forward pass made and still held when an allocation failed (`oom`), freed only after

@@ -14,6 +14,11 @@ use crate::replay::DeviceReplay;
 pub const NO_OWNER: &str = "(no owner)";
 pub const BEFORE_TRACE: &str = "(allocated before the recording)";
 
+/// The depth at which msMemScope's owners say what a block is: framework, component and its
+/// kind (`PTA@model@weight`, `PTA@model@gradient`, `PTA@ops@aten`, `CANN@HCCL`); deeper levels are
+/// the user's own tags. Charts colour by owner at this depth.
+pub const NAMING_DEPTH: usize = 3;
+
 /// Bytes of one owner.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OwnerBytes {

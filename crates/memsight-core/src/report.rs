@@ -293,6 +293,9 @@ pub struct FindingReport {
     /// `bytes`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<crate::owner::OwnerBytes>,
+    /// Inefficient memory: each of msMemScope's rules, its blocks, bytes and owners.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::detect::RuleBlocks>,
     pub suggestion: String,
     /// What in the file each claim rests on, one line each; absent where the finding's own
     /// figures are all its evidence.
@@ -332,6 +335,7 @@ impl FindingReport {
             top_frame,
             breakdown: f.breakdown.clone(),
             owners: f.owners.clone(),
+            rules: f.rules.clone(),
             suggestion: f.suggestion.clone(),
             evidence: f.evidence.clone(),
         }

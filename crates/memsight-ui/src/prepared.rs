@@ -163,7 +163,7 @@ impl Prepared {
         !self.owner_names.is_empty()
     }
 
-    /// Lifetime `id`'s owner on device `device` (at depth 2), as an index into `owner_names`.
+    /// Lifetime `id`'s owner on device `device` (at [`memsight_core::owner::NAMING_DEPTH`]), as an index into `owner_names`.
     pub fn owner_index(&self, device: usize, id: LifetimeId) -> Option<usize> {
         let i = *self.owners.get(device)?.get(id as usize)?;
         (i != u32::MAX).then_some(i as usize)
@@ -210,7 +210,7 @@ impl Prepared {
     }
 }
 
-/// The file's owners at depth 2 (sorted) and each device's lifetimes' indexes into them.
+/// The file's owners at [`memsight_core::owner::NAMING_DEPTH`] (sorted) and each device's lifetimes' indexes into them.
 fn lifetime_owners(loaded: &Loaded) -> (Vec<String>, Vec<Vec<u32>>) {
     let snapshot = &loaded.snapshot;
     if !snapshot
@@ -223,7 +223,7 @@ fn lifetime_owners(loaded: &Loaded) -> (Vec<String>, Vec<Vec<u32>>) {
     let owner_of = |device: &memsight_core::model::Device, event: Option<u32>| {
         event
             .and_then(|e| snapshot.owner(&device.trace, e as usize))
-            .map(|o| memsight_core::owner::at_depth(o, 2))
+            .map(|o| memsight_core::owner::at_depth(o, memsight_core::owner::NAMING_DEPTH))
     };
     let mut names: Vec<String> = snapshot
         .devices

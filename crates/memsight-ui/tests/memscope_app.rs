@@ -77,10 +77,10 @@ fn owners_colour_the_chart_and_their_window_adds_up_to_the_peak() {
     );
     harness.get_by_label(&heading);
     for owner in [
-        "PTA@activation",
-        "PTA@optimizer_state",
-        "PTA@weight",
-        "PTA@gradient",
+        "PTA@ops@aten",
+        "PTA@model@optimizer_state",
+        "PTA@model@weight",
+        "PTA@model@gradient",
     ] {
         assert!(
             harness.query_all_by_label(owner).count() >= 1,

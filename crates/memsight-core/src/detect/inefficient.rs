@@ -6,18 +6,44 @@
 //!
 //! Parameters, gradients and optimizer state are left out: they live across operators by design
 //! (a gradient is written in backward and read by the optimizer step), and msMemScope's rule
-//! flags them all the same. The finding says how many it left out.
+//! flags them all the same. What a block is comes from its owner where the recording's owners
+//! name model state (`PTA@model@gradient`; an operator's `PTA@ops@aten` block is none of it),
+//! else from its call stack and phase ([`crate::category`]). The finding says how many it left
+//! out, and lists each rule's blocks, bytes and owners (`rules`, in `--json`).
 
 use rustc_hash::FxHashMap;
 
-use super::{DeviceContext, Finding, FindingKind, Severity};
+use super::{DeviceContext, Finding, FindingKind, RuleBlocks, Severity};
 use crate::frames::headline_frame;
 use crate::memscope::{EARLY_ALLOCATION, LATE_DEALLOCATION, TEMPORARY_IDLENESS};
 use crate::model::{BlockUse, StackId};
+use crate::owner::OwnerBytes;
 use crate::units::format_bytes;
 
 /// Call sites and owners a finding names.
 const TOP: usize = 3;
+
+/// One of msMemScope's rules: its flag and its name in `--json`.
+struct Rule {
+    flag: u8,
+    name: &'static str,
+}
+
+/// The rules in the order the finding lists them (indexes of the `_by_rule` arrays).
+const RULES: [Rule; 3] = [
+    Rule {
+        flag: EARLY_ALLOCATION,
+        name: "early_allocation",
+    },
+    Rule {
+        flag: LATE_DEALLOCATION,
+        name: "late_deallocation",
+    },
+    Rule {
+        flag: TEMPORARY_IDLENESS,
+        name: "temporary_idleness",
+    },
+];
 
 /// What the flagged blocks of one device cost.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,6 +54,10 @@ pub struct Waste {
     pub idle: Vec<u32>,
     /// Flagged by the rule, but parameters, gradients or optimizer state.
     pub left_out: usize,
+    /// Per rule (early, late, idle): blocks left out as model state.
+    pub left_out_by_rule: [u64; 3],
+    /// Per rule (early, late, idle): bytes × events held needlessly.
+    pub byte_events_by_rule: [u128; 3],
     /// Bytes × events held before the first use and after the last.
     pub byte_events: u128,
     pub peak_allocated_bytes: u64,
@@ -66,20 +96,25 @@ pub fn waste(cx: &DeviceContext) -> Waste {
         };
         if cx.categories.of_lifetime[id as usize].is_model_state() {
             w.left_out += 1;
+            for (k, rule) in RULES.iter().enumerate() {
+                w.left_out_by_rule[k] += u64::from(flags & rule.flag != 0);
+            }
             continue;
         }
         let bytes = lifetime.requested_size_bytes;
-        let mut take = |from: u32, to_excl: u32| {
+        let mut take = |rule: usize, from: u32, to_excl: u32| {
             if from < to_excl {
                 less[from as usize] += bytes as i64;
                 less[(to_excl as usize).min(n)] -= bytes as i64;
-                w.byte_events += u128::from(bytes) * u128::from(to_excl - from);
+                let held = u128::from(bytes) * u128::from(to_excl - from);
+                w.byte_events += held;
+                w.byte_events_by_rule[rule] += held;
             }
         };
         if flags & EARLY_ALLOCATION != 0 {
             w.early.push(u.alloc_event);
             if let Some(first) = u.first_access_event {
-                take(u.alloc_event, first + 1);
+                take(0, u.alloc_event, first + 1);
             }
         }
         if flags & LATE_DEALLOCATION != 0 {
@@ -88,7 +123,7 @@ pub fn waste(cx: &DeviceContext) -> Waste {
                 .free_requested_event
                 .or(lifetime.free_completed_event);
             if let (Some(last), Some(freed)) = (u.last_access_event, freed) {
-                take(last + 1, freed);
+                take(1, last + 1, freed);
             }
         }
         if flags & TEMPORARY_IDLENESS != 0 {
@@ -145,7 +180,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         let owner = cx
             .snapshot
             .owner(trace, e as usize)
-            .map_or(crate::owner::NO_OWNER, |o| crate::owner::at_depth(o, 2));
+            .map_or(crate::owner::NO_OWNER, |o| {
+                crate::owner::at_depth(o, crate::owner::NAMING_DEPTH)
+            });
         by_owner.entry(owner).or_default().add(bytes_of(e));
     }
     let mut sites: Vec<(StackId, Blocks)> = by_site.into_iter().collect();
@@ -175,6 +212,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         )
     };
     f.summary = summary(cx, &w, (&sites, &owners));
+    f.rules = rule_blocks(cx, &w, bytes_of);
     f.bytes = saving;
     f.events = (flagged[0], flagged.last().copied().unwrap_or(flagged[0]));
     f.focus_event = replay.peak_allocated.event;
@@ -188,6 +226,45 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             .map_or_else(|| "these call sites".to_string(), |s| site_name(cx, s.0))
     );
     vec![f]
+}
+
+/// Each rule's counted blocks with their bytes and owners (whole path), for `--json`.
+fn rule_blocks(cx: &DeviceContext, w: &Waste, bytes_of: impl Fn(u32) -> u64) -> Vec<RuleBlocks> {
+    let trace = &cx.device.trace;
+    [&w.early, &w.late, &w.idle]
+        .into_iter()
+        .enumerate()
+        .map(|(k, events)| {
+            let mut blocks = Blocks::default();
+            let mut by_owner: FxHashMap<&str, u64> = FxHashMap::default();
+            for &e in events {
+                let bytes = bytes_of(e);
+                blocks.add(bytes);
+                let owner = cx
+                    .snapshot
+                    .owner(trace, e as usize)
+                    .unwrap_or(crate::owner::NO_OWNER);
+                *by_owner.entry(owner).or_default() += bytes;
+            }
+            let mut owners: Vec<OwnerBytes> = by_owner
+                .into_iter()
+                .map(|(owner, bytes)| OwnerBytes {
+                    owner: owner.to_string(),
+                    bytes,
+                })
+                .collect();
+            owners.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.owner.cmp(&b.owner)));
+            RuleBlocks {
+                rule: RULES[k].name,
+                blocks: blocks.count,
+                bytes: blocks.bytes,
+                largest_bytes: blocks.largest_bytes,
+                wasted_byte_events: w.byte_events_by_rule[k],
+                left_out_blocks: w.left_out_by_rule[k],
+                owners,
+            }
+        })
+        .collect()
 }
 
 /// Flagged blocks of one call site or owner: how many, their bytes in all (for ranking), the

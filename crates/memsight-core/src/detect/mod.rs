@@ -103,9 +103,12 @@ pub struct Finding {
     /// The finding's bytes by category of allocation, largest first, where the finding is about
     /// allocations (a peak, a leak); empty otherwise.
     pub breakdown: Vec<CategoryBytes>,
-    /// The finding's bytes by owner (msMemScope's `owner`, at its second level: `PTA@gradient`),
-    /// largest first, where the file names owners; they add up to `bytes`.
+    /// The finding's bytes by owner (msMemScope's `owner`, its whole path:
+    /// `PTA@model@gradient`), largest first, where the file names owners; they add up to `bytes`.
     pub owners: Vec<crate::owner::OwnerBytes>,
+    /// Inefficient memory: the blocks each of msMemScope's rules flags, with their bytes and
+    /// owners; empty for other findings.
+    pub rules: Vec<RuleBlocks>,
     pub suggestion: String,
     /// Profiler data: the lines of the CSV file its evidence is on (its `events` are sample
     /// indices, which no user can find in the file).
@@ -114,6 +117,27 @@ pub struct Finding {
     /// — a backward pass at events 812–2301 (autograd frames)"`): the categories, the phase, the
     /// kind of run and how the file was recorded, where the finding says them.
     pub evidence: Vec<String>,
+}
+
+/// The blocks one of msMemScope's inefficiency rules flags on a device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleBlocks {
+    /// `early_allocation`, `late_deallocation` or `temporary_idleness`.
+    pub rule: &'static str,
+    /// Blocks flagged and counted.
+    pub blocks: u64,
+    /// Their requested bytes, added up over the whole recording (not held at once).
+    pub bytes: u64,
+    /// The largest of them.
+    pub largest_bytes: u64,
+    /// Bytes × events held before the first use (early) or after the last (late); 0 for
+    /// temporary idleness, whose blocks are held either way.
+    pub wasted_byte_events: u128,
+    /// Flagged too, but weights, gradients or optimizer state (by owner where the recording
+    /// names them, else by call stack and phase), which live across operators by design.
+    pub left_out_blocks: u64,
+    /// The counted blocks' bytes by owner (its whole path), most first.
+    pub owners: Vec<crate::owner::OwnerBytes>,
 }
 
 /// Lines of one CSV file, 1-based as an editor shows them.
@@ -165,6 +189,7 @@ impl Finding {
             stack: NO_STACK,
             breakdown: Vec::new(),
             owners: Vec::new(),
+            rules: Vec::new(),
             suggestion: String::new(),
             source_lines: None,
             evidence: Vec::new(),

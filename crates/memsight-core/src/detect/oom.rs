@@ -97,6 +97,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             stack: trace.stack[i],
             breakdown: Vec::new(),
             owners: Vec::new(),
+            rules: Vec::new(),
             suggestion,
         });
     }

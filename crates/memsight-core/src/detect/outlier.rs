@@ -112,6 +112,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             stack,
             breakdown: Vec::new(),
             owners: Vec::new(),
+            rules: Vec::new(),
             suggestion: "Check the input behind these requests (a sequence or batch far above the usual, an expand or \
                          broadcast before a cast): cap or bucket input sizes, or split the operation into chunks."
                 .to_string(),

@@ -43,7 +43,7 @@ fn add_owners(cx: &DeviceContext, f: &mut Finding) {
         return;
     }
     let event = cx.replay.peak_allocated.event;
-    f.owners = crate::owner::bytes_by_owner(cx.snapshot, cx.device, cx.replay, event, 2);
+    f.owners = crate::owner::bytes_by_owner(cx.snapshot, cx.device, cx.replay, event, 0);
     let listed: Vec<String> = f
         .owners
         .iter()

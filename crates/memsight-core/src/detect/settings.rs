@@ -326,6 +326,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         stack: crate::model::NO_STACK,
         breakdown: Vec::new(),
         owners: Vec::new(),
+        rules: Vec::new(),
         suggestion: advice.join("; "),
     }]
 }

@@ -3,11 +3,13 @@
 //! freed blocks and SYSTEM rows at the end, `fprintf`-style quoting), as CSV or as the `.db`.
 //!
 //! Each device runs the same loop, with its own addresses:
-//! - weights (`PTA@weight`) at the start, optimizer state (`PTA@optimizer_state`) at the first
-//!   optimizer step, both kept;
+//! - weights (`PTA@model@weight`) at the start, optimizer state (`PTA@model@optimizer_state`)
+//!   at the first optimizer step, both kept: the owners msMemScope's optimizer-step hook gives
+//!   them (`python/msmemscope/optimizer_step_hook.py`);
 //! - per step (an MSTX `step start` range): a forward pass whose layers allocate activations
-//!   (`PTA@activation`) and a temporary workspace, a backward pass that reads and frees them and
-//!   allocates gradients (`PTA@gradient`), an optimizer step reading the gradients, then
+//!   and a temporary workspace (`PTA@ops@aten`: an operator's, as msMemScope names a block an
+//!   ATen operator touched), a backward pass that reads and frees them and allocates gradients
+//!   (`PTA@model@gradient`), an optimizer step reading the gradients, then
 //!   `zero_grad` freeing them; many operators that allocate nothing (views, detach), as real
 //!   traces have;
 //! - injected: a leak (one 256 KiB block a step from `train.py(88): cache_append`, never freed),
@@ -353,7 +355,10 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
     run.written.push(start);
     // Weights: one per layer, kept.
     let weights: Vec<u64> = (0..LAYERS)
-        .map(|_| run.malloc(8 * MIB, "PTA@weight", STACK_WEIGHT, true).1)
+        .map(|_| {
+            run.malloc(8 * MIB, "PTA@model@weight", STACK_WEIGHT, true)
+                .1
+        })
         .collect();
     let mut optimizer_state: Vec<u64> = Vec::new();
     let mut idle: Option<(u64, u64, usize)> = None;
@@ -364,11 +369,11 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         run.mstx("Range_start");
         run.snapshot();
         // Early: allocated now, first used in the optimizer step (tight: allocated there).
-        let (early_id, early) = run.malloc(48 * MIB, "PTA@activation", STACK_EARLY, false);
+        let (early_id, early) = run.malloc(48 * MIB, "PTA@ops@aten", STACK_EARLY, false);
         run.truth.early_allocation_ids.push(early_id);
         // Temporarily idle: used now, again IDLE_STEPS steps later, then freed.
         if idle.is_none() {
-            let (id, addr) = run.malloc(MIB, "PTA@activation", STACK_IDLE, true);
+            let (id, addr) = run.malloc(MIB, "PTA@ops@aten", STACK_IDLE, true);
             run.op_start("aten.index_select.default");
             run.access(addr, "aten.index_select.default", true);
             run.op_end("aten.index_select.default");
@@ -380,9 +385,9 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
             let op = "aten.addmm.default";
             run.op_start(op);
             let workspace = run
-                .malloc(4 * MIB + 512, "PTA@activation", STACK_LAYER, true)
+                .malloc(4 * MIB + 512, "PTA@ops@aten", STACK_LAYER, true)
                 .1;
-            let activation = run.malloc(16 * MIB, "PTA@activation", STACK_LAYER, true).1;
+            let activation = run.malloc(16 * MIB, "PTA@ops@aten", STACK_LAYER, true).1;
             run.access(weight, op, false);
             // Each layer reads the one before it, as a real forward pass does.
             if let Some(&input) = activations.last() {
@@ -394,7 +399,7 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
             activations.push(activation);
             if layer == 0 {
                 // Late: written by the first layer, read by the second, freed at the step's end.
-                let (id, addr) = run.malloc(40 * MIB, "PTA@activation", STACK_LATE, true);
+                let (id, addr) = run.malloc(40 * MIB, "PTA@ops@aten", STACK_LATE, true);
                 run.op_start("aten.embedding.default");
                 run.access(addr, "aten.embedding.default", true);
                 run.op_end("aten.embedding.default");
@@ -420,7 +425,7 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         }
         // The leak: one block a step, kept.
         run.op_start("aten.cat.default");
-        let leaked = run.malloc(256 * 1024, "PTA@activation", STACK_LEAK, true).1;
+        let leaked = run.malloc(256 * 1024, "PTA@ops@aten", STACK_LEAK, true).1;
         run.access(leaked, "aten.cat.default", true);
         run.op_end("aten.cat.default");
         run.truth.leak_blocks += 1;
@@ -430,7 +435,9 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         for activation in activations.into_iter().rev() {
             let op = "aten.mm.default";
             run.op_start(op);
-            let grad = run.malloc(8 * MIB, "PTA@gradient", STACK_GRAD, true).1;
+            let grad = run
+                .malloc(8 * MIB, "PTA@model@gradient", STACK_GRAD, true)
+                .1;
             run.access(activation, op, false);
             run.access(grad, op, true);
             run.free(activation, true);
@@ -445,7 +452,7 @@ fn run_device(device: u32, budget: usize, seed: u64) -> Run {
         if optimizer_state.is_empty() {
             for _ in 0..2 * LAYERS {
                 optimizer_state.push(
-                    run.malloc(8 * MIB, "PTA@optimizer_state", STACK_OPT, true)
+                    run.malloc(8 * MIB, "PTA@model@optimizer_state", STACK_OPT, true)
                         .1,
                 );
             }
@@ -542,7 +549,7 @@ pub fn write(
     };
     let mut truth = Truth {
         leak_call_site: "train.py(88): cache_append".into(),
-        leak_owner: "PTA@activation".into(),
+        leak_owner: "PTA@ops@aten".into(),
         ..Truth::default()
     };
     for run in &runs {

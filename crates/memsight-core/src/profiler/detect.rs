@@ -106,6 +106,7 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         stack: NO_STACK,
         breakdown: Vec::new(),
         owners: Vec::new(),
+        rules: Vec::new(),
         suggestion: String::new(),
     }
 }
@@ -287,6 +288,7 @@ fn stall_finding(rank: &Rank, curve: &Curve, i: usize, j: usize) -> Finding {
         time_range_us: Some((curve.time_us[i], curve.time_us[j])),
         breakdown: Vec::new(),
         owners: Vec::new(),
+        rules: Vec::new(),
         suggestion: "Set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True (segments grow in place, so the allocator \
                      never frees everything and retries); ranks with different input shapes fragment differently, \
                      so bucketing shapes evens them out."
@@ -397,6 +399,7 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         time_range_us: Some((app.time_us[first], app.time_us[last])),
         breakdown: Vec::new(),
         owners: Vec::new(),
+        rules: Vec::new(),
         suggestion: if components.is_empty() {
             "This memory is outside PyTorch's caching allocator: CANN's communication buffers, \
              workspaces and runtime. Export the profile with npu_module_mem.csv to see which \
@@ -936,6 +939,7 @@ fn outliers(rank: &Rank) -> Vec<Finding> {
                 time_range_us: Some((o.alloc_us, if o.release_us.is_nan() { o.alloc_us } else { o.release_us })),
                 breakdown: Vec::new(),
                 owners: Vec::new(),
+                rules: Vec::new(),
                 suggestion: "Factor the size into the tensor's shape: a size like 2·24·9536·9536·8 bytes points at an \
                              expand or broadcast done before a dtype cast; cast first, or chunk the operation."
                     .to_string(),

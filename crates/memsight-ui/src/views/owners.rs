@@ -1,12 +1,12 @@
 //! Memory by owner (msMemScope recordings): a stacked chart of allocated bytes by owner over the
-//! trace, at the owner depth the user picks (1: `PTA`, 2: `PTA@gradient`, …), as the decomposition
+//! trace, at the owner depth the user picks (1: `PTA`, 2: `PTA@model`, 3: `PTA@model@gradient`, …), as the decomposition
 //! view of `MindStudio Insight` shows it, and the table of the owners at the selected event, which
 //! adds up to the allocated bytes there.
 
 use std::sync::Arc;
 
 use egui::Ui;
-use memsight_core::owner::{OwnerBytes, bytes_by_owner, max_depth, series_by_owner};
+use memsight_core::owner::{NAMING_DEPTH, OwnerBytes, bytes_by_owner, max_depth, series_by_owner};
 use memsight_core::units::format_bytes;
 
 use crate::palette;
@@ -38,7 +38,7 @@ impl Default for OwnersState {
     fn default() -> Self {
         Self {
             open: false,
-            depth: 2,
+            depth: NAMING_DEPTH,
             series: None,
         }
     }
@@ -78,7 +78,8 @@ impl OwnersState {
     }
 }
 
-/// An owner's colour: its place among `names` (sorted), as on the lifecycle chart at depth 2.
+/// An owner's colour: its place among `names` (sorted), as on the lifecycle chart at
+/// [`NAMING_DEPTH`].
 fn color_of(names: &[String], owner: &str) -> egui::Color32 {
     let index = names.binary_search_by(|n| n.as_str().cmp(owner)).ok();
     palette::owner_color(index, 0)
@@ -101,8 +102,9 @@ pub fn owners_ui(
         ui.add(egui::Slider::new(&mut state.depth, 1..=deepest));
     });
     let series = state.series(data, device);
-    // At depth 2 the chart's own list (every device's owners), so colours match the chart's.
-    let names: Vec<String> = if state.depth == 2 {
+    // At the chart's depth (or where the owners stop before it), the chart's own list (every
+    // device's owners), so colours match.
+    let names: Vec<String> = if state.depth >= NAMING_DEPTH.min(deepest) {
         data.owner_names.clone()
     } else {
         let mut names: Vec<String> = series
