@@ -551,3 +551,61 @@ fn no_file_of_an_input_folder_is_replaced() {
     );
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// A file that needs more memory than the bound (`MEMSIGHT_MEMORY_LIMIT`, here 4 MiB; by default
+/// three quarters of the machine's memory) is refused by every command with exit 2 and a message
+/// naming the file and the bound, snapshot and msMemScope recording alike; under the default
+/// bound the same files open.
+#[test]
+fn a_file_too_big_for_the_memory_bound_is_refused_naming_it() {
+    let dir = temp_dir("budget");
+    let snapshot = dir.join("big.pickle");
+    let out = memsight(&[
+        "gen",
+        "--scenario",
+        "steady",
+        "--events",
+        "200000",
+        "-o",
+        s(&snapshot),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let recording = dir.join("recording");
+    let out = memsight(&[
+        "gen",
+        "--format",
+        "memscope",
+        "--devices",
+        "1",
+        "--events",
+        "200000",
+        "-o",
+        s(&recording),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    for input in [&snapshot, &recording] {
+        for command in ["stats", "analyze", "state", "whatif"] {
+            let bounded = Command::new(env!("CARGO_BIN_EXE_memsight"))
+                .args([command, s(input)])
+                .env("MEMSIGHT_MEMORY_LIMIT", "4M")
+                .output()
+                .expect("memsight runs");
+            let said = text(&bounded);
+            assert_eq!(
+                bounded.status.code(),
+                Some(2),
+                "{command} {input:?}: {said}"
+            );
+            assert!(
+                said.contains("more than 4.00 MiB")
+                    && said.contains("MEMSIGHT_MEMORY_LIMIT")
+                    && said.contains(input.file_name().and_then(|n| n.to_str()).unwrap_or("?")),
+                "{command} {input:?}: {said}"
+            );
+            assert_sane(&said);
+        }
+        let out = memsight(&["stats", s(input)]);
+        assert!(out.status.success(), "{input:?}: {}", text(&out));
+    }
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

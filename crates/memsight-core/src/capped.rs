@@ -20,10 +20,16 @@ pub struct LineCapped<R> {
 
 impl<R> LineCapped<R> {
     pub fn new(inner: R) -> Self {
+        Self::after_lines(inner, 0)
+    }
+
+    /// `inner`, a part of a file that starts after `line_ends` line ends (its messages name the
+    /// file's lines).
+    pub fn after_lines(inner: R, line_ends: u64) -> Self {
         Self {
             inner,
             since_line_end: 0,
-            line_ends: 0,
+            line_ends,
         }
     }
 }

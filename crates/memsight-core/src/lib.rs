@@ -3,6 +3,7 @@
 //! Nothing here draws: the UI crate and the command line build on these types.
 
 pub mod allocator;
+pub mod budget;
 pub mod capped;
 pub mod category;
 pub mod detect;

@@ -378,7 +378,8 @@ pub const BUDGET_BASE_BYTES: u64 = 64 << 20;
 impl<R: Read> Vm<R> {
     /// Refuses a stream whose values grow far faster than the input (checked every 65,536
     /// opcodes, so at most a few MiB past the bound): the memory a file may take is bounded by
-    /// its size, and a small hostile file is an error, never an abort.
+    /// its size, and a small hostile file is an error, never an abort; and by the machine's
+    /// memory ([`crate::budget`]), so a file too big to open here is an error too.
     fn check_budget(&self, tree: &Tree, at: u64) -> Result<(), PickleError> {
         let value = std::mem::size_of::<Value>() as u64;
         let held = tree.nodes.len() as u64 * (std::mem::size_of::<Node>() as u64 + value)
@@ -386,6 +387,9 @@ impl<R: Read> Vm<R> {
         let budget = at
             .saturating_mul(BUDGET_BYTES_PER_INPUT_BYTE)
             .saturating_add(BUDGET_BASE_BYTES);
+        if let Some(why) = crate::budget::exceeded(held) {
+            return Err(PickleError::malformed(at, why));
+        }
         if held > budget {
             return Err(PickleError::malformed(
                 at,

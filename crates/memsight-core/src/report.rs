@@ -92,6 +92,12 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .or_default() += c;
     }
     let final_totals = replay.final_totals();
+    // The final pool as `memsight state` shows it (blocks placed by address in the segments
+    // the replay ends with), so the two commands never count a file's blocks differently.
+    let final_pool = replay.pool_after(
+        device,
+        replay.event_count().checked_sub(1).map(|n| n as u32),
+    );
     let mut streams: Vec<u32> = trace.stream.clone();
     streams.extend(device.segments.iter().map(|s| s.stream));
     streams.sort_unstable();
@@ -100,20 +106,15 @@ fn device_stats(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         device: device.ordinal,
         trace_events: trace.len(),
         actions,
-        segments: device.segments.len(),
-        blocks: device.segments.iter().map(|s| s.blocks.len()).sum(),
-        live_blocks: device
+        segments: final_pool.segments.len(),
+        blocks: final_pool.segments.iter().map(|s| s.blocks.len()).sum(),
+        live_blocks: final_pool
             .segments
             .iter()
             .flat_map(|s| &s.blocks)
             .filter(|b| b.state != BlockState::Inactive)
             .count(),
-        free_gaps: device
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state == BlockState::Inactive)
-            .count(),
+        free_gaps: final_pool.segments.iter().map(|s| s.gaps().0).sum(),
         reserved_bytes_final: final_totals.reserved_bytes,
         allocated_bytes_final: final_totals.allocated_bytes,
         active_bytes_final: final_totals.active_bytes,

@@ -593,6 +593,50 @@ fn blocks_outside_their_segment_are_left_out_with_a_warning() {
     );
 }
 
+/// A final pool whose free blocks do not tile its segment (two free neighbours the allocator
+/// would have merged, and a tail the file does not list): `stats` counts the pool as `state`
+/// shows it, not the file's own list, so the two commands print the same segments, live blocks
+/// and free gaps.
+#[test]
+fn stats_and_state_count_the_same_final_pool() {
+    let segments = vec![segment(
+        0,
+        BASE,
+        8192,
+        "small",
+        vec![
+            block(BASE, 2048, "active_allocated", None),
+            block(BASE + 2048, 1024, "inactive", None),
+            block(BASE + 3072, 1024, "inactive", None),
+        ],
+    )];
+    let loaded = load(&top(segments, vec![Vec::new()]));
+    let device = &loaded.snapshot.devices[0];
+    let file_free = device.segments[0]
+        .blocks
+        .iter()
+        .filter(|b| b.state == memsight_core::model::BlockState::Inactive)
+        .count();
+    let replay = &loaded.replays[0];
+    let categories = memsight_core::category::classify(&loaded.snapshot, device, replay);
+    let state = memsight_core::report::StateReport::new(
+        &loaded.snapshot,
+        0,
+        &replay.pool_after(device, None),
+        &categories.of_lifetime,
+    );
+    let stats = memsight_core::report::StatsReport::new(&loaded);
+    let d = &stats.devices[0];
+    let state_gaps: usize = state.segments.iter().map(|s| s.free_gaps).sum();
+    assert_eq!(
+        (d.segments, d.live_blocks, d.free_gaps),
+        (state.segments.len(), state.live_blocks(), state_gaps)
+    );
+    assert_eq!(d.live_blocks, 1);
+    // The case is one where the file's own list says otherwise.
+    assert_ne!(file_free, state_gaps, "{:?}", state.segments);
+}
+
 /// One trace entry shared five times through the memo (`[event] * 5`, as Python pickles it): a
 /// real trace never shares an entry, and ten million such references once made `diff` abort.
 /// Refused, naming what is wrong.

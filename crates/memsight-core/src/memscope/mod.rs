@@ -246,6 +246,8 @@ pub struct Rows {
     pub files: Vec<PathBuf>,
     pub strings: Vec<Box<str>>,
     index: FxHashMap<Box<str>, TextId>,
+    /// What the interned text holds: each string twice (list and index) and their headers.
+    text_bytes: usize,
     /// Rows whose `Event` this version does not know, by name.
     pub unknown_events: Vec<(String, u64)>,
     /// The Python trace's calls, where the recording has one.
@@ -273,9 +275,19 @@ impl Rows {
             return id;
         }
         let id = self.strings.len() as TextId;
+        self.text_bytes += 2 * text.len() + 48;
         self.strings.push(text.into());
         self.index.insert(text.into(), id);
         id
+    }
+
+    /// What one row holds in memory, with its origin, for [`crate::budget`].
+    pub const ROW_BYTES: u64 =
+        (std::mem::size_of::<Row>() + std::mem::size_of::<(u32, u64)>()) as u64;
+
+    /// What the interned text holds in memory, for [`crate::budget`].
+    pub fn text_bytes(&self) -> u64 {
+        self.text_bytes as u64
     }
 
     pub fn text(&self, id: TextId) -> &str {
@@ -307,6 +319,39 @@ impl Rows {
         for (event, count) in other.unknown_events {
             for _ in 0..count {
                 self.count_unknown(&event);
+            }
+        }
+    }
+
+    /// Appends `piece`: the rows a thread read from a later part of `file` (this reading's file
+    /// index), re-interning its text; rows left out and unknown events are counted with this
+    /// file's, the first line kept.
+    fn append_piece(&mut self, piece: Rows, file: u32) {
+        let ids: Vec<TextId> = piece.strings.iter().map(|s| self.intern(s)).collect();
+        let map = |id: Option<TextId>| id.map(|i| ids[i as usize]);
+        self.rows.reserve(piece.rows.len());
+        self.origin.reserve(piece.rows.len());
+        for (mut row, (_, line)) in piece.rows.into_iter().zip(piece.origin) {
+            row.name = map(row.name);
+            row.owner = map(row.owner);
+            row.stack = map(row.stack);
+            self.push(row, file, line);
+        }
+        self.notes.extend(piece.notes);
+        for (reason, _, line, count) in piece.left_out {
+            match self
+                .left_out
+                .iter_mut()
+                .find(|(r, f, _, _)| *r == reason && *f == file)
+            {
+                Some((_, _, _, n)) => *n += count,
+                None => self.left_out.push((reason, file, line, count)),
+            }
+        }
+        for (event, count) in piece.unknown_events {
+            match self.unknown_events.iter_mut().find(|(e, _)| *e == event) {
+                Some((_, n)) => *n += count,
+                None => self.unknown_events.push((event, count)),
             }
         }
     }

@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 
@@ -49,40 +50,40 @@ pub fn is_memscope_header(header: &[&str]) -> bool {
         .all(|r| header.iter().any(|h| h.trim() == *r))
 }
 
-/// Reads a `memscope_dump_*.csv`, adding its rows to `rows`.
+/// Files from this size on are read in pieces on rayon's threads; smaller ones (and pipes,
+/// devices, anything that is not a regular file) are read as one stream.
+const PARALLEL_FROM_BYTES: u64 = 4 << 20;
+
+/// Pieces per thread: enough that a piece of long rows does not leave the others idle.
+const PIECES_PER_THREAD: usize = 4;
+
+/// Reads a `memscope_dump_*.csv`, adding its rows to `rows`. A large file is split at record
+/// boundaries (found by one pass over its bytes that follows the quotes: stacks hold newlines)
+/// and its pieces parsed side by side, each into rows of its own, then appended in file order:
+/// the same rows, lines and first error as reading it from the top.
 pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
-    let file = std::fs::File::open(path).map_err(|source| MemscopeError::Io {
+    read_csv_in(path, rows, PARALLEL_FROM_BYTES)
+}
+
+/// [`read_csv`], in pieces from `parallel_from_bytes` on.
+fn read_csv_in(
+    path: &Path,
+    rows: &mut Rows,
+    parallel_from_bytes: u64,
+) -> Result<(), MemscopeError> {
+    let io_error = |source| MemscopeError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .has_headers(false)
-        .from_reader(std::io::BufReader::with_capacity(
-            1 << 20,
-            crate::capped::LineCapped::new(file),
-        ));
+    };
+    let file = std::fs::File::open(path).map_err(io_error)?;
+    let size = file
+        .metadata()
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len());
+    let mut reader = csv_reader(file, 0);
     let mut record = csv::ByteRecord::new();
-    let bad = |line: u64, message: String| MemscopeError::BadRow {
-        path: path.to_path_buf(),
-        line,
-        message,
-    };
-    let mut read = |record: &mut csv::ByteRecord| {
-        reader.read_byte_record(record).map_err(|e| {
-            // Reading failed, or a line passed the cap (its message names the line).
-            if let csv::ErrorKind::Io(io) = e.kind() {
-                MemscopeError::Io {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::new(io.kind(), io.to_string()),
-                }
-            } else {
-                let line = e.position().map_or(0, csv::Position::line);
-                bad(line, format!("not CSV: {e}"))
-            }
-        })
-    };
-    if !read(&mut record)? {
+    if !next_record(path, &mut reader, &mut record, 1)? {
         return Err(MemscopeError::NotMemscope {
             path: path.to_path_buf(),
             why: "the file is empty".into(),
@@ -90,22 +91,191 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     }
     let (header_len, index) = csv_columns(path, &record)?;
     let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
+    let layout = (header_len, columns.as_slice());
     let file = rows.add_file(path);
-    // The csv crate counts a CRLF file's lines one short: the first row is line 2 whatever it
-    // says.
+    let rows_read = AtomicU64::new(0);
+    let body_start = reader.position().byte();
+    let Some(size) = size.filter(|&s| s >= parallel_from_bytes && body_start < s) else {
+        return read_records(path, &mut reader, layout, (file, 2), rows, &rows_read);
+    };
+    drop(reader);
+    let pieces = rayon::current_num_threads().max(1) * PIECES_PER_THREAD;
+    let starts = piece_starts(path, (body_start, size), 2, pieces).map_err(io_error)?;
+    let read: Vec<Result<Rows, MemscopeError>> = {
+        use rayon::prelude::*;
+        starts
+            .par_iter()
+            .enumerate()
+            .map(|(k, &(offset, line, at_newline))| {
+                use std::io::{Read, Seek, SeekFrom};
+                let end = starts.get(k + 1).map_or(size, |next| next.0);
+                let mut piece = std::fs::File::open(path).map_err(io_error)?;
+                piece.seek(SeekFrom::Start(offset)).map_err(io_error)?;
+                // Line ends before the piece: its leading `\n` (after a CRLF) is one of them.
+                let before = line - 1 - u64::from(at_newline);
+                let mut reader = csv_reader(piece.take(end - offset), before);
+                let mut piece_rows = Rows::default();
+                let file = piece_rows.add_file(path);
+                read_records(
+                    path,
+                    &mut reader,
+                    layout,
+                    (file, line),
+                    &mut piece_rows,
+                    &rows_read,
+                )?;
+                Ok(piece_rows)
+            })
+            .collect()
+    };
+    for piece in read {
+        rows.append_piece(piece?, file);
+    }
+    Ok(())
+}
+
+/// A CSV reader as msMemScope's files need: rows of any length, no header taken, lines capped
+/// as they stream in.
+fn csv_reader<R: std::io::Read>(
+    inner: R,
+    line_ends_before: u64,
+) -> csv::Reader<std::io::BufReader<crate::capped::LineCapped<R>>> {
+    csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(false)
+        .from_reader(std::io::BufReader::with_capacity(
+            1 << 20,
+            crate::capped::LineCapped::after_lines(inner, line_ends_before),
+        ))
+}
+
+/// The next record into `record` (`false` at the end); an error naming the file and line where
+/// reading fails or a line passes the cap. `first_line`: the line the reader started on.
+fn next_record<R: std::io::Read>(
+    path: &Path,
+    reader: &mut csv::Reader<R>,
+    record: &mut csv::ByteRecord,
+    first_line: u64,
+) -> Result<bool, MemscopeError> {
+    reader.read_byte_record(record).map_err(|e| {
+        // Reading failed, or a line passed the cap (its message names the line).
+        if let csv::ErrorKind::Io(io) = e.kind() {
+            MemscopeError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(io.kind(), io.to_string()),
+            }
+        } else {
+            let line = e.position().map_or(0, csv::Position::line);
+            MemscopeError::BadRow {
+                path: path.to_path_buf(),
+                line: line + first_line.saturating_sub(1),
+                message: format!("not CSV: {e}"),
+            }
+        }
+    })
+}
+
+/// Reads every record of `reader` into `rows` as rows of `file`, the first record on line
+/// `first_line` of the file; `rows_read` counts the rows of every piece, for the memory bound.
+fn read_records<R: std::io::Read>(
+    path: &Path,
+    reader: &mut csv::Reader<R>,
+    layout: (usize, &[Option<usize>]),
+    (file, first_line): (u32, u64),
+    rows: &mut Rows,
+    rows_read: &AtomicU64,
+) -> Result<(), MemscopeError> {
+    let mut record = csv::ByteRecord::new();
+    // The csv crate counts a CRLF file's lines one short: the first record is on `first_line`
+    // whatever it says.
     let mut line_offset: Option<u64> = None;
-    while read(&mut record)? {
+    let mut since_check = 0u32;
+    while next_record(path, reader, &mut record, first_line)? {
         // The line the record starts on (stacks hold newlines).
         let counted = record.position().map_or(0, csv::Position::line);
-        let line = counted + *line_offset.get_or_insert(2u64.saturating_sub(counted));
-        match csv_row(&record, (header_len, &columns), rows) {
+        let line = counted + *line_offset.get_or_insert(first_line.saturating_sub(counted));
+        since_check += 1;
+        if since_check == 1 << 16 {
+            since_check = 0;
+            let read = rows_read.fetch_add(1 << 16, Ordering::Relaxed) + (1 << 16);
+            if let Some(why) = crate::budget::exceeded(read * Rows::ROW_BYTES + rows.text_bytes()) {
+                return Err(MemscopeError::BadRow {
+                    path: path.to_path_buf(),
+                    line,
+                    message: why,
+                });
+            }
+        }
+        match csv_row(&record, layout, rows) {
             Ok(Some(row)) => rows.push(row, file, line),
             Ok(None) => {}
             Err(RowError::LeftOut(reason)) => rows.leave_out(reason, file, line),
-            Err(RowError::Bad(message)) => return Err(bad(line, message)),
+            Err(RowError::Bad(message)) => {
+                return Err(MemscopeError::BadRow {
+                    path: path.to_path_buf(),
+                    line,
+                    message,
+                });
+            }
         }
     }
     Ok(())
+}
+
+/// Where `pieces` pieces of the CSV body `start..end` begin: record boundaries (a line end
+/// outside quotes) about evenly spread, each with the line its first record is on (the body
+/// starting on `first_line`) and whether it starts with the `\n` of a CRLF. The first piece
+/// starts at `start`. Reads the bytes once, holding 1 MiB.
+fn piece_starts(
+    path: &Path,
+    (start, end): (u64, u64),
+    first_line: u64,
+    pieces: usize,
+) -> std::io::Result<Vec<(u64, u64, bool)>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let step = ((end - start) / pieces.max(1) as u64).max(1);
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut file = file.take(end - start);
+    let mut starts = vec![(start, first_line, false)];
+    let mut next_cut = start + step;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut at, mut line, mut quoted, mut last_was_cr) = (start, first_line, false, false);
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for i in memchr::memchr2_iter(b'"', b'\n', &buf[..n]) {
+            if buf[i] == b'"' {
+                // A doubled quote inside a quoted field toggles twice: still quoted.
+                quoted = !quoted;
+                continue;
+            }
+            let newline_at = at + i as u64;
+            if newline_at == start {
+                // The csv crate's position after a CRLF header is its `\n`: the header's.
+                starts[0].2 = true;
+                continue;
+            }
+            line += 1;
+            // After a CRLF, a piece starts at the `\n`, where the csv crate leaves a reader
+            // after the record before: its records then count lines as one stream's do.
+            let after_cr = if i > 0 {
+                buf[i - 1] == b'\r'
+            } else {
+                last_was_cr
+            };
+            let boundary = if after_cr { newline_at } else { newline_at + 1 };
+            if !quoted && boundary >= next_cut && boundary < end {
+                starts.push((boundary, line, after_cr));
+                next_cut = boundary + step;
+            }
+        }
+        last_was_cr = buf[n - 1] == b'\r';
+        at += n as u64;
+    }
+    Ok(starts)
 }
 
 /// One record as a row (`None`: an empty line). `columns`: where each of [`COLUMNS`] is.
@@ -782,6 +952,81 @@ pub fn parse_attr(cell: &str) -> Result<Attrs<'_>, String> {
 
 #[cfg(test)]
 mod tests {
+    /// A recording read in pieces gives the rows, lines, text, rows left out and first error of
+    /// the same file read as one stream: CRLF or LF line ends, stacks with newlines and doubled quotes,
+    /// a row cut short and a damaged row near the end.
+    #[test]
+    fn a_recording_read_in_pieces_reads_as_one_stream() {
+        use std::fmt::Write as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)";
+        let mut good = String::from(header);
+        good.push_str("\r\n");
+        for i in 0..3000u64 {
+            let stack = if i % 3 == 0 {
+                format!("\"train.py({i}): step\r\nmodel.py(7): \"\"fwd\"\"\r\n\"")
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                good,
+                "{i},MALLOC,PTA,N/A,{},1,1,0,0x{:x},\"{{allocation_id:{i},size:512,owner:PTA@ops@aten}}\",{stack},\r\n",
+                1_000 + i,
+                0x10_0000 + i * 512
+            );
+            if i == 1234 {
+                good.push_str("9999,MALLOC,PTA,N/A,5,1,1,0\r\n");
+            }
+        }
+        let mut bad = good.clone();
+        bad.push_str("3001,MALLOC,PTA,N/A,soon,1,1,0,0x10,\"{size:4}\",,\r\n");
+        let lf = |text: &str| text.replace("\r\n", "\n");
+        for (name, text) in [
+            ("good.csv", good.clone()),
+            ("bad.csv", bad.clone()),
+            ("good-lf.csv", lf(&good)),
+            ("bad-lf.csv", lf(&bad)),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("written");
+            let read = |parallel_from: u64| {
+                let mut rows = super::Rows::default();
+                super::read_csv_in(&path, &mut rows, parallel_from).map(|()| rows)
+            };
+            match (read(u64::MAX), read(0)) {
+                (Ok(one), Ok(pieces)) => {
+                    assert_eq!(one.rows.len(), 3000);
+                    let differ = one
+                        .origin
+                        .iter()
+                        .zip(&pieces.origin)
+                        .position(|(a, b)| a != b);
+                    assert_eq!(
+                        (one.origin.len(), differ),
+                        (pieces.origin.len(), None),
+                        "{:?}",
+                        differ.map(|k| (one.origin[k], pieces.origin[k]))
+                    );
+                    assert_eq!(one.left_out, pieces.left_out);
+                    assert_eq!(one.left_out[0].2, 2061);
+                    for (a, b) in one.rows.iter().zip(&pieces.rows) {
+                        assert_eq!((a.id, a.time_raw, a.addr), (b.id, b.time_raw, b.addr));
+                        let text = |rows: &super::Rows, id: Option<u32>| {
+                            id.map(|i| rows.text(i).to_string())
+                        };
+                        assert_eq!(text(&one, a.stack), text(&pieces, b.stack));
+                        assert_eq!(text(&one, a.owner), text(&pieces, b.owner));
+                    }
+                }
+                (Err(one), Err(pieces)) => {
+                    assert_eq!(one.to_string(), pieces.to_string());
+                    assert!(one.to_string().contains("line 5003"), "{one}");
+                }
+                (one, pieces) => panic!("{name}: {:?} / {:?}", one.err(), pieces.err()),
+            }
+        }
+    }
+
     use super::{parse_attr, parse_int};
 
     #[test]
