@@ -38,15 +38,19 @@ for _ in 1 2 3 4 5; do
   if [ -n "$old" ]; then run old "$old" stats "$rec"; fi
   run python-csv python3 "$dir/read.py" "$csv"
 done
-awk '
-  { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4); rss[$1] = rss[$1] " " $5 }
-  function median(list,   a, n) { n = split(list, a, " "); asort(a); return a[int((n + 1) / 2)] }
-  END {
-    printf "%-11s %10s %10s %12s\n", "", "wall s", "CPU s", "peak RSS MB"
-    for (k in wall) {
-      w[k] = median(wall[k]); c[k] = median(cpu[k]); r[k] = median(rss[k])
-      printf "%-11s %10.2f %10.2f %12.0f\n", k, w[k], c[k], r[k] / 1024
-    }
-    printf "memsight / python-csv: wall %.2fx, CPU %.2fx\n", w["memsight"] / w["python-csv"], c["memsight"] / c["python-csv"]
-    if ("old" in w) printf "memsight / old: wall %.2fx, CPU %.2fx, peak RSS %.2fx\n", w["memsight"] / w["old"], c["memsight"] / c["old"], r["memsight"] / r["old"]
-  }' "$dir/times.txt"
+python3 - "$dir/times.txt" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    name, wall, user, system, rss = line.split()
+    runs.setdefault(name, []).append((float(wall), float(user) + float(system), int(rss)))
+m = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in runs.items()}
+print(f"{'':11} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
+for k, (w, c, r) in m.items():
+    print(f"{k:11} {w:8.2f} {c:8.2f} {r / 1024:12.0f}")
+w, c, r = m["memsight"]
+print(f"memsight / python-csv: wall {w / m['python-csv'][0]:.2f}x, CPU {c / m['python-csv'][1]:.2f}x")
+if "old" in m:
+    print(f"memsight / old: wall {w / m['old'][0]:.2f}x, CPU {c / m['old'][1]:.2f}x, "
+          f"peak RSS {r / m['old'][2]:.2f}x")
+EOF

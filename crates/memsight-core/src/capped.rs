@@ -38,13 +38,8 @@ impl<R: Read> Read for LineCapped<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         let read = &buf[..n];
-        #[expect(
-            clippy::naive_bytecount,
-            reason = "a pass over bytes the CSV parser reads anyway; not worth a crate"
-        )]
-        let line_ends = read.iter().filter(|&&b| b == b'\n').count() as u64;
-        self.line_ends += line_ends;
-        self.since_line_end = match read.iter().rposition(|&b| b == b'\n') {
+        self.line_ends += memchr::memchr_iter(b'\n', read).count() as u64;
+        self.since_line_end = match memchr::memrchr(b'\n', read) {
             Some(i) => (n - 1 - i) as u64,
             None => self.since_line_end + n as u64,
         };

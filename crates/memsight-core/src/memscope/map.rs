@@ -286,7 +286,9 @@ impl Clock {
 /// Rows in time order (the writer groups a block's rows at its free), then process and id; the
 /// keys computed once, not per comparison.
 fn time_order(rows: &Rows, clock: &Clock) -> Vec<usize> {
+    use rayon::prelude::*;
     let mut keyed: Vec<(i64, u64, u64, u32)> = (0..rows.rows.len())
+        .into_par_iter()
         .map(|i| {
             (
                 clock.row_us(rows, i),
@@ -296,8 +298,9 @@ fn time_order(rows: &Rows, clock: &Clock) -> Vec<usize> {
             )
         })
         .collect();
-    keyed.sort_unstable();
-    keyed.into_iter().map(|k| k.3 as usize).collect()
+    // Keys are unique (the row index is one of them): the order is the same on any thread.
+    keyed.par_sort_unstable();
+    keyed.into_par_iter().map(|k| k.3 as usize).collect()
 }
 
 /// A row of host memory: not device memory, left out.

@@ -265,6 +265,11 @@ impl Rows {
         (self.files.len() - 1) as u32
     }
 
+    fn reserve_rows(&mut self, additional: usize) {
+        self.rows.reserve(additional);
+        self.origin.reserve(additional);
+    }
+
     fn push(&mut self, row: Row, file: u32, line: u64) {
         self.rows.push(row);
         self.origin.push((file, line));
@@ -323,35 +328,44 @@ impl Rows {
         }
     }
 
-    /// Appends `piece`: the rows a thread read from a later part of `file` (this reading's file
-    /// index), re-interning its text; rows left out and unknown events are counted with this
-    /// file's, the first line kept.
-    fn append_piece(&mut self, piece: Rows, file: u32) {
-        let ids: Vec<TextId> = piece.strings.iter().map(|s| self.intern(s)).collect();
-        let map = |id: Option<TextId>| id.map(|i| ids[i as usize]);
-        self.rows.reserve(piece.rows.len());
-        self.origin.reserve(piece.rows.len());
-        for (mut row, (_, line)) in piece.rows.into_iter().zip(piece.origin) {
-            row.name = map(row.name);
-            row.owner = map(row.owner);
-            row.stack = map(row.stack);
-            self.push(row, file, line);
-        }
-        self.notes.extend(piece.notes);
-        for (reason, _, line, count) in piece.left_out {
-            match self
-                .left_out
-                .iter_mut()
-                .find(|(r, f, _, _)| *r == reason && *f == file)
-            {
-                Some((_, _, _, n)) => *n += count,
-                None => self.left_out.push((reason, file, line, count)),
+    /// Appends `pieces`: the rows threads read from consecutive parts of `file` (this reading's
+    /// file index), in order, re-interning their text (the rows renumbered side by side); rows
+    /// left out and unknown events are counted with this file's, the first line kept.
+    fn append_pieces(&mut self, mut pieces: Vec<Rows>, file: u32) {
+        use rayon::prelude::*;
+        let ids: Vec<Vec<TextId>> = pieces
+            .iter()
+            .map(|piece| piece.strings.iter().map(|s| self.intern(s)).collect())
+            .collect();
+        pieces.par_iter_mut().zip(&ids).for_each(|(piece, ids)| {
+            let map = |id: Option<TextId>| id.map(|i| ids[i as usize]);
+            for row in &mut piece.rows {
+                row.name = map(row.name);
+                row.owner = map(row.owner);
+                row.stack = map(row.stack);
             }
-        }
-        for (event, count) in piece.unknown_events {
-            match self.unknown_events.iter_mut().find(|(e, _)| *e == event) {
-                Some((_, n)) => *n += count,
-                None => self.unknown_events.push((event, count)),
+        });
+        self.reserve_rows(pieces.iter().map(|p| p.rows.len()).sum());
+        for mut piece in pieces {
+            self.rows.append(&mut piece.rows);
+            self.origin
+                .extend(piece.origin.into_iter().map(|(_, line)| (file, line)));
+            self.notes.extend(piece.notes);
+            for (reason, _, line, count) in piece.left_out {
+                match self
+                    .left_out
+                    .iter_mut()
+                    .find(|(r, f, _, _)| *r == reason && *f == file)
+                {
+                    Some((_, _, _, n)) => *n += count,
+                    None => self.left_out.push((reason, file, line, count)),
+                }
+            }
+            for (event, count) in piece.unknown_events {
+                match self.unknown_events.iter_mut().find(|(e, _)| *e == event) {
+                    Some((_, n)) => *n += count,
+                    None => self.unknown_events.push((event, count)),
+                }
             }
         }
     }

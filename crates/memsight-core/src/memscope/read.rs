@@ -115,6 +115,9 @@ fn read_csv_in(
                 let before = line - 1 - u64::from(at_newline);
                 let mut reader = csv_reader(piece.take(end - offset), before);
                 let mut piece_rows = Rows::default();
+                // Room for the piece's rows at once (a row takes 60 bytes or more of the file):
+                // no copy as the list grows, and the pages never written are never touched.
+                piece_rows.reserve_rows(((end - offset) / 60) as usize);
                 let file = piece_rows.add_file(path);
                 read_records(
                     path,
@@ -128,9 +131,7 @@ fn read_csv_in(
             })
             .collect()
     };
-    for piece in read {
-        rows.append_piece(piece?, file);
-    }
+    rows.append_pieces(read.into_iter().collect::<Result<_, _>>()?, file);
     Ok(())
 }
 
@@ -314,9 +315,13 @@ fn csv_row(
             return Cow::Borrowed("");
         };
         let cell = |i: usize| {
-            record
-                .get(i)
-                .map_or(Cow::Borrowed(""), String::from_utf8_lossy)
+            record.get(i).map_or(Cow::Borrowed(""), |bytes| {
+                match std::str::from_utf8(bytes) {
+                    // The common case, checked at SIMD speed; lossy only where it is not.
+                    Ok(text) => Cow::Borrowed(text),
+                    Err(_) => String::from_utf8_lossy(bytes),
+                }
+            })
         };
         match name_column {
             Some(n) if extra > 0 && i == n => {
@@ -870,6 +875,10 @@ fn inefficient_flags(attrs: &Attrs) -> u8 {
 /// `0x…` hex or decimal, either sign.
 pub fn parse_int(text: &str) -> Option<i128> {
     let text = text.trim();
+    // Most cells are plain decimals that fit in 64 bits: read without 128-bit arithmetic.
+    if let Ok(n) = text.parse::<u64>() {
+        return Some(i128::from(n));
+    }
     if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         return i128::from_str_radix(hex, 16).ok();
     }
