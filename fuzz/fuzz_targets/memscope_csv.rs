@@ -1,10 +1,11 @@
-//! msMemScope's CSV reader on arbitrary bytes (written as `memscope_dump_1.csv`), then the model
-//! built from it, its replay and every detector. Errors are fine; panics, hangs and runaway memory
+//! msMemScope's CSV reader on arbitrary bytes (written as `memscope_dump_1.csv`), as one stream
+//! and in pieces (which must agree), then the model built from it, its replay and every detector. Errors are fine; panics, hangs and runaway memory
 //! are bugs. Run: `cargo fuzz run memscope_csv` (BENCHMARKS.md, "Fuzzing").
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use memsight_core::Loaded;
+use memsight_core::memscope::{Rows, read};
 
 fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir().join(format!("memsight-fuzz-memscope-{}", std::process::id()));
@@ -17,6 +18,23 @@ fuzz_target!(|data: &[u8]| {
     file.extend_from_slice(data);
     if std::fs::write(&path, file).is_err() {
         return;
+    }
+    // Read in pieces on threads, the file reads as one stream does: same rows, lines and error.
+    let (mut stream, mut pieces) = (Rows::default(), Rows::default());
+    let one = read::read_csv(&path, &mut stream).map_err(|e| e.to_string());
+    let split = read::read_csv_in_pieces(&path, &mut pieces).map_err(|e| e.to_string());
+    assert_eq!(one, split);
+    if one.is_err() {
+        // Rows read before the error are thrown away by every caller.
+        return;
+    }
+    assert_eq!(stream.origin, pieces.origin);
+    assert_eq!(stream.left_out, pieces.left_out);
+    assert_eq!(stream.rows.len(), pieces.rows.len());
+    for (a, b) in stream.rows.iter().zip(&pieces.rows) {
+        assert_eq!((a.id, a.time_raw, a.addr, a.size_bytes), (b.id, b.time_raw, b.addr, b.size_bytes));
+        let text = |rows: &Rows, id: Option<u32>| id.map(|i| rows.text(i).to_string());
+        assert_eq!(text(&stream, a.stack), text(&pieces, b.stack));
     }
     if let Ok(loaded) = Loaded::open(&path, None) {
         let _ = memsight_core::detect::analyze(&loaded);

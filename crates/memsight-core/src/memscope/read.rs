@@ -65,6 +65,12 @@ pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     read_csv_in(path, rows, PARALLEL_FROM_BYTES)
 }
 
+/// [`read_csv`] with the file in pieces however small it is: the differential check of the
+/// pieces against the stream (fuzzing, tests).
+pub fn read_csv_in_pieces(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
+    read_csv_in(path, rows, 0)
+}
+
 /// [`read_csv`], in pieces from `parallel_from_bytes` on.
 fn read_csv_in(
     path: &Path,
@@ -227,6 +233,10 @@ fn read_records<R: std::io::Read>(
 /// outside quotes) about evenly spread, each with the line its first record is on (the body
 /// starting on `first_line`) and whether it starts with the `\n` of a CRLF. The first piece
 /// starts at `start`. Reads the bytes once, holding 1 MiB.
+///
+/// Quotes are followed as the csv crate reads them: a quote opens a field only at the field's
+/// start (elsewhere it is text), `""` inside a quoted field is a quote, and a field goes on
+/// unquoted after its closing quote; `\r`, `\n` or both end a record.
 fn piece_starts(
     path: &Path,
     (start, end): (u64, u64),
@@ -234,6 +244,16 @@ fn piece_starts(
     pieces: usize,
 ) -> std::io::Result<Vec<(u64, u64, bool)>> {
     use std::io::{Read, Seek, SeekFrom};
+    /// Where the scan is, as the csv crate's reader would be.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum At {
+        FieldStart,
+        Unquoted,
+        Quoted,
+        /// Right after a quote inside a quoted field: a second one is a quote, anything else
+        /// ends the quoting.
+        QuoteInQuoted,
+    }
     let step = ((end - start) / pieces.max(1) as u64).max(1);
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(start))?;
@@ -241,39 +261,73 @@ fn piece_starts(
     let mut starts = vec![(start, first_line, false)];
     let mut next_cut = start + step;
     let mut buf = vec![0u8; 1 << 20];
-    let (mut at, mut line, mut quoted, mut last_was_cr) = (start, first_line, false, false);
+    let (mut at, mut line, mut last_was_cr) = (start, first_line, false);
+    let mut state = At::FieldStart;
+    let newlines = |bytes: &[u8]| memchr::memchr_iter(b'\n', bytes).count() as u64;
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {
             break;
         }
-        for i in memchr::memchr2_iter(b'"', b'\n', &buf[..n]) {
-            if buf[i] == b'"' {
-                // A doubled quote inside a quoted field toggles twice: still quoted.
-                quoted = !quoted;
-                continue;
-            }
-            let newline_at = at + i as u64;
-            if newline_at == start {
-                // The csv crate's position after a CRLF header is its `\n`: the header's.
-                starts[0].2 = true;
-                continue;
-            }
-            line += 1;
-            // After a CRLF, a piece starts at the `\n`, where the csv crate leaves a reader
-            // after the record before: its records then count lines as one stream's do.
-            let after_cr = if i > 0 {
-                buf[i - 1] == b'\r'
-            } else {
-                last_was_cr
-            };
-            let boundary = if after_cr { newline_at } else { newline_at + 1 };
-            if !quoted && boundary >= next_cut && boundary < end {
-                starts.push((boundary, line, after_cr));
-                next_cut = boundary + step;
+        let bytes = &buf[..n];
+        let mut i = 0;
+        while i < n {
+            match state {
+                At::Quoted => match memchr::memchr(b'"', &bytes[i..]) {
+                    Some(k) => {
+                        line += newlines(&bytes[i..i + k]);
+                        i += k + 1;
+                        state = At::QuoteInQuoted;
+                    }
+                    None => {
+                        line += newlines(&bytes[i..]);
+                        i = n;
+                    }
+                },
+                // Quotes are text here: only a delimiter or a record's end changes anything,
+                // and that byte is read as at a field's start.
+                At::Unquoted => match memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
+                    Some(k) => {
+                        i += k;
+                        state = At::FieldStart;
+                    }
+                    None => i = n,
+                },
+                At::FieldStart | At::QuoteInQuoted => {
+                    state = match bytes[i] {
+                        b'"' => At::Quoted,
+                        b',' | b'\r' => At::FieldStart,
+                        b'\n' => {
+                            let newline_at = at + i as u64;
+                            let after_cr = if i > 0 {
+                                bytes[i - 1] == b'\r'
+                            } else {
+                                last_was_cr
+                            };
+                            if newline_at == start {
+                                // The csv crate's position after a CRLF header is its `\n`: the
+                                // header's.
+                                starts[0].2 = true;
+                            } else {
+                                line += 1;
+                                // After a CRLF, a piece starts at the `\n`, where the csv crate
+                                // leaves a reader after the record before: its records then
+                                // count lines as one stream's do.
+                                let boundary = if after_cr { newline_at } else { newline_at + 1 };
+                                if boundary >= next_cut && boundary < end {
+                                    starts.push((boundary, line, after_cr));
+                                    next_cut = boundary + step;
+                                }
+                            }
+                            At::FieldStart
+                        }
+                        _ => At::Unquoted,
+                    };
+                    i += 1;
+                }
             }
         }
-        last_was_cr = buf[n - 1] == b'\r';
+        last_was_cr = bytes[n - 1] == b'\r';
         at += n as u64;
     }
     Ok(starts)
@@ -962,8 +1016,8 @@ pub fn parse_attr(cell: &str) -> Result<Attrs<'_>, String> {
 #[cfg(test)]
 mod tests {
     /// A recording read in pieces gives the rows, lines, text, rows left out and first error of
-    /// the same file read as one stream: CRLF or LF line ends, stacks with newlines and doubled quotes,
-    /// a row cut short and a damaged row near the end.
+    /// the same file read as one stream: CRLF or LF line ends, stacks with newlines and doubled
+    /// quotes, quotes inside unquoted fields, a row cut short and a damaged row near the end.
     #[test]
     fn a_recording_read_in_pieces_reads_as_one_stream() {
         use std::fmt::Write as _;
@@ -977,9 +1031,16 @@ mod tests {
             } else {
                 String::new()
             };
+            // A quote inside an unquoted field is text; text after a closing quote goes on
+            // unquoted (neither opens a quoted field that would run over line ends).
+            let c_stack = match i % 7 {
+                0 => "at::empty\" (x.cpp:1)",
+                3 => "\"at::mm\" (mm.cpp:2)",
+                _ => "",
+            };
             let _ = write!(
                 good,
-                "{i},MALLOC,PTA,N/A,{},1,1,0,0x{:x},\"{{allocation_id:{i},size:512,owner:PTA@ops@aten}}\",{stack},\r\n",
+                "{i},MALLOC,PTA,N/A,{},1,1,0,0x{:x},\"{{allocation_id:{i},size:512,owner:PTA@ops@aten}}\",{stack},{c_stack}\r\n",
                 1_000 + i,
                 0x10_0000 + i * 512
             );
