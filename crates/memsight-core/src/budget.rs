@@ -4,8 +4,9 @@
 //! process or a failed allocation aborts it, and the open work in the window survives.
 //!
 //! Readers compare what they hold with [`limit_bytes`] as they go (the unpickler every 65,536
-//! opcodes, the CSV readers every 65,536 rows). `MEMSIGHT_MEMORY_LIMIT` (bytes, or with a `K`,
-//! `M` or `G` suffix: binary units) sets another bound, for a shared machine or a test.
+//! opcodes, the msMemScope CSV reader every 4,096 rows of any piece). `MEMSIGHT_MEMORY_LIMIT`
+//! (bytes, or with a `K`, `M` or `G` suffix: binary units) sets another bound, for a shared
+//! machine or a test.
 
 use std::sync::OnceLock;
 

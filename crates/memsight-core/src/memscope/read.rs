@@ -57,6 +57,9 @@ const PARALLEL_FROM_BYTES: u64 = 4 << 20;
 /// Pieces per thread: enough that a piece of long rows does not leave the others idle.
 const PIECES_PER_THREAD: usize = 4;
 
+/// Rows between two looks at the memory bound (every piece counts into one total).
+const CHECK_EVERY_ROWS: u64 = 1 << 12;
+
 /// Reads a `memscope_dump_*.csv`, adding its rows to `rows`. A large file is split at record
 /// boundaries (found by one pass over its bytes that follows the quotes: stacks hold newlines)
 /// and its pieces parsed side by side, each into rows of its own, then appended in file order:
@@ -196,15 +199,15 @@ fn read_records<R: std::io::Read>(
     // The csv crate counts a CRLF file's lines one short: the first record is on `first_line`
     // whatever it says.
     let mut line_offset: Option<u64> = None;
-    let mut since_check = 0u32;
+    let mut since_check = 0u64;
     while next_record(path, reader, &mut record, first_line)? {
         // The line the record starts on (stacks hold newlines).
         let counted = record.position().map_or(0, csv::Position::line);
         let line = counted + *line_offset.get_or_insert(first_line.saturating_sub(counted));
         since_check += 1;
-        if since_check == 1 << 16 {
+        if since_check == CHECK_EVERY_ROWS {
             since_check = 0;
-            let read = rows_read.fetch_add(1 << 16, Ordering::Relaxed) + (1 << 16);
+            let read = rows_read.fetch_add(CHECK_EVERY_ROWS, Ordering::Relaxed) + CHECK_EVERY_ROWS;
             if let Some(why) = crate::budget::exceeded(read * Rows::ROW_BYTES + rows.text_bytes()) {
                 return Err(MemscopeError::BadRow {
                     path: path.to_path_buf(),
