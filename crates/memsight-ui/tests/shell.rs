@@ -429,3 +429,70 @@ fn ctrl_tab_and_ctrl_page_keys_move_through_the_tabs() {
     }
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// Ten tabs at 900×600: the tab bar scrolls, so the tab made active (by Ctrl+Tab or from the
+/// "Tabs (10)" list) is brought into the window, never left past its right edge; the list names
+/// every open tab and opens the one clicked.
+#[test]
+fn ten_tabs_at_900_by_600_are_each_reachable_and_shown() {
+    let dir = scratch("ten-tabs");
+    let mut harness = harness_of(&leak_source(), 900.0, 600.0);
+    let ctx = harness.ctx.clone();
+    let names: Vec<String> = (1..10)
+        .map(|k| format!("训练_rank{k}_step200.pickle"))
+        .collect();
+    for name in &names {
+        let path = dir.join(name);
+        std::fs::write(&path, generated(Scenario::Steady, 1500)).expect("write");
+        harness.state_mut().open(&ctx, path);
+        common::settle(&mut harness);
+    }
+    assert_eq!(harness.state().documents().len(), 10);
+    // The tab's label in the menu bar (the name may show elsewhere too), inside the window.
+    let visible = |h: &Harness<'static, MemsightApp>, name: &str| {
+        h.query_all_by_label(name)
+            .map(|node| node.rect())
+            .filter(|rect| rect.max.y < 40.0)
+            .any(|rect| rect.min.x >= 0.0 && rect.max.x <= 900.0)
+    };
+    // The last opened is shown, and its tab is in view; Ctrl+Tab to the first and back to the
+    // last brings each into view in turn.
+    assert!(
+        visible(&harness, &names[8]),
+        "the last tab is past the edge"
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::Tab);
+    common::settle(&mut harness);
+    assert!(harness.state().window_title().contains("leak.pickle"));
+    assert!(
+        visible(&harness, "leak.pickle"),
+        "the first tab is past the edge"
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND | Modifiers::SHIFT, Key::Tab);
+    common::settle(&mut harness);
+    assert!(
+        visible(&harness, &names[8]),
+        "the last tab is past the edge"
+    );
+    // The list: every tab, and a click opens it.
+    let fifth = &names[4];
+    let before = harness.query_all_by_label(fifth).count();
+    harness.get_by_label("Tabs (10)").click();
+    common::settle(&mut harness);
+    let entries = harness.query_all_by_label(fifth).count();
+    assert_eq!(entries, before + 1, "{fifth}: listed once more");
+    // The list's entry: below the menu bar.
+    harness
+        .query_all_by_label(fifth)
+        .find(|node| node.rect().min.y > 40.0)
+        .expect("listed")
+        .click();
+    common::settle(&mut harness);
+    assert!(
+        harness.state().window_title().contains(fifth.as_str()),
+        "{}",
+        harness.state().window_title()
+    );
+    assert!(visible(&harness, fifth));
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -43,19 +43,15 @@ impl MemsightApp {
     }
 
     /// The compare tabs, after the file tabs in the menu bar.
-    pub(super) fn compare_tabs_ui(&mut self, ui: &mut Ui) {
-        for (i, doc) in self.compares.iter().enumerate() {
-            if ui
-                .selectable_label(
-                    self.active_run.is_none() && self.active_compare == Some(i),
-                    &doc.name,
-                )
+    pub(super) fn compare_tabs_ui(&mut self, ui: &mut Ui, reveal: bool) {
+        for i in 0..self.compares.len() {
+            let doc = &self.compares[i];
+            let selected = self.active_tab() == super::TabId::Compare(i);
+            if super::menus::tab_label(ui, selected, &doc.name, reveal)
                 .on_hover_text(format!("A: {}\nB: {}", doc.names[0], doc.names[1]))
                 .clicked()
             {
-                self.active_compare = Some(i);
-                self.active_profiler = None;
-                self.active_run = None;
+                self.show_tab(super::TabId::Compare(i));
             }
         }
     }

@@ -6,7 +6,7 @@ use egui::Ui;
 use memsight_core::units::format_bytes;
 
 use super::dialogs::Purpose;
-use super::{ExportTarget, MemsightApp};
+use super::{ExportTarget, MemsightApp, TabId};
 use crate::palette::{self, ColorBy};
 
 impl MemsightApp {
@@ -201,55 +201,104 @@ impl MemsightApp {
             ui.menu_button("View", |ui| self.view_menu(ui));
             ui.menu_button("Help", Self::help_menu);
             ui.separator();
-            let tabs: Vec<(String, String)> = self
-                .docs
-                .iter()
-                .map(|doc| {
-                    let hover = doc
-                        .path
-                        .as_ref()
-                        .map_or_else(|| "bundled demo".to_string(), |p| p.display().to_string());
-                    (doc.name.clone(), hover)
-                })
-                .collect();
-            for (i, (name, hover)) in tabs.into_iter().enumerate() {
-                let tab = ui
-                    .selectable_label(
-                        self.active_profiler.is_none()
-                            && self.active_compare.is_none()
-                            && self.active_run.is_none()
-                            && i == self.active,
-                        name,
-                    )
-                    .on_hover_text(format!("{hover}\n(right-click: compare with…)"));
-                if tab.clicked() {
-                    self.active = i;
-                    self.active_profiler = None;
-                    self.active_compare = None;
-                    self.active_run = None;
-                }
-                tab.context_menu(|ui| {
-                    ui.menu_button("Compare with…", |ui| self.compare_menu_ui(ui, i));
+            self.tab_list_ui(ui);
+            // The tab bar scrolls (wheel or drag) where the tabs do not fit, and brings the
+            // active tab into view when another becomes active or the window's width changes.
+            let shown = (self.active_tab(), ui.available_width().round() as u32);
+            let reveal = self.tab_in_view != Some(shown);
+            self.tab_in_view = Some(shown);
+            // Over the bar, the mouse wheel scrolls it sideways (a bar of tabs has no other
+            // direction); its scroll bar stays hidden, as it would cover the names.
+            let pointer = ui.ctx().pointer_hover_pos();
+            if pointer.is_some_and(|p| self.tab_bar_rect.is_some_and(|r| r.contains(p))) {
+                ui.ctx().input_mut(|i| {
+                    if i.smooth_scroll_delta.x == 0.0 {
+                        i.smooth_scroll_delta = egui::vec2(i.smooth_scroll_delta.y, 0.0);
+                    }
                 });
             }
-            // Profiler runs after the snapshots: a tab opened later never lands in front.
-            for (i, doc) in self.profilers.iter().enumerate() {
+            let bar = egui::ScrollArea::horizontal()
+                .id_salt("tab bar")
+                .scroll_bar_visibility(egui::scroll_area::ScrollBarVisibility::AlwaysHidden)
+                .show(ui, |ui| {
+                    ui.horizontal(|ui| self.tabs_ui(ui, reveal));
+                });
+            self.tab_bar_rect = Some(bar.inner_rect);
+        });
+    }
+
+    /// Every tab, in order: snapshots, profiler runs, compares, runs.
+    fn tabs_ui(&mut self, ui: &mut Ui, reveal: bool) {
+        let tabs: Vec<(String, String)> = self
+            .docs
+            .iter()
+            .map(|doc| {
+                let hover = doc
+                    .path
+                    .as_ref()
+                    .map_or_else(|| "bundled demo".to_string(), |p| p.display().to_string());
+                (doc.name.clone(), hover)
+            })
+            .collect();
+        for (i, (name, hover)) in tabs.into_iter().enumerate() {
+            let selected = self.active_tab() == TabId::Doc(i);
+            let tab = tab_label(ui, selected, &name, reveal)
+                .on_hover_text(format!("{hover}\n(right-click: compare with…)"));
+            if tab.clicked() {
+                self.show_tab(TabId::Doc(i));
+            }
+            tab.context_menu(|ui| {
+                ui.menu_button("Compare with…", |ui| self.compare_menu_ui(ui, i));
+            });
+        }
+        // Profiler runs after the snapshots: a tab opened later never lands in front.
+        for i in 0..self.profilers.len() {
+            let selected = self.active_tab() == TabId::Profiler(i);
+            if tab_label(ui, selected, &self.profilers[i].name, reveal)
+                .on_hover_text("profiler data")
+                .clicked()
+            {
+                self.show_tab(TabId::Profiler(i));
+            }
+        }
+        self.compare_tabs_ui(ui, reveal);
+        self.run_tabs_ui(ui, reveal);
+    }
+
+    /// "Tabs (N)": every open tab in a list, to jump to one the bar has scrolled away.
+    fn tab_list_ui(&mut self, ui: &mut Ui) {
+        let tabs = self.tabs();
+        if tabs.len() < 2 {
+            return;
+        }
+        let active = self.active_tab();
+        let mut chosen = None;
+        ui.menu_button(format!("Tabs ({})", tabs.len()), |ui| {
+            for &tab in &tabs {
                 if ui
-                    .selectable_label(
-                        self.active_run.is_none() && self.active_profiler == Some(i),
-                        &doc.name,
-                    )
-                    .on_hover_text("profiler data")
+                    .selectable_label(tab == active, self.tab_title(tab))
                     .clicked()
                 {
-                    self.active_profiler = Some(i);
-                    self.active_compare = None;
-                    self.active_run = None;
+                    chosen = Some(tab);
+                    ui.close();
                 }
             }
-            self.compare_tabs_ui(ui);
-            self.run_tabs_ui(ui);
-        });
+        })
+        .response
+        .on_hover_text("every open tab (Ctrl+Tab and Ctrl+Shift+Tab move through them)");
+        if let Some(tab) = chosen {
+            self.show_tab(tab);
+        }
+    }
+
+    /// The name a tab shows.
+    fn tab_title(&self, tab: TabId) -> &str {
+        match tab {
+            TabId::Doc(i) => &self.docs[i].name,
+            TabId::Profiler(i) => &self.profilers[i].name,
+            TabId::Compare(i) => &self.compares[i].name,
+            TabId::Run(i) => &self.runs[i].name,
+        }
     }
 
     pub(super) fn status_ui(&mut self, ui: &mut Ui) {
@@ -503,3 +552,12 @@ const KEYS: &[(&str, &str)] = &[
     ("Ctrl+wheel over the pool", "zoom the pool's rows"),
     ("Esc", "close the warnings or the file browser"),
 ];
+
+/// One tab of the tab bar, scrolled into view when it is the one shown and `reveal` is set.
+pub(super) fn tab_label(ui: &mut Ui, selected: bool, name: &str, reveal: bool) -> egui::Response {
+    let response = ui.selectable_label(selected, name);
+    if selected && reveal {
+        response.scroll_to_me(Some(egui::Align::Center));
+    }
+    response
+}

@@ -74,6 +74,15 @@ pub enum ExportTarget {
     Chart,
 }
 
+/// One tab of the tab bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TabId {
+    Doc(usize),
+    Profiler(usize),
+    Compare(usize),
+    Run(usize),
+}
+
 pub struct MemsightApp {
     docs: Vec<Document>,
     active: usize,
@@ -86,6 +95,12 @@ pub struct MemsightApp {
     /// Open runs (folders of snapshots); while `active_run` is set, the window shows that one.
     runs: Vec<crate::views::run::RunDoc>,
     active_run: Option<usize>,
+    /// The tab the tab bar last scrolled into view, and the bar's width then: when another
+    /// becomes active (a key, the tab list, a file opened) or the window is resized, the bar
+    /// scrolls to it.
+    tab_in_view: Option<(TabId, u32)>,
+    /// Where the tab bar was drawn last frame: the mouse wheel over it scrolls it sideways.
+    tab_bar_rect: Option<Rect>,
     /// Two files a run asked to compare, opened and awaited: the compare tab opens once both
     /// are loaded.
     pending_compare: Option<(PathBuf, PathBuf)>,
@@ -153,6 +168,8 @@ impl MemsightApp {
             active_compare: None,
             runs: Vec::new(),
             active_run: None,
+            tab_in_view: None,
+            tab_bar_rect: None,
             pending_compare: None,
             memscope_compares: Vec::new(),
             jobs,
@@ -294,54 +311,62 @@ impl MemsightApp {
         }
     }
 
-    /// Makes the next tab (or the one before) active, in the tab bar's order: snapshots, then
-    /// profiler runs, then compares; past the last, the first.
-    fn cycle_tabs(&mut self, forward: bool) {
-        #[derive(Clone, Copy, PartialEq)]
-        enum Tab {
-            Doc(usize),
-            Profiler(usize),
-            Compare(usize),
-            Run(usize),
+    /// Every tab, in the tab bar's order: snapshots, then profiler runs, compares and runs.
+    fn tabs(&self) -> Vec<TabId> {
+        (0..self.docs.len())
+            .map(TabId::Doc)
+            .chain((0..self.profilers.len()).map(TabId::Profiler))
+            .chain((0..self.compares.len()).map(TabId::Compare))
+            .chain((0..self.runs.len()).map(TabId::Run))
+            .collect()
+    }
+
+    /// The tab the window shows.
+    fn active_tab(&self) -> TabId {
+        match (self.active_run, self.active_compare, self.active_profiler) {
+            (Some(r), _, _) => TabId::Run(r),
+            (None, Some(c), _) => TabId::Compare(c),
+            (None, None, Some(p)) => TabId::Profiler(p),
+            (None, None, None) => TabId::Doc(self.active),
         }
-        let tabs: Vec<Tab> = (0..self.docs.len())
-            .map(Tab::Doc)
-            .chain((0..self.profilers.len()).map(Tab::Profiler))
-            .chain((0..self.compares.len()).map(Tab::Compare))
-            .chain((0..self.runs.len()).map(Tab::Run))
-            .collect();
+    }
+
+    /// Makes `tab` the one the window shows.
+    fn show_tab(&mut self, tab: TabId) {
+        self.active_run = None;
+        match tab {
+            TabId::Doc(i) => {
+                self.active = i;
+                self.active_profiler = None;
+                self.active_compare = None;
+            }
+            TabId::Profiler(i) => {
+                self.active_profiler = Some(i);
+                self.active_compare = None;
+            }
+            TabId::Compare(i) => {
+                self.active_compare = Some(i);
+                self.active_profiler = None;
+            }
+            TabId::Run(i) => self.show_run(i),
+        }
+    }
+
+    /// Makes the next tab (or the one before) active, in the tab bar's order; past the last,
+    /// the first.
+    fn cycle_tabs(&mut self, forward: bool) {
+        let tabs = self.tabs();
         if tabs.is_empty() {
             return;
         }
-        let current = match (self.active_run, self.active_compare, self.active_profiler) {
-            (Some(r), _, _) => Tab::Run(r),
-            (None, Some(c), _) => Tab::Compare(c),
-            (None, None, Some(p)) => Tab::Profiler(p),
-            (None, None, None) => Tab::Doc(self.active),
-        };
-        self.active_run = None;
+        let current = self.active_tab();
         let at = tabs.iter().position(|&t| t == current).unwrap_or(0);
         let next = if forward {
             (at + 1) % tabs.len()
         } else {
             (at + tabs.len() - 1) % tabs.len()
         };
-        match tabs[next] {
-            Tab::Doc(i) => {
-                self.active = i;
-                self.active_profiler = None;
-                self.active_compare = None;
-            }
-            Tab::Profiler(i) => {
-                self.active_profiler = Some(i);
-                self.active_compare = None;
-            }
-            Tab::Compare(i) => {
-                self.active_compare = Some(i);
-                self.active_profiler = None;
-            }
-            Tab::Run(i) => self.show_run(i),
-        }
+        self.show_tab(tabs[next]);
     }
 
     /// Everything, inside `ui`.

@@ -42,11 +42,10 @@ impl MemsightApp {
     }
 
     /// The run tabs, after the compare tabs in the menu bar.
-    pub(super) fn run_tabs_ui(&mut self, ui: &mut Ui) {
+    pub(super) fn run_tabs_ui(&mut self, ui: &mut Ui, reveal: bool) {
         for i in 0..self.runs.len() {
             let doc = &self.runs[i];
-            if ui
-                .selectable_label(self.active_run == Some(i), &doc.name)
+            if super::menus::tab_label(ui, self.active_run == Some(i), &doc.name, reveal)
                 .on_hover_text(format!(
                     "{}\n{} files",
                     doc.run.root.display(),
