@@ -15,7 +15,7 @@ const HEADER: &str = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread I
 const COMMANDS: [&str; 5] = ["stats", "analyze", "state", "whatif", "diff"];
 
 /// A command may take this long on these small inputs before it counts as a hang.
-const DEADLINE: Duration = Duration::from_secs(60);
+const DEADLINE: Duration = Duration::from_mins(1);
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memsight-hostile-{name}-{}", std::process::id()));

@@ -18,7 +18,7 @@ pub const LIMIT_VAR: &str = "MEMSIGHT_MEMORY_LIMIT";
 /// The bound and where it comes from, read once.
 struct Limit {
     bytes: u64,
-    /// "three quarters of this machine's 23.4 GiB", "MEMSIGHT_MEMORY_LIMIT".
+    /// "three quarters of this machine's 23.4 GiB", "the bound `MEMSIGHT_MEMORY_LIMIT` sets".
     source: String,
 }
 

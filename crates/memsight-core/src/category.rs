@@ -501,7 +501,7 @@ fn owners_decide(
     }
 }
 
-/// Whether `owner` is a caching pool's (PyTorch's, ATB's, MindSpore's), whose blocks
+/// Whether `owner` is a caching pool's (`PTA`, `ATB`, `MINDSPORE`), whose blocks
 /// msMemScope's optimizer-step hook tags; `CANN@…` memory is the runtime's, never tagged.
 fn is_pool_owner(owner: &str) -> bool {
     matches!(

@@ -850,6 +850,7 @@ fn a_crlf_recording_names_the_right_line() {
 
 #[test]
 fn the_owner_says_what_a_block_is_where_the_recording_names_model_state() {
+    use memsight_core::category::Category;
     // A backward operator's block (an activation's gradient, owner `PTA@ops@aten`) still alive
     // when the backward pass ends: by its stack and phase a weight's gradient, but msMemScope's
     // optimizer-step hook, which tagged the weight, the gradient and the optimizer state, did
@@ -879,7 +880,6 @@ fn the_owner_says_what_a_block_is_where_the_recording_names_model_state() {
             .map(|(_, c)| *c)
             .collect::<Vec<_>>()
     };
-    use memsight_core::category::Category;
     assert_eq!(by_size(4096), [Category::Activation]);
     let mut model_state = by_size(1024);
     model_state.sort_unstable();

@@ -619,22 +619,26 @@ fn stats_and_state_count_the_same_final_pool() {
         .count();
     let replay = &loaded.replays[0];
     let categories = memsight_core::category::classify(&loaded.snapshot, device, replay);
-    let state = memsight_core::report::StateReport::new(
+    let pool_report = memsight_core::report::StateReport::new(
         &loaded.snapshot,
         0,
         &replay.pool_after(device, None),
         &categories.of_lifetime,
     );
-    let stats = memsight_core::report::StatsReport::new(&loaded);
-    let d = &stats.devices[0];
-    let state_gaps: usize = state.segments.iter().map(|s| s.free_gaps).sum();
+    let stats_report = memsight_core::report::StatsReport::new(&loaded);
+    let d = &stats_report.devices[0];
+    let state_gaps: usize = pool_report.segments.iter().map(|s| s.free_gaps).sum();
     assert_eq!(
         (d.segments, d.live_blocks, d.free_gaps),
-        (state.segments.len(), state.live_blocks(), state_gaps)
+        (
+            pool_report.segments.len(),
+            pool_report.live_blocks(),
+            state_gaps
+        )
     );
     assert_eq!(d.live_blocks, 1);
     // The case is one where the file's own list says otherwise.
-    assert_ne!(file_free, state_gaps, "{:?}", state.segments);
+    assert_ne!(file_free, state_gaps, "{:?}", pool_report.segments);
 }
 
 /// One trace entry shared five times through the memo (`[event] * 5`, as Python pickles it): a

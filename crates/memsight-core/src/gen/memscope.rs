@@ -8,7 +8,7 @@
 //!   them (`python/msmemscope/optimizer_step_hook.py`);
 //! - per step (an MSTX `step start` range): a forward pass whose layers allocate activations
 //!   and a temporary workspace (`PTA@ops@aten`: an operator's, as msMemScope names a block an
-//!   ATen operator touched), a backward pass that reads and frees them and allocates gradients
+//!   `ATen` operator touched), a backward pass that reads and frees them and allocates gradients
 //!   (`PTA@model@gradient`), an optimizer step reading the gradients, then
 //!   `zero_grad` freeing them; many operators that allocate nothing (views, detach), as real
 //!   traces have;

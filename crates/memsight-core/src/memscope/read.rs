@@ -276,26 +276,26 @@ fn piece_starts(
         let mut i = 0;
         while i < n {
             match state {
-                At::Quoted => match memchr::memchr(b'"', &bytes[i..]) {
-                    Some(k) => {
+                At::Quoted => {
+                    if let Some(k) = memchr::memchr(b'"', &bytes[i..]) {
                         line += newlines(&bytes[i..i + k]);
                         i += k + 1;
                         state = At::QuoteInQuoted;
-                    }
-                    None => {
+                    } else {
                         line += newlines(&bytes[i..]);
                         i = n;
                     }
-                },
+                }
                 // Quotes are text here: only a delimiter or a record's end changes anything,
                 // and that byte is read as at a field's start.
-                At::Unquoted => match memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
-                    Some(k) => {
+                At::Unquoted => {
+                    if let Some(k) = memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
                         i += k;
                         state = At::FieldStart;
+                    } else {
+                        i = n;
                     }
-                    None => i = n,
-                },
+                }
                 At::FieldStart | At::QuoteInQuoted => {
                     state = match bytes[i] {
                         b'"' => At::Quoted,
