@@ -265,9 +265,13 @@ impl Rows {
         (self.files.len() - 1) as u32
     }
 
+    /// Room for `additional` more rows, where memory allows: an estimate may ask for more than
+    /// the machine has, and a refused reservation is no error (the lists grow as rows come,
+    /// and the memory bound stops a file that is too big).
     fn reserve_rows(&mut self, additional: usize) {
-        self.rows.reserve(additional);
-        self.origin.reserve(additional);
+        let additional = additional.min((crate::budget::limit_bytes() / Self::ROW_BYTES) as usize);
+        let _ = self.rows.try_reserve(additional);
+        let _ = self.origin.try_reserve(additional);
     }
 
     fn push(&mut self, row: Row, file: u32, line: u64) {
