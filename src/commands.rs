@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result};
 use memsight_core::r#gen::{self, GenOptions, Scenario};
 use memsight_core::report::{StateReport, StatsReport};
 use memsight_core::units::format_bytes;
+use memsight_core::whatif::percent_change;
 use memsight_core::{Loaded, load_bytes};
 use memsight_ui::headless::{self, ScreenshotOptions};
 use memsight_ui::{Source, View};
@@ -671,52 +672,21 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
                 )
             )
         )?;
-        writeln!(out, "  {:<16} {:>20} {:>20}", "", "recorded", "predicted")?;
+        writeln!(out, "  {:<24} {:>12} {:>28}", "", "recorded", "predicted")?;
         let (r, p) = (&d.recorded, &d.predicted);
-        writeln!(
-            out,
-            "  {:<16} {:>20} {:>20} ({})",
-            "peak reserved",
-            format_bytes(r.peak_reserved_bytes as i64),
-            format_bytes(p.peak_reserved_bytes as i64),
-            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes).map_or_else(
-                || "no percentage: 0 B recorded".to_string(),
-                |change| format!("{change:+.1} %")
-            )
-        )?;
-        for (what, a, b) in [
-            ("segment allocs", r.segment_allocs, p.segment_allocs),
-            ("segment frees", r.segment_frees, p.segment_frees),
-        ] {
-            writeln!(out, "  {what:<16} {a:>20} {b:>20}")?;
+        let (lines, held_before) = memsight_core::whatif::compared_lines(r, p);
+        for line in lines {
+            writeln!(
+                out,
+                "  {:<24} {:>12} {:>28}",
+                line.what,
+                line.recorded,
+                line.predicted_with_change()
+            )?;
         }
-        let stalls = |o: &memsight_core::whatif::Outcome| match (o.stalls, o.stall_released_bytes) {
-            (Some(n), Some(bytes)) if n > 0 => {
-                format!("{n} ({} freed)", format_bytes(bytes as i64))
-            }
-            (n, _) => known(n),
-        };
-        writeln!(
-            out,
-            "  {:<16} {:>20} {:>20}",
-            "stalls",
-            stalls(r),
-            stalls(p)
-        )?;
-        writeln!(
-            out,
-            "  {:<16} {:>20} {:>20}",
-            "ooms",
-            known(r.ooms),
-            known(p.ooms)
-        )?;
-        writeln!(
-            out,
-            "  {:<16} {:>20} {:>20}",
-            "unused at peak",
-            format_bytes(r.peak_fragmentation_bytes as i64),
-            format_bytes(p.peak_fragmentation_bytes as i64)
-        )?;
+        if let Some(note) = held_before {
+            writeln!(out, "  {note}")?;
+        }
         match p.first_divergence_event {
             None => writeln!(out, "  reserved bytes follow the file at every alloc")?,
             Some(e) => writeln!(
@@ -728,11 +698,6 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
     Ok(())
 }
 
-/// The change from `recorded` to `predicted` in percent; against nothing recorded, no
-/// percentage means anything (`None`).
-fn percent_change(predicted: u64, recorded: u64) -> Option<f64> {
-    (recorded > 0).then(|| (predicted as f64 - recorded as f64) / recorded as f64 * 100.0)
-}
 
 /// `whatif --sweep` as text: per device, one line per setting tried, best first.
 fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
@@ -761,8 +726,17 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
             )?;
             writeln!(
                 out,
-                "  {:<width$} {:>10} {:>8} {:>7} {:>6} {:>6} {:>5} {:>10}",
-                "settings (best first)", "peak", "Δ", "allocs", "frees", "stalls", "ooms", "unused"
+                "  {:<width$} {:>10} {:>8} {:>13} {:>10} {:>7} {:>6} {:>6} {:>5} {:>10}",
+                "settings (best first)",
+                "peak",
+                "Δ",
+                "at peak alloc",
+                "mean",
+                "allocs",
+                "frees",
+                "stalls",
+                "ooms",
+                "unused"
             )?;
             last = Some(d.device);
         }
@@ -774,11 +748,17 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
         };
         writeln!(
             out,
-            "  {:<width$} {:>10} {:>8} {:>7} {:>6} {:>6} {:>5} {:>10}",
+            "  {:<width$} {:>10} {:>8} {:>13} {:>10} {:>7} {:>6} {:>6} {:>5} {:>10}",
             name,
             format_bytes(p.peak_reserved_bytes as i64),
-            percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes)
-                .map_or_else(|| "—".to_string(), |change| format!("{change:+.1}%")),
+            if r.peak_held_before_trace() && p.peak_held_before_trace() {
+                "before".to_string()
+            } else {
+                percent_change(p.peak_reserved_bytes, r.peak_reserved_bytes)
+                    .map_or_else(|| "—".to_string(), |change| format!("{change:+.1}%"))
+            },
+            format_bytes(p.reserved_at_peak_allocated_bytes as i64),
+            format_bytes(p.mean_reserved_bytes as i64),
             p.segment_allocs,
             p.segment_frees,
             known(p.stalls),
@@ -789,7 +769,9 @@ fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resul
     writeln!(
         out,
         "(*: the settings the sweep starts from, the file's with any --set, replayed; peak: predicted peak reserved, \
-         Δ against the recorded one; unused: reserved minus allocated at that peak; n/a: the capacity is unknown, \
+         Δ against the recorded one (before: the pool held that before the trace, and no setting changes it); \
+         at peak alloc: reserved when the program's allocated bytes peaked; mean: reserved averaged over the \
+         trace's allocs; unused: reserved minus allocated at the peak; n/a: the capacity is unknown, \
          give --capacity BYTES)"
     )?;
     if devices

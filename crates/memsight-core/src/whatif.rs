@@ -411,6 +411,142 @@ pub struct Outcome {
     /// The first `alloc` after which the model's reserved bytes differ from the recorded ones
     /// (`None`: never, or for what the file recorded).
     pub first_divergence_event: Option<u32>,
+    /// What the pool held before the trace's first event: the replay starts from it under every
+    /// setting, so a peak no higher than this is one no setting changes.
+    pub reserved_before_bytes: u64,
+    /// Reserved bytes after the event where the program's allocated bytes peaked (the recorded
+    /// peak, the same moment under every setting; `None`: before the trace), and what of them
+    /// was unused then: what a setting changes where the peak reserved was held before the
+    /// trace.
+    pub reserved_at_peak_allocated_bytes: u64,
+    pub unused_at_peak_allocated_bytes: u64,
+    /// Reserved bytes after each `alloc` of the trace, averaged (releases and new segments fall
+    /// between allocs in another order in the model: after each alloc it follows the file).
+    pub mean_reserved_bytes: u64,
+}
+
+impl Outcome {
+    /// Whether the peak reserved is the pool held before the trace: a peak no setting changes.
+    pub fn peak_held_before_trace(&self) -> bool {
+        self.peak_reserved_bytes <= self.reserved_before_bytes
+    }
+}
+
+/// One line of recorded against predicted, as every output shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComparedLine {
+    pub what: &'static str,
+    pub recorded: String,
+    pub predicted: String,
+    /// The change in percent ("+1.2 %"), "before the trace" where no setting can change the
+    /// figure, or nothing for counts.
+    pub change: Option<String>,
+}
+
+impl ComparedLine {
+    /// The predicted figure with its change in brackets, as the command line writes it.
+    pub fn predicted_with_change(&self) -> String {
+        match &self.change {
+            Some(change) => format!("{} ({change})", self.predicted),
+            None => self.predicted.clone(),
+        }
+    }
+}
+
+/// Recorded against predicted, line by line, as the command line and the app show them; and,
+/// where the peak reserved was held before the trace (no setting can change it), a sentence
+/// saying so and what to compare instead.
+pub fn compared_lines(r: &Outcome, p: &Outcome) -> (Vec<ComparedLine>, Option<String>) {
+    use crate::units::format_bytes;
+    let bytes = |b: u64| format_bytes(b as i64);
+    let change = |predicted: u64, recorded: u64| {
+        Some(percent_change(predicted, recorded).map_or_else(
+            || "no percentage: 0 B recorded".to_string(),
+            |change| format!("{change:+.1} %"),
+        ))
+    };
+    let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
+    let stalls = |o: &Outcome| match (o.stalls, o.stall_released_bytes) {
+        (Some(n), Some(freed)) if n > 0 => format!("{n} ({} freed)", bytes(freed)),
+        (n, _) => known(n),
+    };
+    let held_before = r.peak_held_before_trace() && p.peak_held_before_trace();
+    let line = |what, recorded, predicted, change| ComparedLine {
+        what,
+        recorded,
+        predicted,
+        change,
+    };
+    let mut lines = vec![
+        line(
+            "peak reserved",
+            bytes(r.peak_reserved_bytes),
+            bytes(p.peak_reserved_bytes),
+            if held_before {
+                Some("before the trace".to_string())
+            } else {
+                change(p.peak_reserved_bytes, r.peak_reserved_bytes)
+            },
+        ),
+        line(
+            "at peak allocated",
+            bytes(r.reserved_at_peak_allocated_bytes),
+            bytes(p.reserved_at_peak_allocated_bytes),
+            change(
+                p.reserved_at_peak_allocated_bytes,
+                r.reserved_at_peak_allocated_bytes,
+            ),
+        ),
+        line(
+            "mean reserved",
+            bytes(r.mean_reserved_bytes),
+            bytes(p.mean_reserved_bytes),
+            change(p.mean_reserved_bytes, r.mean_reserved_bytes),
+        ),
+        line(
+            "segment allocs",
+            r.segment_allocs.to_string(),
+            p.segment_allocs.to_string(),
+            None,
+        ),
+        line(
+            "segment frees",
+            r.segment_frees.to_string(),
+            p.segment_frees.to_string(),
+            None,
+        ),
+        line("stalls", stalls(r), stalls(p), None),
+        line("ooms", known(r.ooms), known(p.ooms), None),
+    ];
+    if !held_before {
+        lines.push(line(
+            "unused at peak",
+            bytes(r.peak_fragmentation_bytes),
+            bytes(p.peak_fragmentation_bytes),
+            None,
+        ));
+    }
+    lines.push(line(
+        "unused at peak allocated",
+        bytes(r.unused_at_peak_allocated_bytes),
+        bytes(p.unused_at_peak_allocated_bytes),
+        None,
+    ));
+    let note = held_before.then(|| {
+        format!(
+            "the peak reserved, {}, was held before the trace's first event: the replay starts \
+             from that pool under every setting, so no setting changes it. Compare the reserved \
+             bytes at peak allocated and their mean over the trace instead.",
+            bytes(r.peak_reserved_bytes)
+        )
+    });
+    (lines, note)
+}
+
+/// The change from `recorded` to `predicted` in percent; against nothing recorded, no
+/// percentage means anything (`None`).
+pub fn percent_change(predicted: u64, recorded: u64) -> Option<f64> {
+    (recorded > 0).then(|| (predicted as f64 - recorded as f64) / recorded as f64 * 100.0)
 }
 
 /// The `segment_alloc` and `alloc` of each `torch_npu` workspace triple (`workspace_snapshot`,
@@ -460,8 +596,31 @@ pub fn recorded(recording: &Recording) -> Outcome {
         .into_iter()
         .filter(ReleaseBurst::is_stall)
         .collect();
+    let peak_allocated = replay.totals_after(replay.peak_allocated.event);
+    // Sampled after each `alloc` the model replays: where the model follows the file, it
+    // follows it there (releases and new segments land between allocs in another order).
+    let (sum, allocs) = replay
+        .reserved_bytes()
+        .iter()
+        .zip(&device.trace.action)
+        .zip(&workspace)
+        .filter(|&((_, &a), &w)| a == Action::Alloc && !w)
+        .fold((0i128, 0i128), |(sum, n), ((&r, _), _)| {
+            (sum + i128::from(r.max(0)), n + 1)
+        });
+    let mean_reserved_bytes = if allocs == 0 {
+        replay.initial.reserved_bytes.max(0) as u64
+    } else {
+        (sum / allocs) as u64
+    };
     Outcome {
         peak_reserved_bytes: replay.peak_reserved.bytes.max(0) as u64,
+        reserved_before_bytes: replay.initial.reserved_bytes.max(0) as u64,
+        reserved_at_peak_allocated_bytes: peak_allocated.reserved_bytes.max(0) as u64,
+        unused_at_peak_allocated_bytes: (peak_allocated.reserved_bytes
+            - peak_allocated.allocated_bytes)
+            .max(0) as u64,
+        mean_reserved_bytes,
         segment_allocs: count(&[Action::SegmentAlloc, Action::SegmentMap]),
         segment_frees: count(&[Action::SegmentFree, Action::SegmentUnmap]),
         stalls: Some(stalls.len() as u64),
@@ -876,6 +1035,14 @@ fn run(
     let mut first_divergence_event = None;
     let mut peak_fragmentation_bytes = reserved_before.saturating_sub(model.allocated_bytes);
     let mut peak_seen = reserved_before;
+    // The moment the program's allocated bytes peaked in the recording: the same under every
+    // setting.
+    let peak_allocated_event = replay.peak_allocated.event.map(|e| e as usize);
+    let mut at_peak_allocated = (
+        reserved_before,
+        reserved_before.saturating_sub(model.allocated_bytes),
+    );
+    let (mut reserved_sum, mut allocs): (u128, u128) = (0, 0);
     let end = events.min(trace.len());
     let stalls_before = model.stalls.len();
     for (i, &release) in releases.iter().enumerate().take(end) {
@@ -929,6 +1096,16 @@ fn run(
             peak_seen = model.reserved_bytes;
             peak_fragmentation_bytes = model.reserved_bytes.saturating_sub(model.allocated_bytes);
         }
+        if peak_allocated_event == Some(i) {
+            at_peak_allocated = (
+                model.reserved_bytes,
+                model.reserved_bytes.saturating_sub(model.allocated_bytes),
+            );
+        }
+        if trace.action[i] == Action::Alloc && !workspace[i] {
+            reserved_sum += u128::from(model.reserved_bytes);
+            allocs += 1;
+        }
         if !observe(i, &model) {
             break;
         }
@@ -936,6 +1113,14 @@ fn run(
     let stalls = &model.stalls[stalls_before..];
     let outcome = Outcome {
         peak_fragmentation_bytes,
+        reserved_before_bytes: reserved_before,
+        reserved_at_peak_allocated_bytes: at_peak_allocated.0,
+        unused_at_peak_allocated_bytes: at_peak_allocated.1,
+        mean_reserved_bytes: if allocs == 0 {
+            reserved_before
+        } else {
+            (reserved_sum / allocs) as u64
+        },
         stalls: capacity_known.then_some(stalls.len() as u64),
         stall_released_bytes: capacity_known.then(|| {
             stalls
@@ -1005,14 +1190,23 @@ pub fn sweep_settings(recording: &Recording, base: &Settings) -> Vec<Settings> {
 }
 
 /// Every setting of [`sweep_settings`] replayed (on rayon), fewest OOMs, then lowest predicted
-/// peak reserved, then fewest stalls first.
+/// peak reserved, then fewest stalls, then lowest reserved at peak allocated and lowest mean
+/// reserved first (where the peak was held before the trace, those decide).
 pub fn sweep(recording: &Recording, base: &Settings) -> Vec<(Settings, Outcome)> {
     use rayon::prelude::*;
     let mut results: Vec<(Settings, Outcome)> = sweep_settings(recording, base)
         .into_par_iter()
         .map(|s| (s, predict(recording, &s)))
         .collect();
-    results.sort_by_key(|(_, o)| (o.ooms, o.peak_reserved_bytes, o.stalls));
+    results.sort_by_key(|(_, o)| {
+        (
+            o.ooms,
+            o.peak_reserved_bytes,
+            o.stalls,
+            o.reserved_at_peak_allocated_bytes,
+            o.mean_reserved_bytes,
+        )
+    });
     results
 }
 

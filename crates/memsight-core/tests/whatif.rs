@@ -66,6 +66,65 @@ fn assert_faithful(name: &str, recorded: &whatif::Outcome, predicted: &whatif::O
         predicted.peak_fragmentation_bytes, recorded.peak_fragmentation_bytes,
         "{name}"
     );
+    // And so the figures compared where the peak was held before the trace (issue 36).
+    assert_eq!(
+        (
+            predicted.reserved_at_peak_allocated_bytes,
+            predicted.unused_at_peak_allocated_bytes,
+            predicted.mean_reserved_bytes
+        ),
+        (
+            recorded.reserved_at_peak_allocated_bytes,
+            recorded.unused_at_peak_allocated_bytes,
+            recorded.mean_reserved_bytes
+        ),
+        "{name}"
+    );
+}
+
+/// Issue 36, item 2: `cuda_ctx256_fullstep`'s pool held its peak before the trace's first event.
+/// Read with Python's pickle (the final segments, the trace walked back): 61,111,009,280 B
+/// reserved before the trace and never more after it; allocated bytes peak at event 20,121 with
+/// 61,025,026,048 B reserved. No setting changes that peak, so every output says so and
+/// compares the reserved bytes at peak allocated, which expandable segments do lower.
+#[test]
+fn a_peak_held_before_the_trace_is_compared_where_settings_act() {
+    let Some(path) = common::fixture("snapshots", "cuda_ctx256_fullstep.pickle") else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let loaded =
+        memsight_core::Loaded::new(memsight_core::load_path(&path, None).expect("the fixture loads"));
+    let recording = Recording::of(&loaded, 0);
+    let recorded = whatif::recorded(&recording);
+    assert_eq!(recorded.reserved_before_bytes, 61_111_009_280);
+    assert_eq!(recorded.peak_reserved_bytes, 61_111_009_280);
+    assert!(recorded.peak_held_before_trace());
+    assert_eq!(recorded.reserved_at_peak_allocated_bytes, 61_025_026_048);
+    let mut settings = Settings::recorded(&recording);
+    assert_faithful(
+        "cuda_ctx256_fullstep.pickle",
+        &recorded,
+        &whatif::predict(&recording, &settings),
+    );
+    settings.expandable_segments = true;
+    let expandable = whatif::predict(&recording, &settings);
+    assert_eq!(expandable.peak_reserved_bytes, 61_111_009_280);
+    assert!(
+        expandable.reserved_at_peak_allocated_bytes < recorded.reserved_at_peak_allocated_bytes,
+        "{expandable:?}"
+    );
+    let (lines, note) = whatif::compared_lines(&recorded, &expandable);
+    assert!(note.is_some_and(|n| n.contains("no setting changes it")));
+    let peak = lines.iter().find(|l| l.what == "peak reserved").expect("a peak line");
+    assert_eq!(peak.change.as_deref(), Some("before the trace"), "{peak:?}");
+    // The unused bytes at that pre-trace moment are no one's to change: not shown.
+    assert!(lines.iter().all(|l| l.what != "unused at peak"));
+    let at = lines
+        .iter()
+        .find(|l| l.what == "at peak allocated")
+        .expect("the line settings act on");
+    assert!(at.change.as_deref().is_some_and(|c| c.starts_with('-')), "{at:?}");
 }
 
 #[test]

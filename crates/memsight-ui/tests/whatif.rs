@@ -122,3 +122,32 @@ fn the_what_if_panel_replays_under_the_settings_chosen_and_draws_the_prediction(
     assert!(doc.lifecycle.predicted_reserved.is_none());
     assert!(doc.pool.predicted.is_none());
 }
+
+/// Issue 36, item 2: on a file whose pool held its peak before the trace's first event
+/// (`cuda_ctx256_fullstep`: 56.9 GiB), the panel says no setting changes that peak, with no
+/// percentage against it, and shows the figures settings do change.
+#[test]
+fn a_peak_held_before_the_trace_is_said_and_not_compared() {
+    let Some(source) = common::fixture("cuda_ctx256_fullstep.pickle") else {
+        memsight_core::testing::skip("corpus not found");
+        return;
+    };
+    let document = Document::new(
+        "cuda_ctx256_fullstep.pickle".into(),
+        None,
+        source.load_snapshot(None).expect("loads"),
+    );
+    let mut harness = common::harness_of(MemsightApp::with_documents(vec![document]));
+    harness.get_by_label("What if…").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    harness.get_by_label_contains("was held before the trace's first event");
+    harness.get_by_label("before the trace");
+    harness.get_by_label("at peak allocated");
+    assert!(harness.query_by_label("unused at peak").is_none());
+    harness.get_by_label("expandable_segments").click();
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    // Expandable segments lower the reserved bytes at peak allocated (56.8 → 52.9 GiB).
+    harness.get_by_label("-6.9 %");
+}

@@ -344,7 +344,7 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
             .on_hover_text(
                 "expandable segments, max_split_size_mb 128 / 512, roundup_power2_divisions 4, \
                  without empty_cache(), and garbage collection where the capacity is known: \
-                 one by one and in two common pairs, ranked by OOMs, peak reserved and stalls",
+                 one by one and in two common pairs, ranked by OOMs, peak reserved, stalls, then reserved at peak allocated and its mean",
             );
         if button.clicked() {
             state.start_sweep(ui.ctx(), data, device);
@@ -365,12 +365,18 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
     };
     let mut chosen = None;
     let table = egui::Grid::new("whatif-sweep")
-        .num_columns(4)
+        .num_columns(5)
         .striped(true)
         .show(ui, |ui| {
             // The long column last, so a narrow panel cuts the settings' words, not the figures
             // or the button.
-            for what in ["", "peak reserved", "stalls / OOMs", "change (best first)"] {
+            for what in [
+                "",
+                "peak reserved",
+                "at peak allocated",
+                "stalls / OOMs",
+                "change (best first)",
+            ] {
                 ui.label(RichText::new(what).strong());
             }
             ui.end_row();
@@ -380,6 +386,9 @@ fn sweep_ui(ui: &mut Ui, data: &Arc<Prepared>, device: usize, state: &mut WhatIf
                     chosen = Some(*settings);
                 }
                 ui.label(format_bytes(outcome.peak_reserved_bytes as i64));
+                ui.label(format_bytes(
+                    outcome.reserved_at_peak_allocated_bytes as i64,
+                ));
                 ui.label(format!(
                     "{} / {}",
                     known(outcome.stalls),
@@ -514,12 +523,7 @@ fn outcome_ui(
     // Its whole area, for scrolling it into view.
     ui.scope(|ui| {
         let (r, p) = (&result.recorded, &result.prediction.outcome);
-        let known = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |c| c.to_string());
-        let bytes = |b: u64| format_bytes(b as i64);
-        let stalls = |o: &Outcome| match (o.stalls, o.stall_released_bytes) {
-            (Some(n), Some(freed)) if n > 0 => format!("{n} ({} freed)", bytes(freed)),
-            (n, _) => known(n),
-        };
+        let (lines, held_before) = whatif::compared_lines(r, p);
         egui::Grid::new("whatif-outcome")
             .num_columns(3)
             .striped(true)
@@ -528,47 +532,24 @@ fn outcome_ui(
                 ui.label(RichText::new("recorded").strong());
                 ui.label(RichText::new("predicted").strong());
                 ui.end_row();
-                // Against nothing recorded, no percentage means anything.
-                let delta = if r.peak_reserved_bytes == 0 {
-                    "no percentage: 0 B recorded".to_string()
-                } else {
-                    format!(
-                        "{:+.1} %",
-                        (p.peak_reserved_bytes as f64 - r.peak_reserved_bytes as f64)
-                            / r.peak_reserved_bytes as f64
-                            * 100.0
-                    )
-                };
-                for (what, a, b) in [
-                    (
-                        "peak reserved",
-                        bytes(r.peak_reserved_bytes),
-                        format!("{} ({delta})", bytes(p.peak_reserved_bytes)),
-                    ),
-                    (
-                        "segment allocs / maps",
-                        r.segment_allocs.to_string(),
-                        p.segment_allocs.to_string(),
-                    ),
-                    (
-                        "segment frees / unmaps",
-                        r.segment_frees.to_string(),
-                        p.segment_frees.to_string(),
-                    ),
-                    ("stalls", stalls(r), stalls(p)),
-                    ("OOMs", known(r.ooms), known(p.ooms)),
-                    (
-                        "unused at peak",
-                        bytes(r.peak_fragmentation_bytes),
-                        bytes(p.peak_fragmentation_bytes),
-                    ),
-                ] {
-                    ui.label(what);
-                    ui.label(a);
-                    ui.label(b);
+                for line in lines {
+                    ui.label(line.what);
+                    ui.label(line.recorded);
+                    // The change under the figure: the panel is narrow, and a cut percentage
+                    // reads as another number.
+                    ui.vertical(|ui| {
+                        ui.label(line.predicted);
+                        if let Some(change) = line.change {
+                            ui.label(RichText::new(change).small().weak());
+                        }
+                    });
                     ui.end_row();
                 }
             });
+        let peak_before_trace = held_before.is_some();
+        if let Some(note) = held_before {
+            sentence(ui, RichText::new(note).color(palette::WARNING_TEXT));
+        }
         // Under the recorded settings this is the fidelity; under others, where they first matter.
         let fidelity = match (p.first_divergence_event, as_recorded) {
             (None, _) => "the model's reserved bytes follow the recording at every alloc".to_string(),
@@ -583,7 +564,7 @@ fn outcome_ui(
         let before = data.loaded.replays[device]
             .totals_after(None)
             .reserved_bytes;
-        if before > 0 {
+        if before > 0 && !peak_before_trace {
             sentence(
                 ui,
                 RichText::new(format!(
