@@ -27,6 +27,8 @@ done
 work="$(mktemp -d)"
 display=":$((90 + RANDOM % 9))"
 cleanup() {
+    # GUI_SMOKE_KEEP=DIR keeps the exported pictures, to look at them.
+    [ -n "${GUI_SMOKE_KEEP:-}" ] && mkdir -p "$GUI_SMOKE_KEEP" && find "$work" -name '*.png' -exec cp {} "$GUI_SMOKE_KEEP" \;
     [ -n "${app:-}" ] && kill "$app" 2>/dev/null || true
     [ -n "${xvfb:-}" ] && kill "$xvfb" 2>/dev/null || true
     rm -rf "$work"

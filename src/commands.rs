@@ -698,7 +698,6 @@ fn print_whatif(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Resu
     Ok(())
 }
 
-
 /// `whatif --sweep` as text: per device, one line per setting tried, best first.
 fn print_sweep(out: &mut impl std::io::Write, devices: &[WhatIfDevice]) -> Result<()> {
     let mut last = None;

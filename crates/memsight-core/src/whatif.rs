@@ -1004,6 +1004,52 @@ fn seeded_model(recording: &Recording, settings: &Settings) -> (Allocator, FxHas
     (model, addresses)
 }
 
+/// What the model's replay measures besides its peak: its reserved bytes at the moment the
+/// program's allocated bytes peaked in the recording (the same moment under every setting), and
+/// their sum after each alloc, for the mean.
+struct TraceFigures {
+    peak_allocated_event: Option<usize>,
+    /// Reserved, and reserved less allocated, bytes then.
+    at_peak_allocated: (u64, u64),
+    reserved_sum: u128,
+    allocs: u128,
+}
+
+impl TraceFigures {
+    /// Before the trace: the seeded pool.
+    fn new(replay: &DeviceReplay, model: &Allocator) -> Self {
+        Self {
+            peak_allocated_event: replay.peak_allocated.event.map(|e| e as usize),
+            at_peak_allocated: (
+                model.reserved_bytes,
+                model.reserved_bytes.saturating_sub(model.allocated_bytes),
+            ),
+            reserved_sum: 0,
+            allocs: 0,
+        }
+    }
+
+    /// After event `i` (`alloc`: an alloc the model replayed).
+    fn after(&mut self, i: usize, alloc: bool, model: &Allocator) {
+        if self.peak_allocated_event == Some(i) {
+            self.at_peak_allocated = (
+                model.reserved_bytes,
+                model.reserved_bytes.saturating_sub(model.allocated_bytes),
+            );
+        }
+        if alloc {
+            self.reserved_sum += u128::from(model.reserved_bytes);
+            self.allocs += 1;
+        }
+    }
+
+    fn mean_reserved_bytes(&self, reserved_before: u64) -> u64 {
+        self.reserved_sum
+            .checked_div(self.allocs)
+            .map_or(reserved_before, |mean| mean as u64)
+    }
+}
+
 /// Replays the first `events` events of the trace, calling `observe` after each (it returns
 /// whether to go on); the outcome, the model then, and the recorded → model addresses of the
 /// blocks it holds.
@@ -1035,14 +1081,7 @@ fn run(
     let mut first_divergence_event = None;
     let mut peak_fragmentation_bytes = reserved_before.saturating_sub(model.allocated_bytes);
     let mut peak_seen = reserved_before;
-    // The moment the program's allocated bytes peaked in the recording: the same under every
-    // setting.
-    let peak_allocated_event = replay.peak_allocated.event.map(|e| e as usize);
-    let mut at_peak_allocated = (
-        reserved_before,
-        reserved_before.saturating_sub(model.allocated_bytes),
-    );
-    let (mut reserved_sum, mut allocs): (u128, u128) = (0, 0);
+    let mut figures = TraceFigures::new(replay, &model);
     let end = events.min(trace.len());
     let stalls_before = model.stalls.len();
     for (i, &release) in releases.iter().enumerate().take(end) {
@@ -1096,16 +1135,7 @@ fn run(
             peak_seen = model.reserved_bytes;
             peak_fragmentation_bytes = model.reserved_bytes.saturating_sub(model.allocated_bytes);
         }
-        if peak_allocated_event == Some(i) {
-            at_peak_allocated = (
-                model.reserved_bytes,
-                model.reserved_bytes.saturating_sub(model.allocated_bytes),
-            );
-        }
-        if trace.action[i] == Action::Alloc && !workspace[i] {
-            reserved_sum += u128::from(model.reserved_bytes);
-            allocs += 1;
-        }
+        figures.after(i, trace.action[i] == Action::Alloc && !workspace[i], &model);
         if !observe(i, &model) {
             break;
         }
@@ -1114,13 +1144,9 @@ fn run(
     let outcome = Outcome {
         peak_fragmentation_bytes,
         reserved_before_bytes: reserved_before,
-        reserved_at_peak_allocated_bytes: at_peak_allocated.0,
-        unused_at_peak_allocated_bytes: at_peak_allocated.1,
-        mean_reserved_bytes: if allocs == 0 {
-            reserved_before
-        } else {
-            (reserved_sum / allocs) as u64
-        },
+        reserved_at_peak_allocated_bytes: figures.at_peak_allocated.0,
+        unused_at_peak_allocated_bytes: figures.at_peak_allocated.1,
+        mean_reserved_bytes: figures.mean_reserved_bytes(reserved_before),
         stalls: capacity_known.then_some(stalls.len() as u64),
         stall_released_bytes: capacity_known.then(|| {
             stalls

@@ -93,8 +93,9 @@ fn a_peak_held_before_the_trace_is_compared_where_settings_act() {
         memsight_core::testing::skip("corpus not found");
         return;
     };
-    let loaded =
-        memsight_core::Loaded::new(memsight_core::load_path(&path, None).expect("the fixture loads"));
+    let loaded = memsight_core::Loaded::new(
+        memsight_core::load_path(&path, None).expect("the fixture loads"),
+    );
     let recording = Recording::of(&loaded, 0);
     let recorded = whatif::recorded(&recording);
     assert_eq!(recorded.reserved_before_bytes, 61_111_009_280);
@@ -116,7 +117,10 @@ fn a_peak_held_before_the_trace_is_compared_where_settings_act() {
     );
     let (lines, note) = whatif::compared_lines(&recorded, &expandable);
     assert!(note.is_some_and(|n| n.contains("no setting changes it")));
-    let peak = lines.iter().find(|l| l.what == "peak reserved").expect("a peak line");
+    let peak = lines
+        .iter()
+        .find(|l| l.what == "peak reserved")
+        .expect("a peak line");
     assert_eq!(peak.change.as_deref(), Some("before the trace"), "{peak:?}");
     // The unused bytes at that pre-trace moment are no one's to change: not shown.
     assert!(lines.iter().all(|l| l.what != "unused at peak"));
@@ -124,7 +128,10 @@ fn a_peak_held_before_the_trace_is_compared_where_settings_act() {
         .iter()
         .find(|l| l.what == "at peak allocated")
         .expect("the line settings act on");
-    assert!(at.change.as_deref().is_some_and(|c| c.starts_with('-')), "{at:?}");
+    assert!(
+        at.change.as_deref().is_some_and(|c| c.starts_with('-')),
+        "{at:?}"
+    );
 }
 
 #[test]

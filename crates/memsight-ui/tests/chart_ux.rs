@@ -857,3 +857,118 @@ fn a_lone_allocation_thinner_than_a_pixel_is_still_that_allocation() {
     click_at(&mut harness, pos);
     assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
 }
+
+/// Issue 36, item 3: what an export saves is what the screen shows, with its caption and no
+/// widget: the frame drawn for Ctrl+E has the caption above the chart and no legend button;
+/// the PNG holds the chart with the caption's band and a margin (labels past the chart's edges
+/// are not cut); an export at another size names the legend's call sites with the screen's
+/// shares, under a name of its own; an existing file is replaced only when the user says so.
+#[test]
+fn exports_carry_the_caption_and_the_screen_s_legend_and_never_replace_a_file_unasked() {
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    common::settle(&mut harness);
+    let legend: Vec<String> = harness.state().documents()[0]
+        .lifecycle
+        .legend_drawn()
+        .iter()
+        .map(|(_, label)| label.clone())
+        .collect();
+    assert!(legend.len() > 2 && legend[0].is_empty(), "{legend:?}");
+    let texts = |harness: &Harness<'static, MemsightApp>| -> Vec<String> {
+        harness
+            .output()
+            .shapes
+            .iter()
+            .filter_map(|c| match &c.shape {
+                egui::Shape::Text(t) => Some(t.galley.text().to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(texts(&harness).iter().any(|t| t == "legend: fold"));
+    let dir = std::env::temp_dir().join(format!("memsight-exports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let png = dir.join("chart.png");
+    let ctx = harness.ctx.clone();
+    let chart = harness.state().layout.chart.expect("a chart");
+    harness
+        .state()
+        .export_screenshot(&ctx, memsight_ui::ExportTarget::Chart, png.clone());
+    harness.step();
+    let drawn = texts(&harness);
+    let caption = harness.state().export_caption();
+    assert!(drawn.contains(&caption), "{drawn:?}");
+    assert!(!drawn.iter().any(|t| t.starts_with("legend")), "{drawn:?}");
+    harness.step();
+    let image = image::open(&png).expect("the chart's PNG").to_rgba8();
+    // The chart, 26 points of caption above it and 8 on the right (1 pixel per point here).
+    assert_eq!(
+        (image.width(), image.height()),
+        (
+            (chart.width() + 8.0).round() as u32,
+            (chart.height() + 26.0).round() as u32
+        )
+    );
+    // The caption's text is in its band: dark pixels in the top rows.
+    let dark = (0..image.width())
+        .flat_map(|x| (0..18).map(move |y| (x, y)))
+        .filter(|&(x, y)| image.get_pixel(x, y).0[..3].iter().all(|&c| c < 140))
+        .count();
+    assert!(dark > 50, "{dark} dark pixels in the caption's band");
+    // The next frames are the screen's again.
+    harness.step();
+    assert!(texts(&harness).iter().any(|t| t == "legend: fold"));
+
+    // At another size: the screen's legend, under a name of its own.
+    let at_size = harness
+        .state()
+        .export_name_at(memsight_ui::ExportTarget::Chart, [1920, 1080]);
+    assert_ne!(
+        at_size,
+        harness
+            .state()
+            .export_name(memsight_ui::ExportTarget::Chart)
+    );
+    assert!(at_size.ends_with("-1920x1080.png"), "{at_size}");
+    let doc = &harness.state().documents()[0];
+    let mut copy = memsight_ui::document::Document::shared(
+        doc.name.clone(),
+        doc.path.clone(),
+        std::sync::Arc::clone(&doc.data),
+    );
+    copy.lifecycle.copy_view(&doc.lifecycle);
+    let mut big = common::harness_of(MemsightApp::with_documents(vec![copy]));
+    big.set_size(egui::vec2(1920.0, 1080.0));
+    common::settle(&mut big);
+    let big_legend: Vec<String> = big.state().documents()[0]
+        .lifecycle
+        .legend_drawn()
+        .iter()
+        .map(|(_, label)| label.clone())
+        .collect();
+    assert_eq!(big_legend, legend);
+
+    // An existing file: asked first; Cancel keeps it, Replace replaces it.
+    std::fs::write(&png, b"kept").expect("a file in the way");
+    harness.state_mut().export_picked(
+        &ctx,
+        (memsight_ui::ExportTarget::Chart, png.clone(), None),
+        false,
+    );
+    harness.run_steps(2);
+    harness.get_by_label_contains("already exists");
+    harness.get_by_label("Cancel").click();
+    harness.run_steps(3);
+    assert_eq!(std::fs::read(&png).expect("still there"), b"kept");
+    assert!(harness.query_by_label_contains("already exists").is_none());
+    harness.state_mut().export_picked(
+        &ctx,
+        (memsight_ui::ExportTarget::Chart, png.clone(), None),
+        false,
+    );
+    harness.run_steps(2);
+    harness.get_by_label("Replace").click();
+    harness.run_steps(4);
+    assert!(image::open(&png).is_ok(), "replaced by the picture");
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

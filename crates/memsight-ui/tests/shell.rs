@@ -129,8 +129,11 @@ fn ctrl_e_exports_the_chart_as_a_png_and_says_where_it_went() {
     let chart = harness.state().layout.chart.expect("the chart is drawn");
     assert_eq!(
         (image.width(), image.height()),
-        (chart.width().round() as u32, chart.height().round() as u32),
-        "the chart alone"
+        (
+            (chart.width() + 8.0).round() as u32,
+            (chart.height() + 26.0).round() as u32
+        ),
+        "the chart, with the caption's band above it and a margin on the right"
     );
     let notice = harness
         .state()

@@ -36,7 +36,13 @@ pub enum Purpose {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Picked {
     Open(Vec<PathBuf>),
-    Export(ExportTarget, PathBuf),
+    Export {
+        target: ExportTarget,
+        path: PathBuf,
+        /// Whether the dialog itself asked before replacing the file (the desktop's does; a
+        /// name memsight completed with `.png` was never asked about).
+        replace_asked: bool,
+    },
 }
 
 /// Which dialog to use.
@@ -149,7 +155,7 @@ impl Dialogs {
                 Ok(paths) if !paths.is_empty() => {
                     let purpose = desktop.purpose.clone();
                     self.desktop = None;
-                    outcome.picked = self.picked(&purpose, paths);
+                    outcome.picked = self.picked(&purpose, paths, true);
                 }
                 Ok(_) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                     let desktop = self.desktop.take().expect("checked above");
@@ -192,7 +198,7 @@ impl Dialogs {
                     };
                     let purpose = builtin.purpose.clone();
                     self.builtin = None;
-                    outcome.picked = self.picked(&purpose, paths);
+                    outcome.picked = self.picked(&purpose, paths, false);
                 }
                 egui_file::State::Closed | egui_file::State::Cancelled => self.builtin = None,
             }
@@ -205,7 +211,9 @@ impl Dialogs {
         self.builtin = None;
     }
 
-    fn picked(&mut self, purpose: &Purpose, paths: Vec<PathBuf>) -> Option<Picked> {
+    /// What was picked; `desktop`: the desktop's dialog answered (it asks before a file is
+    /// replaced).
+    fn picked(&mut self, purpose: &Purpose, paths: Vec<PathBuf>, desktop: bool) -> Option<Picked> {
         let first = paths.first()?;
         let folder = if first.is_dir() {
             first.parent().unwrap_or(first)
@@ -220,7 +228,12 @@ impl Dialogs {
         Some(match purpose {
             Purpose::OpenSnapshots | Purpose::OpenProfilerFolder => Picked::Open(paths),
             Purpose::Export { target, .. } => {
-                Picked::Export(*target, with_image_extension(first.clone()))
+                let path = with_image_extension(first.clone());
+                Picked::Export {
+                    target: *target,
+                    replace_asked: desktop && path == *first,
+                    path,
+                }
             }
         })
     }

@@ -17,18 +17,23 @@ impl MemsightApp {
         self.jobs.push(LoadJob::start(Source::Path(path), ctx));
     }
 
-    /// Asks the integration for a screenshot and saves it (or the chart alone) as PNG at `path`.
+    /// Asks the integration for a screenshot and saves it (or the chart alone, with its caption)
+    /// as PNG at `path`. Until the picture comes back every frame is drawn as the export.
     pub fn export_screenshot(&self, ctx: &egui::Context, target: ExportTarget, path: PathBuf) {
-        let crop = match target {
-            ExportTarget::Window => None,
-            ExportTarget::Chart => self.chart_rect,
-        };
+        let crop = self.export_crop(target);
         // The open snapshots: an export never replaces one of them.
         let inputs: Vec<PathBuf> = self.docs.iter().filter_map(|d| d.path.clone()).collect();
         let done = Arc::clone(&self.exports_done);
+        let capturing = Arc::clone(&self.capturing);
+        if let Ok(mut c) = capturing.lock() {
+            *c = Some(target);
+        }
         let pixels_per_point = ctx.pixels_per_point();
         let ctx2 = ctx.clone();
         ctx.request_screenshot(move |image| {
+            if let Ok(mut c) = capturing.lock() {
+                *c = None;
+            }
             let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
             let crop = crop.map(|r| r * pixels_per_point);
             let result = crate::save_screenshot(&image, crop, &path, &inputs)
@@ -91,9 +96,22 @@ impl MemsightApp {
         }
     }
 
+    /// The file name an export at `size` suggests: its own, so that it never meets the picture
+    /// at the window's size (Ctrl+E) under one name.
+    pub fn export_name_at(&self, target: ExportTarget, [width, height]: [u32; 2]) -> String {
+        let name = self.export_name(target);
+        let stem = name.strip_suffix(".png").unwrap_or(&name);
+        format!("{stem}-{width}x{height}.png")
+    }
+
     /// "Export chart at a size": the dialog, then an off-screen rendering at `size` pixels.
     pub(super) fn start_export_at(&mut self, target: ExportTarget, size: [u32; 2]) {
-        self.start_export(target);
+        if target == ExportTarget::Chart && self.chart_rect.is_none() {
+            self.notices.error("nothing to export: no chart is shown");
+            return;
+        }
+        let name = self.export_name_at(target, size);
+        self.start_dialog(Purpose::Export { target, name });
         if self.dialogs.is_open() {
             self.export_size = Some(size);
         }
@@ -169,31 +187,29 @@ impl MemsightApp {
         self.start_dialog(Purpose::Export { target, name });
     }
 
-    /// Dialog answers and finished exports; true when this frame is being exported.
-    pub(super) fn poll_dialogs(&mut self, ctx: &egui::Context) -> bool {
+    /// Dialog answers, the question whether to replace a file, and finished exports.
+    pub(super) fn poll_dialogs(&mut self, ctx: &egui::Context) {
         let outcome = self.dialogs.show(ctx);
         if let Some(note) = outcome.note {
             self.notices.info(note);
         }
         // The frame a dialog answers in still shows the dialog: an export waits one frame.
-        let exporting = if let Some((target, path)) = self.pending_export.take() {
+        if let Some((target, path)) = self.pending_export.take() {
             self.export_screenshot(ctx, target, path);
-            true
-        } else {
-            false
-        };
+        }
         match outcome.picked {
             Some(Picked::Open(paths)) => self.open_all(ctx, paths),
-            Some(Picked::Export(target, path)) => {
-                if let Some(size) = self.export_size.take() {
-                    self.export_at_size(ctx, target, path, size);
-                } else {
-                    self.pending_export = Some((target, path));
-                    ctx.request_repaint();
-                }
+            Some(Picked::Export {
+                target,
+                path,
+                replace_asked,
+            }) => {
+                let size = self.export_size.take();
+                self.export_picked(ctx, (target, path, size), replace_asked);
             }
             None => {}
         }
+        self.replace_question(ctx);
         let done = self
             .exports_done
             .lock()
@@ -207,7 +223,78 @@ impl MemsightApp {
                 Err(e) => self.notices.error(e),
             }
         }
-        exporting
+    }
+
+    /// An export the user picked a file for (rendered at `size`, else from the window): where
+    /// the file exists and no dialog asked, the user is asked first whether to replace it.
+    pub fn export_picked(
+        &mut self,
+        ctx: &egui::Context,
+        (target, path, size): (ExportTarget, PathBuf, Option<[u32; 2]>),
+        replace_asked: bool,
+    ) {
+        if path.exists() && !replace_asked {
+            self.confirm_replace = Some((target, path, size));
+            ctx.request_repaint();
+        } else {
+            self.export_to(ctx, target, path, size);
+        }
+    }
+
+    /// Saves the export picked: rendered at `size` off screen, else from the window next frame.
+    fn export_to(
+        &mut self,
+        ctx: &egui::Context,
+        target: ExportTarget,
+        path: PathBuf,
+        size: Option<[u32; 2]>,
+    ) {
+        if let Some(size) = size {
+            self.export_at_size(ctx, target, path, size);
+        } else {
+            self.pending_export = Some((target, path));
+            ctx.request_repaint();
+        }
+    }
+
+    /// "FILE exists: replace it?", while an export waits on the answer.
+    fn replace_question(&mut self, ctx: &egui::Context) {
+        let Some((_, path, _)) = &self.confirm_replace else {
+            return;
+        };
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let folder = path
+            .parent()
+            .map_or_else(String::new, |p| p.display().to_string());
+        let mut answer = None;
+        egui::Modal::new(egui::Id::unique("memsight-replace-export")).show(ctx, |ui| {
+            ui.set_max_width(460.0);
+            ui.heading(format!("{name} already exists"));
+            ui.label(format!("in {folder}. Replace it with this picture?"));
+            ui.horizontal(|ui| {
+                if ui.button("Replace").clicked() {
+                    answer = Some(true);
+                }
+                if ui.button("Cancel").clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+                    answer = Some(false);
+                }
+            });
+        });
+        match answer {
+            Some(true) => {
+                if let Some((target, path, size)) = self.confirm_replace.take() {
+                    self.export_to(ctx, target, path, size);
+                }
+            }
+            Some(false) => {
+                self.confirm_replace = None;
+                self.notices.info("not exported: the file was kept");
+            }
+            None => {}
+        }
     }
 
     /// Closes the file shown (snapshot or profiler run); the next one left takes its place.

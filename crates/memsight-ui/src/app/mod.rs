@@ -117,6 +117,12 @@ pub struct MemsightApp {
     pending_export: Option<(ExportTarget, PathBuf)>,
     /// Exports finished by the screenshot callback, to report as notices.
     exports_done: Arc<Mutex<Vec<Result<PathBuf, String>>>>,
+    /// What a screenshot asked for and not yet taken captures: until it comes back, every
+    /// frame is drawn as the picture (caption, no fold button), whichever frame it is.
+    capturing: Arc<Mutex<Option<ExportTarget>>>,
+    /// An export whose file exists, waiting for the user to say whether to replace it (with the
+    /// size it renders at, for an export at a size).
+    confirm_replace: Option<(ExportTarget, PathBuf, Option<[u32; 2]>)>,
     show_warnings: bool,
     /// The findings panel on the left.
     pub show_findings: bool,
@@ -142,6 +148,11 @@ pub struct MemsightApp {
     /// the view it copies).
     pub fixed_caption: Option<String>,
 }
+
+/// The height of the caption's band above an exported chart, and the margin kept around the
+/// chart (the labels that reach past its edges), in points.
+const CAPTION_BAND: f32 = 26.0;
+const EXPORT_MARGIN: f32 = 8.0;
 
 impl MemsightApp {
     /// Starts loading `sources` in the background.
@@ -179,6 +190,8 @@ impl MemsightApp {
             dialogs,
             pending_export: None,
             exports_done: Arc::new(Mutex::new(Vec::new())),
+            capturing: Arc::new(Mutex::new(None)),
+            confirm_replace: None,
             show_warnings: false,
             show_findings: true,
             show_pool: true,
@@ -395,14 +408,8 @@ impl MemsightApp {
         if self.view == View::App {
             self.follow_title(&ctx);
             self.shortcuts(&ctx);
-            let exporting = self.poll_dialogs(&ctx);
-            // The picture of this frame is the export: no notice over it, and a caption on it
-            // that says what it shows.
-            if exporting {
-                self.paint_caption(&ctx, &self.export_caption());
-            } else {
-                self.notices.show(&ctx);
-            }
+            self.poll_dialogs(&ctx);
+            self.caption_or_notices(&ctx);
             // A file dialog is modal: behind it nothing answers the pointer, and no tooltip
             // draws over it.
             if self.dialogs.is_open() {
@@ -425,10 +432,15 @@ impl MemsightApp {
         match self.view {
             View::App | View::Diff => {}
             View::Timeline => {
-                egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
-                if let Some(text) = &self.fixed_caption {
-                    self.paint_caption(&ctx, text);
+                // An export's picture: its caption in a line of its own above the chart, and no
+                // button that only a pointer uses.
+                if let Some(text) = self.fixed_caption.clone() {
+                    crate::views::set_exporting(&ctx, true);
+                    egui::Panel::top("caption").show(ui, |ui| {
+                        ui.label(egui::RichText::new(text).size(12.0).color(palette::AXIS));
+                    });
                 }
+                egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
                 return;
             }
             View::Pool => {
@@ -497,12 +509,25 @@ impl MemsightApp {
         shown.map_or_else(|| "memsight".to_string(), |s| format!("memsight — {s}"))
     }
 
-    /// The caption an exported picture carries: the file, the device and the view, at the top
-    /// of the chart (where "Export chart" crops), over everything.
-    fn paint_caption(&self, ctx: &egui::Context, text: &str) {
-        let Some(chart) = self.chart_rect.or(self.layout.window) else {
-            return;
-        };
+    /// The picture of this frame may be the export (a screenshot asked for and not yet taken):
+    /// then no notice over it, a caption on it that says what it shows, and no button that only
+    /// a pointer uses; else the notices.
+    fn caption_or_notices(&mut self, ctx: &egui::Context) {
+        let capturing = self.capturing.lock().ok().and_then(|c| *c);
+        crate::views::set_exporting(ctx, capturing.is_some());
+        if let Some(target) = capturing {
+            self.paint_caption(ctx, &self.export_caption(), target);
+            ctx.request_repaint();
+        } else {
+            self.notices.show(ctx);
+        }
+    }
+
+    /// The caption an exported picture carries: the file, the device and the view, in a band of
+    /// its own above the chart (over what the window has there: "Export chart" crops to the
+    /// chart and that band, [`Self::export_crop`]); for the whole window, over the menu bar's
+    /// right end.
+    fn paint_caption(&self, ctx: &egui::Context, text: &str, target: ExportTarget) {
         let painter = ctx.layer_painter(egui::LayerId::new(
             egui::Order::Foreground,
             egui::Id::unique("memsight-export-caption"),
@@ -512,13 +537,38 @@ impl MemsightApp {
             egui::FontId::proportional(12.0),
             palette::AXIS,
         );
-        let at = egui::pos2(chart.center().x - galley.size().x / 2.0, chart.top() + 2.0);
-        painter.rect_filled(
-            egui::Rect::from_min_size(at, galley.size()).expand(3.0),
-            2.0,
-            palette::LEGEND_BACKING,
-        );
-        painter.galley(at, galley, palette::AXIS);
+        if let (ExportTarget::Chart, Some(chart)) = (target, self.chart_rect) {
+            let band = egui::Rect::from_min_max(
+                egui::pos2(chart.left(), chart.top() - CAPTION_BAND),
+                egui::pos2(chart.right() + EXPORT_MARGIN, chart.top() - EXPORT_MARGIN),
+            );
+            painter.rect_filled(band, 0.0, palette::BACKGROUND);
+            let at = egui::pos2(band.left() + 4.0, band.center().y - galley.size().y / 2.0);
+            painter.galley(at, galley, palette::AXIS);
+        } else if let Some(window) = self.layout.window {
+            let at = egui::pos2(window.right() - galley.size().x - 12.0, window.top() + 4.0);
+            painter.rect_filled(
+                egui::Rect::from_min_size(at, galley.size()).expand(3.0),
+                2.0,
+                palette::LEGEND_BACKING,
+            );
+            painter.galley(at, galley, palette::AXIS);
+        }
+    }
+
+    /// What "Export chart" saves of the window: the chart, the caption's band above it and a
+    /// margin on the right (the axes' labels reach past the chart's edges); `None`: the whole
+    /// window.
+    fn export_crop(&self, target: ExportTarget) -> Option<Rect> {
+        match target {
+            ExportTarget::Window => None,
+            ExportTarget::Chart => self.chart_rect.map(|chart| {
+                egui::Rect::from_min_max(
+                    egui::pos2(chart.left(), chart.top() - CAPTION_BAND),
+                    egui::pos2(chart.right() + EXPORT_MARGIN, chart.bottom()),
+                )
+            }),
+        }
     }
 
     /// What an exported picture says it shows: "file (device 0) · blocks by call site · memsight".

@@ -19,6 +19,20 @@ pub mod run;
 pub mod segments;
 pub mod whatif;
 
+/// Whether this frame is drawn for an exported picture: views leave out what only a pointer
+/// uses (the legend's fold button). Set by the app once a frame.
+pub fn exporting(ctx: &egui::Context) -> bool {
+    ctx.data(|d| d.get_temp::<bool>(egui::Id::unique(EXPORTING_ID)))
+        .unwrap_or(false)
+}
+
+/// Marks this frame as drawn for an exported picture, or not (see [`exporting`]).
+pub fn set_exporting(ctx: &egui::Context, on: bool) {
+    ctx.data_mut(|d| d.insert_temp(egui::Id::unique(EXPORTING_ID), on));
+}
+
+const EXPORTING_ID: &str = "memsight-exporting";
+
 /// Runs `add_contents` with text wrapping at the visible edge of a scroll area that also scrolls
 /// sideways: a table wider than the area, placed above, would otherwise set the wrap width, and
 /// the wrapped lines would be cut again.

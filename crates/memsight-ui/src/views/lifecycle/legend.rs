@@ -44,13 +44,16 @@ pub(super) fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<Legend
             })
             .collect(),
         ColorBy::CallSite => {
-            let stacks: Vec<_> = state
-                .laid
-                .iter()
-                .flat_map(|laid| &laid.top_stacks)
-                .filter(|(_, share)| *share >= 0.02)
-                .copied()
-                .collect();
+            let stacks: Vec<_> = match &state.legend_stacks {
+                Some(fixed) => fixed.iter(),
+                None => state
+                    .laid
+                    .as_ref()
+                    .map_or([].iter(), |laid| laid.top_stacks.iter()),
+            }
+            .filter(|(_, share)| *share >= 0.02)
+            .copied()
+            .collect();
             let headlines: Vec<String> = stacks
                 .iter()
                 .map(|&(stack, _)| {
@@ -172,6 +175,14 @@ pub(super) fn legend_ui(
     let size = vec2(width, row_h * (rows.len() + 1) as f32 + 4.0);
     let covers_much = size.x * size.y > chart_rect.area() * 0.2;
     let folded = state.legend_folded.unwrap_or(covers_much);
+    state.legend_was_folded = Some(folded);
+    if crate::views::exporting(ui.ctx()) {
+        // A picture shows the legend as the screen does, without the button that folds it.
+        if !folded {
+            export_legend(&painter, state, chart_rect, &rows, galleys, size.x);
+        }
+        return false;
+    }
     let left = legend_goes_left(state, chart_rect, size.x);
     let header = if folded {
         format!("legend ({}): show", rows.len())
@@ -242,6 +253,33 @@ pub(super) fn legend_ui(
         }
     }
     hovered
+}
+
+/// The unfolded legend as an exported picture shows it: its rows, where the screen has them, and
+/// no fold button.
+fn export_legend(
+    painter: &egui::Painter,
+    state: &LifecycleState,
+    chart_rect: Rect,
+    rows: &[LegendRow],
+    galleys: Vec<std::sync::Arc<egui::Galley>>,
+    width: f32,
+) {
+    let row_h = 15.0;
+    let size = vec2(width, row_h * rows.len() as f32 + 4.0);
+    let x = if legend_goes_left(state, chart_rect, width) {
+        chart_rect.left() + 6.0
+    } else {
+        chart_rect.right() - size.x - 6.0
+    };
+    let backing = Rect::from_min_size(pos2(x, chart_rect.top() + 6.0), size);
+    painter.rect_filled(backing, 2.0, palette::LEGEND_BACKING);
+    for (k, (row, galley)) in rows.iter().zip(galleys).enumerate() {
+        let top = backing.top() + 2.0 + row_h * k as f32;
+        let swatch = Rect::from_min_size(pos2(backing.left() + 4.0, top + 2.0), vec2(10.0, 10.0));
+        painter.rect_filled(swatch, 1.0, row.color);
+        painter.galley(pos2(backing.left() + 18.0, top), galley, palette::AXIS);
+    }
 }
 
 /// Whether a legend `width` wide goes in the top-left corner: where the reserved line under it

@@ -97,6 +97,11 @@ pub struct LifecycleState {
     pub legend_highlight: Option<LegendKey>,
     /// The legend folded to one button (`None`: folded when it would cover much of the chart).
     pub legend_folded: Option<bool>,
+    /// Whether the legend was folded when last drawn (what `None` above came to).
+    legend_was_folded: Option<bool>,
+    /// The call sites and shares the legend names, fixed: an export at another size names what
+    /// the screen named (shares are measured on the drawn bands, which depend on the size).
+    legend_stacks: Option<Vec<(memsight_core::model::StackId, f64)>>,
     /// The events the event list's search matches, marked under the chart.
     pub search_hits: Option<Arc<Vec<u32>>>,
     /// The selected event the chart last followed: it pans to a new one that is out of view.
@@ -377,7 +382,8 @@ impl LifecycleState {
         self.hide_legend = other.hide_legend;
         self.hide_fragmentation = other.hide_fragmentation;
         self.legend_highlight = other.legend_highlight;
-        self.legend_folded = other.legend_folded;
+        self.legend_folded = other.legend_folded.or(other.legend_was_folded);
+        self.legend_stacks = other.laid.as_ref().map(|l| l.top_stacks.clone());
         self.search_hits.clone_from(&other.search_hits);
     }
 
