@@ -18,6 +18,10 @@ pub struct Selection {
     pub range: Option<(u32, u32)>,
     /// The lifecycle chart should zoom to events `first..=last` (set by the findings panel).
     pub zoom_to: Option<(u32, u32)>,
+    /// Bytes `address .. address + size` the pool outlines (a reserved range clicked in the
+    /// Segments tab: a range mapped into an expandable segment, not the whole segment), until
+    /// the event or the pinned block changes.
+    pub outlined_range: Option<(u64, u64)>,
 }
 
 /// A change to the selection, from any view.
@@ -32,6 +36,13 @@ pub enum Command {
     /// A click on a block of the pool chart: pin it and show it on the lifecycle chart.
     PickInPool(LifetimeId),
     SelectEvent(Option<u32>),
+    /// A reserved range clicked in the Segments tab: the pool after `event` (the one that
+    /// reserved it), no block pinned, and the range outlined.
+    ShowSegment {
+        event: Option<u32>,
+        address: u64,
+        size_bytes: u64,
+    },
     /// Move the selected event by this many events (arrow keys).
     Step(i64),
     /// The next (`true`) or previous segment step from the selected event: a `segment_alloc`,
@@ -73,6 +84,12 @@ impl Selection {
         let last = n.checked_sub(1).map(|l| l as u32);
         let clamp = |e: Option<u32>| e.and_then(|e| last.map(|l| e.min(l)));
         for command in commands {
+            if !matches!(
+                command,
+                Command::Revealed | Command::Shown | Command::SelectRange(_)
+            ) {
+                self.outlined_range = None;
+            }
             match command {
                 Command::PickInChart { event, lifetime } => {
                     self.event = clamp(event);
@@ -85,6 +102,15 @@ impl Selection {
                     }
                 }
                 Command::SelectEvent(event) => self.event = clamp(event),
+                Command::ShowSegment {
+                    event,
+                    address,
+                    size_bytes,
+                } => {
+                    self.event = clamp(event);
+                    self.lifetime = None;
+                    self.outlined_range = Some((address, size_bytes));
+                }
                 Command::Step(delta) => {
                     let current = i64::from(self.event.or(last).unwrap_or(0));
                     let target = (current + delta).clamp(0, n.saturating_sub(1) as i64);

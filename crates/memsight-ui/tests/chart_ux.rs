@@ -972,3 +972,68 @@ fn exports_carry_the_caption_and_the_screen_s_legend_and_never_replace_a_file_un
     assert!(image::open(&png).is_ok(), "replaced by the picture");
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// Issue 36, item 5: a range mapped into an expandable segment, clicked in the Segments tab, with
+/// a block pinned before: the Pool tab comes forward, nothing stays pinned, and the pool outlines
+/// that range inside its segment, not the pinned block's segment nor the whole segment.
+#[test]
+fn a_mapped_range_clicked_in_the_segments_tab_is_outlined_in_the_pool_tab() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../memsight-core/tests/data/npu_snapshots/snapshot_with_empty_cache_expandable.pkl");
+    let mut harness = harness(&Source::Path(path), 1400.0, 900.0);
+    common::settle(&mut harness);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_band(3.0)
+        .expect("a band to pin");
+    click_at(&mut harness, pos);
+    common::settle(&mut harness);
+    assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
+    harness.get_by_label("Segments").click();
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    let rect = doc.segments.drawn_rect().expect("the timeline is drawn");
+    let spans = memsight_core::segments::spans(&doc.data.loaded.snapshot.devices[0]);
+    let trace = &doc.data.loaded.snapshot.devices[0].trace;
+    // A band of a range a segment_map made (smaller than its segment).
+    let (at, k) = (0..40)
+        .flat_map(|i| (0..20).map(move |j| (i, j)))
+        .map(|(i, j)| {
+            egui::pos2(
+                rect.left() + rect.width() * (i as f32 + 0.5) / 40.0,
+                rect.bottom() - rect.height() * (j as f32 + 0.5) / 20.0,
+            )
+        })
+        .find_map(|p| {
+            let (k, _) = doc.segments.span_under(p)?;
+            let opened = spans[k].opened_at? as usize;
+            (trace.action[opened] == Action::SegmentMap).then_some((p, k))
+        })
+        .expect("a mapped range on the timeline");
+    let span = spans[k].clone();
+    click_at(&mut harness, at);
+    common::settle(&mut harness);
+    let app = harness.state();
+    assert_eq!(app.bottom_tab, memsight_ui::app::BottomTab::Pool);
+    let doc = &app.documents()[0];
+    assert_eq!(doc.selection.lifetime, None, "nothing pinned");
+    assert_eq!(doc.selection.event, span.opened_at);
+    let pool = doc.pool.pool().expect("the pool is shown");
+    let segment = pool
+        .segments
+        .iter()
+        .find(|s| (s.address..s.address + s.total_size_bytes).contains(&span.address))
+        .expect("the range is in a segment");
+    assert!(segment.total_size_bytes > span.size_bytes, "{segment:?}");
+    assert_eq!(
+        doc.pool.highlighted_address(),
+        Some((segment.address, true)),
+        "its segment, in view"
+    );
+    let (outlined, rows) = doc.pool.highlighted_segment().expect("outlined");
+    let share = span.size_bytes as f32 / segment.total_size_bytes as f32;
+    assert!(
+        outlined.width() < rows.width() * (share + 0.1),
+        "the range ({share:.2} of its segment) outlined, not the segment: {outlined:?} in {rows:?}"
+    );
+}

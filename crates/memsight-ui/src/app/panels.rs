@@ -260,6 +260,14 @@ impl MemsightApp {
                 &mut doc.commands,
             );
         });
+        // A range clicked: the Pool tab comes forward, showing it outlined.
+        if doc
+            .commands
+            .iter()
+            .any(|c| matches!(c, crate::selection::Command::ShowSegment { .. }))
+        {
+            self.bottom_tab = BottomTab::Pool;
+        }
     }
 
     pub(super) fn blocks_ui(&mut self, ui: &mut Ui) {

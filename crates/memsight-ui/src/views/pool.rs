@@ -273,6 +273,21 @@ fn follow(
     selection: &Selection,
 ) -> (Option<usize>, Option<usize>, Option<(u64, u64)>) {
     let key = (selection.event, selection.lifetime);
+    // A range clicked in the Segments tab: its segment, and the range itself outlined.
+    if let Some((address, size_bytes)) = selection.outlined_range {
+        state.follow = Follow::Event;
+        let target = order.iter().position(|&i| {
+            let seg = &pool.segments[i];
+            (seg.address..seg.address + seg.total_size_bytes.max(1)).contains(&address)
+        });
+        let scroll_to = (state.followed != Some(key)).then_some(target).flatten();
+        state.followed = Some(key);
+        let whole = target.is_some_and(|t| {
+            let seg = &pool.segments[order[t]];
+            seg.address == address && seg.total_size_bytes == size_bytes
+        });
+        return (target, scroll_to, (!whole).then_some((address, size_bytes)));
+    }
     if let Some((event_was, pinned_was)) = state.followed {
         // The rows follow what the user changed last: a block just pinned (in the pool, the
         // table, or a band clicked on the chart, which picks its event too), else a new event

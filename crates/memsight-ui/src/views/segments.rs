@@ -2,7 +2,8 @@
 //! segment, or range of pages mapped into an expandable one, as a band from the event that
 //! reserved it to the one that released it, stacked in the order they came (core `segments`).
 //! It shows the events the lifecycle chart shows, so the two line up. Hover: the segment; a click:
-//! the pool right after the event that reserved it (the pool outlines it). The selected event is
+//! the Pool tab, after the event that reserved it, with that range outlined (a range mapped into
+//! an expandable segment, not the whole segment). The selected event is
 //! a line; the segment holding its address is outlined.
 
 use std::sync::Arc;
@@ -141,11 +142,13 @@ pub fn segments_ui(
     if response.clicked()
         && let Some((k, column_event)) = hovered
     {
-        // The pool right after the event that reserved it; one from before the trace: the
-        // state the column shows.
-        commands.push(Command::SelectEvent(Some(
-            spans[k].opened_at.unwrap_or(column_event),
-        )));
+        // The pool right after the event that reserved it (one from before the trace: the
+        // state the column shows), with that range outlined and no block pinned.
+        commands.push(Command::ShowSegment {
+            event: Some(spans[k].opened_at.unwrap_or(column_event)),
+            address: spans[k].address,
+            size_bytes: spans[k].size_bytes,
+        });
     }
 }
 
