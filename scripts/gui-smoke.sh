@@ -281,9 +281,36 @@ for k in 1 2 3; do
     case "$line" in
         *"outlined=0x"*"(hidden)"*|*"outlined=none"*) echo "gui-smoke: the segment_map of step $k is not outlined in view: $line" >&2; exit 1 ;;
     esac
+    # The event list shows the event stepped to (it lagged one step behind until the pointer
+    # moved, issue 36).
+    event="$(sed -n 's/.* event=\([0-9]*\) .*/\1/p' <<<"$line")"
+    case "$line" in
+        *" list=$event "*) ;;
+        *) echo "gui-smoke: after ] (step $k) the event list does not show event $event: $line" >&2; exit 1 ;;
+    esac
 done
 import -window root "$work/segment-map-step.png"
-echo "gui-smoke: ] steps through segment_map on $(basename "$expandable"), each outlined in view: $line"
+echo "gui-smoke: ] steps through segment_map on $(basename "$expandable"), each outlined in view and shown by the event list: $line"
+
+# 1b. The Segments tab (beside Pool and Blocks under the chart of the 1400x860 window): a band
+# clicked brings the Pool tab forward after the event that reserved that range, nothing pinned,
+# and the pool outlines the range (range=ADDRESS+BYTES), in view.
+xdotool mousemove 1120 613 click 1
+sleep 2
+xdotool mousemove 1210 750 click 1
+sleep 2
+xdotool mousemove 120 500
+sleep 1
+line="$(last_line "$log")"
+case "$line" in
+    *"pinned=none range=0x"*"outlined=0x"*) ;;
+    *) echo "gui-smoke: a band clicked in the Segments tab outlined no range in the pool: $line" >&2; exit 1 ;;
+esac
+case "$line" in
+    *"(hidden)"*) echo "gui-smoke: the range clicked in the Segments tab is outlined out of view: $line" >&2; exit 1 ;;
+esac
+import -window root "$work/segments-click.png"
+echo "gui-smoke: a band clicked in the Segments tab: the Pool tab outlines its range: $line"
 
 # 2. A block pinned, then [ to the segment_alloc before it: the pool outlines that segment (the
 # event's address), not the pinned block's. A click on the chart picks a late event; the Blocks
@@ -320,6 +347,37 @@ fi
 import -window root "$work/segment-alloc-pinned.png"
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died stepping segments:" >&2; cat "$work/app-steps.log" >&2; exit 1; }
 echo "gui-smoke: with a block pinned, [ went to a segment_alloc and the pool outlines it in view: $line"
+
+# Ten tabs at 900x600: the tab bar scrolls, and Ctrl+Tab reaches every tab, the last included
+# (the window's title names the tab shown).
+kill "$app" 2>/dev/null || true
+wait "$app" 2>/dev/null || true
+tabs=()
+for k in $(seq -w 1 10); do
+    "$bin" gen --scenario steady --events 2000 --seed "$k" -o "$work/tab$k.pkl" 2>/dev/null
+    tabs+=("$work/tab$k.pkl")
+done
+(cd "$work" && exec "$bin" "${tabs[@]}") >"$work/app-tabs.log" 2>&1 &
+app=$!
+await_window "$work/app-tabs.log" "ten files"
+xdotool windowsize "$window" 900 600
+sleep 3
+xdotool mousemove 450 300
+xdotool windowfocus "$window" 2>/dev/null || true
+seen=()
+for _ in $(seq 10); do
+    title="$(xdotool getwindowname "$window")"
+    seen+=("$(sed -n 's/.*\(tab[0-9]*\.pkl\).*/\1/p' <<<"$title")")
+    [[ "$title" == *"tab10.pkl"* ]] && break
+    xdotool key ctrl+Tab
+    sleep 1.5
+done
+[[ "$title" == *"tab10.pkl"* ]] || { echo "gui-smoke: Ctrl+Tab never reached the tenth tab (titles: ${seen[*]})" >&2; exit 1; }
+distinct="$(printf '%s\n' "${seen[@]}" | sort -u | wc -l)"
+[ "$distinct" -eq "${#seen[@]}" ] || { echo "gui-smoke: Ctrl+Tab showed a tab twice before the tenth: ${seen[*]}" >&2; exit 1; }
+import -window root "$work/ten-tabs-900x600.png"
+kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died with ten tabs:" >&2; cat "$work/app-tabs.log" >&2; exit 1; }
+echo "gui-smoke: ten tabs at 900x600; Ctrl+Tab went ${seen[*]}"
 
 # A run: a folder of snapshots, one per rank and dump, in a Chinese folder, given on the command
 # line, opens as a run tab (its title says so) at the screen's 1400×900 and stays drawn at 900×600;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
 
 use memsight_core::range::RangeReport;
@@ -25,6 +25,9 @@ pub struct Document {
     pub name: String,
     pub path: Option<PathBuf>,
     pub data: Arc<Prepared>,
+    /// The order of the load that opened it ([`LoadJob::order`]; `u64::MAX`: not from a load),
+    /// which places its tab.
+    pub load_order: u64,
     /// Ordinal of the device shown.
     pub device: u32,
     pub selection: Selection,
@@ -85,6 +88,7 @@ impl Document {
             name,
             path,
             data,
+            load_order: u64::MAX,
             device,
             selection: Selection::default(),
             commands: Vec::new(),
@@ -261,6 +265,9 @@ impl Source {
 /// A load running on its own thread.
 pub struct LoadJob {
     pub source: Source,
+    /// When it was asked for, among every load of this process: a file's tab goes where the
+    /// user's order puts it, whichever load finishes first.
+    pub order: u64,
     pub progress: Arc<LoadProgress>,
     /// Size of the file, for the progress bar (0 when unknown).
     pub total_bytes: u64,
@@ -286,8 +293,10 @@ impl LoadJob {
             let _ = send.send(outcome);
             ctx.request_repaint();
         });
+        static NEXT_ORDER: AtomicU64 = AtomicU64::new(0);
         Self {
             source,
+            order: NEXT_ORDER.fetch_add(1, Ordering::Relaxed),
             progress,
             total_bytes,
             result,

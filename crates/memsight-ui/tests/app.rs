@@ -493,3 +493,31 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
     harness.get_by_label_contains("Pool after event 2947");
     harness.get_by_label_contains("while no request was waiting");
 }
+
+/// Files opened together load side by side and finish in any order; their tabs keep the order
+/// they were given in (a large file first finishes last, its tab stays first).
+#[test]
+fn tabs_keep_the_order_the_files_were_given_in() {
+    let big = generated(Scenario::Steady, 200_000);
+    let small = (1..=3).map(|_| generated(Scenario::Leak, 2000));
+    let sources: Vec<Source> = std::iter::once(big).chain(small).collect();
+    let ctx = egui::Context::default();
+    let app = MemsightApp::new(&ctx, sources, None);
+    let mut harness = Harness::builder()
+        .with_size(vec2(900.0, 560.0))
+        .with_step_dt(1.0 / 60.0)
+        .build_ui_state(|ui, app: &mut MemsightApp| app.ui_root(ui), app);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(2);
+    while harness.state().documents().len() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        harness.step();
+    }
+    let names: Vec<&str> = harness
+        .state()
+        .documents()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names[0], "steady.pickle", "{names:?}");
+}

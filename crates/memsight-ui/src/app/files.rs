@@ -377,9 +377,13 @@ impl MemsightApp {
                         self.notices
                             .error(format!("{}: {warning}", job.source.name()));
                     }
-                    self.docs
-                        .push(Document::new(self.tab_name(&job.source), path, prepared));
-                    self.active = self.docs.len() - 1;
+                    let mut doc = Document::new(self.tab_name(&job.source), path, prepared);
+                    doc.load_order = job.order;
+                    // Its tab goes where the user's order puts it (files opened together load
+                    // side by side and finish in any order).
+                    let at = self.docs.partition_point(|d| d.load_order < job.order);
+                    self.docs.insert(at, doc);
+                    self.active = at;
                     self.active_profiler = None;
                     self.active_compare = None;
                     self.active_run = None;

@@ -612,15 +612,22 @@ impl MemsightApp {
         let trace = &doc.data.loaded.snapshot.devices[i].trace;
         let event = doc.selection.event.map(|e| e as usize);
         let line = format!(
-            "file={} event={} action={} event_addr={} pinned={} outlined={}\n",
+            "file={} event={} action={} event_addr={} list={} pinned={} range={} outlined={}\n",
             doc.name,
             event.map_or_else(|| "none".to_string(), |e| e.to_string()),
             event.map_or("none", |e| trace.action[e]
                 .name(&doc.data.loaded.snapshot.strings)),
             event.map_or_else(|| "none".to_string(), |e| format!("0x{:x}", trace.addr[e])),
+            doc.events
+                .shown_event()
+                .map_or_else(|| "none".to_string(), |e| e.to_string()),
             doc.selection
                 .lifetime
                 .map_or_else(|| "none".to_string(), |l| l.to_string()),
+            doc.pool.highlighted_range().map_or_else(
+                || "none".to_string(),
+                |(a, bytes)| format!("0x{a:x}+{bytes}")
+            ),
             doc.pool.highlighted_address().map_or_else(
                 || "none".to_string(),
                 |(a, visible)| format!("0x{a:x}{}", if visible { "" } else { "(hidden)" })

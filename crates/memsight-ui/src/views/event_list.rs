@@ -33,6 +33,11 @@ pub struct EventListState {
 }
 
 impl EventListState {
+    /// The selected event the list showed (and scrolled to) when it was last drawn.
+    pub fn shown_event(&self) -> Option<u32> {
+        self.followed
+    }
+
     /// The events the search text matches (with the action filter), for marking on the chart;
     /// `None` without a search.
     pub fn search_hits(&mut self, data: &Prepared, device: usize) -> Option<Arc<Vec<u32>>> {

@@ -76,8 +76,9 @@ pub struct PoolViewState {
     /// the user changed last).
     follow: Follow,
     /// Where the highlighted segment (or mapped range) was drawn last frame, the rows' visible
-    /// area, and the segment's address.
-    highlight: Option<(Rect, Rect, u64)>,
+    /// area, the segment's address, and the range outlined within it (address, bytes) where
+    /// only a range is.
+    highlight: Option<(Rect, Rect, u64, Option<(u64, u64)>)>,
     /// The rows' visible area last frame.
     rows_rect: Option<Rect>,
     /// The device's segment steps ([`is_segment_step`]), in order, for the ‹ › buttons.
@@ -95,7 +96,7 @@ impl PoolViewState {
 
     /// Where the highlighted segment was drawn last frame, and the visible area of the rows.
     pub fn highlighted_segment(&self) -> Option<(Rect, Rect)> {
-        self.highlight.map(|(r, visible, _)| (r, visible))
+        self.highlight.map(|(r, visible, _, _)| (r, visible))
     }
 
     /// Forgets where things were drawn: called each frame before the views draw, so a pool not
@@ -108,7 +109,13 @@ impl PoolViewState {
     /// The address of the segment outlined last frame, and whether it was in the visible rows.
     pub fn highlighted_address(&self) -> Option<(u64, bool)> {
         self.highlight
-            .map(|(r, visible, address)| (address, visible.contains_rect(r)))
+            .map(|(r, visible, address, _)| (address, visible.contains_rect(r)))
+    }
+
+    /// The range (address, bytes) outlined last frame inside its segment, where only a range
+    /// of it is (a `segment_map`, or a range clicked in the Segments tab).
+    pub fn highlighted_range(&self) -> Option<(u64, u64)> {
+        self.highlight.and_then(|(_, _, _, range)| range)
     }
 
     /// Where a block of `lifetime` was drawn last frame; or any live block at least 4 px wide
@@ -219,16 +226,17 @@ pub fn pool_ui(
                 &mut rects,
             );
             if target == Some(row) {
-                let outlined = mapped
-                    .and_then(|(addr, size_bytes)| sub_rect(seg, seg_rect, addr, size_bytes))
-                    .unwrap_or(seg_rect);
+                let range = mapped.and_then(|(addr, size_bytes)| {
+                    sub_rect(seg, seg_rect, addr, size_bytes).map(|r| (r, (addr, size_bytes)))
+                });
+                let outlined = range.map_or(seg_rect, |(r, _)| r);
                 ui.painter().rect_stroke(
                     outlined.expand(1.0),
                     0.0,
                     Stroke::new(2.0, palette::SELECTED_EVENT),
                     egui::StrokeKind::Outside,
                 );
-                highlight = Some((outlined, seg.address));
+                highlight = Some((outlined, seg.address, range.map(|(_, r)| r)));
             }
             let hovered_block = response.hover_pos().and_then(|p| {
                 rects
@@ -258,7 +266,7 @@ pub fn pool_ui(
         }
     }
     state.block_rects = rects;
-    state.highlight = highlight.map(|(r, address)| (r, output.inner_rect, address));
+    state.highlight = highlight.map(|(r, address, range)| (r, output.inner_rect, address, range));
     state.rows_rect = Some(output.inner_rect);
 }
 
