@@ -364,17 +364,22 @@ xdotool windowsize "$window" 900 600
 sleep 3
 xdotool mousemove 450 300
 xdotool windowfocus "$window" 2>/dev/null || true
-seen=()
+shown_tab() { sed -n 's/.*\(tab[0-9]*\.pkl\).*/\1/p' <<<"$(xdotool getwindowname "$window")"; }
+# To the first tab (Ctrl+Tab wraps from the last), then through all ten in their order.
 for _ in $(seq 10); do
-    title="$(xdotool getwindowname "$window")"
-    seen+=("$(sed -n 's/.*\(tab[0-9]*\.pkl\).*/\1/p' <<<"$title")")
-    [[ "$title" == *"tab10.pkl"* ]] && break
+    [ "$(shown_tab)" = "tab01.pkl" ] && break
+    xdotool key ctrl+Tab
+    sleep 1
+done
+[ "$(shown_tab)" = "tab01.pkl" ] || { echo "gui-smoke: Ctrl+Tab never showed the first tab (shown: $(shown_tab))" >&2; exit 1; }
+seen=("tab01.pkl")
+for _ in $(seq 9); do
     xdotool key ctrl+Tab
     sleep 1.5
+    seen+=("$(shown_tab)")
 done
-[[ "$title" == *"tab10.pkl"* ]] || { echo "gui-smoke: Ctrl+Tab never reached the tenth tab (titles: ${seen[*]})" >&2; exit 1; }
-distinct="$(printf '%s\n' "${seen[@]}" | sort -u | wc -l)"
-[ "$distinct" -eq "${#seen[@]}" ] || { echo "gui-smoke: Ctrl+Tab showed a tab twice before the tenth: ${seen[*]}" >&2; exit 1; }
+expected="tab01.pkl tab02.pkl tab03.pkl tab04.pkl tab05.pkl tab06.pkl tab07.pkl tab08.pkl tab09.pkl tab10.pkl"
+[ "${seen[*]}" = "$expected" ] || { echo "gui-smoke: Ctrl+Tab went ${seen[*]}, not $expected" >&2; exit 1; }
 import -window root "$work/ten-tabs-900x600.png"
 kill -0 "$app" 2>/dev/null || { echo "gui-smoke: the app died with ten tabs:" >&2; cat "$work/app-tabs.log" >&2; exit 1; }
 echo "gui-smoke: ten tabs at 900x600; Ctrl+Tab went ${seen[*]}"

@@ -262,6 +262,9 @@ impl Source {
     }
 }
 
+/// The next [`LoadJob::order`].
+static NEXT_LOAD_ORDER: AtomicU64 = AtomicU64::new(0);
+
 /// A load running on its own thread.
 pub struct LoadJob {
     pub source: Source,
@@ -293,10 +296,9 @@ impl LoadJob {
             let _ = send.send(outcome);
             ctx.request_repaint();
         });
-        static NEXT_ORDER: AtomicU64 = AtomicU64::new(0);
         Self {
             source,
-            order: NEXT_ORDER.fetch_add(1, Ordering::Relaxed),
+            order: NEXT_LOAD_ORDER.fetch_add(1, Ordering::Relaxed),
             progress,
             total_bytes,
             result,

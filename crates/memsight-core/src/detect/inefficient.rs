@@ -215,7 +215,20 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.rules = rule_blocks(cx, &w, bytes_of);
     f.bytes = saving;
     f.events = (flagged[0], flagged.last().copied().unwrap_or(flagged[0]));
-    f.focus_event = replay.peak_allocated.event;
+    // The block that shows the finding: the largest flagged one live at the peak (where the
+    // saving is), else the largest (the app pins it and zooms to its life).
+    let peak = replay.peak_allocated.event;
+    let live_at_peak = |e: u32| {
+        replay
+            .lifetimes
+            .get(replay.event_lifetime[e as usize] as usize)
+            .is_some_and(|l| peak.is_some() && l.is_live_after(peak))
+    };
+    f.focus_event = flagged
+        .iter()
+        .copied()
+        .max_by_key(|&e| (live_at_peak(e), bytes_of(e), std::cmp::Reverse(e)))
+        .or(peak);
     f.stack = sites.first().map_or(crate::model::NO_STACK, |s| s.0);
     f.suggestion = format!(
         "Create the tensors from {} where they are first used, and drop the last reference (`del`, \

@@ -23,7 +23,10 @@ pub fn commands_for(finding: &Finding, replay: &DeviceReplay) -> Vec<Command> {
     // finding (settings, iterations, imbalance …) would open an analysis that says nothing.
     let range_is_evidence = matches!(
         finding.kind,
-        FindingKind::Leak | FindingKind::Fragmentation | FindingKind::AllocatorStall
+        FindingKind::Leak
+            | FindingKind::Fragmentation
+            | FindingKind::AllocatorStall
+            | FindingKind::EmptyCache
     );
     // (A previous finding's range is cleared, so the panel never speaks of other events.)
     commands.push(Command::SelectRange(
@@ -31,20 +34,53 @@ pub fn commands_for(finding: &Finding, replay: &DeviceReplay) -> Vec<Command> {
     ));
     let focus = finding.focus_event.unwrap_or(last);
     commands.push(Command::SelectEvent(Some(focus)));
-    // The block behind the finding: the outlier request, or the first block a leak left behind.
+    // The block behind the finding: the outlier request, the first block a leak left behind,
+    // or the flagged block an inefficiency finding names.
     let block_event = match finding.kind {
-        FindingKind::OutlierAllocation => finding.focus_event,
+        FindingKind::OutlierAllocation | FindingKind::InefficientMemory => finding.focus_event,
         FindingKind::Leak => Some(first),
         _ => None,
     };
-    if let Some(id) = block_event
+    let block = block_event
         .and_then(|e| replay.event_lifetime.get(e as usize).copied())
-        .filter(|&id| (id as usize) < replay.lifetimes.len())
-    {
+        .filter(|&id| (id as usize) < replay.lifetimes.len());
+    if let Some(id) = block {
         commands.push(Command::PickInPool(id));
     }
-    commands.push(Command::ShowEvents(first, last.max(focus)));
+    // An inefficiency finding spans the whole recording: its block's life is what to look at.
+    let shown = match (finding.kind, block) {
+        (FindingKind::InefficientMemory, Some(id)) => {
+            let l = &replay.lifetimes[id as usize];
+            let born = l.alloc_event.unwrap_or(first);
+            let gone = l
+                .free_completed_event
+                .or(l.free_requested_event)
+                .unwrap_or(last);
+            (born.min(gone), born.max(gone))
+        }
+        _ => (first, last.max(focus)),
+    };
+    let (a, b) = with_context(shown, replay.event_count());
+    commands.push(Command::ShowEvents(a, b));
     commands
+}
+
+/// The events to zoom to for evidence `first..=last` of a trace of `events`: at least a
+/// twentieth of the trace (and 200 events) around it. A peak or an OOM is one event: zoomed to
+/// it alone, the chart is a flat wall; with the events around it, it is a peak.
+pub fn with_context((first, last): (u32, u32), events: usize) -> (u32, u32) {
+    let Some(end) = (events as u64).checked_sub(1) else {
+        return (first, last);
+    };
+    let (first, last) = (u64::from(first).min(end), u64::from(last).min(end));
+    let want = (last - first + 1)
+        .max((events as u64 / 20).max(200))
+        .min(end + 1);
+    let pad = (want - (last - first + 1)) / 2;
+    let a = first.saturating_sub(pad);
+    let b = (a + want - 1).min(end);
+    let a = (b + 1).saturating_sub(want);
+    (a as u32, b as u32)
 }
 
 /// `name (/a/b/file.py:12)` → `name (file.py:12)`: the panel is narrow; the details keep paths.
@@ -156,7 +192,7 @@ mod tests {
     use memsight_core::detect::{FindingKind, analyze};
     use memsight_core::r#gen::{Scenario, generate_loaded};
 
-    use super::{commands_for, without_directories};
+    use super::{commands_for, with_context, without_directories};
     use crate::selection::{Command, Selection};
 
     #[test]
@@ -216,5 +252,73 @@ mod tests {
         assert_eq!(selection.event.map(u64::from), Some(event));
         assert_eq!(selection.range, None);
         assert_eq!(selection.lifetime, None);
+        // Zoomed with the events around it (a twentieth of the trace), not to the one event.
+        let (a, b) = selection.zoom_to.expect("zoomed");
+        let n = replay.event_count() as u32;
+        assert!(u64::from(a) <= event && event <= u64::from(b), "{a}..{b}");
+        assert!(b - a + 1 >= (n / 20).min(n), "{a}..{b} of {n}");
+    }
+
+    #[test]
+    fn a_single_event_is_shown_with_the_events_around_it() {
+        assert_eq!(with_context((500, 500), 20_000), (1, 1000));
+        assert_eq!(with_context((5000, 5000), 20_000), (4501, 5500));
+        assert_eq!(with_context((19_990, 19_999), 20_000), (19_000, 19_999));
+        // A short trace: all of it; a wide piece of evidence: itself.
+        assert_eq!(with_context((10, 12), 50), (0, 49));
+        assert_eq!(with_context((100, 9000), 20_000), (100, 9000));
+        assert_eq!(with_context((3, 3), 0), (3, 3));
+    }
+
+    /// Issue 36, item 7: msMemScope's inefficient memory pins a block it flags (the largest one
+    /// live at the peak) and zooms to that block's life, not to the whole recording.
+    #[test]
+    fn inefficient_memory_pins_a_flagged_block_and_shows_its_life() {
+        let dir = std::env::temp_dir().join(format!("memsight-ineff-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        memsight_core::r#gen::memscope::write(
+            &dir,
+            &memsight_core::r#gen::memscope::MemscopeOptions {
+                events: 20_000,
+                devices: 1,
+                seed: 1,
+                db: false,
+            },
+        )
+        .expect("generated");
+        let loaded = memsight_core::Loaded::new(
+            memsight_core::memscope::load(&dir).expect("the recording loads"),
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        let finding = analyze(&loaded)
+            .into_iter()
+            .find(|f| f.kind == FindingKind::InefficientMemory)
+            .expect("the generator's inefficient blocks");
+        let replay = &loaded.replays[0];
+        let mut selection = Selection::default();
+        selection.apply(
+            commands_for(&finding, replay),
+            &loaded.snapshot.devices[0],
+            replay,
+        );
+        let pinned = selection.lifetime.expect("a flagged block pinned");
+        let block = &replay.lifetimes[pinned as usize];
+        let born = block.alloc_event.expect("allocated in the trace");
+        let flagged = loaded.snapshot.devices[0]
+            .block_use
+            .iter()
+            .find(|u| u.alloc_event == born)
+            .expect("the pinned block is one msMemScope judged");
+        assert_ne!(flagged.recorded_flags | flagged.flags, 0);
+        let (a, b) = selection.zoom_to.expect("zoomed");
+        assert!(a <= born, "{a}..{b} shows its allocation at {born}");
+        let gone = block.free_completed_event.or(block.free_requested_event);
+        if let Some(gone) = gone {
+            assert!(gone <= b, "{a}..{b} shows its free at {gone}");
+        }
+        assert!(
+            (a, b) != finding.events || gone.is_none(),
+            "not the whole span of every flagged block"
+        );
     }
 }

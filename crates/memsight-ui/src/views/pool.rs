@@ -78,7 +78,7 @@ pub struct PoolViewState {
     /// Where the highlighted segment (or mapped range) was drawn last frame, the rows' visible
     /// area, the segment's address, and the range outlined within it (address, bytes) where
     /// only a range is.
-    highlight: Option<(Rect, Rect, u64, Option<(u64, u64)>)>,
+    highlight: Option<Highlight>,
     /// The rows' visible area last frame.
     rows_rect: Option<Rect>,
     /// The device's segment steps ([`is_segment_step`]), in order, for the ‹ › buttons.
@@ -87,6 +87,10 @@ pub struct PoolViewState {
     /// What-if panel sets it), and the settings it was predicted under.
     pub predicted: Option<(Arc<PoolState>, String)>,
 }
+
+/// Where the highlighted segment (or range) was drawn, the rows' visible area, the segment's
+/// address, and the range outlined within it, if only a range is.
+type Highlight = (Rect, Rect, u64, Option<(u64, u64)>);
 
 impl PoolViewState {
     /// The pool currently shown.
