@@ -858,6 +858,30 @@ fn a_lone_allocation_thinner_than_a_pixel_is_still_that_allocation() {
     assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
 }
 
+/// Issue 36, item 12: at full view most pixels hold many allocations; the tooltip names the
+/// largest of them as it names one (its address), says how many share the pixel, and a click
+/// pins that largest one.
+#[test]
+fn many_allocations_under_a_pixel_are_named_by_their_largest() {
+    use memsight_core::lifecycle::Band;
+    let mut harness = harness(&generated(Scenario::Steady, 20_000), 1400.0, 900.0);
+    let (id, pos) = harness.state().documents()[0]
+        .lifecycle
+        .find_run(|band, _| match band {
+            Band::Merged { count, largest } if count > 1 => Some(largest),
+            _ => None,
+        })
+        .expect("a pixel of many allocations in the steady run at full view");
+    harness.hover_at(pos);
+    harness.run_steps(60);
+    let addr = harness.state().documents()[0].data.loaded.replays[0].lifetimes[id as usize].addr;
+    harness.get_by_label(&format!("0x{addr:x}"));
+    harness.get_by_label_contains("allocations thinner than a pixel here");
+    harness.get_by_label_contains("the largest of ");
+    click_at(&mut harness, pos);
+    assert_eq!(harness.state().documents()[0].selection.lifetime, Some(id));
+}
+
 /// Issue 36, item 3: what an export saves is what the screen shows, with its caption and no
 /// widget: the frame drawn for Ctrl+E has the caption above the chart and no legend button;
 /// the PNG holds the chart with the caption's band and a margin (labels past the chart's edges

@@ -241,16 +241,10 @@ pub(super) fn hover_and_click(
         && let Some(p) = response.interact_pointer_pos()
         && let Some(c) = column_at(laid, chart_rect, p).filter(|_| current)
     {
+        // Allocations thinner than a pixel: the largest of them, as the tooltip names it.
         let lifetime = match hovered {
-            Some((
-                Band::Lifetime(id)
-                | Band::Merged {
-                    count: 1,
-                    largest: id,
-                },
-                _,
-            )) => Some(id),
-            _ => None,
+            Some((Band::Lifetime(id) | Band::Merged { largest: id, .. }, _)) => Some(id),
+            None => None,
         };
         commands.push(Command::PickInChart {
             event: laid.columns[c].event,
@@ -267,14 +261,20 @@ pub(super) fn hover_and_click(
             } => {
                 lifetime_tooltip_ui(ui, data, device, id);
             }
-            Band::Merged { count, .. } => {
-                ui.label(format!(
-                    "{count} allocations, each thinner than a pixel here: Shift+wheel, or a \
-                     Shift+drag box, zooms time and bytes to show them (the wheel alone zooms \
-                     time)"
+            // Many: the largest of them, named as one is (a click pins it), and how to see
+            // the others.
+            Band::Merged { count, largest } => {
+                ui.strong(format!(
+                    "the largest of {count} allocations thinner than a pixel here"
                 ));
+                lifetime_tooltip_ui(ui, data, device, largest);
+                ui.separator();
+                ui.weak(
+                    "a click pins this one; Shift+wheel, or a Shift+drag box, zooms time and \
+                     bytes to show the others (the wheel alone zooms time)",
+                );
                 if let Some(e) = laid.columns.get(column).and_then(|c| c.event) {
-                    ui.label(format!("state after event {e}"));
+                    ui.weak(format!("state after event {e}"));
                 }
             }
         });
