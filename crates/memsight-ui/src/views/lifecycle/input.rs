@@ -242,10 +242,7 @@ pub(super) fn hover_and_click(
         && let Some(c) = column_at(laid, chart_rect, p).filter(|_| current)
     {
         // Allocations thinner than a pixel: the largest of them, as the tooltip names it.
-        let lifetime = match hovered {
-            Some((Band::Lifetime(id) | Band::Merged { largest: id, .. }, _)) => Some(id),
-            None => None,
-        };
+        let lifetime = hovered.map(|(Band::Lifetime(id) | Band::Merged { largest: id, .. }, _)| id);
         commands.push(Command::PickInChart {
             event: laid.columns[c].event,
             lifetime,
