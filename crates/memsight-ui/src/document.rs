@@ -25,8 +25,8 @@ pub struct Document {
     pub name: String,
     pub path: Option<PathBuf>,
     pub data: Arc<Prepared>,
-    /// The order of the load that opened it ([`LoadJob::order`]; `u64::MAX`: not from a load),
-    /// which places its tab.
+    /// The order of the load that opened it ([`LoadJob::order`]; 0: not from a load, placed
+    /// before every loaded one), which places its tab.
     pub load_order: u64,
     /// Ordinal of the device shown.
     pub device: u32,
@@ -88,7 +88,7 @@ impl Document {
             name,
             path,
             data,
-            load_order: u64::MAX,
+            load_order: 0,
             device,
             selection: Selection::default(),
             commands: Vec::new(),
@@ -298,7 +298,7 @@ impl LoadJob {
         });
         Self {
             source,
-            order: NEXT_LOAD_ORDER.fetch_add(1, Ordering::Relaxed),
+            order: NEXT_LOAD_ORDER.fetch_add(1, Ordering::Relaxed) + 1,
             progress,
             total_bytes,
             result,

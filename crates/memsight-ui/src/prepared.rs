@@ -33,6 +33,33 @@ pub struct Prepared {
     pub owners: Vec<Vec<u32>>,
     /// Per device: whether its trace has an `oom` (looked up once: traces run to millions).
     pub ooms: Vec<bool>,
+    /// Per device: the call sites that fill most of the chart over the whole trace (bytes ×
+    /// events held), each with its own hue ([`palette::site_color`]).
+    pub site_slots: Vec<rustc_hash::FxHashMap<memsight_core::model::StackId, u8>>,
+}
+
+/// The call sites of `replay` holding the most bytes × events (blocks live at the end held to
+/// the last event), most first, numbered: the sites given hues of their own.
+fn site_slots(
+    replay: &memsight_core::replay::DeviceReplay,
+) -> rustc_hash::FxHashMap<memsight_core::model::StackId, u8> {
+    let end = replay.event_count() as u64;
+    let mut area: rustc_hash::FxHashMap<memsight_core::model::StackId, u128> =
+        rustc_hash::FxHashMap::default();
+    for l in &replay.lifetimes {
+        let born = l.alloc_event.map_or(0, u64::from);
+        let gone = l.free_completed_event.map_or(end, u64::from);
+        *area.entry(l.stack).or_default() +=
+            u128::from(l.requested_size_bytes) * u128::from(gone.saturating_sub(born).max(1));
+    }
+    let mut sites: Vec<_> = area.into_iter().collect();
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    sites
+        .into_iter()
+        .take(palette::SITE_SLOTS)
+        .enumerate()
+        .map(|(k, (stack, _))| (stack, k as u8))
+        .collect()
 }
 
 /// A `ProfilerStep#N` range on both x axes.
@@ -144,6 +171,7 @@ impl Prepared {
             .iter()
             .map(|d| d.trace.action.contains(&memsight_core::model::Action::Oom))
             .collect();
+        let site_slots = loaded.replays.iter().map(site_slots).collect();
         Self {
             loaded,
             orders,
@@ -155,7 +183,24 @@ impl Prepared {
             owner_names,
             owners,
             ooms,
+            site_slots,
         }
+    }
+
+    /// The colour of call site `stack`'s bands on device index `device` (the shade of its
+    /// `allocation`-th block).
+    pub fn site_color(
+        &self,
+        device: usize,
+        stack: memsight_core::model::StackId,
+        allocation: u32,
+    ) -> Color32 {
+        let slot = self
+            .site_slots
+            .get(device)
+            .and_then(|s| s.get(&stack))
+            .copied();
+        palette::site_color(slot, stack, allocation)
     }
 
     /// Whether the file names owners (msMemScope recordings with decomposition).
@@ -186,9 +231,11 @@ impl Prepared {
     /// The colour of lifetime `id`'s band and block.
     pub fn band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
         match color_by {
-            ColorBy::CallSite => {
-                palette::band_color(self.loaded.replays[device].lifetimes[id as usize].stack, id)
-            }
+            ColorBy::CallSite => self.site_color(
+                device,
+                self.loaded.replays[device].lifetimes[id as usize].stack,
+                id,
+            ),
             ColorBy::Category => palette::category_color(self.category(device, id), id),
             ColorBy::Owner => palette::owner_color(self.owner_index(device, id), id),
         }
@@ -197,9 +244,11 @@ impl Prepared {
     /// The colour of a merged run of thin bands whose largest is `id`.
     pub fn merged_band_color(&self, device: usize, id: LifetimeId, color_by: ColorBy) -> Color32 {
         match color_by {
-            ColorBy::CallSite => {
-                palette::merged_band_color(self.loaded.replays[device].lifetimes[id as usize].stack)
-            }
+            ColorBy::CallSite => palette::merged(self.site_color(
+                device,
+                self.loaded.replays[device].lifetimes[id as usize].stack,
+                0,
+            )),
             ColorBy::Category => {
                 palette::merged(palette::category_color(self.category(device, id), 0))
             }

@@ -481,9 +481,18 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
         .click();
     common::settle(&mut harness);
     let doc = &harness.state().documents()[0];
+    let calls = doc
+        .data
+        .findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::EmptyCache)
+        .expect("the note")
+        .events;
+    assert!(calls.0 < calls.1, "{calls:?}");
     assert_eq!(
-        doc.selection.range, None,
-        "no range analysis for a program's own empty_cache() calls"
+        doc.selection.range,
+        Some(calls),
+        "the calls' range opens (issue 36: the note opened none)"
     );
     assert_eq!(
         doc.selection.event,

@@ -21,6 +21,7 @@ pub(super) struct LegendRow {
 /// least 2 %), the categories, or the file's owners (at most 12).
 pub(super) fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<LegendRow> {
     let snapshot = &data.loaded.snapshot;
+    let device = state.laid.as_ref().map_or(0, |l| l.key.device);
     match state.color_by {
         ColorBy::Category => Category::ALL
             .iter()
@@ -83,7 +84,7 @@ pub(super) fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<Legend
                         .map(|l| l.text)
                         .collect();
                     LegendRow {
-                        color: palette::band_color(stack, 0),
+                        color: data.site_color(device, stack, 0),
                         label: format!("{}  {:.0} %", short_site(&headline, 84), share * 100.0),
                         detail: format!(
                             "{:.1} % of the allocated area in view\n{}",
@@ -114,7 +115,40 @@ pub(super) fn first_difference(
         display_frames(snapshot, other, true),
     );
     let i = a.iter().zip(&b).position(|(x, y)| x.text != y.text)?;
-    Some(short_site(&a[i].text, 36))
+    Some(distinguishing(&a[i].text, &b[i].text, 36))
+}
+
+/// `text` in at most `max_chars`, keeping the part where it differs from `other`: its head
+/// where they differ early, its tail where they differ late (two C++ frames that read
+/// `at::(anonymous namespace)::…` alike for 36 characters), else the characters around the
+/// first difference.
+fn distinguishing(text: &str, other: &str, max_chars: usize) -> String {
+    let head = short_site(text, max_chars);
+    if head != short_site(other, max_chars) {
+        return head;
+    }
+    let a: Vec<char> = text.chars().collect();
+    let b: Vec<char> = other.chars().collect();
+    let keep = max_chars.saturating_sub(1).max(1);
+    let same_tail = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    if same_tail < keep && a.len() > keep {
+        return std::iter::once('…')
+            .chain(a[a.len() - keep..].iter().copied())
+            .collect();
+    }
+    // Two ellipses around the window: the whole stays within `max_chars`.
+    let keep = keep.saturating_sub(1).max(1);
+    let first = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let from = first
+        .saturating_sub(keep / 2)
+        .min(a.len().saturating_sub(keep));
+    let window: String = a[from..(from + keep).min(a.len())].iter().collect();
+    format!("…{window}…")
 }
 
 /// A call site's headline as a legend fits it: each `(path:line)` cut to `(file:line)`, then the
@@ -173,7 +207,9 @@ pub(super) fn legend_ui(
         .collect();
     let width = galleys.iter().map(|g| g.size().x).fold(0.0, f32::max) + 24.0;
     let size = vec2(width, row_h * (rows.len() + 1) as f32 + 4.0);
-    let covers_much = size.x * size.y > chart_rect.area() * 0.2;
+    // Folded where it would cover more than an eighth of the plot (a fifth let it hide a quarter
+    // of a 900×600 window's plot, the reserved line included).
+    let covers_much = size.x * size.y > chart_rect.area() * 0.125;
     let folded = state.legend_folded.unwrap_or(covers_much);
     state.legend_was_folded = Some(folded);
     if crate::views::exporting(ui.ctx()) {
@@ -300,4 +336,34 @@ pub(super) fn legend_goes_left(state: &LifecycleState, chart_rect: Rect, width: 
             .fold(chart_rect.bottom(), f32::min)
     };
     top_under(chart_rect.left() + 6.0) > top_under(chart_rect.right() - width - 6.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinguishing;
+
+    #[test]
+    fn two_frames_alike_at_their_start_are_told_apart_by_what_differs() {
+        let a = "at::(anonymous namespace)::wrapper_CUDA_mm_out_out (RegisterCUDA.cpp:1200)";
+        let b = "at::(anonymous namespace)::wrapper_CUDA_addmm_out (RegisterCUDA.cpp:1300)";
+        let (da, db) = (distinguishing(a, b, 36), distinguishing(b, a, 36));
+        assert_ne!(da, db);
+        assert!(
+            da.chars().count() <= 36 && db.chars().count() <= 36,
+            "{da} / {db}"
+        );
+        assert!(da.ends_with("1200)"), "{da}");
+        // Different early: the head, as before; short: whole.
+        assert_eq!(
+            distinguishing("forward (a.py:1)", "backward (a.py:1)", 36),
+            "forward (a.py:1)"
+        );
+        // Alike at both ends: the characters around the difference.
+        let (x, y) = (
+            format!("{}A{}", "p".repeat(40), "q".repeat(40)),
+            format!("{}B{}", "p".repeat(40), "q".repeat(40)),
+        );
+        let dx = distinguishing(&x, &y, 36);
+        assert!(dx.contains('A') && dx.chars().count() <= 36, "{dx}");
+    }
 }
