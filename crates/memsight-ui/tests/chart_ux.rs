@@ -1061,3 +1061,50 @@ fn a_mapped_range_clicked_in_the_segments_tab_is_outlined_in_the_pool_tab() {
         "the range ({share:.2} of its segment) outlined, not the segment: {outlined:?} in {rows:?}"
     );
 }
+
+/// Issue 36, item 11: the chart's keys work wherever the pointer is (nothing else has the
+/// keyboard), and F8 / Shift+F8 go through the findings as clicks on them do.
+#[test]
+fn keys_zoom_the_chart_and_go_through_findings_without_the_pointer_on_the_chart() {
+    let mut harness = harness(&generated(Scenario::Leak, 4000), 1400.0, 900.0);
+    common::settle(&mut harness);
+    let chart = harness.state().layout.chart.expect("a chart");
+    // The pointer on the findings panel, left of the chart.
+    harness.hover_at(egui::pos2(chart.left() - 100.0, chart.center().y));
+    harness.run_steps(2);
+    harness.key_press(egui::Key::Plus);
+    common::settle(&mut harness);
+    let (x0, x1) = harness.state().documents()[0]
+        .lifecycle
+        .x_range
+        .expect("+ zoomed in");
+    assert!(x1 - x0 < 3000.0, "{x0}..{x1}");
+    harness.key_press(egui::Key::ArrowRight);
+    common::settle(&mut harness);
+    let (y0, _) = harness.state().documents()[0]
+        .lifecycle
+        .x_range
+        .expect("still zoomed");
+    assert!(y0 > x0, "→ panned: {x0} → {y0}");
+    harness.key_press(egui::Key::Home);
+    common::settle(&mut harness);
+    assert_eq!(harness.state().documents()[0].lifecycle.x_range, None);
+
+    let findings = harness.state().documents()[0].data.findings.len();
+    assert!(findings >= 2, "{findings} findings");
+    harness.key_press(egui::Key::F8);
+    common::settle(&mut harness);
+    assert_eq!(harness.state().documents()[0].findings.selected, Some(0));
+    let first = harness.state().documents()[0].selection.clone();
+    harness.key_press(egui::Key::F8);
+    common::settle(&mut harness);
+    assert_eq!(harness.state().documents()[0].findings.selected, Some(1));
+    harness.key_press_modifiers(egui::Modifiers::SHIFT, egui::Key::F8);
+    common::settle(&mut harness);
+    let doc = &harness.state().documents()[0];
+    assert_eq!(doc.findings.selected, Some(0));
+    assert_eq!(
+        doc.selection.event, first.event,
+        "the first finding's evidence again"
+    );
+}

@@ -499,3 +499,29 @@ fn ten_tabs_at_900_by_600_are_each_reachable_and_shown() {
     assert!(visible(&harness, fifth));
     std::fs::remove_dir_all(dir).expect("clean up");
 }
+
+/// Issue 36, item 11: Ctrl+O gives the keyboard to the browser's File field: a path typed
+/// straight away and Enter open the file, no click needed.
+#[test]
+fn ctrl_o_then_typing_a_path_and_enter_opens_it() {
+    let dir = scratch("typed");
+    let file = dir.join("typed_step.pickle");
+    std::fs::write(&file, generated(Scenario::Stall, 3000)).expect("snapshot written");
+    let mut harness = harness_of(&leak_source(), 1000.0, 700.0);
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::O);
+    harness.run_steps(3);
+    harness.get_by_label_contains("Open a memory snapshot");
+    harness.event(egui::Event::Text(file.display().to_string()));
+    harness.run_steps(1);
+    harness.key_press(Key::Enter);
+    harness.run_steps(2);
+    common::settle(&mut harness);
+    let names: Vec<&str> = harness
+        .state()
+        .documents()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["leak.pickle", "typed_step.pickle"]);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}

@@ -82,6 +82,30 @@ struct DesktopDialog {
 struct BuiltinDialog {
     purpose: Purpose,
     dialog: egui_file::FileDialog,
+    /// The File field still to be given the keyboard (once, when the browser has been drawn):
+    /// Ctrl+O then typing a name needs no click.
+    focus_file_field: bool,
+}
+
+/// The browser's window (its `egui_file` id).
+const BROWSER_ID: &str = "memsight-file-browser";
+
+/// Gives the keyboard to the File field of the browser drawn last frame: its lowest text field
+/// (`egui_file` sets no id on it). Whether it found one.
+fn focus_file_field(ctx: &egui::Context) -> bool {
+    let layer = egui::LayerId::new(egui::Order::Middle, egui::Id::unique(BROWSER_ID));
+    let field = ctx.viewport(|vp| {
+        vp.prev_pass
+            .widgets
+            .get_layer(layer)
+            .filter(|w| w.enabled && w.sense.is_focusable() && w.sense.senses_drag())
+            .max_by(|a, b| a.rect.top().total_cmp(&b.rect.top()))
+            .map(|w| w.id)
+    });
+    if let Some(id) = field {
+        ctx.memory_mut(|m| m.request_focus(id));
+    }
+    field.is_some()
 }
 
 pub struct Dialogs {
@@ -180,6 +204,9 @@ impl Dialogs {
             }
         }
         if let Some(builtin) = &mut self.builtin {
+            if builtin.focus_file_field && focus_file_field(ctx) {
+                builtin.focus_file_field = false;
+            }
             builtin.dialog.show(ctx);
             match builtin.dialog.state() {
                 egui_file::State::Open => {}
@@ -322,14 +349,18 @@ impl Dialogs {
                     p.is_dir() || crate::image_kind(p).is_ok()
                 })),
         }
-        .id(egui::Id::unique("memsight-file-browser"))
+        .id(egui::Id::unique(BROWSER_ID))
         .initial_path(start)
         .default_size(egui::vec2(640.0, 420.0))
         .anchor(egui::Align2::CENTER_CENTER, egui::Vec2::ZERO)
         .show_rename(false)
         .show_new_folder(matches!(purpose, Purpose::Export { .. }));
         dialog.open();
-        self.builtin = Some(BuiltinDialog { purpose, dialog });
+        self.builtin = Some(BuiltinDialog {
+            purpose,
+            dialog,
+            focus_file_field: true,
+        });
         let why = why.filter(|_| !std::mem::replace(&mut self.told_why, true))?;
         Some(format!("{why}: using memsight's file browser"))
     }

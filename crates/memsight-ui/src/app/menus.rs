@@ -540,7 +540,11 @@ const KEYS: &[(&str, &str)] = &[
     ("Ctrl+drag", "select a range of events: what it left behind"),
     (
         "+ / - / Left / Right",
-        "zoom / pan the chart (pointer over it)",
+        "zoom / pan the chart (unless a text field has the keys)",
+    ),
+    (
+        "F8 / Shift+F8",
+        "the next / previous finding, with its evidence",
     ),
     ("Home, 0 or double-click", "show the whole trace"),
     ("click a band", "pin the allocation: its stack and events"),

@@ -315,12 +315,52 @@ impl MemsightApp {
         if pressed(Modifiers::COMMAND, Key::Tab) || pressed(Modifiers::COMMAND, Key::PageDown) {
             self.cycle_tabs(true);
         }
+        // Through the findings: F8 the next, Shift+F8 the one before (as editors go through
+        // problems), each shown as a click shows it.
+        if pressed(Modifiers::SHIFT, Key::F8) {
+            self.step_findings(false);
+        }
+        if pressed(Modifiers::NONE, Key::F8) {
+            self.step_findings(true);
+        }
         if ctx.input(|i| i.key_pressed(Key::Escape)) {
             if self.dialogs.builtin_is_open() {
                 self.dialogs.close_builtin();
             } else {
                 self.show_warnings = false;
             }
+        }
+    }
+
+    /// Shows the next (or the previous) finding of the tab shown, wrapping, as a click on it
+    /// does.
+    fn step_findings(&mut self, forward: bool) {
+        let step = |selected: Option<usize>, n: usize| {
+            (n > 0).then(|| match (selected, forward) {
+                (None, true) => 0,
+                (None, false) => n - 1,
+                (Some(i), true) => (i + 1) % n,
+                (Some(i), false) => (i + n - 1) % n,
+            })
+        };
+        match self.active_tab() {
+            TabId::Doc(d) => {
+                if let Some(doc) = self.docs.get_mut(d)
+                    && let Some(i) = step(doc.findings.selected, doc.data.findings.len())
+                {
+                    doc.findings.selected = Some(i);
+                    doc.show_finding(i);
+                }
+            }
+            TabId::Profiler(p) => {
+                if let Some(doc) = self.profilers.get_mut(p)
+                    && let Some(i) = step(doc.findings.selected, doc.data.findings.len())
+                {
+                    doc.findings.selected = Some(i);
+                    doc.show_finding(i);
+                }
+            }
+            TabId::Compare(_) | TabId::Run(_) => {}
         }
     }
 

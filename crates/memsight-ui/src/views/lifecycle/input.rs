@@ -109,6 +109,11 @@ pub(super) fn view_input(
                 y_view = Some((at - (at - y0) * factor, at + (y1 - at) * factor));
             }
         }
+    }
+    // The keys act where the pointer is over the chart, and also anywhere no text field or
+    // other widget has the keyboard (the chart is what they are for).
+    let keys_free = !ui.ctx().text_edit_focused() && ui.memory(|m| m.focused().is_none());
+    if response.hovered() || keys_free {
         (view, y_view) = key_zoom(ui, view, y_view, (full_x0, full_x1));
     }
     // Ctrl+drag: select a range of events for range analysis. Drags start where the button
@@ -186,7 +191,7 @@ pub(super) fn view_input(
     view
 }
 
-/// + / − zoom, ← / → pan, Home or 0 shows everything (while the pointer is over the chart).
+/// + / − zoom, ← / → pan, Home or 0 shows everything.
 pub(super) fn key_zoom(
     ui: &Ui,
     mut view: (f64, f64),
