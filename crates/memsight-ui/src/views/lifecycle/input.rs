@@ -110,12 +110,7 @@ pub(super) fn view_input(
             }
         }
     }
-    // The keys act where the pointer is over the chart, and also anywhere no text field or
-    // other widget has the keyboard (the chart is what they are for).
-    let keys_free = !ui.ctx().text_edit_focused() && ui.memory(|m| m.focused().is_none());
-    if response.hovered() || keys_free {
-        (view, y_view) = key_zoom(ui, view, y_view, (full_x0, full_x1));
-    }
+    (view, y_view) = key_zoom(ui, response, (view, y_view), (full_x0, full_x1));
     // Ctrl+drag: select a range of events for range analysis. Drags start where the button
     // went down, not where the drag was recognised (a few pixels on, or a slow frame later).
     let ranging = ui.input(|i| i.modifiers.command);
@@ -191,13 +186,18 @@ pub(super) fn view_input(
     view
 }
 
-/// + / − zoom, ← / → pan, Home or 0 shows everything.
+/// + / − zoom, ← / → pan, Home or 0 shows everything: where the pointer is over the chart, and
+/// also anywhere no text field or other widget has the keyboard (the chart is what they are for).
 pub(super) fn key_zoom(
     ui: &Ui,
-    mut view: (f64, f64),
-    mut y_view: Option<(f64, f64)>,
+    response: &egui::Response,
+    (mut view, mut y_view): ((f64, f64), Option<(f64, f64)>),
     (full_x0, full_x1): (f64, f64),
 ) -> ((f64, f64), Option<(f64, f64)>) {
+    let keys_free = !ui.ctx().text_edit_focused() && ui.memory(|m| m.focused().is_none());
+    if !(response.hovered() || keys_free) {
+        return (view, y_view);
+    }
     let keys = ui.input(|i| {
         (
             i.key_pressed(egui::Key::Plus) || i.key_pressed(egui::Key::Equals),
