@@ -186,8 +186,9 @@ pub(super) fn view_input(
     view
 }
 
-/// + / − zoom, ← / → pan, Home or 0 shows everything: where the pointer is over the chart, and
-/// also anywhere no text field or other widget has the keyboard (the chart is what they are for).
+/// Plus and minus zoom, the arrows pan, Home or 0 shows everything: where the pointer is over
+/// the chart, and anywhere no text field or other widget has the keyboard (the chart is what
+/// they are for).
 pub(super) fn key_zoom(
     ui: &Ui,
     response: &egui::Response,
