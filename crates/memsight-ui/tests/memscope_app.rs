@@ -67,6 +67,13 @@ fn owners_colour_the_chart_and_their_window_adds_up_to_the_peak() {
     harness.key_press(egui::Key::Escape);
     common::settle(&mut harness);
     assert!(harness.state().documents()[0].owners.open);
+    // Docked beside the chart (issue 36: it floated over the findings and the chart).
+    let chart = harness.state().layout.chart.expect("the chart is drawn");
+    let panel = harness.get_by_label("Memory by owner").rect();
+    assert!(
+        panel.left() >= chart.right() - 1.0,
+        "the panel {panel:?} lies right of the chart {chart:?}"
+    );
     // Nothing selected: the table is the peak's, and its total is the peak allocated.
     let doc = &harness.state().documents()[0];
     let peak = &doc.data.loaded.replays[0].peak_allocated;

@@ -509,7 +509,10 @@ impl MemsightApp {
         }
         // Before the charts, so they show this frame's predictions.
         self.whatif_panel(ui);
-        self.owners_window(&ctx);
+        self.owners_panel(ui);
+        if self.show_warnings {
+            self.warnings_panel(ui);
+        }
         self.panels_ui(ui, &ctx);
         egui::CentralPanel::default().show(ui, |ui| self.chart_ui(ui));
         self.layout.chart = self.chart_rect;
@@ -523,9 +526,6 @@ impl MemsightApp {
             ctx.request_repaint();
         }
         self.log_selection();
-        if self.show_warnings {
-            self.warnings_window(&ctx);
-        }
         self.memscope_compare_windows(&ctx);
         paint_drop_overlay(&ctx);
         if self.is_busy() {

@@ -559,8 +559,10 @@ impl MemsightApp {
         doc.whatif.open = open;
     }
 
-    /// The memory-by-owner window of the active file (msMemScope recordings with owners).
-    pub(super) fn owners_window(&mut self, ctx: &egui::Context) {
+    /// The memory-by-owner panel of the active file (msMemScope recordings with owners): docked
+    /// on the right beside the chart, as the What-if panel is, never floating over the chart or
+    /// the findings.
+    pub(super) fn owners_panel(&mut self, ui: &mut Ui) {
         let Some(doc) = self.docs.get_mut(self.active) else {
             return;
         };
@@ -573,16 +575,25 @@ impl MemsightApp {
         let data = Arc::clone(&doc.data);
         let event = doc.selection.event;
         let mut open = true;
-        let mut area = ctx.content_rect();
-        area.min.y = self.chart_rect.map_or(area.min.y + 64.0, |r| r.top());
-        egui::Window::new("Memory by owner")
-            .open(&mut open)
-            .constrain_to(area)
-            .default_pos(area.left_top() + egui::vec2(24.0, 24.0))
-            .default_width(520.0)
-            .vscroll(true)
-            .show(ctx, |ui| {
-                crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners);
+        let width = ui.available_width();
+        egui::Panel::right("owners")
+            .resizable(true)
+            .default_size((width * 0.3).clamp(280.0, 460.0))
+            .min_size(220.0)
+            .max_size((width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0))
+            .show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    ui.heading("Memory by owner");
+                    if ui.small_button("close").clicked() {
+                        open = false;
+                    }
+                });
+                egui::ScrollArea::vertical()
+                    .id_salt("owners-scroll")
+                    .auto_shrink([false, false])
+                    .show(ui, |ui| {
+                        crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners);
+                    });
             });
         doc.owners.open = open;
     }
@@ -607,28 +618,37 @@ impl MemsightApp {
         self.memscope_compares.retain(|t| t.open);
     }
 
-    pub(super) fn warnings_window(&mut self, ctx: &egui::Context) {
+    pub(super) fn warnings_panel(&mut self, ui: &mut Ui) {
         let Some(doc) = self.docs.get(self.active) else {
             return;
         };
         let mut open = self.show_warnings;
-        // Below the menu and summary bars, never over them; Escape closes it (`shortcuts`).
-        let mut area = ctx.content_rect();
-        area.min.y += 64.0;
-        egui::Window::new("Warnings")
-            .open(&mut open)
-            .constrain_to(area)
-            .default_pos(area.min + egui::vec2(area.width() * 0.3, 0.0))
-            .default_width((area.width() * 0.5).min(640.0))
-            .vscroll(true)
-            .show(ctx, |ui| {
+        // Docked on the right, as tall as its lines need: never an empty box over the chart.
+        let width = ui.available_width();
+        egui::Panel::right("warnings")
+            .resizable(true)
+            .default_size((width * 0.25).clamp(240.0, 420.0))
+            .min_size(200.0)
+            .show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    ui.heading("Warnings");
+                    if ui.small_button("close").clicked() {
+                        open = false;
+                    }
+                });
                 ui.weak("Esc closes");
-                if doc.data.loaded.warnings.is_empty() {
-                    ui.label("none");
-                }
-                for w in &doc.data.loaded.warnings {
-                    ui.label(w.to_string());
-                }
+                egui::ScrollArea::vertical()
+                    .id_salt("warnings-scroll")
+                    .auto_shrink([false, true])
+                    .show(ui, |ui| {
+                        if doc.data.loaded.warnings.is_empty() {
+                            ui.label("none");
+                        }
+                        for w in &doc.data.loaded.warnings {
+                            ui.label(w.to_string());
+                            ui.separator();
+                        }
+                    });
             });
         self.show_warnings = open;
     }

@@ -125,7 +125,7 @@ pub fn owners_ui(
         .y_axis_formatter(|mark, _| format_bytes(mark.value as i64))
         .y_grid_spacer(|input| crate::views::axes::byte_grid(&input, false))
         .grid_color(palette::PLOT_GRID)
-        .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
+        // No legend over the bands: the table under the plot names each colour.
         .show(ui, |plot| {
             // Each owner's band between the owners below it and itself (stacked areas).
             for (owner, bytes) in series.owners.iter().zip(&series.bytes) {
