@@ -129,20 +129,42 @@ fn visible(curve: &Curve, a_us: f64, b_us: f64) -> (usize, usize) {
 
 /// The y range that fits every line over the view (µs on the axis).
 fn y_range(lines: &[Line], x0: f64, x1: f64) -> (f64, f64) {
-    let mut hi = 0.0f64;
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
     for line in lines {
         let (a, b) = visible(line.curve, x0 + line.offset_us, x1 + line.offset_us);
-        if let Some((_, max)) = line.envelope.range(line.values, a, b) {
+        if let Some((min, max)) = line.envelope.range(line.values, a, b) {
+            lo = lo.min(min);
             hi = hi.max(max);
         }
     }
-    (0.0, if hi > 0.0 { hi * 1.08 } else { 1024.0 * 1024.0 })
+    y_bounds(lo, hi)
+}
+
+/// The byte axis for curves between `lo` and `hi` in view: from zero, except where every curve
+/// stays above half the highest (zoomed in on a peak): then from just below the lowest, so
+/// their changes show.
+fn y_bounds(lo: f64, hi: f64) -> (f64, f64) {
+    if hi <= 0.0 {
+        return (0.0, 1024.0 * 1024.0);
+    }
+    if lo.is_finite() && lo > hi * 0.5 {
+        let pad = ((hi - lo) * 0.1).max(hi * 0.002);
+        return ((lo - pad).max(0.0), hi + pad);
+    }
+    (0.0, hi * 1.08)
 }
 
 /// Draws `lines` into `rect` over the doc's view, on an `egui_plot` plot (axes, grid, legend,
 /// linked cursor); the view itself stays the doc's, so every rank's plot shows the same time
 /// range. Wheel: zoom around the pointer; drag: pan; Ctrl+drag: pick a range; double-click: all.
-fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &[Line], id: &str) {
+fn plot_ui(
+    ui: &mut Ui,
+    rect: Rect,
+    doc: &mut ProfilerDoc,
+    (title, id): (&str, &str),
+    lines: &[Line],
+    legend: bool,
+) {
     if rect.width() < 80.0 || rect.height() < 60.0 {
         // Too small to read: say so rather than leave the space blank.
         ui.put(
@@ -172,8 +194,14 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
         .y_grid_spacer(|input| crate::views::axes::byte_grid(&input, false))
         .y_axis_min_width(56.0)
         .grid_color(palette::PLOT_GRID)
-        .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
         .link_cursor(egui::Id::unique("profiler-curves-cursor"), [true, false]);
+    // One legend names the lines of every rank's plot (they are the same lines), and only where
+    // the plot is tall enough that it does not cover it.
+    let plot = if legend && height >= 160.0 {
+        plot.legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
+    } else {
+        plot
+    };
     let range = doc.range;
     let marked = marked_times(doc, (x0, x1));
     let shown = plot.show(&mut ui, |plot| {
@@ -198,8 +226,19 @@ fn plot_ui(ui: &mut Ui, rect: Rect, doc: &mut ProfilerDoc, title: &str, lines: &
                     .border_width(0.0),
             );
         }
-        // The marked operator's allocation and release: labels on the outer side of each line,
-        // so two close lines never run their names together.
+        // The marked operator's allocation and release: labels on the outer side of each line;
+        // lines closer than 60 px get one label for both ("alloc" and "release" side by side
+        // read as one word).
+        let px_per_us = f64::from(plot.transform().frame().width()) / (x1 - x0).max(1e-9);
+        let marked = match marked.as_slice() {
+            [(a, _, _), (b, _, _)] if (b - a).abs() * px_per_us < 60.0 => {
+                vec![
+                    (*a, "alloc / release", Align2::RIGHT_TOP),
+                    (*b, "", Align2::LEFT_TOP),
+                ]
+            }
+            _ => marked,
+        };
         for (t_us, what, anchor) in marked {
             plot.vline(
                 egui_plot::VLine::new(what, t_us / 1e6)
@@ -398,7 +437,7 @@ pub fn curves_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
                 )
             })
             .collect();
-        plot_ui(ui, rect, doc, "all ranks", &lines, "overlay");
+        plot_ui(ui, rect, doc, ("all ranks", "overlay"), &lines, true);
     } else {
         let height = rect.height() / ranks as f32;
         for r in 0..ranks {
@@ -420,7 +459,37 @@ pub fn curves_ui(ui: &mut Ui, doc: &mut ProfilerDoc) {
                     ""
                 }
             );
-            plot_ui(ui, plot, doc, &title, &lines, &format!("rank-{r}"));
+            plot_ui(
+                ui,
+                plot,
+                doc,
+                (&title, &format!("rank-{r}")),
+                &lines,
+                r == 0,
+            );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::y_bounds;
+
+    #[test]
+    fn the_byte_axis_follows_a_zoom_onto_a_peak() {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        // The whole run: from zero.
+        assert_eq!(y_bounds(2.0 * GIB, 10.0 * GIB), (0.0, 10.8 * GIB));
+        // Zoomed in on a peak between 9.5 and 10 GiB: from just below 9.5 GiB.
+        let (a, b) = y_bounds(9.5 * GIB, 10.0 * GIB);
+        assert!(
+            (9.4 * GIB..9.5 * GIB).contains(&a) && b > 10.0 * GIB && b < 10.1 * GIB,
+            "{a} {b}"
+        );
+        // A flat line: a sliver around it, not a zero-height axis.
+        let (a, b) = y_bounds(10.0 * GIB, 10.0 * GIB);
+        assert!(a < 10.0 * GIB && b > 10.0 * GIB);
+        // Nothing in view.
+        assert_eq!(y_bounds(f64::INFINITY, 0.0), (0.0, 1024.0 * 1024.0));
     }
 }
