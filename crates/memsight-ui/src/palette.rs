@@ -49,7 +49,7 @@ const SITE_HUES: [f32; 12] = [
     0.58, 0.08, 0.33, 0.78, 0.0, 0.5, 0.15, 0.92, 0.66, 0.25, 0.42, 0.85,
 ];
 
-/// The colour of a call site's band: its own hue from [`SITE_HUES`] where it is one of the sites
+/// The colour of a call site's band: its own hue from `SITE_HUES` where it is one of the sites
 /// that fill most of the chart (`slot`), else [`band_color`]'s hashed hue.
 pub fn site_color(slot: Option<u8>, stack: u32, allocation: u32) -> Color32 {
     match slot.and_then(|k| SITE_HUES.get(usize::from(k))) {
