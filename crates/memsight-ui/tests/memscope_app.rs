@@ -155,3 +155,40 @@ fn msmemscope_own_comparison_opens_as_a_table() {
     harness.get_by_label("aten.addmm");
     std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
 }
+
+/// Issue 36, item 9: at 900×600 with the findings panel open, Memory by owner is docked right
+/// of the chart (it floated over the findings and the chart), the chart keeps half the width, and
+/// long owner names scroll inside the panel instead of widening it.
+#[test]
+fn memory_by_owner_is_docked_beside_the_chart_in_a_small_window() {
+    let (mut harness, dir) = harness("docked");
+    harness.set_size(egui::vec2(900.0, 600.0));
+    common::settle(&mut harness);
+    harness.state_mut().show_findings = true;
+    harness.state_mut().documents_mut()[0].owners.open = true;
+    common::settle(&mut harness);
+    let layout = harness.state().layout;
+    let (window, chart) = (
+        layout.window.expect("drawn"),
+        layout.chart.expect("the chart is drawn"),
+    );
+    let findings = layout.findings.expect("the findings panel is open");
+    let panel = harness.get_by_label("Memory by owner").rect();
+    assert!(
+        panel.left() >= chart.right() - 1.0,
+        "{panel:?} beside {chart:?}"
+    );
+    assert!(
+        chart.left() >= findings.right() - 1.0,
+        "{chart:?} beside {findings:?}"
+    );
+    assert!(
+        chart.width() >= 0.5 * window.width() - 1.0,
+        "chart {chart:?} in {window:?}"
+    );
+    assert!(
+        panel.right() <= window.right() + 1.0,
+        "{panel:?} in {window:?}"
+    );
+    std::fs::remove_dir_all(dir.parent().expect("parent")).expect("clean up");
+}

@@ -529,11 +529,14 @@ impl MemsightApp {
             .zip(current.map(|r| r.settings.describe()));
         let width = ui.available_width();
         let mut open = true;
+        // Wide enough for its figures side by side; without the findings panel beside it
+        // (collapsed in a narrow window), it may take the whole side budget.
+        let share = if self.show_findings { 0.6 } else { 0.9 };
         let panel = egui::Panel::right("whatif")
             .resizable(true)
-            .default_size((width * 0.25).clamp(260.0, 360.0))
+            .default_size((width * 0.25).clamp(340.0, 400.0))
             .min_size(220.0)
-            .max_size((width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0))
+            .max_size((width * (1.0 - CHART_MIN_SHARE) * share).max(220.0))
             .show(ui, |ui| {
                 ui.horizontal(|ui| {
                     ui.heading("What if");
@@ -576,11 +579,12 @@ impl MemsightApp {
         let event = doc.selection.event;
         let mut open = true;
         let width = ui.available_width();
+        let max_width = (width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0);
         egui::Panel::right("owners")
             .resizable(true)
-            .default_size((width * 0.3).clamp(280.0, 460.0))
+            .default_size((width * 0.3).clamp(280.0, 460.0).min(max_width))
             .min_size(220.0)
-            .max_size((width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0))
+            .max_size(max_width)
             .show(ui, |ui| {
                 ui.horizontal(|ui| {
                     ui.heading("Memory by owner");
@@ -588,10 +592,15 @@ impl MemsightApp {
                         open = false;
                     }
                 });
-                egui::ScrollArea::vertical()
+                // Wider content (long owner names) scrolls sideways: it never widens the panel
+                // over the chart.
+                let visible_width = ui.available_width();
+                ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
+                egui::ScrollArea::both()
                     .id_salt("owners-scroll")
                     .auto_shrink([false, false])
                     .show(ui, |ui| {
+                        ui.set_max_width(visible_width);
                         crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners);
                     });
             });
@@ -625,10 +634,12 @@ impl MemsightApp {
         let mut open = self.show_warnings;
         // Docked on the right, as tall as its lines need: never an empty box over the chart.
         let width = ui.available_width();
+        let max_width = (width * (1.0 - CHART_MIN_SHARE) * 0.6).max(200.0);
         egui::Panel::right("warnings")
             .resizable(true)
-            .default_size((width * 0.25).clamp(240.0, 420.0))
+            .default_size((width * 0.25).clamp(240.0, 420.0).min(max_width))
             .min_size(200.0)
+            .max_size(max_width)
             .show(ui, |ui| {
                 ui.horizontal(|ui| {
                     ui.heading("Warnings");
@@ -637,10 +648,12 @@ impl MemsightApp {
                     }
                 });
                 ui.weak("Esc closes");
+                let visible_width = ui.available_width();
                 egui::ScrollArea::vertical()
                     .id_salt("warnings-scroll")
                     .auto_shrink([false, true])
                     .show(ui, |ui| {
+                        ui.set_max_width(visible_width);
                         if doc.data.loaded.warnings.is_empty() {
                             ui.label("none");
                         }
