@@ -320,3 +320,28 @@ fn a_profiler_tab_opened_with_a_snapshot_sits_after_it() {
     );
     let _ = std::fs::remove_dir_all(root);
 }
+
+/// Issue 36, item 7 in the profiler view: a peak is one sample; its finding zooms to it with
+/// the time around it (at least a twentieth of the run), not to a flat 2 ms.
+#[test]
+fn a_peak_finding_is_shown_with_the_time_around_it() {
+    let root = two_rank_run("peak");
+    let mut harness = harness(&Source::Profiler(vec![
+        root.join("rank0"),
+        root.join("rank1"),
+    ]));
+    harness
+        .query_all_by_label_contains("Peak on rank")
+        .next()
+        .expect("a peak finding per rank")
+        .click();
+    harness.run_steps(2);
+    let doc = &harness.state().profilers()[0];
+    let (x0, x1) = doc.x_range.expect("zoomed to the peak");
+    let (f0, f1) = doc.full_range();
+    assert!(
+        x1 - x0 >= (f1 - f0) / 20.0 - 1.0,
+        "{x0}..{x1} of {f0}..{f1}"
+    );
+    assert!(x1 - x0 < f1 - f0, "zoomed: {x0}..{x1} of {f0}..{f1}");
+}

@@ -26,7 +26,7 @@ impl MemsightApp {
         let done = Arc::clone(&self.exports_done);
         let capturing = Arc::clone(&self.capturing);
         if let Ok(mut c) = capturing.lock() {
-            *c = Some(target);
+            *c = Some((target, std::time::Instant::now()));
         }
         let pixels_per_point = ctx.pixels_per_point();
         let ctx2 = ctx.clone();

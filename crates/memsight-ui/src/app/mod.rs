@@ -117,9 +117,10 @@ pub struct MemsightApp {
     pending_export: Option<(ExportTarget, PathBuf)>,
     /// Exports finished by the screenshot callback, to report as notices.
     exports_done: Arc<Mutex<Vec<Result<PathBuf, String>>>>,
-    /// What a screenshot asked for and not yet taken captures: until it comes back, every
-    /// frame is drawn as the picture (caption, no fold button), whichever frame it is.
-    capturing: Arc<Mutex<Option<ExportTarget>>>,
+    /// What a screenshot asked for and not yet taken captures, and when it was asked for: until
+    /// it comes back (or `CAPTURE_TIMEOUT` passes), every frame is drawn as the picture
+    /// (caption, no fold button), whichever frame it is.
+    capturing: Arc<Mutex<Option<(ExportTarget, std::time::Instant)>>>,
     /// An export whose file exists, waiting for the user to say whether to replace it (with the
     /// size it renders at, for an export at a size).
     confirm_replace: Option<(ExportTarget, PathBuf, Option<[u32; 2]>)>,
@@ -153,6 +154,8 @@ pub struct MemsightApp {
 /// chart (the labels that reach past its edges), in points.
 const CAPTION_BAND: f32 = 26.0;
 const EXPORT_MARGIN: f32 = 8.0;
+/// How long an export waits for the window's picture before it gives up.
+const CAPTURE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl MemsightApp {
     /// Starts loading `sources` in the background.
@@ -553,9 +556,19 @@ impl MemsightApp {
     /// then no notice over it, a caption on it that says what it shows, and no button that only
     /// a pointer uses; else the notices.
     fn caption_or_notices(&mut self, ctx: &egui::Context) {
-        let capturing = self.capturing.lock().ok().and_then(|c| *c);
+        let mut capturing = self.capturing.lock().ok().and_then(|c| *c);
+        // A screenshot that never comes back (an integration without them) must not keep the
+        // window in the picture's look, repainting, for ever.
+        if capturing.is_some_and(|(_, asked)| asked.elapsed() > CAPTURE_TIMEOUT) {
+            if let Ok(mut c) = self.capturing.lock() {
+                *c = None;
+            }
+            capturing = None;
+            self.notices
+                .error("the export failed: the window's picture never came back");
+        }
         crate::views::set_exporting(ctx, capturing.is_some());
-        if let Some(target) = capturing {
+        if let Some((target, _)) = capturing {
             self.paint_caption(ctx, &self.export_caption(), target);
             ctx.request_repaint();
         } else {

@@ -361,7 +361,8 @@ impl ProfilerDoc {
         }
     }
 
-    fn full_range(&self) -> (f64, f64) {
+    /// The whole time axis (µs from the offset): every rank's samples.
+    pub fn full_range(&self) -> (f64, f64) {
         let end = (0..self.data.rank_spans_us.len())
             .map(|r| self.data.rank_spans_us[r].1 - self.offset_us(r))
             .fold(1.0, f64::max);
@@ -403,8 +404,11 @@ impl ProfilerDoc {
         if let Some((a, b)) = f.time_range_us {
             let offset = self.offset_us(rank.unwrap_or(0));
             let (a, b) = (a - offset, b - offset);
-            let pad = ((b - a) * 0.25).max(1_000.0);
-            self.x_range = Some(clamp_view((a - pad, b + pad), self.full_range()));
+            // With the time around it: at least a twentieth of the run (a peak is one sample;
+            // zoomed to it alone, every curve is a flat line).
+            let full = self.full_range();
+            let pad = ((b - a) * 0.25).max(1_000.0).max((full.1 - full.0) / 40.0);
+            self.x_range = Some(clamp_view((a - pad, b + pad), full));
         }
         // The plan's evidence is the static graph's chart.
         let static_plan = f.kind == memsight_core::detect::FindingKind::StaticGraph;
