@@ -115,13 +115,8 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
     hsv(hue, 0.6, value)
 }
 
-/// Allocations merged below a pixel: their largest one's hue, washed out towards grey so a merged
-/// run never passes for a single allocation.
-pub fn merged_band_color(stack: u32) -> Color32 {
-    merged(band_color(stack, 0))
-}
-
-/// `c` washed out towards grey, for runs of merged bands.
+/// `c` washed out towards grey, for runs of merged bands: allocations merged below a pixel take
+/// their largest one's hue, washed out so a merged run never passes for a single allocation.
 pub fn merged(c: Color32) -> Color32 {
     let mix = |x: u8| ((u16::from(x) * 2 + u16::from(MERGED_BAND.r()) * 3) / 5) as u8;
     Color32::from_rgb(mix(c.r()), mix(c.g()), mix(c.b()))
