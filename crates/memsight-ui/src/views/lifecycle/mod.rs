@@ -373,7 +373,9 @@ impl LifecycleState {
     }
 
     /// Shows what `other` shows: the same view, colouring and options (not its layout, which is
-    /// made again for this chart's size).
+    /// made again for this chart's size), and its legend as drawn: the same fold state and the
+    /// same call sites with the same shares (measured on the other's bands). For an export at
+    /// another size: the legend then stays fixed.
     pub fn copy_view(&mut self, other: &Self) {
         self.x_range = other.x_range;
         self.y_range = other.y_range;
