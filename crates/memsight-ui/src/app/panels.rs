@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use egui::Ui;
+use egui::{Rect, Ui};
 use memsight_core::frames::stack_text;
 use memsight_core::units::format_bytes;
 
@@ -528,37 +528,17 @@ impl MemsightApp {
             .predicted_pool(i, event)
             .zip(current.map(|r| r.settings.describe()));
         let width = ui.available_width();
-        let mut open = true;
         // Wide enough for its figures side by side; without the findings panel beside it
         // (collapsed in a narrow window), it may take the whole side budget.
         let share = if self.show_findings { 0.6 } else { 0.9 };
-        let panel = egui::Panel::right("whatif")
-            .resizable(true)
-            .default_size((width * 0.25).clamp(340.0, 400.0))
-            .min_size(220.0)
-            .max_size((width * (1.0 - CHART_MIN_SHARE) * share).max(220.0))
-            .show(ui, |ui| {
-                ui.horizontal(|ui| {
-                    ui.heading("What if");
-                    if ui.small_button("close").clicked() {
-                        open = false;
-                    }
-                });
-                // Text wraps at the panel's width; wider content scrolls sideways, it never
-                // pushes the panel off-screen.
-                let visible_width = ui.available_width();
-                // Solid scroll bars take their own room: a floating one lay over the last row
-                // (the sweep's button at 800×500) and took its clicks.
-                ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
-                egui::ScrollArea::both()
-                    .id_salt("whatif-scroll")
-                    .auto_shrink([false, false])
-                    .show(ui, |ui| {
-                        ui.set_max_width(visible_width);
-                        crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif);
-                    });
-            });
-        self.layout.whatif = Some(panel.response.rect);
+        let max_width = (width * (1.0 - CHART_MIN_SHARE) * share).max(220.0);
+        let (rect, open) = docked_panel(
+            ui,
+            ("whatif", "What if"),
+            ((width * 0.25).clamp(340.0, 400.0), 220.0, max_width),
+            |ui| crate::views::whatif::whatif_ui(ui, &data, i, &mut doc.whatif),
+        );
+        self.layout.whatif = Some(rect);
         doc.whatif.open = open;
     }
 
@@ -577,33 +557,18 @@ impl MemsightApp {
         };
         let data = Arc::clone(&doc.data);
         let event = doc.selection.event;
-        let mut open = true;
         let width = ui.available_width();
         let max_width = (width * (1.0 - CHART_MIN_SHARE) * 0.6).max(220.0);
-        egui::Panel::right("owners")
-            .resizable(true)
-            .default_size((width * 0.3).clamp(280.0, 460.0).min(max_width))
-            .min_size(220.0)
-            .max_size(max_width)
-            .show(ui, |ui| {
-                ui.horizontal(|ui| {
-                    ui.heading("Memory by owner");
-                    if ui.small_button("close").clicked() {
-                        open = false;
-                    }
-                });
-                // Wider content (long owner names) scrolls sideways: it never widens the panel
-                // over the chart.
-                let visible_width = ui.available_width();
-                ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
-                egui::ScrollArea::both()
-                    .id_salt("owners-scroll")
-                    .auto_shrink([false, false])
-                    .show(ui, |ui| {
-                        ui.set_max_width(visible_width);
-                        crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners);
-                    });
-            });
+        let (_, open) = docked_panel(
+            ui,
+            ("owners", "Memory by owner"),
+            (
+                (width * 0.3).clamp(280.0, 460.0).min(max_width),
+                220.0,
+                max_width,
+            ),
+            |ui| crate::views::owners::owners_ui(ui, &data, i, event, &mut doc.owners),
+        );
         doc.owners.open = open;
     }
 
@@ -631,38 +596,65 @@ impl MemsightApp {
         let Some(doc) = self.docs.get(self.active) else {
             return;
         };
-        let mut open = self.show_warnings;
         // Docked on the right, as tall as its lines need: never an empty box over the chart.
         let width = ui.available_width();
         let max_width = (width * (1.0 - CHART_MIN_SHARE) * 0.6).max(200.0);
-        egui::Panel::right("warnings")
-            .resizable(true)
-            .default_size((width * 0.25).clamp(240.0, 420.0).min(max_width))
-            .min_size(200.0)
-            .max_size(max_width)
-            .show(ui, |ui| {
-                ui.horizontal(|ui| {
-                    ui.heading("Warnings");
-                    if ui.small_button("close").clicked() {
-                        open = false;
-                    }
-                });
+        let (_, open) = docked_panel(
+            ui,
+            ("warnings", "Warnings"),
+            (
+                (width * 0.25).clamp(240.0, 420.0).min(max_width),
+                200.0,
+                max_width,
+            ),
+            |ui| {
                 ui.weak("Esc closes");
-                let visible_width = ui.available_width();
-                egui::ScrollArea::vertical()
-                    .id_salt("warnings-scroll")
-                    .auto_shrink([false, true])
-                    .show(ui, |ui| {
-                        ui.set_max_width(visible_width);
-                        if doc.data.loaded.warnings.is_empty() {
-                            ui.label("none");
-                        }
-                        for w in &doc.data.loaded.warnings {
-                            ui.label(w.to_string());
-                            ui.separator();
-                        }
-                    });
-            });
+                if doc.data.loaded.warnings.is_empty() {
+                    ui.label("none");
+                }
+                for w in &doc.data.loaded.warnings {
+                    ui.label(w.to_string());
+                    ui.separator();
+                }
+            },
+        );
         self.show_warnings = open;
     }
+}
+
+/// A panel docked right of the chart (What if, Memory by owner, Warnings), never over it: a
+/// heading with a close button, then `content`, whose text wraps at the panel's width and whose
+/// wider content scrolls sideways (it never pushes the panel over the chart or off-screen). Solid
+/// scroll bars take their own room: a floating one lay over the last row (the what-if sweep's
+/// button at 800×500) and took its clicks. Returns where the panel is and whether it stays open.
+fn docked_panel(
+    ui: &mut Ui,
+    (id, title): (&str, &str),
+    (default_width, min_width, max_width): (f32, f32, f32),
+    content: impl FnOnce(&mut Ui),
+) -> (Rect, bool) {
+    let mut open = true;
+    let panel = egui::Panel::right(id)
+        .resizable(true)
+        .default_size(default_width)
+        .min_size(min_width)
+        .max_size(max_width)
+        .show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.heading(title);
+                if ui.small_button("close").clicked() {
+                    open = false;
+                }
+            });
+            let visible_width = ui.available_width();
+            ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
+            egui::ScrollArea::both()
+                .id_salt((id, "scroll"))
+                .auto_shrink([false, false])
+                .show(ui, |ui| {
+                    ui.set_max_width(visible_width);
+                    content(ui);
+                });
+        });
+    (panel.response.rect, open)
 }
