@@ -6,8 +6,9 @@
 //! 1. **workspace**: a frame names a workspace (`torch_npu`'s workspace allocator, cuBLAS / cuDNN
 //!    workspaces); or, alive before the trace with no stack and never freed, it has exactly the
 //!    size of a workspace the trace made (cuBLAS makes one per stream and thread).
-//! 2. **parameter**: made by `.to()` / `.cuda()` / `.npu()` / `_apply` / `load_state_dict` / a
-//!    module's `__init__` / `reset_parameters`, outside backward and the optimizer; or alive
+//! 2. **parameter**: made by a module's `.to()` / `.cuda()` / `.npu()` (`Module._apply`) /
+//!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
+//!    optimizer (a method named `to` elsewhere moves an input: `BatchEncoding.to`); or alive
 //!    before the trace and never freed in it with no stack at all (weights and buffers made
 //!    before recording began). A block from before the trace whose stack names no model loading
 //!    is not taken for a weight: a state-only recording's KV cache and a ring-buffered trace's
@@ -30,7 +31,9 @@
 //!    block still held then is an input batch, a cache or a leak: **retained**; with no
 //!    backward after it (inference, a forward pass alone), kept to the end of the trace.
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
-//!    the next backward pass starts). In a trace with no backward pass at all, a block an
+//!    the next backward pass starts), held for less than a quarter of the trace: held longer, no
+//!    phase explains it (a warm-up pass's graph, the previous batch's outputs kept through the
+//!    next) and it is **unknown**. In a trace with no backward pass at all, a block an
 //!    object's constructor (`__init__`, not a `torch.nn` module's) made and kept for a quarter of
 //!    the trace or more is **long-lived** state instead.
 //!
@@ -42,7 +45,10 @@
 //! the optimizer; and a block kept through every iteration was not made by one.
 //! 7. **unknown**: anything else (alive before the trace, freed in it, with no telling stack).
 //!
-//! Then five rules that need the first pass's categories:
+//! A block from before the trace is a temporary only if the backward pass or optimizer step
+//! the trace begins inside frees it; freed later, it outlived its phase: unknown.
+//!
+//! Then the rules that need the first pass's categories:
 //! - **optimizer state, replaced**: where the trace begins inside an optimizer step, a block the
 //!   optimizer made before the trace and frees in that step after the step made a block of its
 //!   size that outlives the step is the moment that block replaces (`replaced_state`).
@@ -53,7 +59,13 @@
 //!   `.grad`, which a `None` `.grad` would have kept instead), half of each size is last step's
 //!   gradients (`zero_grad()` without `set_to_none`, or none at all), taken from its stackless
 //!   blocks. Which stackless block of a pair is the gradient the trace cannot tell: the upper
-//!   addresses are taken, and the bytes are right.
+//!   addresses are taken, and the bytes are right. Not where `zero_grad` frees blocks in the
+//!   trace: the program sets its gradients to `None`, so none is carried into a step.
+//! - **a gradient needs a weight**: a gradient has its weight's size, and a backward pass makes
+//!   at most one per weight. Blocks taken for gradients only by their lifetime (no
+//!   `AccumulateGrad`, `zero_grad` or owner says so) beyond the blocks of their size that may
+//!   be weights when the pass starts are **unknown** (`gradients_need_a_weight`): a gradient
+//!   total above the weights is no finding.
 //! - **optimizer state, Adam's from before the trace**: where the trace runs Adam (its frames
 //!   say so) and the stackless blocks from before the trace taken for weights come in threes
 //!   per size (sizes holding 90 % of their bytes), each size with gradients in the trace, two of
@@ -147,14 +159,15 @@ impl Category {
     pub fn definition(self) -> &'static str {
         match self {
             Self::Parameter => {
-                "made by .to() / .cuda() / .npu() / _apply / load_state_dict / a module's \
-                 __init__ / reset_parameters; made by a constructor and replaced by an optimizer \
+                "made by a module's .to() / .cuda() / .npu() (Module._apply), load_state_dict, \
+                 a module's __init__ or reset_parameters; made by a constructor and replaced by an optimizer \
                  step, or by one that replaced such a block; or alive before the trace and never \
                  freed in it with no call stack"
             }
             Self::Gradient => {
                 "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
-                 ends, or freed by zero_grad"
+                 ends, or freed by zero_grad; never more of a size than blocks of that size that \
+                 may be weights"
             }
             Self::OptimizerState => {
                 "made inside an optimizer step (frames of torch/optim or an optimizer's step) and \
@@ -173,14 +186,20 @@ impl Category {
                 "made in a forward pass (or a checkpoint's recomputation of one) and still alive \
                  when its iteration is over"
             }
-            Self::Temporary => "freed within the phase (forward, backward, optimizer) that made it",
+            Self::Temporary => {
+                "freed within the phase (forward, backward, optimizer) that made it, and held for \
+                 less than a quarter of the trace"
+            }
             Self::LongLived => {
                 "made by an object's constructor (__init__) and kept: for a quarter of a trace \
                  with no backward pass, or through every backward pass of one with them"
             }
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
             Self::Unknown => {
-                "no rule applies: alive before the trace, with a stack that says nothing of its use"
+                "what the file shows does not say: alive before the trace with a stack that says \
+                 nothing of its use; held over a quarter of the trace and freed where no phase \
+                 explains it; or made in a backward pass and kept, beyond one per weight of its \
+                 size"
             }
         }
     }
@@ -331,15 +350,14 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
         marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
+        // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
+        // name elsewhere moves inputs (`BatchEncoding.to`, a graph's `Data.to()`), not weights.
+        let module_file = file.contains("/nn/modules/") || file.contains("\\nn\\modules\\");
         marks.parameter_init |= matches!(
             name,
-            "to" | "cuda"
-                | "npu"
-                | "_apply"
-                | "load_state_dict"
-                | "_load_from_state_dict"
-                | "reset_parameters"
-        ) || (name == "__init__" && file.contains("/nn/modules/"));
+            "_apply" | "load_state_dict" | "_load_from_state_dict" | "reset_parameters"
+        ) || (module_file
+            && matches!(name, "__init__" | "to" | "cuda" | "npu"));
     }
     marks
 }
@@ -380,9 +398,14 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         .map(|r| r.start)
         .collect();
     let iteration_ends = iteration_ends(&categories.runs);
-    let outside_the_optimizer = first_allocation_outside_the_optimizer(device, &categories.runs);
+    let start = trace_start(device, &categories.runs);
     // Autocast's casts, judged once the parameters are known.
     let mut casts: Vec<usize> = Vec::new();
+    // Some block freed by `zero_grad` in the trace: the program sets its gradients to `None`.
+    let mut zero_grad_frees = false;
+    // Gradients only by their lifetime (made in a backward pass and kept after it): no
+    // `AccumulateGrad`, `zero_grad` or owner says so.
+    let mut by_lifetime_gradients: Vec<usize> = Vec::new();
     for l in &replay.lifetimes {
         // msMemScope names what each block is for (`owner`): its word beats our guess.
         let named = l
@@ -396,11 +419,13 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .or(l.free_completed_event)
             .and_then(|f| device.trace.stack.get(f as usize))
             .is_some_and(|&s| marks(s).zero_grad);
+        zero_grad_frees |= freed_by_zero_grad;
         let m = marks(l.stack);
         categories.autocast |= m.autocast_cast;
         if m.autocast_cast && named.is_none() && l.alloc_event.is_some() {
             casts.push(categories.of_lifetime.len());
         }
+        let told_by_stack = named.is_some() || freed_by_zero_grad || m.accumulate_grad;
         let category = named.unwrap_or_else(|| {
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
@@ -411,10 +436,13 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
                     &categories.runs,
                     (&backward_starts, device.trace.len() as u32),
                     &iteration_ends,
-                    outside_the_optimizer,
+                    start,
                 )
             }
         });
+        if category == Category::Gradient && !told_by_stack {
+            by_lifetime_gradients.push(categories.of_lifetime.len());
+        }
         categories.of_lifetime.push(category);
     }
     workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
@@ -424,20 +452,27 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         |stack| marks(stack).optimizer,
         &mut categories.of_lifetime,
     );
-    categories.kept_gradient_blocks =
-        gradients_kept_from_an_earlier_step(replay, &categories.runs, &mut categories.of_lifetime);
-    let adam = device
-        .trace
-        .stack
-        .iter()
-        .zip(&device.trace.action)
-        .any(|(&s, &a)| a == Action::Alloc && marks(s).adam);
-    if adam {
+    // `zero_grad(set_to_none=True)` frees every gradient, so none is carried into the next
+    // step: the pairs of weight-sized blocks from before the trace are something else.
+    if !zero_grad_frees {
+        categories.kept_gradient_blocks = gradients_kept_from_an_earlier_step(
+            replay,
+            &categories.runs,
+            &mut categories.of_lifetime,
+        );
+    }
+    if runs_adam(device, &mut marks) {
         adam_moments_before_the_trace(replay, &mut categories.of_lifetime);
     }
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
     replaced_parameters(replay, &categories.runs, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
+    gradients_need_a_weight(
+        replay,
+        &categories.runs,
+        &by_lifetime_gradients,
+        &mut categories.of_lifetime,
+    );
     held_at_the_failure(
         device,
         replay,
@@ -452,6 +487,12 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         &mut categories.of_lifetime,
     );
     categories
+}
+
+/// Whether some allocation of the trace is Adam's or `AdamW`'s (its frames say so).
+fn runs_adam(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> bool {
+    let trace = &device.trace;
+    (0..trace.len()).any(|i| trace.action[i] == Action::Alloc && marks(trace.stack[i]).adam)
 }
 
 /// msMemScope's owners have the last word where the recording's owners name model state:
@@ -487,12 +528,19 @@ fn owners_decide(
         };
         if let Some(named) = from_owner(owner) {
             *category = named;
-        } else if category.is_model_state() && is_pool_owner(owner) {
+        } else if is_pool_owner(owner) {
             let alloc = l.alloc_event.unwrap_or(0);
             let freed = l.free_requested_event.or(l.free_completed_event);
             let run = runs
                 .get(runs.partition_point(|r| r.start <= alloc).wrapping_sub(1))
                 .filter(|r| alloc < r.end);
+            // Kept from a backward pass beyond the weights' count, unknown by its lifetime:
+            // the owner says it is no gradient either.
+            let kept_from_backward =
+                *category == Category::Unknown && run.is_some_and(|r| r.phase == Phase::Backward);
+            if !category.is_model_state() && !kept_from_backward {
+                continue;
+            }
             *category = match (run, freed) {
                 (Some(run), Some(f)) if f < run.end => Category::Temporary,
                 _ => Category::Activation,
@@ -530,7 +578,8 @@ fn held_at_the_failure(
     };
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         let freed = l.free_requested_event.or(l.free_completed_event);
-        if *c == Category::Temporary
+        // A block held long enough to be unknown, made in that pass, was what it held too.
+        if matches!(*c, Category::Temporary | Category::Unknown)
             && l.alloc_event.is_some_and(|a| a < oom && in_forward(a))
             && freed.is_some_and(|f| f > oom)
         {
@@ -569,7 +618,8 @@ fn replaced_state(
     }
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         let freed = l.free_requested_event.or(l.free_completed_event);
-        if *c == Category::Temporary
+        // A block held long enough to be unknown, made in that pass, was what it held too.
+        if matches!(*c, Category::Temporary | Category::Unknown)
             && l.alloc_event.is_none()
             && freed.is_some_and(|f| {
                 f < first.end
@@ -685,6 +735,78 @@ fn replaced_parameters(replay: &DeviceReplay, runs: &[PhaseRun], of_lifetime: &m
                 *left -= 1;
                 of_lifetime[id] = Category::Parameter;
             }
+        }
+    }
+}
+
+/// What a weight may be where the stack does not say: the blocks a gradient can belong to.
+pub(crate) fn may_be_a_weight(c: Category) -> bool {
+    matches!(
+        c,
+        Category::Parameter | Category::LongLived | Category::Unknown | Category::Retained
+    )
+}
+
+/// A gradient has its weight's size, and a backward pass makes at most one per weight: of the
+/// blocks taken for gradients only by their lifetime (made in a backward pass, kept after it),
+/// those beyond the blocks of their size that may be weights (alive when the pass starts) are
+/// not known to be gradients — outputs a backward hook keeps, an input's gradient, a
+/// communication bucket — and are unknown. A gradient total above the weights is no finding.
+fn gradients_need_a_weight(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    by_lifetime: &[usize],
+    of_lifetime: &mut [Category],
+) {
+    let backward: Vec<PhaseRun> = runs
+        .iter()
+        .copied()
+        .filter(|r| r.phase == Phase::Backward)
+        .collect();
+    let run_of = |e: u32| {
+        let k = backward.partition_point(|r| r.start <= e).wrapping_sub(1);
+        backward.get(k).filter(|r| e < r.end).map(|_| k)
+    };
+    // Per (pass, size): the gradients by lifetime, in the order made.
+    let mut made: FxHashMap<(usize, u64), Vec<usize>> = FxHashMap::default();
+    for &id in by_lifetime {
+        let l = &replay.lifetimes[id];
+        if of_lifetime[id] != Category::Gradient {
+            continue;
+        }
+        if let Some(k) = l.alloc_event.and_then(run_of) {
+            made.entry((k, l.requested_size_bytes))
+                .or_default()
+                .push(id);
+        }
+    }
+    if made.is_empty() {
+        return;
+    }
+    // Per size, the passes that made such gradients of it.
+    let mut passes_of: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for &(k, size) in made.keys() {
+        passes_of.entry(size).or_default().push(k);
+    }
+    let mut weights: FxHashMap<(usize, u64), usize> = FxHashMap::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        let size = l.requested_size_bytes;
+        let Some(passes) = passes_of.get(&size).filter(|_| may_be_a_weight(c)) else {
+            continue;
+        };
+        let freed = l.free_requested_event.or(l.free_completed_event);
+        for &k in passes {
+            let start = backward[k].start;
+            if l.alloc_event.is_none_or(|a| a < start) && freed.is_none_or(|f| f > start) {
+                *weights.entry((k, size)).or_default() += 1;
+            }
+        }
+    }
+    for (key, mut ids) in made {
+        let allowed = weights.get(&key).copied().unwrap_or(0);
+        ids.sort_by_key(|&id| replay.lifetimes[id].alloc_event);
+        for &id in ids.iter().skip(allowed) {
+            of_lifetime[id] = Category::Unknown;
         }
     }
 }
@@ -993,7 +1115,7 @@ fn lifetime_category(
     runs: &[PhaseRun],
     (backward_starts, trace_len): (&[u32], u32),
     iteration_ends: &[Option<u32>],
-    outside_the_optimizer: Option<u32>,
+    start: TraceStart,
 ) -> Category {
     let freed = l.free_requested_event.or(l.free_completed_event);
     if m.workspace {
@@ -1054,7 +1176,15 @@ fn lifetime_category(
             _ => {
                 let k = backward_starts.partition_point(|&s| s <= alloc);
                 let next_backward = backward_starts.get(k);
+                // Held over a quarter of the trace, a block no phase explains is no temporary:
+                // a warm-up pass's graph, the previous batch's outputs kept through the next.
+                let long = |f: u32| {
+                    u64::from(f.saturating_sub(alloc)) * LONG_LIVED_SHARE >= u64::from(trace_len)
+                };
                 match (next_backward, freed) {
+                    (Some(&start), Some(f)) if f < start && long(f) && !m.constructor => {
+                        Category::Unknown
+                    }
                     (Some(&start), Some(f)) if f < start => Category::Temporary,
                     // No backward pass anywhere: no phase frees it. Made by an object's
                     // constructor and alive over a quarter of the trace, it is that object's
@@ -1068,6 +1198,7 @@ fn lifetime_category(
                     {
                         Category::LongLived
                     }
+                    (None, Some(f)) if long(f) => Category::Unknown,
                     (None, Some(_)) => Category::Temporary,
                     // Still held when its iteration is over: an input batch, a cache, a leak;
                     // not what the forward pass keeps for backward (that is freed in it).
@@ -1083,7 +1214,7 @@ fn lifetime_category(
             }
         }
     } else {
-        before_the_trace(m, l.stack != NO_STACK, freed, runs, outside_the_optimizer)
+        before_the_trace(m, l.stack != NO_STACK, freed, runs, start)
     }
 }
 
@@ -1093,19 +1224,37 @@ fn in_an_optimizer_step(runs: &[PhaseRun], e: u32) -> bool {
         .is_some_and(|r| r.phase == Phase::Optimizer && e < r.end)
 }
 
-/// The first allocation with a stack made outside an optimizer step: where a trace that begins
-/// inside a step leaves it (or its first allocation when it begins elsewhere). The optimizer's
-/// temporaries from before the trace are freed by then; its state is not.
-fn first_allocation_outside_the_optimizer(device: &Device, runs: &[PhaseRun]) -> Option<u32> {
+/// Where the trace begins, as the blocks from before it need it.
+#[derive(Clone, Copy)]
+struct TraceStart {
+    /// The first allocation with a stack made outside an optimizer step: where a trace that
+    /// begins inside a step leaves it (or its first allocation when it begins elsewhere). The
+    /// optimizer's temporaries from before the trace are freed by then; its state is not.
+    outside_the_optimizer: Option<u32>,
+    /// The backward pass or optimizer step the trace begins inside (its first allocation with a
+    /// stack is that run's): only there can a block from before the trace be a temporary.
+    began_in: Option<PhaseRun>,
+}
+
+fn trace_start(device: &Device, runs: &[PhaseRun]) -> TraceStart {
     let trace = &device.trace;
-    let first = (0..trace.len())
-        .find(|&i| trace.action[i] == Action::Alloc && trace.stack[i] != NO_STACK)?
-        as u32;
-    match runs.first() {
-        Some(r) if r.phase == Phase::Optimizer && r.start == first => {
-            (r.end < trace.len() as u32).then_some(r.end)
-        }
+    let Some(first) = (0..trace.len())
+        .find(|&i| trace.action[i] == Action::Alloc && trace.stack[i] != NO_STACK)
+        .map(|i| i as u32)
+    else {
+        return TraceStart {
+            outside_the_optimizer: None,
+            began_in: None,
+        };
+    };
+    let began_in = runs.first().copied().filter(|r| r.start == first);
+    let outside_the_optimizer = match began_in {
+        Some(r) if r.phase == Phase::Optimizer => (r.end < trace.len() as u32).then_some(r.end),
         _ => Some(first),
+    };
+    TraceStart {
+        outside_the_optimizer,
+        began_in,
     }
 }
 
@@ -1140,7 +1289,7 @@ fn before_the_trace(
     has_stack: bool,
     freed: Option<u32>,
     runs: &[PhaseRun],
-    outside_the_optimizer: Option<u32>,
+    start: TraceStart,
 ) -> Category {
     let first_optimizer_step = runs
         .iter()
@@ -1154,10 +1303,21 @@ fn before_the_trace(
         // Freed at or after the optimizer step: a gradient that `zero_grad` released.
         Some(f) if m.backward && first_optimizer_step.is_some_and(|s| f >= s) => Category::Gradient,
         // Made by the optimizer, alive past the step the trace may begin in: replaced state.
-        Some(f) if m.optimizer && !m.backward && outside_the_optimizer.is_some_and(|o| f > o) => {
+        Some(f)
+            if m.optimizer && !m.backward && start.outside_the_optimizer.is_some_and(|o| f > o) =>
+        {
             Category::OptimizerState
         }
-        Some(_) if m.backward || m.optimizer => Category::Temporary,
+        // Freed in the pass or step the trace began inside: that phase's temporary. Freed
+        // later, it outlived its phase, and what it was the trace does not show.
+        Some(f)
+            if start
+                .began_in
+                .is_some_and(|r| f < r.end && (r.phase == Phase::Backward) == m.backward)
+                && (m.backward || m.optimizer) =>
+        {
+            Category::Temporary
+        }
         // Never freed: weights and buffers, unless the stack says it was made for something else.
         None if m.parameter_init || (!has_stack && m == StackMarks::default()) => {
             Category::Parameter

@@ -414,6 +414,15 @@ impl Snapshot {
                 .any(|d| d.trace.action.contains(&Action::WorkspaceSnapshot))
     }
 
+    /// Whether the program ran on Windows: its frames' files have drive-letter paths
+    /// (`C:\\research\\…`). `PyTorch` has no expandable segments there.
+    pub fn recorded_on_windows(&self) -> bool {
+        self.frames.iter().any(|f| {
+            let b = self.str(f.filename).as_bytes();
+            b.len() > 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\'
+        })
+    }
+
     pub fn device(&self, ordinal: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.ordinal == ordinal)
     }

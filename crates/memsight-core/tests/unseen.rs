@@ -659,3 +659,117 @@ fn a_trace_entry_shared_through_the_memo_is_refused() {
         "{err}"
     );
 }
+
+/// The categories of every block of a one-device file written here, in trace order, by size in
+/// MiB.
+fn categories_by_mib(segments: Vec<Py>, trace: Vec<Py>) -> Vec<(u64, &'static str)> {
+    let loaded = load(&top(segments, vec![trace]));
+    let categories = memsight_core::category::classify(
+        &loaded.snapshot,
+        &loaded.snapshot.devices[0],
+        &loaded.replays[0],
+    );
+    loaded.replays[0]
+        .lifetimes
+        .iter()
+        .zip(&categories.of_lifetime)
+        .map(|(l, c)| (l.requested_size_bytes >> 20, c.name()))
+        .collect()
+}
+
+/// Evidence first (issue 32's held-out audits): a method named `to` outside `torch.nn` moves an
+/// input (`BatchEncoding.to`, a graph's `Data.to()`), not weights, while `Module.to` runs
+/// `_apply`; and a gradient has its weight's size, one per weight and backward pass: of two
+/// 3 MiB blocks a backward pass makes and keeps beside one 3 MiB weight, one may be its
+/// gradient, the other is not known to be one (a gradient total above the weights is no
+/// finding).
+#[test]
+fn a_category_needs_what_the_file_shows() {
+    let module_to = || {
+        Py::List(vec![
+            Py::Dict(vec![
+                ("name", Py::Str("_apply")),
+                ("filename", Py::Str("/py/torch/nn/modules/module.py")),
+                ("line", Py::Int(930)),
+            ]),
+            Py::Dict(vec![
+                ("name", Py::Str("to")),
+                ("filename", Py::Str("/py/torch/nn/modules/module.py")),
+                ("line", Py::Int(1340)),
+            ]),
+        ])
+    };
+    let input_to = || frames("to", "/py/transformers/tokenization_utils_base.py", 810);
+    let forward = || frames("forward", "/src/model.py", 40);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let trace = vec![
+        event("segment_alloc", BASE, 20 * MIB, module_to()),
+        event("alloc", BASE, 3 * MIB, module_to()),
+        event("alloc", BASE + 3 * MIB, 2 * MIB, input_to()),
+        event("alloc", BASE + 5 * MIB, MIB, forward()),
+        event("alloc", BASE + 6 * MIB, 3 * MIB, backward()),
+        event("free_requested", BASE + 5 * MIB, MIB, backward()),
+        event("free_completed", BASE + 5 * MIB, MIB, backward()),
+        event("alloc", BASE + 9 * MIB, 3 * MIB, backward()),
+        event("alloc", BASE + 12 * MIB, MIB, forward()),
+    ];
+    let blocks = vec![
+        block(BASE, 3 * MIB, "active_allocated", Some(module_to())),
+        block(
+            BASE + 3 * MIB,
+            2 * MIB,
+            "active_allocated",
+            Some(input_to()),
+        ),
+        block(BASE + 5 * MIB, MIB, "inactive", None),
+        block(
+            BASE + 6 * MIB,
+            3 * MIB,
+            "active_allocated",
+            Some(backward()),
+        ),
+        block(
+            BASE + 9 * MIB,
+            3 * MIB,
+            "active_allocated",
+            Some(backward()),
+        ),
+        block(BASE + 12 * MIB, MIB, "active_allocated", Some(forward())),
+        block(BASE + 13 * MIB, 7 * MIB, "inactive", None),
+    ];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
+    assert_eq!(by_mib[0], (3, "parameter"), "{by_mib:?}");
+    assert_ne!(by_mib[1].1, "parameter", "{by_mib:?}");
+    assert_eq!(
+        &by_mib[3..5],
+        [(3, "gradient"), (3, "unknown")],
+        "{by_mib:?}"
+    );
+}
+
+/// A block a forward-only trace frees after holding it over a quarter of the trace (a warm-up
+/// pass's output, the previous batch's logits kept through the next) is not called a
+/// temporary; one freed by the next operation is.
+#[test]
+fn a_block_held_over_a_quarter_of_the_trace_is_no_temporary() {
+    let at = |line| frames("forward", "/src/infer.py", line);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 20 * MIB, at(1)),
+        event("alloc", BASE, 4 * MIB, at(1)),
+    ];
+    for k in 0..4 {
+        trace.push(event("alloc", BASE + 4 * MIB, MIB, at(10 + k)));
+        trace.push(event("free_requested", BASE + 4 * MIB, MIB, at(10 + k)));
+        trace.push(event("free_completed", BASE + 4 * MIB, MIB, at(10 + k)));
+    }
+    trace.push(event("free_requested", BASE, 4 * MIB, at(20)));
+    trace.push(event("free_completed", BASE, 4 * MIB, at(20)));
+    trace.push(event("alloc", BASE, 2 * MIB, at(30)));
+    let blocks = vec![
+        block(BASE, 2 * MIB, "active_allocated", Some(at(30))),
+        block(BASE + 2 * MIB, 18 * MIB, "inactive", None),
+    ];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
+    assert_eq!(by_mib[0], (4, "unknown"), "{by_mib:?}");
+    assert_eq!(by_mib[1], (1, "temporary"), "{by_mib:?}");
+}

@@ -304,6 +304,21 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     } else {
         "PYTORCH_CUDA_ALLOC_CONF"
     };
+    if cx.snapshot.recorded_on_windows() {
+        // Expandable segments are not available on Windows.
+        if gap_bytes < WARNING_GAP_BYTES {
+            return format!(
+                "At {}, this is the cache's ordinary overhead: no allocator setting needs changing \
+                 for it.",
+                format_bytes(gap_bytes as i64)
+            );
+        }
+        return format!(
+            "Try {conf}=max_split_size_mb:512 to keep large cached blocks whole (expandable \
+             segments are not available on Windows, where this file was recorded), or bucket \
+             inputs by length so requests come in fewer sizes."
+        );
+    }
     if gap_bytes < WARNING_GAP_BYTES {
         // The casebook: an allocator-setting change for 76 MiB is noise.
         format!(

@@ -46,6 +46,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 if expandable {
                     "Expandable segments are already on: lower the peak or bucket inputs by size so requests fit \
                      the pieces."
+                } else if cx.snapshot.recorded_on_windows() {
+                    "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole (expandable \
+                     segments are not available on Windows, where this file was recorded)."
                 } else {
                     "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks \
                      whole."

@@ -59,7 +59,7 @@ fn add_owners(cx: &DeviceContext, f: &mut Finding) {
 /// requested bytes, stack, alloc event.
 fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackId, Option<u32>)> {
     let replay = cx.replay;
-    replay
+    let mut held: Vec<_> = replay
         .live_after(cx.device, event)
         .iter()
         .map(|&(_, id)| (id as usize, &replay.lifetimes[id as usize]))
@@ -72,7 +72,31 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackI
                 l.alloc_event,
             )
         })
-        .collect()
+        .collect();
+    gradients_within_the_weights(&mut held);
+    held
+}
+
+/// A gradient has its weight's size, one per weight: at one moment, gradients of a size beyond
+/// the blocks of that size that may be weights break that bound, and the excess (the latest
+/// made) is counted as unknown: a gradient total above the weights is no finding.
+fn gradients_within_the_weights(held: &mut [(Category, u64, StackId, Option<u32>)]) {
+    let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut gradients: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for (k, h) in held.iter().enumerate() {
+        if h.0 == Category::Gradient {
+            gradients.entry(h.1).or_default().push(k);
+        } else if crate::category::may_be_a_weight(h.0) {
+            *weights.entry(h.1).or_default() += 1;
+        }
+    }
+    for (size, mut ks) in gradients {
+        let allowed = weights.get(&size).copied().unwrap_or(0);
+        ks.sort_by_key(|&k| (held[k].3.is_some(), held[k].3));
+        for &k in ks.iter().skip(allowed) {
+            held[k].0 = Category::Unknown;
+        }
+    }
 }
 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {

@@ -138,7 +138,8 @@ fn replayed_advice(
         return None;
     }
     let mut candidates: Vec<(&'static str, Vec<Change>)> = Vec::new();
-    if !have.expandable_segments {
+    // Windows has no expandable segments: nothing to try there.
+    if !have.expandable_segments && !recording.snapshot.recorded_on_windows() {
         candidates.push((EXPANDABLE_WHY, vec![Change::ExpandableSegments(true)]));
     }
     if fragmentation && !have.max_split_size && !have.expandable_segments {

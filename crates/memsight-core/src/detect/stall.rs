@@ -277,7 +277,13 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.events = (worst.first as u32, retry as u32);
         f.focus_event = Some(worst.last as u32);
         f.stack = trace.stack[retry];
-        f.suggestion = if expandable {
+        f.suggestion = if snapshot.recorded_on_windows() && !expandable {
+            "Reduce fragmentation (max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF keeps large blocks \
+             whole; bucket inputs by size) or lower the peak: expandable segments, which avoid the \
+             free-everything-and-retry path, are not available on Windows, where this file was \
+             recorded."
+                .to_string()
+        } else if expandable {
             "Expandable segments are already on: the device is nearly full. Lower the peak (activation \
              checkpointing, a smaller micro-batch) or leave the device more headroom."
                 .to_string()
