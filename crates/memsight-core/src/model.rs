@@ -456,3 +456,32 @@ impl Snapshot {
             .map(|&f| &self.frames[f as usize])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Frame, Snapshot};
+
+    /// A file whose frames have drive-letter paths was recorded on Windows (no expandable
+    /// segments there); POSIX paths and a `C:` without a backslash say nothing of it.
+    #[test]
+    fn windows_is_told_from_the_frames_files() {
+        let with = |files: &[&str]| {
+            let mut s = Snapshot::default();
+            for (k, file) in files.iter().enumerate() {
+                s.strings.push((*file).into());
+                s.frames.push(Frame {
+                    filename: k as u32,
+                    line: 1,
+                    name: k as u32,
+                });
+            }
+            s.recorded_on_windows()
+        };
+        assert!(with(&[
+            "/usr/lib/python3/torch/nn/modules/module.py",
+            "C:\\research\\train.py"
+        ]));
+        assert!(!with(&["/home/me/train.py", "C:train.py", "??"]));
+        assert!(!with(&[]));
+    }
+}
