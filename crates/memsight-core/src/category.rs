@@ -79,6 +79,13 @@
 //!   that step freed a parameter of its size: the weight's new tensor, not the optimizer's
 //!   state (`replaced_parameters`; which of the step's same-sized blocks is the weight the
 //!   trace cannot tell, the earliest made are taken, and the bytes are right).
+//! - **activation, every layer's**: in a trace with no backward pass, a block freed in it,
+//!   made inside a module's forward by a call stack with four or more blocks alive at once (one
+//!   per layer: autograd keeps the graph, or the previous pass's graph is held until its output
+//!   is dropped), not a temporary (`layers_kept_without_backward`).
+//! - **workspace, the backward thread's**: a block of exactly cuBLAS's default workspace made in
+//!   a backward pass with no Python frame and never freed (a few at most) is the workspace of
+//!   that thread's cuBLAS handle, not a gradient (`workspaces_of_the_backward_thread`).
 //! - **activation, held at a failure**: a temporary made in a forward pass before an `oom` event
 //!   and freed only after it was freed by the exception's unwind: it was what the pass held.
 //!
@@ -180,11 +187,13 @@ impl Category {
             }
             Self::Activation => {
                 "made outside backward and the optimizer, alive when the next backward pass \
-                 starts (or, with no backward after it, to the end of the trace or the failure)"
+                 starts (or, with no backward pass at all, kept to the end of the trace or the \
+                 failure, or made by a line with many blocks alive at once: every layer's, as \
+                 autograd keeps them)"
             }
             Self::Retained => {
-                "made in a forward pass (or a checkpoint's recomputation of one) and still alive \
-                 when its iteration is over"
+                "made outside backward and the optimizer step (or by a checkpoint's recomputation \
+                 of a forward pass) and still alive when its iteration is over"
             }
             Self::Temporary => {
                 "freed within the phase (forward, backward, optimizer) that made it, and held for \
@@ -473,20 +482,25 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         &by_lifetime_gradients,
         &mut categories.of_lifetime,
     );
-    held_at_the_failure(
-        device,
-        replay,
-        &categories.runs,
-        &mut categories.of_lifetime,
-    );
-    owners_decide(
-        snapshot,
-        device,
-        replay,
-        &categories.runs,
-        &mut categories.of_lifetime,
-    );
+    last_rules(snapshot, device, replay, &mut categories);
     categories
+}
+
+/// The rules that need every other category, in order: every layer's blocks of a forward pass
+/// alone, the backward thread's workspace, what a failure's unwind freed, msMemScope's owners.
+fn last_rules(
+    snapshot: &Snapshot,
+    device: &Device,
+    replay: &DeviceReplay,
+    categories: &mut Categories,
+) {
+    let (runs, of_lifetime) = (&categories.runs, &mut categories.of_lifetime);
+    if runs.iter().all(|r| r.phase != Phase::Backward) {
+        layers_kept_without_backward(snapshot, replay, of_lifetime);
+    }
+    workspaces_of_the_backward_thread(snapshot, replay, runs, of_lifetime);
+    held_at_the_failure(device, replay, runs, of_lifetime);
+    owners_decide(snapshot, device, replay, runs, of_lifetime);
 }
 
 /// Whether some allocation of the trace is Adam's or `AdamW`'s (its frames say so).
@@ -1016,6 +1030,115 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
             of_lifetime[id] = Category::WeightCopy;
             let freed = l.free_requested_event.or(l.free_completed_event);
             copies.push(std::cmp::Reverse(freed.unwrap_or(u32::MAX)));
+        }
+    }
+}
+
+/// Blocks from one call stack alive at once from this many on are many layers' (one per layer).
+const LAYER_BLOCKS: usize = 4;
+
+/// In a trace with no backward pass, a block freed in it, made inside a module's forward by a
+/// call stack that had many blocks alive at once, is one layer's output among every layer's, kept while later layers ran (autograd
+/// records the graph: a forward pass without `no_grad`, or the previous pass's graph held until
+/// its output is dropped): an activation, not a temporary. Under `no_grad` a layer's tensors go
+/// once the next layer has used them, so a stack has one or two alive.
+fn layers_kept_without_backward(
+    snapshot: &Snapshot,
+    replay: &DeviceReplay,
+    of_lifetime: &mut [Category],
+) {
+    // Made inside a module's forward (a per-parameter loop of an optimizer or an estimator
+    // keeps many blocks of one line too, and they are no layers').
+    let mut in_forward: FxHashMap<StackId, bool> = FxHashMap::default();
+    let mut in_a_forward = |stack: StackId| {
+        *in_forward.entry(stack).or_insert_with(|| {
+            snapshot.stack_frames(stack).any(|f| {
+                matches!(
+                    snapshot.str(f.name),
+                    "forward" | "_call_impl" | "_wrapped_call_impl"
+                )
+            })
+        })
+    };
+    // Per stack, the most blocks alive at once: +1 at each allocation, -1 at each free.
+    let mut changes: Vec<(u32, i8, StackId)> = Vec::new();
+    for l in &replay.lifetimes {
+        let (Some(alloc), false) = (l.alloc_event, l.stack == NO_STACK) else {
+            continue;
+        };
+        changes.push((alloc, 1, l.stack));
+        if let Some(f) = l.free_requested_event.or(l.free_completed_event) {
+            changes.push((f, -1, l.stack));
+        }
+    }
+    changes.sort_unstable_by_key(|&(e, delta, _)| (e, delta));
+    let mut alive: FxHashMap<StackId, (usize, usize)> = FxHashMap::default();
+    for (_, delta, stack) in changes {
+        let (now, most) = alive.entry(stack).or_default();
+        if delta > 0 {
+            *now += 1;
+            *most = (*most).max(*now);
+        } else {
+            *now = now.saturating_sub(1);
+        }
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        let freed = l.free_requested_event.or(l.free_completed_event).is_some();
+        if matches!(*c, Category::Temporary | Category::Unknown)
+            && l.alloc_event.is_some()
+            && freed
+            && alive
+                .get(&l.stack)
+                .is_some_and(|&(_, most)| most >= LAYER_BLOCKS)
+            && in_a_forward(l.stack)
+        {
+            *c = Category::Activation;
+        }
+    }
+}
+
+/// A block of exactly cuBLAS's default workspace made in a backward pass with no frame of the
+/// program (autograd's thread records none, or only C++ frames) and never freed is the
+/// workspace cuBLAS makes for that thread's handle, not a gradient (a GNN with 7,752 B of
+/// weights showed an 8.13 MiB "gradient"); a few at most, one per thread and stream.
+fn workspaces_of_the_backward_thread(
+    snapshot: &Snapshot,
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    if snapshot.is_npu() {
+        return;
+    }
+    let in_backward = |e: u32| {
+        runs.get(runs.partition_point(|r| r.start <= e).wrapping_sub(1))
+            .is_some_and(|r| r.phase == Phase::Backward && e < r.end)
+    };
+    // No Python frame, and not `AccumulateGrad`'s (a weight of 2080 × 1024 fp32 has that size).
+    let no_python = |stack: StackId| {
+        !snapshot.stack_frames(stack).any(|f| {
+            std::path::Path::new(snapshot.str(f.filename))
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+                || snapshot.str(f.name).contains("AccumulateGrad")
+        })
+    };
+    let found: Vec<usize> = replay
+        .lifetimes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.requested_size_bytes == CUBLAS_DEFAULT_WORKSPACE_BYTES
+                && l.alloc_event.is_some_and(in_backward)
+                && l.free_requested_event.or(l.free_completed_event).is_none()
+                && no_python(l.stack)
+        })
+        .map(|(id, _)| id)
+        .filter(|&id| matches!(of_lifetime[id], Category::Gradient | Category::Unknown))
+        .collect();
+    if found.len() <= MAX_CUBLAS_WORKSPACES {
+        for id in found {
+            of_lifetime[id] = Category::Workspace;
         }
     }
 }

@@ -1155,6 +1155,19 @@ fn attention_written_out_in_the_program_is_named() {
             "{file}: {advice}"
         );
     }
+    // Autograd keeps every layer's scores there: the softmax line `transformer.py:138` has 32
+    // blocks alive at the peak, one per layer (an audit's count). Under `no_grad` a layer frees
+    // its own, and the advice says the scores are made while a layer runs instead.
+    if let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") {
+        let advice = peak_finding(&loaded).suggestion;
+        assert!(
+            advice.contains(
+                "attention keeps the seq × seq scores and probabilities of every layer (here \
+                 one softmax line has 32 blocks alive at the peak)"
+            ),
+            "{advice}"
+        );
+    }
     let Some(library) = load("cuda_2023_no_time.pickle") else {
         return;
     };

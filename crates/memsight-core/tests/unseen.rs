@@ -773,3 +773,74 @@ fn a_block_held_over_a_quarter_of_the_trace_is_no_temporary() {
     assert_eq!(by_mib[0], (4, "unknown"), "{by_mib:?}");
     assert_eq!(by_mib[1], (1, "temporary"), "{by_mib:?}");
 }
+
+/// A forward pass recorded without `no_grad` and then dropped: one line inside a module's
+/// forward has a block alive per layer (four at once), freed together when the output goes;
+/// those are activations autograd kept, not temporaries. A line whose block each layer frees
+/// before the next (as under `no_grad`) makes temporaries.
+#[test]
+fn every_layer_s_blocks_of_a_forward_alone_are_activations() {
+    let kept = || frames("forward", "/src/model.py", 41);
+    let scratch = || frames("forward", "/src/model.py", 52);
+    let mut trace = vec![event("segment_alloc", BASE, 20 * MIB, kept())];
+    for layer in 0..4 {
+        trace.push(event("alloc", BASE + layer * MIB, MIB, kept()));
+        trace.push(event("alloc", BASE + 8 * MIB, MIB, scratch()));
+        trace.push(event("free_requested", BASE + 8 * MIB, MIB, scratch()));
+        trace.push(event("free_completed", BASE + 8 * MIB, MIB, scratch()));
+    }
+    for layer in 0..4 {
+        trace.push(event("free_requested", BASE + layer * MIB, MIB, kept()));
+        trace.push(event("free_completed", BASE + layer * MIB, MIB, kept()));
+    }
+    let blocks = vec![block(BASE, 20 * MIB, "inactive", None)];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
+    let names: Vec<&str> = by_mib.iter().map(|&(_, c)| c).collect();
+    assert_eq!(
+        names,
+        [
+            "activation",
+            "temporary",
+            "activation",
+            "temporary",
+            "activation",
+            "temporary",
+            "activation",
+            "temporary"
+        ],
+        "{by_mib:?}"
+    );
+}
+
+/// cuBLAS makes a workspace for the backward thread's handle: exactly its default size
+/// (8,519,680 B), made in a backward pass with no Python frame, never freed. It is a
+/// workspace, not a gradient (a GNN with 7,752 B of weights showed an 8.13 MiB gradient).
+#[test]
+fn the_backward_thread_s_cublas_workspace_is_no_gradient() {
+    const CUBLAS: i128 = 8_519_680;
+    let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let weight = || {
+        Py::List(vec![Py::Dict(vec![
+            ("name", Py::Str("_apply")),
+            ("filename", Py::Str("/py/torch/nn/modules/module.py")),
+            ("line", Py::Int(930)),
+        ])])
+    };
+    let trace = vec![
+        event("segment_alloc", BASE, 40 * MIB, weight()),
+        event("alloc", BASE, MIB, weight()),
+        event("alloc", BASE + MIB, MIB, grad()),
+        event("alloc", BASE + 2 * MIB, CUBLAS, Py::List(vec![])),
+        event("alloc", BASE + 12 * MIB, MIB, grad()),
+    ];
+    let blocks = vec![
+        block(BASE, MIB, "active_allocated", Some(weight())),
+        block(BASE + MIB, MIB, "active_allocated", Some(grad())),
+        block(BASE + 2 * MIB, CUBLAS, "active_allocated", None),
+        block(BASE + 2 * MIB + CUBLAS, 10 * MIB - CUBLAS, "inactive", None),
+        block(BASE + 12 * MIB, MIB, "active_allocated", Some(grad())),
+        block(BASE + 13 * MIB, 27 * MIB, "inactive", None),
+    ];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 40 * MIB, "large", blocks)], trace);
+    assert_eq!(by_mib[2], (8, "workspace"), "{by_mib:?}");
+}

@@ -168,8 +168,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     });
     if parts.iter().any(|p| p.category == Category::Retained) {
         f.summary.push_str(
-            " ('Retained' is memory made in a forward pass and still held after its iteration: \
-             an input kept on purpose, a cache, or a leak.)",
+            " ('Retained' is memory made outside backward and the optimizer step and still held \
+             after its iteration: an input or dataset kept on purpose, a cache, or a leak.)",
         );
     }
     f.breakdown.clone_from(&parts);
@@ -359,6 +359,10 @@ struct PeakFacts<'a> {
     attention: Option<HandAttention>,
     /// What the trace shows of training.
     shown: Shown,
+    /// Unknown blocks at the peak, and of them those allocated before the trace began (their
+    /// stacks, where they have one, are where they were freed).
+    unknown_bytes: u64,
+    unknown_before_the_trace_bytes: u64,
 }
 
 /// What the trace shows of training, as the advice needs it.
@@ -378,6 +382,10 @@ struct HandAttention {
     bytes: u64,
     /// Of `bytes`, made by its softmax.
     softmax_bytes: u64,
+    /// The most blocks one softmax line made that are alive at the peak: one or two are one
+    /// layer's (under `no_grad` each layer frees its scores); many are every layer's, kept for
+    /// backward.
+    softmax_blocks: usize,
 }
 
 impl<'a> PeakFacts<'a> {
@@ -393,6 +401,16 @@ impl<'a> PeakFacts<'a> {
             optimizer_temporary_bytes,
             foreach,
             attention: hand_written_attention(cx, held),
+            unknown_bytes: held
+                .iter()
+                .filter(|h| h.0 == Category::Unknown)
+                .map(|h| h.1)
+                .sum(),
+            unknown_before_the_trace_bytes: held
+                .iter()
+                .filter(|h| h.0 == Category::Unknown && h.3.is_none())
+                .map(|h| h.1)
+                .sum(),
             shown: Shown {
                 backward: cx.categories.has_backward()
                     || cx.categories.of_lifetime.contains(&Category::Gradient),
@@ -421,6 +439,8 @@ fn hand_written_attention(
     // softmax made the block.
     let mut of_stack: FxHashMap<StackId, Option<(String, bool)>> = FxHashMap::default();
     let mut by_function: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    // Per function and softmax source line, the blocks alive at the peak.
+    let mut softmax_lines: FxHashMap<(String, String), usize> = FxHashMap::default();
     for h in held {
         let found = of_stack.entry(h.2).or_insert_with(|| {
             let mut softmax = false;
@@ -452,6 +472,8 @@ fn hand_written_attention(
             sums.0 += h.1;
             if *softmax {
                 sums.1 += h.1;
+                let line = headline_frame(snapshot, h.2).unwrap_or_default();
+                *softmax_lines.entry((function.clone(), line)).or_default() += 1;
             }
         }
     }
@@ -462,11 +484,54 @@ fn hand_written_attention(
             softmax > 0 && bytes * 100 >= total.max(1) * MIN_ATTENTION_PERCENT
         })
         .max_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| b.0.cmp(&a.0)))
-        .map(|(function, (bytes, softmax_bytes))| HandAttention {
-            function,
-            bytes,
-            softmax_bytes,
+        .map(|(function, (bytes, softmax_bytes))| {
+            let softmax_blocks = softmax_lines
+                .iter()
+                .filter(|((f, _), _)| *f == function)
+                .map(|(_, &n)| n)
+                .max()
+                .unwrap_or(0);
+            HandAttention {
+                function,
+                bytes,
+                softmax_bytes,
+                softmax_blocks,
+            }
         })
+}
+
+/// What to do where the largest part of the peak is temporaries.
+fn temporary_advice(facts: &PeakFacts) -> String {
+    // Blocks without a stack name no operation to change.
+    if facts.largest_temporary == "blocks without a call stack" {
+        "Most of the peak is temporary tensors, and the largest have no call stack (made on a \
+         thread that records none, as autograd's backward thread does): record with \
+         `_record_memory_history(stacks=\"all\")` to see which operation makes them."
+            .to_string()
+    } else {
+        format!(
+            "Most of the peak is temporary tensors; the largest comes from {}. Compute that \
+             operation in chunks, or free its inputs before it.",
+            facts.largest_temporary
+        )
+    }
+}
+
+/// What to do where the largest part of the peak is unknown.
+fn unknown_advice(facts: &PeakFacts) -> String {
+    // Made before recording began: the trace holds no allocation of theirs to judge.
+    if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
+        "Most of the unknown memory was allocated before the trace began (its blocks' stacks, \
+         where they have one, are where they were freed), so the trace does not show what made \
+         it. Start recording before the step that makes it (for a benchmark, before the warm-up \
+         runs), with `_record_memory_history(max_entries=…)` large enough to keep it."
+            .to_string()
+    } else {
+        "Neither the call stacks nor the lifetimes tell what most of this memory is. Start with \
+         the call sites above, and record with stacks (`_record_memory_history(stacks=\"all\")`) \
+         if they are missing."
+            .to_string()
+    }
 }
 
 /// The peak's advice: last step's gradients first where they are still allocated, the
@@ -510,17 +575,31 @@ fn suggestion(
         );
     }
     if let Some(attention) = &facts.attention {
+        // Many softmax blocks alive at once are many layers' scores, kept for backward; one or
+        // two are the layer running (under no_grad each layer frees its own).
+        let kept = if attention.softmax_blocks >= LAYER_BLOCKS {
+            "Done this way, attention keeps the seq × seq scores and probabilities of every layer \
+             (here one softmax line has"
+        } else {
+            "Done this way, each layer materialises its seq × seq scores and probabilities while \
+             it runs (here one softmax line has at most"
+        };
         advice = format!(
             "{advice} The program implements attention by hand (matmul and softmax): blocks made \
              inside its own function {} hold {} ({}% of the peak), {} of them made by its \
-             softmax. Done this way, \
-             attention keeps the seq × seq scores and probabilities of every layer. \
+             softmax. {kept} {} block{} alive at the peak). \
              torch.nn.functional.scaled_dot_product_attention computes the same in fused kernels \
-             (flash or memory-efficient attention) that do not keep them.",
+             (flash or memory-efficient attention) that never hold them.",
             attention.function,
             format_bytes(attention.bytes as i64),
             percent(attention.bytes),
             format_bytes(attention.softmax_bytes as i64),
+            attention.softmax_blocks,
+            if attention.softmax_blocks == 1 {
+                ""
+            } else {
+                "s"
+            },
         );
     }
     let optimizer = facts.optimizer_temporary_bytes;
@@ -761,16 +840,13 @@ fn advice(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast keeps. {}",
             weight_copy_advice(workload, facts)
         ),
-        Category::Retained => "Most of the peak is tensors made in a forward pass and still held \
-             after their iteration: an input batch, a cache or a leak. The call sites above say \
+        Category::Retained => "Most of the peak is tensors made outside backward and the \
+             optimizer step and still held after their iteration: an input or dataset kept on the \
+             device, a cache or a leak. The call sites above say \
              which; a tensor kept for later (a metric, a loss for logging) holds its memory until \
              it is freed: keep a Python number (.item()) or a detached host copy instead."
             .to_string(),
-        Category::Temporary => format!(
-            "Most of the peak is temporary tensors; the largest comes from {}. Compute that \
-             operation in chunks, or free its inputs before it.",
-            facts.largest_temporary
-        ),
+        Category::Temporary => temporary_advice(facts),
         Category::LongLived => "Most of the peak is long-lived state: tensors an object's \
              constructor made (the trace has no backward pass or optimizer step) and kept for a \
              quarter of the trace or more. The call sites above say whose; such state is made \
@@ -779,10 +855,7 @@ fn advice(
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."
             .to_string(),
-        Category::Unknown => "Neither the call stacks nor the lifetimes tell what most of this \
-             memory is. Start with the call sites above, and record with stacks \
-             (`_record_memory_history(stacks=\"all\")`) if they are missing."
-            .to_string(),
+        Category::Unknown => unknown_advice(facts),
     };
     if most {
         text
