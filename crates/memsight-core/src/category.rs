@@ -1060,20 +1060,30 @@ fn layers_kept_without_backward(
             })
         })
     };
-    // Per stack, the most blocks alive at once: +1 at each allocation, -1 at each free.
-    let mut changes: Vec<(u32, i8, StackId)> = Vec::new();
+    // Per stack, the most blocks alive at once: +1 at each allocation, -1 at each free, in
+    // event order (an event allocates or frees one block at most: no sort needed).
+    let events = replay
+        .lifetimes
+        .iter()
+        .filter_map(|l| {
+            l.free_requested_event
+                .or(l.free_completed_event)
+                .max(l.alloc_event)
+        })
+        .max()
+        .map_or(0, |e| e as usize + 1);
+    let mut changes: Vec<(i8, StackId)> = vec![(0, NO_STACK); events];
     for l in &replay.lifetimes {
         let (Some(alloc), false) = (l.alloc_event, l.stack == NO_STACK) else {
             continue;
         };
-        changes.push((alloc, 1, l.stack));
+        changes[alloc as usize] = (1, l.stack);
         if let Some(f) = l.free_requested_event.or(l.free_completed_event) {
-            changes.push((f, -1, l.stack));
+            changes[f as usize] = (-1, l.stack);
         }
     }
-    changes.sort_unstable_by_key(|&(e, delta, _)| (e, delta));
     let mut alive: FxHashMap<StackId, (usize, usize)> = FxHashMap::default();
-    for (_, delta, stack) in changes {
+    for (delta, stack) in changes.into_iter().filter(|&(delta, _)| delta != 0) {
         let (now, most) = alive.entry(stack).or_default();
         if delta > 0 {
             *now += 1;
