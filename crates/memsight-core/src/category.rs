@@ -8,7 +8,9 @@
 //!    size of a workspace the trace made (cuBLAS makes one per stream and thread).
 //! 2. **parameter**: made by a module's `.to()` / `.cuda()` / `.npu()` (`Module._apply`) /
 //!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
-//!    optimizer (a method named `to` elsewhere moves an input: `BatchEncoding.to`); or alive
+//!    optimizer (a method named `to` elsewhere moves an input: `BatchEncoding.to`); or made and
+//!    kept by a function that loads a model (`from_pretrained`, `load_weights`, a shard
+//!    loader: `MODEL_LOADING`); or alive
 //!    before the trace and never freed in it with no stack at all (weights and buffers made
 //!    before recording began). A block from before the trace whose stack names no model loading
 //!    is not taken for a weight: a state-only recording's KV cache and a ring-buffered trace's
@@ -323,6 +325,9 @@ struct StackMarks {
     autocast_cast: bool,
     /// A constructor (`__init__`) other than a `torch.nn` module's: an object made the block.
     constructor: bool,
+    /// A model's weights being loaded (`from_pretrained`, `load_weights`, a shard loader): a
+    /// block such a stack makes and keeps is a weight.
+    model_load: bool,
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
     /// hand-written optimizer making its state up front.
     optimizer_constructor: bool,
@@ -358,6 +363,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || file.ends_with("/adamw.py");
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
+        marks.model_load |= MODEL_LOADING.iter().any(|w| lower_name.contains(w));
         marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
         // name elsewhere moves inputs (`BatchEncoding.to`, a graph's `Data.to()`), not weights.
@@ -370,6 +376,18 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     }
     marks
 }
+
+/// Function names that load a model's weights (`PreTrainedModel.from_pretrained`, vLLM's
+/// `load_weights`, a sharded loader's `load_shard`, safetensors' `safe_open`).
+pub(crate) const MODEL_LOADING: [&str; 7] = [
+    "from_pretrained",
+    "load_checkpoint",
+    "load_model",
+    "load_weights",
+    "load_shard",
+    "safe_open",
+    "load_state_dict",
+];
 
 /// Whether a source file's name says it holds an optimizer (`optimizer.py`, `adamw.py`,
 /// `my_sgd.py`): its file name, not its folder, so that a project's `optim/` folder of data
@@ -1107,10 +1125,11 @@ fn layers_kept_without_backward(
     }
 }
 
-/// A block of exactly cuBLAS's default workspace made in a backward pass with no frame of the
-/// program (autograd's thread records none, or only C++ frames) and never freed is the
-/// workspace cuBLAS makes for that thread's handle, not a gradient (a GNN with 7,752 B of
-/// weights showed an 8.13 MiB "gradient"); a few at most, one per thread and stream.
+/// A block of exactly cuBLAS's default workspace made in the trace and never freed (a few at
+/// most, one per thread and stream) is the workspace cuBLAS makes for a handle: made in a
+/// backward pass with no frame of the program (autograd's thread records none, or only C++
+/// frames), not a gradient (a GNN with 7,752 B of weights showed an 8.13 MiB "gradient"); made
+/// elsewhere and kept past its iteration, not a retained tensor.
 fn workspaces_of_the_backward_thread(
     snapshot: &Snapshot,
     replay: &DeviceReplay,
@@ -1133,21 +1152,35 @@ fn workspaces_of_the_backward_thread(
                 || snapshot.str(f.name).contains("AccumulateGrad")
         })
     };
-    let found: Vec<usize> = replay
+    // Every block of that size made in the trace and never freed: a few at most, or they are
+    // tensors of that size.
+    let kept: Vec<usize> = replay
         .lifetimes
         .iter()
         .enumerate()
         .filter(|(_, l)| {
             l.requested_size_bytes == CUBLAS_DEFAULT_WORKSPACE_BYTES
-                && l.alloc_event.is_some_and(in_backward)
+                && l.alloc_event.is_some()
                 && l.free_requested_event.or(l.free_completed_event).is_none()
-                && no_python(l.stack)
         })
         .map(|(id, _)| id)
-        .filter(|&id| matches!(of_lifetime[id], Category::Gradient | Category::Unknown))
         .collect();
-    if found.len() <= MAX_CUBLAS_WORKSPACES {
-        for id in found {
+    if kept.len() > MAX_CUBLAS_WORKSPACES {
+        return;
+    }
+    for id in kept {
+        let l = &replay.lifetimes[id];
+        let workspace = match of_lifetime[id] {
+            // The backward thread's handle: no frame of the program.
+            Category::Gradient | Category::Unknown if l.alloc_event.is_some_and(in_backward) => {
+                no_python(l.stack)
+            }
+            // The main thread's handle, made by the first matmul and kept: "retained" or an
+            // activation never freed by its lifetime (a GNN's 8.12 MiB).
+            Category::Retained | Category::Unknown | Category::Activation => true,
+            _ => false,
+        };
+        if workspace {
             of_lifetime[id] = Category::Workspace;
         }
     }
@@ -1279,6 +1312,8 @@ fn lifetime_category(
                 }
             }
             _ if m.parameter_init => Category::Parameter,
+            // Loaded and kept: a weight (a temporary of the load is freed).
+            _ if m.model_load && freed.is_none() => Category::Parameter,
             // Made by an object's constructor and freed by an optimizer step: state that step
             // replaced with new tensors (a hand-written optimizer's `p.data = …`, its moments
             // remade each step), not what a forward pass saves for backward: autograd frees
@@ -1452,7 +1487,7 @@ fn before_the_trace(
             Category::Temporary
         }
         // Never freed: weights and buffers, unless the stack says it was made for something else.
-        None if m.parameter_init || (!has_stack && m == StackMarks::default()) => {
+        None if m.parameter_init || m.model_load || (!has_stack && m == StackMarks::default()) => {
             Category::Parameter
         }
         _ => Category::Unknown,

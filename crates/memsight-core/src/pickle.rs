@@ -628,10 +628,12 @@ impl<R: Read> Vm<R> {
                     Self::set_items(at, dict, &[key, value], tree)?;
                 }
                 b'u' => {
+                    // Every trace entry ends with one: its items go from the stack straight into
+                    // the dict (no vector of their own).
                     let mark = self.pop_mark(at)?;
-                    let items = self.stack.split_off(mark);
-                    let dict = self.dict_on_top(at, tree)?;
-                    Self::set_items(at, dict, &items, tree)?;
+                    let dict = self.dict_below(mark, at, tree)?;
+                    Self::set_items(at, dict, &self.stack[mark..], tree)?;
+                    self.stack.truncate(mark);
                 }
                 _ => {
                     if let Some(name) = code_opcode_name(op) {
@@ -745,6 +747,17 @@ impl<R: Read> Vm<R> {
             _ => Err(PickleError::malformed(
                 at,
                 "APPEND to something that is not a list",
+            )),
+        }
+    }
+
+    /// The dict just below `mark` (what `SETITEMS` adds to).
+    fn dict_below(&self, mark: usize, at: u64, tree: &Tree) -> Result<NodeId, PickleError> {
+        match mark.checked_sub(1).and_then(|k| self.stack.get(k)) {
+            Some(Value::Dict(id)) if matches!(tree.node(*id), Node::Dict(_)) => Ok(*id),
+            _ => Err(PickleError::malformed(
+                at,
+                "SETITEM on something that is not a dict",
             )),
         }
     }

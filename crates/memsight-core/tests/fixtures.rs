@@ -659,7 +659,8 @@ fn snapshot_events_count_the_iteration_before_the_first_one() {
     assert_eq!(steps.step_of(759), Some(1));
     let peak = peak_finding(&loaded);
     assert!(
-        peak.summary.contains("iteration 2 of 10 iterations"),
+        peak.summary
+            .contains("iteration 2 of the trace's 10 iterations"),
         "{}",
         peak.summary
     );

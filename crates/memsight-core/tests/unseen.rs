@@ -812,9 +812,9 @@ fn every_layer_s_blocks_of_a_forward_alone_are_activations() {
     );
 }
 
-/// cuBLAS makes a workspace for the backward thread's handle: exactly its default size
-/// (8,519,680 B), made in a backward pass with no Python frame, never freed. It is a
-/// workspace, not a gradient (a GNN with 7,752 B of weights showed an 8.13 MiB gradient).
+/// cuBLAS makes a workspace for each thread's handle: exactly its default size (8,519,680 B),
+/// never freed; the backward thread's has no Python frame. They are workspaces, not a gradient
+/// (a GNN with 7,752 B of weights showed an 8.13 MiB gradient) nor a retained tensor.
 #[test]
 fn the_backward_thread_s_cublas_workspace_is_no_gradient() {
     const CUBLAS: i128 = 8_519_680;
@@ -826,9 +826,11 @@ fn the_backward_thread_s_cublas_workspace_is_no_gradient() {
             ("line", Py::Int(930)),
         ])])
     };
+    let matmul = || frames("forward", "/src/model.py", 12);
     let trace = vec![
         event("segment_alloc", BASE, 40 * MIB, weight()),
         event("alloc", BASE, MIB, weight()),
+        event("alloc", BASE + 20 * MIB, CUBLAS, matmul()),
         event("alloc", BASE + MIB, MIB, grad()),
         event("alloc", BASE + 2 * MIB, CUBLAS, Py::List(vec![])),
         event("alloc", BASE + 12 * MIB, MIB, grad()),
@@ -839,8 +841,91 @@ fn the_backward_thread_s_cublas_workspace_is_no_gradient() {
         block(BASE + 2 * MIB, CUBLAS, "active_allocated", None),
         block(BASE + 2 * MIB + CUBLAS, 10 * MIB - CUBLAS, "inactive", None),
         block(BASE + 12 * MIB, MIB, "active_allocated", Some(grad())),
-        block(BASE + 13 * MIB, 27 * MIB, "inactive", None),
+        block(BASE + 13 * MIB, 7 * MIB, "inactive", None),
+        block(BASE + 20 * MIB, CUBLAS, "active_allocated", Some(matmul())),
+        block(
+            BASE + 20 * MIB + CUBLAS,
+            20 * MIB - CUBLAS,
+            "inactive",
+            None,
+        ),
     ];
     let by_mib = categories_by_mib(vec![segment(0, BASE, 40 * MIB, "large", blocks)], trace);
-    assert_eq!(by_mib[2], (8, "workspace"), "{by_mib:?}");
+    // The main thread's, made by the first matmul and kept, and the backward thread's.
+    assert_eq!(by_mib[1], (8, "workspace"), "{by_mib:?}");
+    assert_eq!(by_mib[3], (8, "workspace"), "{by_mib:?}");
+}
+
+/// A loop that calls `backward()` and steps no optimizer the trace can see (`tomi`: 17 passes
+/// after `zero_grad`, a flat low point): each regular backward pass ends an iteration, and the
+/// leak verdict has its iterations.
+#[test]
+fn regular_backward_passes_are_iterations() {
+    let forward = || frames("forward", "/src/train.py", 20);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    // A block made once and kept (a workspace) makes the curve's swing too wide for the
+    // iterations' own rise and fall to be its low points.
+    let mut trace = vec![
+        event("segment_alloc", BASE, 20 * MIB, forward()),
+        event("alloc", BASE + 4 * MIB, 16 * MIB, forward()),
+    ];
+    for _ in 0..3 {
+        trace.push(event("alloc", BASE, MIB, forward()));
+        trace.push(event("alloc", BASE + MIB, MIB, forward()));
+        trace.push(event("alloc", BASE + 2 * MIB, MIB, backward()));
+        for addr in [BASE, BASE + MIB, BASE + 2 * MIB] {
+            trace.push(event("free_requested", addr, MIB, backward()));
+            trace.push(event("free_completed", addr, MIB, backward()));
+        }
+    }
+    let blocks = vec![
+        block(BASE, 4 * MIB, "inactive", None),
+        block(
+            BASE + 4 * MIB,
+            16 * MIB,
+            "active_allocated",
+            Some(forward()),
+        ),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 20 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
+    let categories = memsight_core::category::classify(&loaded.snapshot, device, replay);
+    let steps = memsight_core::detect::steps::find(&loaded.snapshot, device, replay, &categories)
+        .expect("iterations");
+    assert_eq!(
+        steps.source,
+        memsight_core::detect::steps::StepSource::BackwardPasses
+    );
+    assert_eq!(steps.count(), 3, "{steps:?}");
+}
+
+/// A serving engine loading its weights shard by shard (vLLM's `load_weights`, a fork's
+/// `extend_and_load_shard`) in a trace with no forward pass: what the loader keeps is a
+/// weight, not "kept to the end" activations; what it frees was the load's scratch.
+#[test]
+fn what_a_model_loader_keeps_is_a_weight() {
+    let loader = || {
+        frames(
+            "extend_and_load_shard",
+            "/srv/vllm/liquid/sharded_parameter.py",
+            155,
+        )
+    };
+    let trace = vec![
+        event("segment_alloc", BASE, 20 * MIB, loader()),
+        event("alloc", BASE, 4 * MIB, loader()),
+        event("alloc", BASE + 4 * MIB, 2 * MIB, loader()),
+        event("free_requested", BASE + 4 * MIB, 2 * MIB, loader()),
+        event("free_completed", BASE + 4 * MIB, 2 * MIB, loader()),
+    ];
+    let blocks = vec![
+        block(BASE, 4 * MIB, "active_allocated", Some(loader())),
+        block(BASE + 4 * MIB, 16 * MIB, "inactive", None),
+    ];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
+    assert_eq!(by_mib[0], (4, "parameter"), "{by_mib:?}");
+    assert_ne!(by_mib[1].1, "parameter", "{by_mib:?}");
 }

@@ -339,7 +339,12 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 phase => format!("in the {}", phase.name()),
             };
             if let Some(k) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
-                words = format!("{words}, iteration {} of {}", k.0 + 1, k.1.describe());
+                // Of the trace's: a ring-buffered trace holds the last of a run's iterations.
+                words = format!(
+                    "{words}, iteration {} of the trace's {}",
+                    k.0 + 1,
+                    k.1.describe()
+                );
             }
             words
         }

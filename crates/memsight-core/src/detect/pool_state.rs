@@ -303,17 +303,7 @@ fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
                 "cache_v",
             ],
         ),
-        (
-            "a model load",
-            &[
-                "from_pretrained",
-                "load_state_dict",
-                "_load_from_state_dict",
-                "load_checkpoint",
-                "load_model",
-                "safe_open",
-            ],
-        ),
+        ("a model load", &crate::category::MODEL_LOADING),
         (
             "an optimizer",
             &[

@@ -19,7 +19,7 @@
 //! per-parameter optimizer loop. A trace with none of the above has no iterations, and the
 //! detectors that need them say so or use evidence that needs none.
 
-use crate::category::Categories;
+use crate::category::{Categories, Phase};
 use crate::model::{Action, AnnotationStage, Device, NO_TIME, Snapshot};
 use crate::replay::DeviceReplay;
 
@@ -41,6 +41,9 @@ pub enum StepSource {
     OptimizerSteps,
     /// The recurring low points of the allocated curve.
     CurveLows,
+    /// Backward passes at regular intervals, with no optimizer step between them (a loop that
+    /// calls `backward()` and steps some other way, or not at all).
+    BackwardPasses,
 }
 
 impl StepSource {
@@ -52,6 +55,7 @@ impl StepSource {
             Self::SnapshotEvents => "from snapshot events",
             Self::OptimizerSteps => "from the optimizer steps in the call stacks",
             Self::CurveLows => "from the recurring low points of the allocated curve",
+            Self::BackwardPasses => "from the backward passes",
         }
     }
 }
@@ -189,11 +193,31 @@ pub fn find(
         return None;
     }
     let lows = curve_lows(replay.allocated_bytes());
-    if lows.len() < MIN_CURVE_LOWS {
-        return None;
+    if lows.len() >= MIN_CURVE_LOWS {
+        return starting(lows, StepSource::CurveLows);
     }
-    starting(lows, StepSource::CurveLows)
+    let ends = regular_backward_pass_ends(categories)?;
+    ending(ends, StepSource::BackwardPasses)
 }
+
+/// The ends of the backward passes, where three or more come at regular intervals: each ends an
+/// iteration (a pass split by a hook's allocations would make irregular ones).
+fn regular_backward_pass_ends(categories: &Categories) -> Option<Vec<u32>> {
+    let ends: Vec<u32> = categories
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| r.end)
+        .collect();
+    let spans: Vec<u32> = ends.windows(2).map(|w| w[1] - w[0]).collect();
+    let (shortest, longest) = (spans.iter().min()?, spans.iter().max()?);
+    (ends.len() >= MIN_CURVE_LOWS && *longest <= shortest.saturating_mul(REGULAR_SPAN_RATIO))
+        .then_some(ends)
+}
+
+/// Backward passes are iterations where the longest interval between two is at most this many
+/// times the shortest.
+const REGULAR_SPAN_RATIO: u32 = 2;
 
 /// The snapshot events that could mark iterations: those with an allocation after them (one
 /// with none is the dump itself, or a last look, and starts nothing). Two or more start
