@@ -650,7 +650,8 @@ fn replaced_state(
     }
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         let freed = l.free_requested_event.or(l.free_completed_event);
-        // A block held long enough to be unknown, made in that pass, was what it held too.
+        // Taken for the step's temporary, or unknown where the trace does not begin inside
+        // that step (`before_the_trace`).
         if matches!(*c, Category::Temporary | Category::Unknown)
             && l.alloc_event.is_none()
             && freed.is_some_and(|f| {
