@@ -315,8 +315,8 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
         }
         return format!(
             "Try {conf}=max_split_size_mb:512 to keep large cached blocks whole (expandable \
-             segments are not available on Windows, where this file was recorded), or bucket \
-             inputs by length so requests come in fewer sizes."
+             segments are not available on Windows, where this file was recorded), or, where \
+             inputs vary in length, bucket them so requests come in fewer sizes."
         );
     }
     if gap_bytes < WARNING_GAP_BYTES {
@@ -330,7 +330,8 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     } else {
         format!(
             "Try {conf}=expandable_segments:True; otherwise max_split_size_mb to keep large cached \
-             blocks whole, or bucket inputs by length so requests come in fewer sizes."
+             blocks whole, or, where inputs vary in length, bucket them so requests come in fewer \
+             sizes."
         )
     }
 }

@@ -44,8 +44,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             (
                 FRAGMENTATION_CAUSE,
                 if expandable {
-                    "Expandable segments are already on: lower the peak or bucket inputs by size so requests fit \
-                     the pieces."
+                    "Expandable segments are already on: lower the peak or, where inputs vary in size, bucket \
+                     them so requests fit the pieces."
                 } else if cx.snapshot.recorded_on_windows() {
                     "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole (expandable \
                      segments are not available on Windows, where this file was recorded)."

@@ -279,7 +279,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.stack = trace.stack[retry];
         f.suggestion = if snapshot.recorded_on_windows() && !expandable {
             "Reduce fragmentation (max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF keeps large blocks \
-             whole; bucket inputs by size) or lower the peak: expandable segments, which avoid the \
+             whole; where inputs vary in size, bucket them) or lower the peak: expandable segments, which avoid the \
              free-everything-and-retry path, are not available on Windows, where this file was \
              recorded."
                 .to_string()
@@ -289,8 +289,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 .to_string()
         } else {
             "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; PYTORCH_NPU_ALLOC_CONF on \
-             Ascend) avoid the free-everything-and-retry path; otherwise reduce fragmentation (bucket inputs by \
-             size) or lower the peak."
+             Ascend) avoid the free-everything-and-retry path; otherwise reduce fragmentation (where inputs \
+             vary in size, bucket them) or lower the peak."
                 .to_string()
         };
         findings.push(f);
