@@ -271,11 +271,7 @@ pub struct Categories {
 impl Categories {
     /// The phase of event `e`.
     pub fn phase_at(&self, e: u32) -> Phase {
-        let k = self.runs.partition_point(|r| r.start <= e);
-        match k.checked_sub(1).map(|k| self.runs[k]) {
-            Some(run) if e < run.end => run.phase,
-            _ => Phase::Forward,
-        }
+        run_at(&self.runs, e).map_or(Phase::Forward, |r| r.phase)
     }
 
     /// Whether the trace trains: a backward pass or an optimizer step, or blocks that are
@@ -563,9 +559,7 @@ fn owners_decide(
         } else if is_pool_owner(owner) {
             let alloc = l.alloc_event.unwrap_or(0);
             let freed = l.free_requested_event.or(l.free_completed_event);
-            let run = runs
-                .get(runs.partition_point(|r| r.start <= alloc).wrapping_sub(1))
-                .filter(|r| alloc < r.end);
+            let run = run_at(runs, alloc);
             // Kept from a backward pass beyond the weights' count, unknown by its lifetime:
             // the owner says it is no gradient either.
             let kept_from_backward =
@@ -728,10 +722,7 @@ fn replaced_parameters(replay: &DeviceReplay, runs: &[PhaseRun], of_lifetime: &m
         .copied()
         .filter(|r| r.phase == Phase::Optimizer)
         .collect();
-    let step_of = |e: u32| {
-        let k = steps.partition_point(|r| r.start <= e).wrapping_sub(1);
-        steps.get(k).filter(|r| e < r.end).map(|_| k)
-    };
+    let step_of = |e: u32| run_index_at(&steps, e);
     // Per step: the lifetimes it freed, and those it made and kept (in order made).
     let mut freed_in: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
     let mut kept_from: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
@@ -796,10 +787,7 @@ fn gradients_need_a_weight(
         .copied()
         .filter(|r| r.phase == Phase::Backward)
         .collect();
-    let run_of = |e: u32| {
-        let k = backward.partition_point(|r| r.start <= e).wrapping_sub(1);
-        backward.get(k).filter(|r| e < r.end).map(|_| k)
-    };
+    let run_of = |e: u32| run_index_at(&backward, e);
     // Per (pass, size): the gradients by lifetime, in the order made.
     let mut made: FxHashMap<(usize, u64), Vec<usize>> = FxHashMap::default();
     for &id in by_lifetime {
@@ -1140,10 +1128,7 @@ fn workspaces_of_the_backward_thread(
     if snapshot.is_npu() {
         return;
     }
-    let in_backward = |e: u32| {
-        runs.get(runs.partition_point(|r| r.start <= e).wrapping_sub(1))
-            .is_some_and(|r| r.phase == Phase::Backward && e < r.end)
-    };
+    let in_backward = |e: u32| run_at(runs, e).is_some_and(|r| r.phase == Phase::Backward);
     // No Python frame, and not `AccumulateGrad`'s (a weight of 2080 × 1024 fp32 has that size).
     let no_python = |stack: StackId| {
         !snapshot.stack_frames(stack).any(|f| {
@@ -1288,9 +1273,7 @@ fn lifetime_category(
     if m.workspace {
         Category::Workspace
     } else if let Some(alloc) = l.alloc_event {
-        let run = runs
-            .get(runs.partition_point(|r| r.start <= alloc).wrapping_sub(1))
-            .filter(|r| alloc < r.end);
+        let run = run_at(runs, alloc);
         let freed_in_run = |run: &PhaseRun| freed.is_some_and(|f| f < run.end);
         match run {
             _ if m.accumulate_grad => Category::Gradient,
@@ -1387,10 +1370,20 @@ fn lifetime_category(
     }
 }
 
+/// Which of `runs` (in trace order, not overlapping) holds event `e`.
+fn run_index_at(runs: &[PhaseRun], e: u32) -> Option<usize> {
+    let k = runs.partition_point(|r| r.start <= e).checked_sub(1)?;
+    (e < runs[k].end).then_some(k)
+}
+
+/// The run of `runs` that holds event `e`.
+fn run_at(runs: &[PhaseRun], e: u32) -> Option<&PhaseRun> {
+    run_index_at(runs, e).map(|k| &runs[k])
+}
+
 /// Whether event `e` falls in an optimizer step.
 fn in_an_optimizer_step(runs: &[PhaseRun], e: u32) -> bool {
-    runs.get(runs.partition_point(|r| r.start <= e).wrapping_sub(1))
-        .is_some_and(|r| r.phase == Phase::Optimizer && e < r.end)
+    run_at(runs, e).is_some_and(|r| r.phase == Phase::Optimizer)
 }
 
 /// Where the trace begins, as the blocks from before it need it.
