@@ -375,12 +375,15 @@ impl DeviceReplay {
             "live blocks in the final segments were freed by the trace and not allocated again",
         );
 
-        // Pass 1: lifetimes and per-event deltas.
+        // Pass 1: lifetimes and per-event deltas. The deltas are written into the three columns
+        // that later hold the running totals (made in place: no fourth array of n totals).
         let mut lifetimes: Vec<Lifetime> = Vec::new();
         let mut event_lifetime = vec![NO_LIFETIME; n];
         let mut live: FxHashMap<u64, LifetimeId> = FxHashMap::default();
         let mut freed_addrs: FxHashMap<u64, u32> = FxHashMap::default();
-        let mut delta = vec![Totals::default(); n];
+        let mut allocated_bytes = vec![0i64; n];
+        let mut active_bytes = vec![0i64; n];
+        let mut reserved_bytes = vec![0i64; n];
         for i in 0..n {
             let (addr, size) = (
                 trace.addr[i],
@@ -401,7 +404,11 @@ impl DeviceReplay {
                 });
                 (lifetimes.len() - 1) as LifetimeId
             };
-            let d = &mut delta[i];
+            let (allocated, active, reserved) = (
+                &mut allocated_bytes[i],
+                &mut active_bytes[i],
+                &mut reserved_bytes[i],
+            );
             match trace.action[i] {
                 Action::Alloc => {
                     if let Some(old) = live.insert(addr, lifetimes.len() as LifetimeId) {
@@ -420,8 +427,8 @@ impl DeviceReplay {
                         pending_free_at_start: false,
                     });
                     event_lifetime[i] = (lifetimes.len() - 1) as LifetimeId;
-                    d.allocated_bytes = size;
-                    d.active_bytes = size;
+                    *allocated = size;
+                    *active = size;
                 }
                 Action::FreeRequested => {
                     let id = *live.entry(addr).or_insert_with(|| {
@@ -430,7 +437,7 @@ impl DeviceReplay {
                     });
                     lifetimes[id as usize].free_requested_event = event;
                     event_lifetime[i] = id;
-                    d.allocated_bytes = -size;
+                    *allocated = -size;
                 }
                 Action::FreeCompleted => {
                     let id = live.remove(&addr).unwrap_or_else(|| {
@@ -443,14 +450,14 @@ impl DeviceReplay {
                     let lifetime = &mut lifetimes[id as usize];
                     lifetime.free_completed_event = event;
                     if lifetime.free_requested_event.is_none() && !lifetime.pending_free_at_start {
-                        d.allocated_bytes = -size;
+                        *allocated = -size;
                     }
-                    d.active_bytes = -size;
+                    *active = -size;
                     event_lifetime[i] = id;
                     freed_addrs.insert(addr, i as u32);
                 }
-                Action::SegmentAlloc | Action::SegmentMap => d.reserved_bytes = size,
-                Action::SegmentFree | Action::SegmentUnmap => d.reserved_bytes = -size,
+                Action::SegmentAlloc | Action::SegmentMap => *reserved = size,
+                Action::SegmentFree | Action::SegmentUnmap => *reserved = -size,
                 _ => {}
             }
         }
@@ -499,9 +506,12 @@ impl DeviceReplay {
             ])),
             reserved_bytes: as_i64(device.reserved_bytes_final()),
         };
-        let sum = delta
-            .iter()
-            .fold(Totals::default(), |acc, d| acc.saturating_add(*d));
+        let total = |column: &[i64]| column.iter().fold(0i64, |acc, &d| acc.saturating_add(d));
+        let sum = Totals {
+            allocated_bytes: total(&allocated_bytes),
+            active_bytes: total(&active_bytes),
+            reserved_bytes: total(&reserved_bytes),
+        };
         let initial = final_totals.saturating_add(Totals {
             allocated_bytes: sum.allocated_bytes.saturating_neg(),
             active_bytes: sum.active_bytes.saturating_neg(),
@@ -513,36 +523,38 @@ impl DeviceReplay {
             "the trace frees more than it allocated: bytes would fall below zero and are shown as 0",
         );
         let mut deepest_below_zero = 0i64;
-        let ((allocated_bytes, active_bytes, reserved_bytes), (checkpoints, segment_mismatches)) =
-            rayon::join(
-                || {
-                    // Bytes never go below zero: where the file's frees outrun its allocs, the
-                    // figure is held at 0 and a warning says by how much it fell.
-                    let mut cum = initial;
-                    let mut columns = (
-                        Vec::with_capacity(n),
-                        Vec::with_capacity(n),
-                        Vec::with_capacity(n),
-                    );
-                    for (i, d) in delta.iter().enumerate() {
-                        cum = cum.saturating_add(*d);
-                        let lowest = cum
-                            .allocated_bytes
-                            .min(cum.active_bytes)
-                            .min(cum.reserved_bytes);
-                        if lowest < 0 {
-                            below_zero.hit(Some(i as u32));
-                            deepest_below_zero = deepest_below_zero.min(lowest);
-                        }
-                        columns.0.push(cum.allocated_bytes.max(0));
-                        columns.1.push(cum.active_bytes.max(0));
-                        columns.2.push(cum.reserved_bytes.max(0));
+        let (checkpoints, segment_mismatches) = rayon::join(
+            || {
+                // Each delta becomes the running total after its event. Bytes never go below
+                // zero: where the file's frees outrun its allocs, the figure is held at 0 and a
+                // warning says by how much it fell.
+                let mut cum = initial;
+                let columns = allocated_bytes
+                    .iter_mut()
+                    .zip(active_bytes.iter_mut())
+                    .zip(reserved_bytes.iter_mut());
+                for (i, ((allocated, active), reserved)) in columns.enumerate() {
+                    cum = cum.saturating_add(Totals {
+                        allocated_bytes: *allocated,
+                        active_bytes: *active,
+                        reserved_bytes: *reserved,
+                    });
+                    let lowest = cum
+                        .allocated_bytes
+                        .min(cum.active_bytes)
+                        .min(cum.reserved_bytes);
+                    if lowest < 0 {
+                        below_zero.hit(Some(i as u32));
+                        deepest_below_zero = deepest_below_zero.min(lowest);
                     }
-                    columns
-                },
-                || build_checkpoints(device, &lifetimes, &event_lifetime),
-            );
-        drop(delta);
+                    *allocated = cum.allocated_bytes.max(0);
+                    *active = cum.active_bytes.max(0);
+                    *reserved = cum.reserved_bytes.max(0);
+                }
+            },
+            || build_checkpoints(device, &lifetimes, &event_lifetime),
+        )
+        .1;
 
         let signed_initial = initial;
         let initial = initial.at_least_zero();
