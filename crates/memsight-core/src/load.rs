@@ -286,6 +286,7 @@ struct EventBuilder<'p> {
     stacks: Vec<Box<[FrameId]>>,
     stream_ids: FxHashMap<i128, StreamId>,
     streams: Vec<i128>,
+    last_stream: Option<(i128, StreamId)>,
     pool_ids: FxHashMap<(i128, i128), PoolId>,
     pools: Vec<(i128, i128)>,
     progress: Option<&'p LoadProgress>,
@@ -302,17 +303,27 @@ impl<'p> EventBuilder<'p> {
             stacks: Vec::new(),
             stream_ids: FxHashMap::default(),
             streams: Vec::new(),
+            last_stream: None,
             pool_ids: FxHashMap::default(),
             pools: Vec::new(),
             progress,
         }
     }
 
+    /// Interns a stream; a trace's events are nearly all on one stream, so the last one is
+    /// answered without hashing.
     fn stream_id(&mut self, raw: i128) -> StreamId {
-        *self.stream_ids.entry(raw).or_insert_with(|| {
+        if let Some((last_raw, last_id)) = self.last_stream
+            && last_raw == raw
+        {
+            return last_id;
+        }
+        let id = *self.stream_ids.entry(raw).or_insert_with(|| {
             self.streams.push(raw);
             (self.streams.len() - 1) as StreamId
-        })
+        });
+        self.last_stream = Some((raw, id));
+        id
     }
 
     fn pool_id(&mut self, tree: &Tree, value: Value, at: u64) -> Result<PoolId, PickleError> {
