@@ -11,6 +11,7 @@ pub mod device_memory;
 pub mod diff;
 pub mod frames;
 pub mod r#gen;
+pub mod hugepages;
 pub mod lifecycle;
 pub mod load;
 pub mod memscope;
