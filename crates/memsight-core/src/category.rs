@@ -73,7 +73,9 @@
 //!   per size (sizes holding 90 % of their bytes), each size with gradients in the trace, two of
 //!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`).
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
-//!   weight cast to bf16 / fp16); autocast keeps it until its region ends. At no moment are more
+//!   weight cast to bf16 / fp16); autocast keeps it until its region ends. Where the file has
+//!   Python frames only (Windows), a block freed by autocast's `__exit__` (which clears the cache
+//!   of casts) is such a cast. At no moment are more
 //!   copies of a size alive than weights of twice that size: casts beyond that are activations.
 //! - **parameter, trained input**: a retained or long-lived block of a size that has optimizer
 //!   state and a gradient but no weight: the input the optimizer trains (`trained_inputs`).
@@ -184,8 +186,8 @@ impl Category {
                  optimizer and kept"
             }
             Self::WeightCopy => {
-                "made by autocast's cached_cast at half a weight's size, at most one alive per \
-                 weight"
+                "made by autocast's cached_cast (or freed by autocast's __exit__, which clears \
+                 its cache of casts) at half a weight's size, at most one alive per weight"
             }
             Self::Activation => {
                 "made outside backward and the optimizer, alive when the next backward pass \
@@ -319,6 +321,10 @@ struct StackMarks {
     adam: bool,
     /// `at::autocast::cached_cast`: a cast that autocast made (and may keep).
     autocast_cast: bool,
+    /// Autocast's `__exit__` (`torch/amp/autocast_mode.py`): on a free's stack, the block was in
+    /// autocast's cache of casts, which leaving the region clears (the only evidence of a cast
+    /// where the file records Python frames alone, as on Windows).
+    autocast_exit: bool,
     /// A constructor (`__init__`) other than a `torch.nn` module's: an object made the block.
     constructor: bool,
     /// A model's weights being loaded (`from_pretrained`, `load_weights`, a shard loader): a
@@ -358,6 +364,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || file.ends_with("/adam.py")
             || file.ends_with("/adamw.py");
         marks.autocast_cast |= name.contains("autocast::cached_cast");
+        marks.autocast_exit |= name == "__exit__" && file.ends_with("autocast_mode.py");
         marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
         marks.model_load |= MODEL_LOADING.iter().any(|w| lower_name.contains(w));
         marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
@@ -443,9 +450,15 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .and_then(|f| device.trace.stack.get(f as usize))
             .is_some_and(|&s| marks(s).zero_grad);
         zero_grad_frees |= freed_by_zero_grad;
+        let freed_by_autocast_exit = l
+            .free_requested_event
+            .or(l.free_completed_event)
+            .and_then(|f| device.trace.stack.get(f as usize))
+            .is_some_and(|&s| marks(s).autocast_exit);
         let m = marks(l.stack);
-        categories.autocast |= m.autocast_cast;
-        if m.autocast_cast && named.is_none() && l.alloc_event.is_some() {
+        let cast = m.autocast_cast || freed_by_autocast_exit;
+        categories.autocast |= cast;
+        if cast && named.is_none() && l.alloc_event.is_some() {
             casts.push(categories.of_lifetime.len());
         }
         let told_by_stack = named.is_some() || freed_by_zero_grad || m.accumulate_grad;

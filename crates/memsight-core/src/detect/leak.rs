@@ -474,11 +474,10 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         )
     } else if hi - lo <= flat {
         format!(
-            " The allocated curve repeats {} times (events {first_at} to {last_at}) and comes \
-             back to the same low point each time ({}): whatever repeats (layers, steps or \
-             batches) frees what it makes, so nothing leaks across those repetitions. The \
-             trace marks no training iteration, so leaks from one training step to the next \
-             are not judged.",
+            " The allocated curve comes back to the same low point {} times (events {first_at} \
+             to {last_at}; {}): whatever repeats (layers, steps or batches) frees what it makes, \
+             so nothing leaks across those repetitions. The trace marks no training iteration, \
+             so leaks from one training step to the next are not judged.",
             lows.len(),
             if hi == lo {
                 format_bytes(lo)
@@ -493,8 +492,8 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
             format!(" (between {} and {})", format_bytes(lo), format_bytes(hi))
         };
         format!(
-            " The allocated curve repeats {} times (events {first_at} to {last_at}), and its low \
-             point moves from {} to {}{range}. The trace marks no training iteration, so whether \
+            " The allocated curve comes back to a low point {} times (events {first_at} to \
+             {last_at}), and that low point moves from {} to {}{range}. The trace marks no training iteration, so whether \
              that is a leak is not judged: blocks made in one repetition and still alive at the \
              end of the trace are what to look at in the lifecycle chart.",
             lows.len(),

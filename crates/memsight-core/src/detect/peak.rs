@@ -223,7 +223,8 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     });
     if cx.categories.autocast {
         lines.push(
-            "autocast: blocks made by at::autocast::cached_cast (a 16-bit cast of fp32 data)"
+            "autocast: blocks made by at::autocast::cached_cast or freed by autocast's \
+             __exit__ (16-bit casts of fp32 data)"
                 .to_string(),
         );
     }
