@@ -406,10 +406,6 @@ impl<'p> EventBuilder<'p> {
         Ok(id)
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one check per field of a trace entry, in file order"
-    )]
     fn convert_event(&mut self, tree: &mut Tree, node: NodeId, at: u64) -> Result<(), PickleError> {
         // A trace entry has about ten keys; bigger dicts are something else.
         let Node::Dict(items) = tree.node(node) else {
@@ -418,9 +414,19 @@ impl<'p> EventBuilder<'p> {
         if items.len() > pickle::MAX_LOOKUP_KEYS {
             return Ok(());
         }
+        let fields = self.fields(items.iter().copied());
+        if let Some(index) = self.add_event(tree, &fields, at)? {
+            tree.nodes[node as usize] = Node::Event(index);
+        }
+        Ok(())
+    }
+
+    /// The fields of a trace entry among a dict's `(key, value)` pairs (a repeated key: the
+    /// last, as Python keeps it).
+    fn fields(&self, pairs: impl Iterator<Item = (Value, Value)>) -> EventFields {
         let k = &self.keys;
         let mut fields = EventFields::default();
-        for &(key, value) in items {
+        for (key, value) in pairs {
             let Value::Str(key) = key else { continue };
             let slot = if key == k.action {
                 &mut fields.action
@@ -447,8 +453,23 @@ impl<'p> EventBuilder<'p> {
             };
             *slot = Some(value);
         }
+        fields
+    }
+
+    /// Appends the event `fields` describe to the columns and returns its index; `None` when
+    /// they have no `action` string (no trace entry).
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one check per field of a trace entry, in file order"
+    )]
+    fn add_event(
+        &mut self,
+        tree: &mut Tree,
+        fields: &EventFields,
+        at: u64,
+    ) -> Result<Option<u32>, PickleError> {
         let Some(Value::Str(action_name)) = fields.action else {
-            return Ok(());
+            return Ok(None);
         };
         let action = Action::known(tree.str(action_name)).unwrap_or(Action::Other(action_name));
         let unsigned = |value: Option<Value>, what: &str| -> Result<u64, PickleError> {
@@ -518,8 +539,7 @@ impl<'p> EventBuilder<'p> {
         if let Some(free) = device_free {
             e.oom_device_free_bytes.push((index, free));
         }
-        tree.nodes[node as usize] = Node::Event(index);
-        Ok(())
+        Ok(Some(index))
     }
 }
 
@@ -538,6 +558,21 @@ struct EventFields {
 }
 
 impl pickle::Hooks for EventBuilder<'_> {
+    /// A trace entry becomes an event as its one `SETITEMS` ends (no vector of pairs is made
+    /// for it); other dicts stay dicts.
+    fn on_dict(
+        &mut self,
+        tree: &mut Tree,
+        items: &[Value],
+        offset: u64,
+    ) -> Result<Option<Node>, PickleError> {
+        if items.len() > 2 * pickle::MAX_LOOKUP_KEYS {
+            return Ok(None);
+        }
+        let fields = self.fields(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
+        Ok(self.add_event(tree, &fields, offset)?.map(Node::Event))
+    }
+
     fn on_append(
         &mut self,
         tree: &mut Tree,

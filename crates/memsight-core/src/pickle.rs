@@ -179,6 +179,18 @@ pub trait Hooks {
         offset: u64,
     ) -> Result<Value, PickleError>;
 
+    /// Called when `SETITEMS` fills an empty dict, with its keys and values alternating; may
+    /// turn the dict into another node at once, without a vector of pairs of its own (`None`
+    /// keeps it a dict). A dict so turned takes no further items.
+    fn on_dict(
+        &mut self,
+        _tree: &mut Tree,
+        _items: &[Value],
+        _offset: u64,
+    ) -> Result<Option<Node>, PickleError> {
+        Ok(None)
+    }
+
     /// Called every few thousand opcodes with the bytes consumed so far; `false` cancels.
     fn on_progress(&mut self, _bytes_read: u64) -> bool {
         true
@@ -619,11 +631,23 @@ impl<R: Read> Vm<R> {
                     Self::set_items(at, dict, &[key, value], tree)?;
                 }
                 b'u' => {
-                    // Every trace entry ends with one: its items go from the stack straight into
-                    // the dict (no vector of their own).
+                    // Every trace entry ends with one: the loader reads its items from the stack
+                    // (or they go from the stack straight into the dict: no vector of their own).
                     let mark = self.pop_mark(at)?;
                     let dict = self.dict_below(mark, at, tree)?;
-                    Self::set_items(at, dict, &self.stack[mark..], tree)?;
+                    let items = &self.stack[mark..];
+                    let node = match tree.node(dict) {
+                        Node::Dict(existing)
+                            if existing.is_empty() && items.len().is_multiple_of(2) =>
+                        {
+                            hooks.on_dict(tree, items, at)?
+                        }
+                        _ => None,
+                    };
+                    match node {
+                        Some(node) => tree.nodes[dict as usize] = node,
+                        None => Self::set_items(at, dict, items, tree)?,
+                    }
                     self.stack.truncate(mark);
                 }
                 _ => {
