@@ -458,10 +458,6 @@ impl<'p> EventBuilder<'p> {
 
     /// Appends the event `fields` describe to the columns and returns its index; `None` when
     /// they have no `action` string (no trace entry).
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one check per field of a trace entry, in file order"
-    )]
     fn add_event(
         &mut self,
         tree: &mut Tree,
