@@ -8,6 +8,7 @@
 #   MEMSIGHT_CHECKSET3  the third batch (default /work/checkset/public3)
 #   MEMSIGHT_CHECKSET4  the fourth batch (default /work/checkset/public4)
 #   MEMSIGHT_CHECKSET5  the fifth batch (default /work/checkset/public5)
+#   MEMSIGHT_CHECKSET6  the sixth batch (default /work/checkset/public6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -18,6 +19,7 @@ public2="${MEMSIGHT_CHECKSET2:-/work/checkset/public2}"
 public3="${MEMSIGHT_CHECKSET3:-/work/checkset/public3}"
 public4="${MEMSIGHT_CHECKSET4:-/work/checkset/public4}"
 public5="${MEMSIGHT_CHECKSET5:-/work/checkset/public5}"
+public6="${MEMSIGHT_CHECKSET6:-/work/checkset/public6}"
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
@@ -39,6 +41,8 @@ for row in $public_rows; do
         "$bin" analyze "$public4/$row" > "$out/public4_$row.txt" 2>&1 || true
     elif [ -f "$public5/$row" ]; then
         "$bin" analyze "$public5/$row" > "$out/public5_$row.txt" 2>&1 || true
+    elif [ -f "$public6/$row" ]; then
+        "$bin" analyze "$public6/$row" > "$out/public6_$row.txt" 2>&1 || true
     else
         echo "missing: $public/$row (see docs/check-set.md for where to fetch it)" >&2
     fi
