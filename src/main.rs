@@ -9,11 +9,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Big arrays (a trace's columns, the replay's totals) on huge pages where the kernel offers
-/// them: a fifth less time opening a large snapshot (`memsight_core::hugepages`).
-#[global_allocator]
-static ALLOC: memsight_core::hugepages::HugePageAlloc = memsight_core::hugepages::HugePageAlloc;
-
 #[derive(Parser)]
 #[command(
     about = "Visualizer and doctor for PyTorch / torch_npu device-memory snapshots and profiler data",

@@ -14,10 +14,6 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-// As the binary: big arrays on huge pages where the kernel offers them.
-#[global_allocator]
-static ALLOC: memsight_core::hugepages::HugePageAlloc = memsight_core::hugepages::HugePageAlloc;
-
 fn main() {
     let mut args = std::env::args_os().skip(1);
     let Some(path) = args.next().map(PathBuf::from) else {

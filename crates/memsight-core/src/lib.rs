@@ -11,7 +11,6 @@ pub mod device_memory;
 pub mod diff;
 pub mod frames;
 pub mod r#gen;
-pub mod hugepages;
 pub mod lifecycle;
 pub mod load;
 pub mod memscope;
