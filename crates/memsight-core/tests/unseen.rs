@@ -997,3 +997,73 @@ fn autocast_copies_are_known_by_autocast_s_exit_without_cpp_frames() {
     );
     assert_ne!(by_mib[4].1, "weight_copy", "{by_mib:?}");
 }
+
+/// The place a fragmentation finding names is the call site (as findings name it) whose
+/// requests grew the pool most, not the single stack: one line of an optimizer step reaches the
+/// allocator through stacks that differ in their C++ frames (a held-out CS336 file named the
+/// backward thread's one repeated stack, while the step's line grew the pool by more).
+#[test]
+fn fragmentation_names_the_call_site_that_grew_the_pool_most() {
+    let backward = || frames("torch::autograd::generated::BmmBackward0::apply", "", 0);
+    let step = |kernel: &'static str| {
+        Py::List(vec![
+            Py::Dict(vec![
+                ("name", Py::Str(kernel)),
+                ("filename", Py::Str("")),
+                ("line", Py::Int(0)),
+            ]),
+            Py::Dict(vec![
+                ("name", Py::Str("step")),
+                ("filename", Py::Str("/src/opt.py")),
+                ("line", Py::Int(100)),
+            ]),
+        ])
+    };
+    let setup = || frames("main", "/src/train.py", 5);
+    // 200 MiB cached free after the first block goes; then each segment grows the pool although
+    // those bytes cover its request: three of 40 MiB for the backward thread's one stack, three
+    // of 50 MiB for the step's line through three different kernels.
+    let mut trace = vec![
+        event("segment_alloc", BASE, 200 * MIB, setup()),
+        event("alloc", BASE, 200 * MIB, setup()),
+        event("free_requested", BASE, 200 * MIB, setup()),
+        event("free_completed", BASE, 200 * MIB, setup()),
+    ];
+    let mut segments = vec![segment(
+        0,
+        BASE,
+        200 * MIB,
+        "large",
+        vec![block(BASE, 200 * MIB, "inactive", None)],
+    )];
+    let mut at = BASE + 1024 * MIB;
+    for (size, stack) in [
+        (40, backward()),
+        (40, backward()),
+        (40, backward()),
+        (50, step("at::native::add_kernel")),
+        (50, step("at::native::mul_kernel")),
+        (50, step("at::native::sqrt_kernel")),
+    ] {
+        trace.push(event("segment_alloc", at, size * MIB, setup()));
+        trace.push(event("alloc", at, size * MIB, stack));
+        segments.push(segment(
+            0,
+            at,
+            size * MIB,
+            "large",
+            vec![block(at, size * MIB, "active_allocated", None)],
+        ));
+        at += 1024 * MIB;
+    }
+    let loaded = load(&top(segments, vec![trace]));
+    let findings = analyze(&loaded);
+    let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
+    assert_eq!(fragmentation.len(), 1, "{findings:#?}");
+    let s = &loaded.snapshot;
+    let named: Vec<(&str, i64)> = s
+        .stack_frames(fragmentation[0].stack)
+        .map(|f| (s.str(f.filename), f.line))
+        .collect();
+    assert!(named.contains(&("/src/opt.py", 100)), "{named:?}");
+}

@@ -228,17 +228,31 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     for g in &in_cycle {
         *by_stack.entry(g.stack).or_default() += g.requested_bytes;
     }
-    // A call site with frames explains more than a larger share without any.
-    let (stack, _) = by_stack
-        .into_iter()
-        .max_by_key(|&(stack, bytes)| {
+    // The place named is the call site (as findings name it) whose requests grew the pool most:
+    // one line's stacks differ by their C++ frames (an optimizer's loop over parameters), and
+    // counted stack by stack a backward thread's one repeated stack outweighed an optimizer step
+    // that grew the pool by more. Its largest stack stands for it. A call site with frames
+    // explains more than a larger share without any.
+    let mut by_site: FxHashMap<String, (u64, StackId, u64)> = FxHashMap::default();
+    for (&stack, &bytes) in &by_stack {
+        let site = by_site
+            .entry(super::site_name(cx.snapshot, stack))
+            .or_insert((0, stack, 0));
+        site.0 += bytes;
+        if (bytes, std::cmp::Reverse(stack)) > (site.2, std::cmp::Reverse(site.1)) {
+            (site.1, site.2) = (stack, bytes);
+        }
+    }
+    let stack = by_site
+        .into_values()
+        .max_by_key(|&(bytes, stack, _)| {
             (
                 stack != crate::model::NO_STACK,
                 bytes,
                 std::cmp::Reverse(stack),
             )
         })
-        .unwrap_or((crate::model::NO_STACK, 0));
+        .map_or(crate::model::NO_STACK, |(_, stack, _)| stack);
     let blatant = in_cycle
         .iter()
         .max_by_key(|g| {
