@@ -28,6 +28,11 @@ use crate::replay::DeviceReplay;
 pub const SWING_SHARE_PERCENT: i64 = 20;
 /// Fewest low points that make the curve's iterations.
 const MIN_CURVE_LOWS: usize = 3;
+/// After a climb (weights loaded in the trace), repetitions count where they move at least this
+/// share of the allocated peak (percent) …
+const MIN_REPEATED_SWING_PERCENT: i64 = 2;
+/// … and at least this many bytes.
+const MIN_REPEATED_SWING_BYTES: i64 = 1 << 20;
 
 /// Where the boundaries came from, for the findings to say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,8 +249,35 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
 /// curve's iterations but whatever repeats (the layers of a forward pass, the steps of an
 /// inference loop, a diffusion model's denoising steps): at least three of them, or
 /// none.
+///
+/// Where the trace begins with a climb to the level its repetitions return to (a model's weights
+/// loaded inside the trace: 9.5 GiB of weights, then three forward passes of 0.4 GiB each), the
+/// climb sets the curve's range and hides them; they are then looked for from where the curve
+/// first reaches the lowest level of its second half.
 pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
     let lows = low_points(allocated);
+    if lows.len() >= MIN_CURVE_LOWS {
+        return lows;
+    }
+    let floor = allocated[allocated.len() / 2..].iter().min().copied();
+    let start = floor.and_then(|floor| allocated.iter().position(|&a| a >= floor));
+    let Some(start) = start.filter(|&start| start > 0) else {
+        return Vec::new();
+    };
+    // What repeats after the climb must move memory that counts: not a few kilobytes of
+    // bookkeeping over a 250 MiB input that one pass holds.
+    let rest = &allocated[start..];
+    let (lo, hi) = (
+        rest.iter().min().copied().unwrap_or(0),
+        rest.iter().max().copied().unwrap_or(0),
+    );
+    if (hi - lo) * 100 < hi * MIN_REPEATED_SWING_PERCENT || hi - lo < MIN_REPEATED_SWING_BYTES {
+        return Vec::new();
+    }
+    let lows: Vec<(u32, i64)> = low_points(rest)
+        .into_iter()
+        .map(|(at, level)| (at + start as u32, level))
+        .collect();
     if lows.len() < MIN_CURVE_LOWS {
         return Vec::new();
     }
@@ -292,7 +324,33 @@ fn low_points(allocated: &[i64]) -> Vec<(u32, i64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{StepSource, find};
+    use super::{StepSource, find, recurring_lows};
+
+    #[test]
+    fn repetitions_after_a_climb_are_found_from_where_the_climb_ends() {
+        // Weights loaded (0 → 100 MiB), then three passes of 10 MiB that each return to 100.
+        let mib = 1 << 20;
+        let mut curve: Vec<i64> = (0..=100).step_by(20).map(|m| m * mib).collect();
+        for _ in 0..3 {
+            curve.extend([104, 108, 110, 106, 100].map(|m| m * mib));
+        }
+        let lows = recurring_lows(&curve);
+        assert_eq!(lows.len(), 3, "{lows:?}");
+        assert!(
+            lows.iter()
+                .all(|&(at, level)| level == 100 * mib && curve[at as usize] == 100 * mib),
+            "{lows:?}"
+        );
+        // A curve that only climbs repeats nothing.
+        let climb: Vec<i64> = (0..200).collect();
+        assert!(recurring_lows(&climb).is_empty());
+        // Passes that move a few bytes of a large block repeat nothing that counts.
+        let mut small: Vec<i64> = vec![0, 250 * mib];
+        for _ in 0..4 {
+            small.extend([250 * mib + 8192, 250 * mib]);
+        }
+        assert!(recurring_lows(&small).is_empty());
+    }
     use crate::category::classify;
     use crate::detect::test_support::generated;
     use crate::r#gen::Scenario;
