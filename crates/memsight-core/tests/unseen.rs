@@ -1067,3 +1067,53 @@ fn fragmentation_names_the_call_site_that_grew_the_pool_most() {
         .collect();
     assert!(named.contains(&("/src/opt.py", 100)), "{named:?}");
 }
+
+/// Where the trace begins in the middle of the run (most of its frees are of blocks allocated
+/// before it), the peak is said to be the recorded window's: a moment before it may have held
+/// more (an auditor's note on a ring-buffered CS336 trace).
+#[test]
+fn a_peak_in_a_trace_that_begins_mid_run_is_the_window_s() {
+    let before = || frames("forward", "/src/model.py", 30);
+    let step = || frames("step", "/src/train.py", 50);
+    let mut trace = Vec::new();
+    // Three blocks made before the trace are freed in it; then one block is made and kept.
+    for k in 0..3 {
+        trace.push(event(
+            "free_requested",
+            BASE + k * 2 * MIB,
+            2 * MIB,
+            before(),
+        ));
+        trace.push(event(
+            "free_completed",
+            BASE + k * 2 * MIB,
+            2 * MIB,
+            before(),
+        ));
+    }
+    trace.push(event("alloc", BASE + 8 * MIB, 4 * MIB, step()));
+    let blocks = vec![
+        block(BASE, 8 * MIB, "inactive", None),
+        block(BASE + 8 * MIB, 4 * MIB, "active_allocated", Some(step())),
+        block(BASE + 12 * MIB, 8 * MIB, "inactive", None),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 20 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let findings = analyze(&loaded);
+    assert_eq!(
+        of_kind(&findings, FindingKind::Integrity).len(),
+        1,
+        "{findings:#?}"
+    );
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    assert!(
+        peak[0]
+            .summary
+            .contains("highest point of the recorded window"),
+        "{}",
+        peak[0].summary
+    );
+}

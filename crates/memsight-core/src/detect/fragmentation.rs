@@ -224,35 +224,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     else {
         return Vec::new();
     };
-    let mut by_stack: FxHashMap<StackId, u64> = FxHashMap::default();
-    for g in &in_cycle {
-        *by_stack.entry(g.stack).or_default() += g.requested_bytes;
-    }
-    // The place named is the call site (as findings name it) whose requests grew the pool most:
-    // one line's stacks differ by their C++ frames (an optimizer's loop over parameters), and
-    // counted stack by stack a backward thread's one repeated stack outweighed an optimizer step
-    // that grew the pool by more. Its largest stack stands for it. A call site with frames
-    // explains more than a larger share without any.
-    let mut by_site: FxHashMap<String, (u64, StackId, u64)> = FxHashMap::default();
-    for (&stack, &bytes) in &by_stack {
-        let site = by_site
-            .entry(super::site_name(cx.snapshot, stack))
-            .or_insert((0, stack, 0));
-        site.0 += bytes;
-        if (bytes, std::cmp::Reverse(stack)) > (site.2, std::cmp::Reverse(site.1)) {
-            (site.1, site.2) = (stack, bytes);
-        }
-    }
-    let stack = by_site
-        .into_values()
-        .max_by_key(|&(bytes, stack, _)| {
-            (
-                stack != crate::model::NO_STACK,
-                bytes,
-                std::cmp::Reverse(stack),
-            )
-        })
-        .map_or(crate::model::NO_STACK, |(_, stack, _)| stack);
+    let stack = place_of_growth(cx, &in_cycle);
     let blatant = in_cycle
         .iter()
         .max_by_key(|g| {
@@ -278,7 +250,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .filter(|&i| device.trace.action[i as usize] == Action::SegmentAlloc)
         .count();
     f.summary = format!(
-        "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. In that stretch, {} \
+        "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. {}, {} \
          of its {segment_allocs} segment_alloc calls were made although the free bytes already cached in the same \
          pool covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
         format_bytes(cycle.peak_reserved_bytes),
@@ -295,6 +267,11 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         } else {
             String::new()
         },
+        if flushes > 0 {
+            "In that stretch"
+        } else {
+            "Over the whole trace"
+        },
         in_cycle.len(),
         blatant.segment_alloc_event,
         format_bytes(blatant.requested_bytes as i64),
@@ -309,6 +286,38 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = stack;
     f.suggestion = advice(cx, gap_bytes);
     vec![f]
+}
+
+/// The call site (as findings name it) whose requests grew the pool most, by the segments they
+/// made, and its largest stack to stand for it: one line's stacks differ by their C++ frames (an
+/// optimizer's loop over parameters), and counted stack by stack a backward thread's one
+/// repeated stack outweighed an optimizer step that grew the pool by more. A call site with
+/// frames explains more than a larger share without any.
+fn place_of_growth(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> StackId {
+    let mut by_stack: FxHashMap<StackId, u64> = FxHashMap::default();
+    for g in growth {
+        *by_stack.entry(g.stack).or_default() += g.segment_bytes;
+    }
+    let mut by_site: FxHashMap<String, (u64, StackId, u64)> = FxHashMap::default();
+    for (&stack, &bytes) in &by_stack {
+        let site = by_site
+            .entry(super::site_name(cx.snapshot, stack))
+            .or_insert((0, stack, 0));
+        site.0 += bytes;
+        if (bytes, std::cmp::Reverse(stack)) > (site.2, std::cmp::Reverse(site.1)) {
+            (site.1, site.2) = (stack, bytes);
+        }
+    }
+    by_site
+        .into_values()
+        .max_by_key(|&(bytes, stack, _)| {
+            (
+                stack != crate::model::NO_STACK,
+                bytes,
+                std::cmp::Reverse(stack),
+            )
+        })
+        .map_or(crate::model::NO_STACK, |(_, stack, _)| stack)
 }
 
 /// What to do about `gap_bytes` held above the allocated peak.

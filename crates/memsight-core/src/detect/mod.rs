@@ -383,6 +383,15 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
                      may be wrong.",
                 );
             }
+        } else if !integrity.is_empty() {
+            // The one note integrity gives: the trace begins in the middle of the run.
+            for f in &mut peak {
+                f.summary.push_str(
+                    " The trace begins in the middle of the run (see the finding on it): this \
+                     is the highest point of the recorded window, and a moment before it may \
+                     have held more.",
+                );
+            }
         }
         let leaks = leak::detect(cx);
         link_leaks_to_peak(cx, &leaks, &mut peak);
