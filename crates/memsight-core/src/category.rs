@@ -442,21 +442,18 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .alloc_event
             .and_then(|e| snapshot.owner(&device.trace, e as usize))
             .and_then(from_owner);
-        // A block released by `zero_grad` was a gradient, whatever made it (the backward
-        // thread often records no frames; last step's gradients are alive before the trace).
-        let freed_by_zero_grad = l
+        // What the stack of the block's free says. A block released by `zero_grad` was a
+        // gradient, whatever made it (the backward thread often records no frames; last step's
+        // gradients are alive before the trace); one released by autocast's `__exit__` a cast.
+        let freed = l
             .free_requested_event
             .or(l.free_completed_event)
             .and_then(|f| device.trace.stack.get(f as usize))
-            .is_some_and(|&s| marks(s).zero_grad);
+            .map_or_else(StackMarks::default, |&s| marks(s));
+        let freed_by_zero_grad = freed.zero_grad;
         zero_grad_frees |= freed_by_zero_grad;
-        let freed_by_autocast_exit = l
-            .free_requested_event
-            .or(l.free_completed_event)
-            .and_then(|f| device.trace.stack.get(f as usize))
-            .is_some_and(|&s| marks(s).autocast_exit);
         let m = marks(l.stack);
-        let cast = m.autocast_cast || freed_by_autocast_exit;
+        let cast = m.autocast_cast || freed.autocast_exit;
         categories.autocast |= cast;
         if cast && named.is_none() && l.alloc_event.is_some() {
             casts.push(categories.of_lifetime.len());
