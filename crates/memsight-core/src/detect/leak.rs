@@ -545,10 +545,7 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
             let (a, b) = (w[0] as usize, end.min(allocated.len()));
             let span = allocated.get(a..b)?;
             let start_level = a.checked_sub(1).map_or(i64::MAX, |k| allocated[k]);
-            Some((
-                (*span.iter().min()?).min(start_level),
-                *span.iter().max()?,
-            ))
+            Some(((*span.iter().min()?).min(start_level), *span.iter().max()?))
         })
         .unzip();
     let (Some(&lo), Some(&hi)) = (lows.iter().min(), lows.iter().max()) else {

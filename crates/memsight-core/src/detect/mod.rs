@@ -265,10 +265,22 @@ impl Workload {
             runs(crate::category::Phase::Backward).next(),
             runs(crate::category::Phase::Backward).next_back(),
         ) {
+            // The last pass ends before the next phase's first allocation and the segment
+            // the pool made for it (an auditor: "event 22 is already the optimizer step's").
+            let action = &cx.device.trace.action;
+            let mut end = last.end;
+            while end > last.start + 1
+                && matches!(
+                    action[end as usize - 1],
+                    crate::model::Action::SegmentAlloc | crate::model::Action::SegmentMap
+                )
+            {
+                end -= 1;
+            }
             shown.push(format!(
                 "backward passes at events {}–{} (autograd frames)",
                 first.start,
-                last.end.saturating_sub(1)
+                end - 1
             ));
         }
         let steps = runs(crate::category::Phase::Optimizer).count();
@@ -287,8 +299,8 @@ impl Workload {
             shown.push(format!("an annotation {}", a.name));
         }
         for (category, what) in [
-            (Category::Gradient, "gradient blocks"),
-            (Category::OptimizerState, "optimizer-state blocks"),
+            (Category::Gradient, "gradient block"),
+            (Category::OptimizerState, "optimizer-state block"),
         ] {
             let n = cx
                 .categories
@@ -297,7 +309,7 @@ impl Workload {
                 .filter(|&&c| c == category)
                 .count();
             if n > 0 && shown.len() < 3 {
-                shown.push(format!("{n} {what}"));
+                shown.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
             }
         }
         match self {

@@ -8,6 +8,7 @@ use memsight_core::r#gen::PickleWriter;
 use memsight_core::{Loaded, load_bytes};
 
 /// A Python value, as a snapshot holds them.
+#[derive(Clone)]
 pub enum Py {
     Int(i128),
     Str(&'static str),
