@@ -7,7 +7,10 @@ The expected findings in crates/memsight-core/tests/fixtures.rs (detectors_on_re
 Per busiest device it prints
 - fragmentation: every segment_alloc made while the free bytes cached in the same stream and pool
   (small = 2 MiB segments, requests up to 1 MiB) covered its request (the first alloc inside the new
-  segment within 8 events, rounded up to 512 bytes): count, first / last event, segment bytes;
+  segment within 8 events, padded by 32 bytes where the file names torch_npu, rounded up to 512
+  bytes): count, first / last event, segment bytes. A block takes its rounded request, or in the
+  large pool the whole free block it starts (up to the next live block or the segment's end) where
+  cutting would leave at most 1 MiB: CUDACachingAllocator's should_split (remaining > kSmallSize);
 - never freed: blocks allocated in the trace and never freed, grouped by call stack, for stacks with
   3 or more such blocks: count, bytes, first / last alloc event, innermost frame;
 - segment_free bursts: runs of 3+ consecutive segment_free / segment_unmap;
@@ -21,7 +24,11 @@ SMALL_SEGMENT = 2 << 20
 SMALL_REQUEST = 1 << 20
 
 
+PAD = 0
+
+
 def rounded(n):
+    n += PAD
     return max(1, -(-n // 512)) * 512 if n else 512
 
 
@@ -30,8 +37,11 @@ def stack_key(e):
 
 
 def main(path):
+    global PAD
     with open(path, "rb") as f:
-        data = pickle.load(f)
+        raw = f.read()
+    PAD = 32 if b"torch_npu" in raw else 0
+    data = pickle.loads(raw)
     if isinstance(data, list):
         print(f"{path}: legacy list, no trace")
         return
@@ -76,12 +86,26 @@ def main(path):
         size, stream = segments[start]
         return (stream, size == SMALL_SEGMENT) if addr < start + size else None
 
+    def block_size(addr, need, live_sizes):
+        # The block the allocator hands out at addr (see the module doc).
+        i = bisect.bisect_right(starts, addr) - 1
+        start = starts[i]
+        size, _ = segments[start]
+        if size == SMALL_SEGMENT:
+            return need
+        later = [a for a in live_sizes if addr < a < start + size]
+        end = min(later) if later else start + size
+        return end - addr if 0 <= end - addr - need <= SMALL_REQUEST else need
+
+    import bisect
+    sizes = {}
     for start, (size, stream) in segments.items():
         free[(stream, size == SMALL_SEGMENT)] += size
     for addr, req in live.items():
         g = group_of(addr)
         if g:
-            free[g] -= rounded(req)
+            sizes[addr] = block_size(addr, rounded(req), live)
+            free[g] -= sizes[addr]
     growth = []
     for i, e in enumerate(trace):
         a, addr, size = e["action"], e.get("addr", 0), e["size"]
@@ -105,11 +129,12 @@ def main(path):
         elif a == "alloc":
             g = group_of(addr)
             if g:
-                free[g] -= rounded(size)
+                sizes[addr] = block_size(addr, rounded(size), sizes)
+                free[g] -= sizes[addr]
         elif a == "free_completed":
             g = group_of(addr)
             if g:
-                free[g] += rounded(size)
+                free[g] += sizes.pop(addr, rounded(size))
     if mapped:
         print("  fragmentation: expandable segments, not applicable")
     elif growth:

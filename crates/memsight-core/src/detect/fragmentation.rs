@@ -9,10 +9,15 @@
 //! the most growth.
 //!
 //! Free bytes are tracked in one pass over the trace per (stream, small / large pool): segments
-//! add their size, live blocks take their 512-rounded request. Blocks the large pool hands out
-//! unsplit can be up to 1 MiB bigger than that, so the estimate can run slightly high. Private
-//! pools (CUDA graphs) are not told apart, and expandable segments (which grow by mapping pages
-//! and exist to avoid exactly this) are skipped.
+//! add their size, live blocks take what the allocator gave them. That is the request padded
+//! (`torch_npu`: 32 bytes) and rounded to 512, or, in the large pool, the whole free block it
+//! was cut from where no more than 1 MiB would be left (the allocator does not split off a
+//! remainder that small): a block starts where a free block did, which runs to the next live
+//! block or the segment's end (an auditor's model of the allocator found the 1 MiB tails inside
+//! live blocks counted as cached free bytes: 42 "covered" `segment_alloc`s where 34 were).
+//! `max_split_size_mb`'s unsplit blocks are not modelled. Private pools (CUDA graphs) are not
+//! told apart, and expandable segments (which grow by mapping pages and exist to avoid exactly
+//! this) are skipped.
 
 use std::collections::BTreeMap;
 
@@ -60,8 +65,17 @@ pub struct FragmentedGrowth {
 /// Streams and small / large pool: blocks are only served from their own group.
 type Group = (StreamId, bool);
 
-/// Every `segment_alloc` of `device` that fragmentation caused, in trace order.
-pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<FragmentedGrowth> {
+/// The large pool hands out a whole free block where cutting the request from it would leave
+/// no more than this (`kSmallSize`).
+const UNSPLIT_REMAINDER_MAX_BYTES: u64 = 1 << 20;
+
+/// Every `segment_alloc` of `device` that fragmentation caused, in trace order; `pad_bytes`: what
+/// the allocator adds to every request before rounding (`torch_npu`: 32).
+pub fn fragmented_growth(
+    device: &Device,
+    replay: &DeviceReplay,
+    pad_bytes: u64,
+) -> Vec<FragmentedGrowth> {
     let trace = &device.trace;
     if trace
         .action
@@ -70,29 +84,35 @@ pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<Fragment
     {
         return Vec::new();
     }
-    // Segment start → (size, group); free bytes per group.
+    // Segment start → (size, group); live block start → its size; free bytes per group.
     let mut segments: BTreeMap<u64, (u64, Group)> = BTreeMap::new();
+    let mut live: BTreeMap<u64, u64> = BTreeMap::new();
     let mut free_bytes: FxHashMap<Group, i64> = FxHashMap::default();
+    let round = |requested: u64| rounded_size_bytes(requested.saturating_add(pad_bytes));
     let initial = replay.pool_after(device, None);
     for seg in &initial.segments {
         let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
-        // The pool lists free gaps as inactive blocks: only live blocks use the segment.
-        let used: u64 = seg
-            .blocks
-            .iter()
-            .filter(|b| b.state != BlockState::Inactive)
-            .map(|b| rounded_size_bytes(b.requested_size_bytes))
-            .sum();
         segments.insert(seg.address, (seg.total_size_bytes, group));
-        *free_bytes.entry(group).or_default() += seg.total_size_bytes as i64 - used as i64;
+        *free_bytes.entry(group).or_default() += seg.total_size_bytes as i64;
     }
-    let group_of = |segments: &BTreeMap<u64, (u64, Group)>, addr: u64| {
-        segments
-            .range(..=addr)
-            .next_back()
-            .filter(|&(&start, &(size, _))| addr < start.saturating_add(size))
-            .map(|(_, &(_, group))| group)
+    // The blocks live before the first event, each as it would have been cut (the pool lists
+    // free gaps as inactive blocks: only live blocks use the segment); where each ends depends
+    // on where the next one starts, so all are placed first.
+    let initial_live = || {
+        initial.segments.iter().flat_map(|seg| {
+            let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
+            seg.blocks
+                .iter()
+                .filter(|b| b.state != BlockState::Inactive)
+                .map(move |b| (b.address, round(b.requested_size_bytes), group))
+        })
     };
+    live.extend(initial_live().map(|(addr, rounded, _)| (addr, rounded)));
+    for (addr, rounded, group) in initial_live() {
+        let size = block_bytes(&segments, &live, addr, rounded);
+        live.insert(addr, size);
+        *free_bytes.entry(group).or_default() -= size as i64;
+    }
     let mut growth = Vec::new();
     for i in 0..trace.len() {
         let (addr, size) = (trace.addr[i], trace.size_bytes[i]);
@@ -127,19 +147,59 @@ pub fn fragmented_growth(device: &Device, replay: &DeviceReplay) -> Vec<Fragment
                 }
             }
             Action::Alloc => {
-                if let Some(group) = group_of(&segments, addr) {
-                    *free_bytes.entry(group).or_default() -= rounded_size_bytes(size) as i64;
+                if let Some((_, _, group)) = segment_of(&segments, addr) {
+                    let bytes = block_bytes(&segments, &live, addr, round(size));
+                    live.insert(addr, bytes);
+                    *free_bytes.entry(group).or_default() -= bytes as i64;
                 }
             }
             Action::FreeCompleted => {
-                if let Some(group) = group_of(&segments, addr) {
-                    *free_bytes.entry(group).or_default() += rounded_size_bytes(size) as i64;
+                if let Some((_, _, group)) = segment_of(&segments, addr) {
+                    let bytes = live.remove(&addr).unwrap_or_else(|| round(size));
+                    *free_bytes.entry(group).or_default() += bytes as i64;
                 }
             }
             _ => {}
         }
     }
     growth
+}
+
+/// The segment holding `addr`: its start, size and group.
+fn segment_of(segments: &BTreeMap<u64, (u64, Group)>, addr: u64) -> Option<(u64, u64, Group)> {
+    segments
+        .range(..=addr)
+        .next_back()
+        .filter(|&(&start, &(size, _))| addr < start.saturating_add(size))
+        .map(|(&start, &(size, group))| (start, size, group))
+}
+
+/// What the allocator gives a request of `rounded` bytes placed at `addr`: the free block there
+/// (up to the next live block or the segment's end) where, in the large pool, cutting would
+/// leave at most [`UNSPLIT_REMAINDER_MAX_BYTES`]; else `rounded`.
+fn block_bytes(
+    segments: &BTreeMap<u64, (u64, Group)>,
+    live: &BTreeMap<u64, u64>,
+    addr: u64,
+    rounded: u64,
+) -> u64 {
+    let Some((start, size, (_, small))) = segment_of(segments, addr) else {
+        return rounded;
+    };
+    if small {
+        return rounded;
+    }
+    let segment_end = start.saturating_add(size);
+    let free_end = live
+        .range(addr.saturating_add(1)..)
+        .next()
+        .map_or(segment_end, |(&next, _)| next.min(segment_end));
+    let free_block = free_end.saturating_sub(addr);
+    if free_block >= rounded && free_block - rounded <= UNSPLIT_REMAINDER_MAX_BYTES {
+        free_block
+    } else {
+        rounded
+    }
 }
 
 /// One flush cycle: the events between two releases of cached segments (`empty_cache()`, or the
@@ -209,7 +269,13 @@ fn severity_of(gap_bytes: u64, reserved_bytes: u64) -> Option<Severity> {
 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let (device, replay) = (cx.device, cx.replay);
-    let growth = fragmented_growth(device, replay);
+    let pad_bytes = crate::whatif::allocator_of(&crate::whatif::Recording {
+        snapshot: cx.snapshot,
+        device,
+        replay,
+    })
+    .pad_bytes;
+    let growth = fragmented_growth(device, replay, pad_bytes);
     let cycles = flush_cycles(device, replay);
     // The cycle that reserved the most (where the device came closest to full), among cycles
     // where the pool grew although its free bytes covered the requests: repeatedly, or else by
@@ -263,7 +329,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         .count();
     f.summary = format!(
         "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. {}, {} \
-         of its {segment_allocs} segment_alloc calls were made although the free bytes already cached in the same \
+         of its {segment_allocs} segment_alloc calls {} made although the free bytes already cached in the same \
          pool covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
         format_bytes(cycle.peak_reserved_bytes),
         cycle.peak_event,
@@ -285,6 +351,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             "Over the whole trace"
         },
         in_cycle.len(),
+        if in_cycle.len() == 1 { "was" } else { "were" },
         blatant.segment_alloc_event,
         format_bytes(blatant.requested_bytes as i64),
         format_bytes(blatant.cached_free_bytes as i64),
@@ -413,7 +480,7 @@ mod tests {
         for seed in 1..=4 {
             let (g, loaded) = generated(Scenario::Fragmentation, 40_000, seed);
             let device = &loaded.snapshot.devices[0];
-            let found: BTreeSet<u64> = fragmented_growth(device, &loaded.replays[0])
+            let found: BTreeSet<u64> = fragmented_growth(device, &loaded.replays[0], 0)
                 .iter()
                 .map(|f| u64::from(f.segment_alloc_event))
                 .collect();

@@ -134,7 +134,8 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
             let flagged: BTreeSet<u64> = if unscored {
                 BTreeSet::new()
             } else {
-                detect::fragmentation::fragmented_growth(device, &loaded.replays[0])
+                // The generator writes CUDA's allocator: no padding.
+                detect::fragmentation::fragmented_growth(device, &loaded.replays[0], 0)
                     .iter()
                     .map(|f| u64::from(f.segment_alloc_event))
                     .collect()
