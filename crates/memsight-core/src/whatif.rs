@@ -773,20 +773,7 @@ struct Padding {
 /// allocated right behind a live one lies the padded or the unpadded size of that one further
 /// on. Padded only where padded blocks are seen and unpadded ones are not.
 fn request_padding(device: &Device) -> Padding {
-    let (mut padded, mut exact) = (0u64, 0u64);
-    for b in device.segments.iter().flat_map(|s| &s.blocks) {
-        if b.state == BlockState::Inactive
-            || b.requested_size_bytes == 0
-            || !b.requested_size_bytes.is_multiple_of(512)
-        {
-            continue;
-        }
-        if b.size_bytes == b.requested_size_bytes + 512 {
-            padded += 1;
-        } else if b.size_bytes == b.requested_size_bytes {
-            exact += 1;
-        }
-    }
+    let (padded, exact) = padding_in_pool(device);
     let (trace_padded, trace_exact) = padding_in_trace(device);
     let (all_padded, all_exact) = (padded + trace_padded, exact + trace_exact);
     if all_padded > 0 && all_exact == 0 {
@@ -810,6 +797,37 @@ fn request_padding(device: &Device) -> Padding {
             }),
         }
     }
+}
+
+/// The padding [`allocator_of`] finds, without reading the trace where the final pool already
+/// holds a block that is exactly its request (then nothing is padded): for a detector that needs
+/// the figure, not its evidence.
+pub fn request_padding_bytes(device: &Device) -> u64 {
+    if padding_in_pool(device).1 > 0 {
+        0
+    } else {
+        request_padding(device).bytes
+    }
+}
+
+/// In the final pool: live blocks whose request is a multiple of 512, 512 bytes larger than it
+/// (padded, counted first) or exactly its size.
+fn padding_in_pool(device: &Device) -> (u64, u64) {
+    let (mut padded, mut exact) = (0u64, 0u64);
+    for b in device.segments.iter().flat_map(|s| &s.blocks) {
+        if b.state == BlockState::Inactive
+            || b.requested_size_bytes == 0
+            || !b.requested_size_bytes.is_multiple_of(512)
+        {
+            continue;
+        }
+        if b.size_bytes == b.requested_size_bytes + 512 {
+            padded += 1;
+        } else if b.size_bytes == b.requested_size_bytes {
+            exact += 1;
+        }
+    }
+    (padded, exact)
 }
 
 /// `3 blocks of the final pool and 12 allocations of the trace`.

@@ -65,6 +65,9 @@ pub struct FragmentedGrowth {
 /// Streams and small / large pool: blocks are only served from their own group.
 type Group = (StreamId, bool);
 
+/// Segment start → (size, group).
+type Segments = BTreeMap<u64, (u64, Group)>;
+
 /// The large pool hands out a whole free block where cutting the request from it would leave
 /// no more than this (`kSmallSize`).
 const UNSPLIT_REMAINDER_MAX_BYTES: u64 = 1 << 20;
@@ -84,35 +87,8 @@ pub fn fragmented_growth(
     {
         return Vec::new();
     }
-    // Segment start → (size, group); live block start → its size; free bytes per group.
-    let mut segments: BTreeMap<u64, (u64, Group)> = BTreeMap::new();
-    let mut live: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut free_bytes: FxHashMap<Group, i64> = FxHashMap::default();
     let round = |requested: u64| rounded_size_bytes(requested.saturating_add(pad_bytes));
-    let initial = replay.pool_after(device, None);
-    for seg in &initial.segments {
-        let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
-        segments.insert(seg.address, (seg.total_size_bytes, group));
-        *free_bytes.entry(group).or_default() += seg.total_size_bytes as i64;
-    }
-    // The blocks live before the first event, each as it would have been cut (the pool lists
-    // free gaps as inactive blocks: only live blocks use the segment); where each ends depends
-    // on where the next one starts, so all are placed first.
-    let initial_live = || {
-        initial.segments.iter().flat_map(|seg| {
-            let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
-            seg.blocks
-                .iter()
-                .filter(|b| b.state != BlockState::Inactive)
-                .map(move |b| (b.address, round(b.requested_size_bytes), group))
-        })
-    };
-    live.extend(initial_live().map(|(addr, rounded, _)| (addr, rounded)));
-    for (addr, rounded, group) in initial_live() {
-        let size = block_bytes(&segments, &live, addr, rounded);
-        live.insert(addr, size);
-        *free_bytes.entry(group).or_default() -= size as i64;
-    }
+    let (mut segments, mut live, mut free_bytes) = pool_before_the_trace(device, replay, &round);
     let mut growth = Vec::new();
     for i in 0..trace.len() {
         let (addr, size) = (trace.addr[i], trace.size_bytes[i]);
@@ -147,15 +123,26 @@ pub fn fragmented_growth(
                 }
             }
             Action::Alloc => {
-                if let Some((_, _, group)) = segment_of(&segments, addr) {
-                    let bytes = block_bytes(&segments, &live, addr, round(size));
-                    live.insert(addr, bytes);
+                if let Some(segment) = segment_of(&segments, addr) {
+                    let group = segment.2;
+                    let bytes = if group.1 {
+                        round(size)
+                    } else {
+                        let bytes = block_bytes(&live, addr, round(size), segment);
+                        live.insert(segment.0, addr, bytes);
+                        bytes
+                    };
                     *free_bytes.entry(group).or_default() -= bytes as i64;
                 }
             }
             Action::FreeCompleted => {
-                if let Some((_, _, group)) = segment_of(&segments, addr) {
-                    let bytes = live.remove(&addr).unwrap_or_else(|| round(size));
+                if let Some((start, _, group)) = segment_of(&segments, addr) {
+                    let kept = if group.1 {
+                        None
+                    } else {
+                        live.remove(start, addr)
+                    };
+                    let bytes = kept.unwrap_or_else(|| round(size));
                     *free_bytes.entry(group).or_default() += bytes as i64;
                 }
             }
@@ -165,8 +152,55 @@ pub fn fragmented_growth(
     growth
 }
 
+/// Segment start → (size, group); the large pool's live blocks (a small pool block is its
+/// rounded request); free bytes per group: the pool before the trace's first event, each live
+/// block as it would have been cut (the pool lists free gaps as inactive blocks: only live
+/// blocks use the segment). Where each block ends depends on where the next one starts, so all
+/// are placed first.
+fn pool_before_the_trace(
+    device: &Device,
+    replay: &DeviceReplay,
+    round: &dyn Fn(u64) -> u64,
+) -> (Segments, LiveBlocks, FxHashMap<Group, i64>) {
+    let mut segments = Segments::new();
+    let mut live = LiveBlocks::default();
+    let mut free_bytes: FxHashMap<Group, i64> = FxHashMap::default();
+    let initial = replay.pool_after(device, None);
+    for seg in &initial.segments {
+        let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
+        segments.insert(seg.address, (seg.total_size_bytes, group));
+        *free_bytes.entry(group).or_default() += seg.total_size_bytes as i64;
+    }
+    let initial_live = || {
+        initial.segments.iter().flat_map(|seg| {
+            let group = (seg.stream, seg.total_size_bytes == SMALL_SEGMENT_BYTES);
+            seg.blocks
+                .iter()
+                .filter(|b| b.state != BlockState::Inactive)
+                .map(move |b| (b.address, round(b.requested_size_bytes), group))
+        })
+    };
+    for (addr, rounded, group) in initial_live() {
+        if let Some(segment) = segment_of(&segments, addr).filter(|_| !group.1) {
+            live.insert(segment.0, addr, rounded);
+        }
+    }
+    for (addr, rounded, group) in initial_live() {
+        let size = match segment_of(&segments, addr) {
+            Some(segment) if !group.1 => {
+                let size = block_bytes(&live, addr, rounded, segment);
+                live.insert(segment.0, addr, size);
+                size
+            }
+            _ => rounded,
+        };
+        *free_bytes.entry(group).or_default() -= size as i64;
+    }
+    (segments, live, free_bytes)
+}
+
 /// The segment holding `addr`: its start, size and group.
-fn segment_of(segments: &BTreeMap<u64, (u64, Group)>, addr: u64) -> Option<(u64, u64, Group)> {
+fn segment_of(segments: &Segments, addr: u64) -> Option<(u64, u64, Group)> {
     segments
         .range(..=addr)
         .next_back()
@@ -174,31 +208,52 @@ fn segment_of(segments: &BTreeMap<u64, (u64, Group)>, addr: u64) -> Option<(u64,
         .map(|(&start, &(size, group))| (start, size, group))
 }
 
-/// What the allocator gives a request of `rounded` bytes placed at `addr`: the free block there
-/// (up to the next live block or the segment's end) where, in the large pool, cutting would
-/// leave at most [`UNSPLIT_REMAINDER_MAX_BYTES`]; else `rounded`.
+/// What the allocator gives a request of `rounded` bytes placed at `addr` in the large-pool
+/// segment `(start, size, _)`: the free block there (up to the next live block or the segment's
+/// end) where cutting would leave at most [`UNSPLIT_REMAINDER_MAX_BYTES`]; else `rounded`.
 fn block_bytes(
-    segments: &BTreeMap<u64, (u64, Group)>,
-    live: &BTreeMap<u64, u64>,
+    live: &LiveBlocks,
     addr: u64,
     rounded: u64,
+    (start, size, _): (u64, u64, Group),
 ) -> u64 {
-    let Some((start, size, (_, small))) = segment_of(segments, addr) else {
-        return rounded;
-    };
-    if small {
-        return rounded;
-    }
     let segment_end = start.saturating_add(size);
     let free_end = live
-        .range(addr.saturating_add(1)..)
-        .next()
-        .map_or(segment_end, |(&next, _)| next.min(segment_end));
+        .next_after(start, addr)
+        .map_or(segment_end, |next| next.min(segment_end));
     let free_block = free_end.saturating_sub(addr);
     if free_block >= rounded && free_block - rounded <= UNSPLIT_REMAINDER_MAX_BYTES {
         free_block
     } else {
         rounded
+    }
+}
+
+/// The large pool's live blocks, per segment in address order (a large segment holds a few
+/// blocks: a sorted vector each beats one ordered map of them all).
+#[derive(Default)]
+struct LiveBlocks(FxHashMap<u64, Vec<(u64, u64)>>);
+
+impl LiveBlocks {
+    fn insert(&mut self, segment: u64, addr: u64, size: u64) {
+        let blocks = self.0.entry(segment).or_default();
+        match blocks.binary_search_by_key(&addr, |b| b.0) {
+            Ok(k) => blocks[k].1 = size,
+            Err(k) => blocks.insert(k, (addr, size)),
+        }
+    }
+
+    fn remove(&mut self, segment: u64, addr: u64) -> Option<u64> {
+        let blocks = self.0.get_mut(&segment)?;
+        let k = blocks.binary_search_by_key(&addr, |b| b.0).ok()?;
+        Some(blocks.remove(k).1)
+    }
+
+    /// The start of the first live block after `addr` in `segment`.
+    fn next_after(&self, segment: u64, addr: u64) -> Option<u64> {
+        let blocks = self.0.get(&segment)?;
+        let k = blocks.partition_point(|b| b.0 <= addr);
+        blocks.get(k).map(|b| b.0)
     }
 }
 
@@ -269,12 +324,7 @@ fn severity_of(gap_bytes: u64, reserved_bytes: u64) -> Option<Severity> {
 
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let (device, replay) = (cx.device, cx.replay);
-    let pad_bytes = crate::whatif::allocator_of(&crate::whatif::Recording {
-        snapshot: cx.snapshot,
-        device,
-        replay,
-    })
-    .pad_bytes;
+    let pad_bytes = crate::whatif::request_padding_bytes(device);
     let growth = fragmented_growth(device, replay, pad_bytes);
     let cycles = flush_cycles(device, replay);
     // The cycle that reserved the most (where the device came closest to full), among cycles

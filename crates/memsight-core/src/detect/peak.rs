@@ -543,9 +543,9 @@ fn unknown_advice(facts: &PeakFacts) -> String {
          runs), with `_record_memory_history(max_entries=…)` large enough to keep it."
             .to_string()
     } else {
-        "Neither the call stacks nor the lifetimes tell what most of this memory is. Start with \
-         the call sites above, and record with stacks (`_record_memory_history(stacks=\"all\")`) \
-         if they are missing."
+        "Neither the call stacks nor the lifetimes tell what the unknown part of the peak is. \
+         Start with the call sites above, and record with stacks \
+         (`_record_memory_history(stacks=\"all\")`) if they are missing."
             .to_string()
     }
 }
