@@ -101,7 +101,7 @@ pub fn fragmented_growth(
                             && (addr..addr.saturating_add(size)).contains(&trace.addr[j])
                     });
                 if let Some(j) = request {
-                    let needed = rounded_size_bytes(trace.size_bytes[j]);
+                    let needed = round(trace.size_bytes[j]);
                     let cached = free_bytes.get(&group).copied().unwrap_or(0).max(0) as u64;
                     let same_pool = (needed <= SMALL_REQUEST_MAX_BYTES) == group.1;
                     if same_pool && cached >= needed {
