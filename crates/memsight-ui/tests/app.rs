@@ -452,6 +452,9 @@ fn clicking_a_finding_puts_its_evidence_on_screen() {
     // Leak, empty_cache note, the peak (62 MiB above the allocated peak, 9 % of reserved, is the
     // cache's normal overhead: no fragmentation note).
     harness.get_by_label("Findings (3)");
+    // Where each finding is, said as `analyze` says it: the peak is one event.
+    harness.get_by_label_contains("device 0 · events 1–5565");
+    harness.get_by_label_contains("device 0 · event 7498");
     harness
         .get_by_label("Leak: 40.0 MiB per iteration from one call site")
         .click();

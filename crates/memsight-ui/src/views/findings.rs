@@ -161,12 +161,17 @@ pub fn findings_ui(
                             memsight_core::detect::devices_words(f.device, &f.devices)
                         ));
                     }
+                    // One event is "event 36", as `analyze` says it, not "events 36–36".
                     (None, _) => {
+                        let (first, last) = f.events;
+                        let span = if first == last {
+                            format!("event {first}")
+                        } else {
+                            format!("events {first}–{last}")
+                        };
                         ui.weak(format!(
-                            "{} · events {}–{}{place}",
+                            "{} · {span}{place}",
                             memsight_core::detect::devices_words(f.device, &f.devices),
-                            f.events.0,
-                            f.events.1
                         ));
                     }
                 }
