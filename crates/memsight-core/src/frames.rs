@@ -23,22 +23,31 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         raw.into()
     };
     let file = file.as_ref();
-    // Object files, assembly and shared objects are native too: `thread48.o` holds
-    // `execute_native_thread_routine` (the thread autograd's engine runs on), `clone3.S` a
-    // thread's start, `libc.so.6` the C library.
-    let native = [".cpp", ".cc", ".cu", ".h", ".hpp", ".c", ".o", ".S", ".s"]
-        .iter()
-        .any(|ext| file.ends_with(ext))
-        || file.contains(".so");
-    file == "??"
-        || file.is_empty()
-        || native
+    is_native(file)
         || is_thread_entry(snapshot.str(frame.name))
         || file.starts_with('<')
         || file.contains("/torch/")
         || file.starts_with("torch/")
         || file.contains("site-packages/")
         || file.contains("/lib/python")
+}
+
+/// Whether a frame's file is native code (or names none): no Python line.
+fn is_native(file: &str) -> bool {
+    // Object files, assembly and shared objects are native too: `thread48.o` holds
+    // `execute_native_thread_routine` (the thread autograd's engine runs on), `clone3.S` a
+    // thread's start, `libc.so.6` the C library.
+    file == "??"
+        || file.is_empty()
+        || [".cpp", ".cc", ".cu", ".h", ".hpp", ".c", ".o", ".S", ".s"]
+            .iter()
+            .any(|ext| file.ends_with(ext))
+        || file.contains(".so")
+}
+
+/// Whether a frame is a line of Python (the program's, a library's or `PyTorch`'s own).
+pub fn is_python(snapshot: &Snapshot, frame: &Frame) -> bool {
+    !is_native(snapshot.str(frame.filename))
 }
 
 /// Functions that start a thread or a process, from libc or libstdc++: the outermost frames of a

@@ -1463,3 +1463,158 @@ fn the_tails_of_unsplit_blocks_are_not_free_cache() {
     );
     assert!(growth.is_empty(), "{growth:?}");
 }
+
+/// A call stack, innermost frame first: `(name, file, line)`.
+fn stack(lines: &[(&'static str, &'static str, i128)]) -> Py {
+    Py::List(
+        lines
+            .iter()
+            .map(|&(name, file, line)| {
+                Py::Dict(vec![
+                    ("name", Py::Str(name)),
+                    ("filename", Py::Str(file)),
+                    ("line", Py::Int(line)),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// How a validation loop's previous output is released, in [`validation_loop`].
+#[derive(Clone, Copy)]
+enum Release {
+    /// `outputs = model(batch)` at `validate.py:63`: the previous batch's logits go when the
+    /// line's next result is assigned.
+    ByTheAssignment,
+    /// By a line inside the model's own forward (`x = layer(x)`: the previous value is the next
+    /// call's input).
+    InsideTheModel,
+    /// Everything kept until `main()`, called at the script's top level, returns.
+    WhenMainReturns,
+}
+
+/// Weights (100 MiB), then three batches: a 1 MiB input made at `validate.py:60`, a 40 MiB
+/// temporary and 200 MiB of logits made by the model under `validate.py:63`; the peak (501 MiB)
+/// is the second batch's logits made while the first's (200 MiB, 40 %) are still held.
+fn validation_loop(release: Release) -> Vec<Finding> {
+    let at_exit = matches!(release, Release::WhenMainReturns);
+    let outer: &[(&str, &str, i128)] = if at_exit {
+        &[("main", "/src/run.py", 20), ("<module>", "/src/run.py", 5)]
+    } else {
+        &[("main", "/src/run.py", 20)]
+    };
+    let under = |inner: &[(&'static str, &'static str, i128)]| {
+        let mut lines = inner.to_vec();
+        lines.extend_from_slice(outer);
+        stack(&lines)
+    };
+    let in_model = |line| {
+        under(&[
+            ("forward", "/src/model.py", line),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("validate", "/src/validate.py", 63),
+        ])
+    };
+    // The logits come from the model's head, called at `model.py:50`.
+    let in_head = || {
+        under(&[
+            ("forward", "/src/head.py", 7),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("forward", "/src/model.py", 50),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("validate", "/src/validate.py", 63),
+        ])
+    };
+    let init = || under(&[("__init__", "/src/model.py", 10)]);
+    let at = |line| under(&[("validate", "/src/validate.py", line)]);
+    // Kept to the end, each batch's logits have a place of their own.
+    let logits = |k: i128| {
+        BASE + if at_exit {
+            200 + 200 * k
+        } else {
+            200 + 200 * (k % 2)
+        } * MIB
+    };
+    let free = |trace: &mut Vec<Py>, addr, size, stack: &dyn Fn() -> Py| {
+        trace.push(event("free_requested", addr, size, stack()));
+        trace.push(event("free_completed", addr, size, stack()));
+    };
+    let mut trace = vec![
+        event("segment_alloc", BASE, 1024 * MIB, init()),
+        event("alloc", BASE, 100 * MIB, init()),
+    ];
+    for k in 0..3 {
+        trace.push(event("alloc", BASE + 100 * MIB, MIB, at(60)));
+        trace.push(event("alloc", BASE + 101 * MIB, 40 * MIB, in_model(30)));
+        free(&mut trace, BASE + 101 * MIB, 40 * MIB, &|| in_model(30));
+        trace.push(event("alloc", logits(k), 200 * MIB, in_head()));
+        match release {
+            _ if k == 0 => {}
+            Release::ByTheAssignment => free(&mut trace, logits(k - 1), 200 * MIB, &|| at(63)),
+            Release::InsideTheModel => free(&mut trace, logits(k - 1), 200 * MIB, &|| in_model(50)),
+            Release::WhenMainReturns => {}
+        }
+        free(&mut trace, BASE + 100 * MIB, MIB, &|| at(64));
+    }
+    let mut blocks = vec![
+        block(BASE, 100 * MIB, "active_allocated", Some(init())),
+        block(BASE + 100 * MIB, 100 * MIB, "inactive", None),
+    ];
+    if at_exit {
+        // main() returns: the logits it kept go with its frame.
+        for k in 0..3 {
+            free(&mut trace, logits(k), 200 * MIB, &|| {
+                stack(&[("<module>", "/src/run.py", 5)])
+            });
+        }
+        blocks.push(block(BASE + 200 * MIB, 824 * MIB, "inactive", None));
+    } else {
+        blocks.push(block(
+            logits(2),
+            200 * MIB,
+            "active_allocated",
+            Some(in_head()),
+        ));
+        blocks.push(block(BASE + 400 * MIB, 624 * MIB, "inactive", None));
+    }
+    let loaded = load(&top(
+        vec![segment(0, BASE, 1024 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    analyze(&loaded)
+}
+
+/// A held-out BERT validation (`outputs = model(batch)`) held the previous batch's 477 MiB of
+/// logits through the whole next forward pass, 21 % of its peak, and the doctor called it
+/// "unknown": the free's stack (the assignment's line, outside any module) is the tail of the
+/// logits' allocation stack, and the line ran again in between. Not where the line is inside
+/// the model (the previous value is the next call's input), nor where everything is freed when
+/// the one call that made it all returns.
+#[test]
+fn a_previous_result_held_through_the_next_call_is_named() {
+    let peak = |release| {
+        let findings = validation_loop(release);
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert_eq!(peak.len(), 1, "{findings:#?}");
+        (peak[0].summary.clone(), peak[0].suggestion.clone())
+    };
+    let (summary, advice) = peak(Release::ByTheAssignment);
+    assert!(
+        summary.contains(
+            "200 MiB of it (40%) is what validate (/src/validate.py:63) returned on its previous \
+             call: made at event"
+        ),
+        "{summary}"
+    );
+    assert!(
+        advice.starts_with(
+            "validate (/src/validate.py:63) keeps its previous result (200 MiB, 40% of the peak)"
+        ),
+        "{advice}"
+    );
+    for release in [Release::InsideTheModel, Release::WhenMainReturns] {
+        let (summary, advice) = peak(release);
+        assert!(!summary.contains("previous call"), "{summary}");
+        assert!(!advice.contains("previous result"), "{advice}");
+    }
+}
