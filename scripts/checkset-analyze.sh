@@ -4,15 +4,15 @@
 # Usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]
 #   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
 #   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
-#   MEMSIGHT_CHECKSETn  batch n, for n = 2..7 (default /work/checkset/publicn)
+#   MEMSIGHT_CHECKSETn  batch n, for n = 2..8 (default /work/checkset/publicn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
 bin="${2:-target/debug/memsight}"
 fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
-# Batch directories and the prefix their outputs get: public, public2, ..., public7.
+# Batch directories and the prefix their outputs get: public, public2, ..., public8.
 batches=("public=${MEMSIGHT_CHECKSET:-/work/checkset/public}")
-for n in 2 3 4 5 6 7; do
+for n in 2 3 4 5 6 7 8; do
     var="MEMSIGHT_CHECKSET$n"
     batches+=("public$n=${!var:-/work/checkset/public$n}")
 done
@@ -21,7 +21,7 @@ mkdir -p "$out"
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
     grep -oE '^\| (snapshots|profiler-more|profiler)/[^ |]+' | sed 's/^| //')"
 public_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
-    grep -oE '^\| [A-Za-z0-9_]+\.pickle' | sed 's/^| //')"
+    grep -oE '^\| [A-Za-z0-9_]+\.(pickle|pkl)' | sed 's/^| //')"
 for row in $fixture_rows; do
     name="$(echo "$row" | tr '/' '_')"
     "$bin" analyze "$fixtures/$row" > "$out/$name.txt" 2>&1 || true
