@@ -105,7 +105,7 @@
 //! of another kind; its frees belong to it until then. Allocations without a call stack take the
 //! phase of the run they fall in.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::model::{Action, Device, NO_STACK, Snapshot, StackId};
@@ -173,7 +173,8 @@ impl Category {
                 "made by a module's .to() / .cuda() / .npu() (Module._apply), load_state_dict, \
                  a module's __init__ or reset_parameters; made by a constructor and replaced by an optimizer \
                  step, or by one that replaced such a block; or alive before the trace and never \
-                 freed in it with no call stack"
+                 freed in it with no call stack, where the trace trains or has a parameter or \
+                 half-size autocast copy of its size"
             }
             Self::Gradient => {
                 "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
@@ -210,7 +211,8 @@ impl Category {
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
             Self::Unknown => {
                 "what the file shows does not say: alive before the trace with a stack that says \
-                 nothing of its use; held over a quarter of the trace and freed where no phase \
+                 nothing of its use, or with none, in a trace that does not train, and nothing of its \
+                 size in it that a weight has (weights or a cache: the file cannot tell); held over a quarter of the trace and freed where no phase \
                  explains it; made before the trace's last backward pass and not freed by it (held \
                  by the program: an input, a weight made as a plain tensor, an output); or made in \
                  a backward pass and kept, beyond one per weight of its size"
@@ -334,6 +336,12 @@ struct StackMarks {
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
     /// hand-written optimizer making its state up front.
     optimizer_constructor: bool,
+}
+
+/// Whether `stack` is activation checkpointing's recomputation of a forward pass
+/// (`torch/utils/checkpoint.py`, a `recompute` function).
+pub fn is_recomputation(snapshot: &Snapshot, stack: StackId) -> bool {
+    stack_marks(snapshot, stack).recompute
 }
 
 fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
@@ -531,7 +539,43 @@ fn last_rules(
     }
     workspaces_of_the_backward_thread(snapshot, replay, runs, of_lifetime);
     held_at_the_failure(device, replay, runs, of_lifetime);
+    // Where the trace trains, what it holds from before it without a stack is the model's.
+    let trains = runs.iter().any(|r| r.phase != Phase::Forward)
+        || of_lifetime
+            .iter()
+            .any(|&c| matches!(c, Category::Gradient | Category::OptimizerState));
+    if !trains {
+        untraced_weights_need_a_twin(replay, of_lifetime);
+    }
     owners_decide(snapshot, device, replay, runs, of_lifetime);
+}
+
+/// In a trace that shows no training, a block alive before the trace, never freed and without a
+/// stack is a weight only where the trace shows something of its size that a weight has: an
+/// autocast copy of half its size, or a parameter made in the trace (or a gradient or optimizer
+/// state of its size). Else it is unknown: a serving engine's KV cache (a held-out vLLM trace:
+/// 32 blocks of 236 MiB, one per layer, made before recording began) looks the same.
+fn untraced_weights_need_a_twin(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+    let mut twins: FxHashSet<u64> = FxHashSet::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        match c {
+            Category::Gradient | Category::OptimizerState => {
+                twins.insert(l.requested_size_bytes);
+            }
+            Category::WeightCopy => {
+                twins.insert(l.requested_size_bytes.saturating_mul(2));
+            }
+            Category::Parameter if !untraced_weight(l, c) => {
+                twins.insert(l.requested_size_bytes);
+            }
+            _ => {}
+        }
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        if untraced_weight(l, *c) && !twins.contains(&l.requested_size_bytes) {
+            *c = Category::Unknown;
+        }
+    }
 }
 
 /// Whether some allocation of the trace is Adam's or `AdamW`'s (its frames say so).

@@ -480,10 +480,13 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
             format_bytes(gap_bytes as i64)
         )
     } else {
+        // `max_split_size_mb` only where the allocator's replay shows it helps (the settings
+        // finding): where every request is larger than every cached block nothing is split,
+        // and it does nothing (a held-out decode loop) or worse (a held-out weight loader).
         format!(
-            "Try {conf}=expandable_segments:True; otherwise max_split_size_mb to keep large cached \
-             blocks whole, or, where inputs vary in length, bucket them so requests come in fewer \
-             sizes."
+            "Try {conf}=expandable_segments:True: segments then grow in place, so free memory is \
+             not left in pieces. Where inputs vary in length, bucketing them so requests come in \
+             fewer sizes helps too."
         )
     }
 }

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use crate::category::{Category, Phase};
 use crate::frames::headline_frame;
-use crate::model::{BlockState, StackId};
+use crate::model::{BlockState, NO_STACK, StackId};
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
@@ -177,11 +177,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     }
     f.breakdown.clone_from(&parts);
     f.evidence = evidence(cx, &parts);
-    let largest_temporary = largest
-        .iter()
-        .find(|h| h.0 == Category::Temporary)
-        .map_or_else(String::new, |h| name(h.2));
-    let facts = PeakFacts::of(cx, &held, &largest_temporary);
+    let largest_temporary = largest.iter().find(|h| h.0 == Category::Temporary);
+    let recomputed =
+        largest_temporary.is_some_and(|h| crate::category::is_recomputation(cx.snapshot, h.2));
+    let largest_temporary = largest_temporary.map_or_else(String::new, |h| name(h.2));
+    let mut facts = PeakFacts::of(cx, &held, &largest_temporary);
+    facts.largest_temporary_recomputed = recomputed;
     if let Some(previous) = &facts.previous_result {
         f.summary.push(' ');
         f.summary
@@ -365,8 +366,10 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
 
 /// What the peak's advice rests on besides its breakdown.
 struct PeakFacts<'a> {
-    /// The call site of the largest temporary block.
+    /// The call site of the largest temporary block, and whether activation checkpointing
+    /// made it, recomputing a forward pass inside backward.
     largest_temporary: &'a str,
+    largest_temporary_recomputed: bool,
     /// A forward-only trace that keeps every layer's tensors to its end: autograd is recording.
     keeps_layers: bool,
     /// Optimizer-step temporaries at the peak, and whether they are multi-tensor (`foreach`).
@@ -384,6 +387,8 @@ struct PeakFacts<'a> {
     /// stacks, where they have one, are where they were freed).
     unknown_bytes: u64,
     unknown_before_the_trace_bytes: u64,
+    /// Of those, the ones without a stack.
+    unknown_untraced_bytes: u64,
 }
 
 /// What the trace shows of training, as the advice needs it.
@@ -464,6 +469,7 @@ impl<'a> PeakFacts<'a> {
         let (optimizer_temporary_bytes, foreach) = optimizer_temporaries(cx, held);
         Self {
             largest_temporary,
+            largest_temporary_recomputed: false,
             keeps_layers: keeps_layers(cx, held),
             optimizer_temporary_bytes,
             foreach,
@@ -483,6 +489,11 @@ impl<'a> PeakFacts<'a> {
             unknown_before_the_trace_bytes: held
                 .iter()
                 .filter(|h| h.0 == Category::Unknown && h.3.is_none())
+                .map(|h| h.1)
+                .sum(),
+            unknown_untraced_bytes: held
+                .iter()
+                .filter(|h| h.0 == Category::Unknown && h.3.is_none() && h.2 == NO_STACK)
                 .map(|h| h.1)
                 .sum(),
             shown: Shown {
@@ -764,6 +775,17 @@ fn hand_written_attention(
 
 /// What to do where the largest part of the peak is temporaries.
 fn temporary_advice(facts: &PeakFacts) -> String {
+    // Recomputed by a checkpoint inside backward: its inputs are held by design, and chunking
+    // one operation of the recomputed pass leaves the rest (a held-out checkpointed model).
+    if facts.largest_temporary_recomputed {
+        return format!(
+            "Most of the peak is temporary tensors; the largest comes from {}, recomputed by \
+             activation checkpointing (torch.utils.checkpoint) inside the backward pass: what \
+             checkpointing costs, with its inputs held by design. A smaller micro-batch or \
+             shorter inputs lower it.",
+            facts.largest_temporary
+        );
+    }
     // Blocks without a stack name no operation to change.
     if facts.largest_temporary == "blocks without a call stack" {
         "Most of the peak is temporary tensors, and the largest have no call stack (made on a \
@@ -782,7 +804,15 @@ fn temporary_advice(facts: &PeakFacts) -> String {
 /// What to do where the largest part of the peak is unknown.
 fn unknown_advice(facts: &PeakFacts) -> String {
     // Made before recording began: the trace holds no allocation of theirs to judge.
-    if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
+    if facts.unknown_untraced_bytes * 2 > facts.unknown_bytes {
+        // Stackless blocks from before a trace that shows no training: weights or a cache.
+        "Most of the unknown memory was allocated before the trace began, with no call stack: \
+         the model's weights loaded before recording, or a cache made then (a KV cache looks the \
+         same), and the file cannot tell which. Start recording before the model is loaded, \
+         with `_record_memory_history(max_entries=…)` large enough to keep it, to see what made \
+         each block."
+            .to_string()
+    } else if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
         "Most of the unknown memory was allocated before the trace began (its blocks' stacks, \
          where they have one, are where they were freed), so the trace does not show what made \
          it. Start recording before the step that makes it (for a benchmark, before the warm-up \
@@ -1075,15 +1105,18 @@ fn advice(
              torch.inference_mode(): each layer's tensors are then freed when the next layer has \
              used them."
             .to_string(),
+        // Nothing shows autograd keeping them (no line holds many layers' blocks): no_grad
+        // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
+        // copy).
         Category::Activation if inference => format!(
-            "Most of the peak is the forward pass's tensors, and this trace has no backward pass \
-             or optimizer step (inference, or a forward pass recorded alone). For inference, run \
-             under torch.inference_mode() or torch.no_grad(): each layer's tensors are then freed \
-             when the next layer has used them. A smaller batch or shorter inputs{} lower it too.",
+            "Most of the peak is tensors made in this trace and kept to its end (or many of them \
+             held at once by one line), and the trace has no backward pass or optimizer step: the \
+             program's outputs, caches or inputs, and nothing shows autograd keeping them. The \
+             call sites above hold them; a smaller batch or shorter inputs{} lower it.",
             if autocast {
                 ""
             } else {
-                ", or bf16 tensors if they are fp32"
+                ", or bf16 tensors if they are fp32 (a snapshot does not record dtypes),"
             }
         ),
         Category::Activation => format!(

@@ -257,7 +257,15 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
 pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
     let lows = low_points(allocated);
     if lows.len() >= MIN_CURVE_LOWS {
-        return lows;
+        let (lo, hi) = (
+            allocated.iter().min().copied().unwrap_or(0),
+            allocated.iter().max().copied().unwrap_or(0),
+        );
+        return if steps_down(&lows, hi - lo) {
+            Vec::new()
+        } else {
+            lows
+        };
     }
     let floor = allocated[allocated.len() / 2..].iter().min().copied();
     let start = floor.and_then(|floor| allocated.iter().position(|&a| a >= floor));
@@ -278,10 +286,24 @@ pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
         .into_iter()
         .map(|(at, level)| (at + start as u32, level))
         .collect();
-    if lows.len() < MIN_CURVE_LOWS {
+    if lows.len() < MIN_CURVE_LOWS || steps_down(&lows, hi - lo) {
         return Vec::new();
     }
     lows
+}
+
+/// Whether `lows` (over a curve whose range is `range` bytes), after the first (where a climb
+/// may cross the level), only fall, and by more than a low point's swing: memory released step
+/// by step, not a repetition returning to one level (a held-out checkpointed backward pass
+/// unwinding 6, 5, 4 GiB was "a low point 5 times").
+fn steps_down(lows: &[(u32, i64)], range: i64) -> bool {
+    let after_first = lows.get(1..).unwrap_or_default();
+    let (Some(first), Some(last)) = (after_first.first(), after_first.last()) else {
+        return false;
+    };
+    after_first.len() >= 2
+        && after_first.windows(2).all(|w| w[1].1 <= w[0].1)
+        && first.1 - last.1 > range * SWING_SHARE_PERCENT / 100
 }
 
 fn low_points(allocated: &[i64]) -> Vec<(u32, i64)> {
