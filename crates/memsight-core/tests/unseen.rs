@@ -1618,3 +1618,225 @@ fn a_previous_result_held_through_the_next_call_is_named() {
         assert!(!advice.contains("previous result"), "{advice}");
     }
 }
+
+/// A trace that shows no training can hold blocks from before it without a stack that are not
+/// weights (a held-out vLLM trace: a KV cache of 32 × 236 MiB, called "parameter"): they are
+/// unknown unless the trace has something of their size a weight has (here a 2 MiB autocast
+/// copy of the 4 MiB block). Where the trace trains, they are the model's.
+#[test]
+fn untraced_blocks_are_weights_only_where_the_trace_shows_it() {
+    let forward = || frames("forward", "/src/model.py", 40);
+    let cast = || frames("at::autocast::cached_cast", "", 0);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let run = |trains: bool| {
+        let mut trace = vec![
+            event("alloc", BASE + 32 * MIB, MIB, forward()),
+            event("free_requested", BASE + 32 * MIB, MIB, forward()),
+            event("free_completed", BASE + 32 * MIB, MIB, forward()),
+            event("alloc", BASE + 33 * MIB, 2 * MIB, cast()),
+        ];
+        if trains {
+            trace.push(event("alloc", BASE + 32 * MIB, MIB, backward()));
+            trace.push(event("free_requested", BASE + 32 * MIB, MIB, backward()));
+            trace.push(event("free_completed", BASE + 32 * MIB, MIB, backward()));
+        }
+        let blocks = vec![
+            block(BASE, 8 * MIB, "active_allocated", None),
+            block(BASE + 8 * MIB, 8 * MIB, "active_allocated", None),
+            block(BASE + 16 * MIB, 4 * MIB, "active_allocated", None),
+            block(BASE + 20 * MIB, 13 * MIB, "inactive", None),
+            block(BASE + 33 * MIB, 2 * MIB, "active_allocated", Some(cast())),
+            block(BASE + 35 * MIB, 29 * MIB, "inactive", None),
+        ];
+        let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
+        by_mib
+            .into_iter()
+            .filter(|&(mib, _)| mib >= 4)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        run(false),
+        [(8, "unknown"), (8, "unknown"), (4, "parameter")],
+        "forward only"
+    );
+    assert_eq!(
+        run(true),
+        [(8, "parameter"), (8, "parameter"), (4, "parameter")],
+        "training"
+    );
+}
+
+/// Activation checkpointing recomputes a forward pass inside backward: where that recomputation
+/// is the largest temporary at the peak, the advice says so, not "compute that operation in
+/// chunks, or free its inputs before it" (its inputs are held by design; a held-out
+/// checkpointed model was sent back to its forward line).
+#[test]
+fn a_checkpoint_s_recomputation_is_named_in_the_advice() {
+    let init = || frames("__init__", "/src/model.py", 14);
+    let input = || frames("<module>", "/src/run.py", 37);
+    let recompute = || {
+        stack(&[
+            ("forward", "/src/model.py", 17),
+            ("recompute_fn", "/lib/torch/utils/checkpoint.py", 1388),
+            ("torch::autograd::Engine::evaluate_function", "", 0),
+        ])
+    };
+    let backward = || frames("torch::autograd::generated::details::pow_backward", "", 0);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, init()),
+        event("alloc", BASE, 10 * MIB, init()),
+        event("alloc", BASE + 10 * MIB, 10 * MIB, input()),
+    ];
+    for k in 0..3 {
+        trace.push(event(
+            "alloc",
+            BASE + (20 + 20 * k) * MIB,
+            20 * MIB,
+            recompute(),
+        ));
+    }
+    trace.push(event("alloc", BASE + 80 * MIB, 10 * MIB, backward()));
+    for k in 0..3 {
+        let addr = BASE + (20 + 20 * k) * MIB;
+        trace.push(event("free_requested", addr, 20 * MIB, backward()));
+        trace.push(event("free_completed", addr, 20 * MIB, backward()));
+    }
+    let blocks = vec![
+        block(BASE, 10 * MIB, "active_allocated", Some(init())),
+        block(BASE + 10 * MIB, 10 * MIB, "active_allocated", Some(input())),
+        block(BASE + 20 * MIB, 60 * MIB, "inactive", None),
+        block(
+            BASE + 80 * MIB,
+            10 * MIB,
+            "active_allocated",
+            Some(backward()),
+        ),
+        block(BASE + 90 * MIB, 38 * MIB, "inactive", None),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let findings = analyze(&loaded);
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let advice = &peak[0].suggestion;
+    assert!(
+        advice.contains("recomputed by activation checkpointing") && !advice.contains("chunks"),
+        "{advice}"
+    );
+}
+
+/// A decode loop that grows a cache by copying it (`torch.cat`) needs a segment larger than
+/// every cached block each time: the allocator frees its cache and retries, with no call stack
+/// on the releases, at a regular period. One earlier release the device had room for (the
+/// program's own `empty_cache()` before the loop) does not make them all one hook's: the
+/// retries are stalls (a held-out FlashAttention decode benchmark: 9 such stalls called "a
+/// hook in the program").
+#[test]
+fn allocator_retries_at_a_regular_period_are_stalls() {
+    let at = |line| frames("<module>", "/src/bench.py", line);
+    let seg = |k: i128| BASE + k * 512 * MIB;
+    let size = |k: i128| (100 + 2 * k) * MIB;
+    let small = BASE + 20 * 512 * MIB;
+    let mut trace = vec![
+        event("segment_alloc", small, 2 * MIB, at(20)),
+        // Before the loop: a segment used and freed, and the program empties the cache.
+        event("segment_alloc", seg(0), 20 * MIB, at(30)),
+        event("alloc", seg(0), 20 * MIB, at(30)),
+        event("free_completed", seg(0), 20 * MIB, at(31)),
+        event("segment_free", seg(0), 20 * MIB, Py::List(vec![])),
+        event("segment_alloc", seg(1), size(1), at(40)),
+        event("alloc", seg(1), size(1), at(40)),
+        event("segment_alloc", seg(2), size(2), at(45)),
+        event("alloc", seg(2), size(2), at(45)),
+        event("free_completed", seg(1), size(1), at(45)),
+    ];
+    // Each step: a token's input, then the new copy fits in no cached block (the
+    // previous-but-one, smaller), so the cache is released and a new segment made; then the
+    // old copy is freed.
+    for k in 3..8 {
+        trace.push(event("alloc", small, MIB, at(44)));
+        trace.push(event("free_completed", small, MIB, at(44)));
+        trace.push(event(
+            "segment_free",
+            seg(k - 2),
+            size(k - 2),
+            Py::List(vec![]),
+        ));
+        trace.push(event("segment_alloc", seg(k), size(k), at(45)));
+        trace.push(event("alloc", seg(k), size(k), at(45)));
+        trace.push(event("free_requested", seg(k - 1), size(k - 1), at(45)));
+        trace.push(event("free_completed", seg(k - 1), size(k - 1), at(45)));
+    }
+    let segments = vec![
+        segment(
+            0,
+            small,
+            2 * MIB,
+            "small",
+            vec![block(small, 2 * MIB, "inactive", None)],
+        ),
+        segment(
+            0,
+            seg(6),
+            size(6),
+            "large",
+            vec![block(seg(6), size(6), "inactive", None)],
+        ),
+        segment(
+            0,
+            seg(7),
+            size(7),
+            "large",
+            vec![block(seg(7), size(7), "active_allocated", Some(at(45)))],
+        ),
+    ];
+    let loaded = load(&top(segments, vec![trace]));
+    let findings = analyze(&loaded);
+    let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+    assert_eq!(stalls.len(), 1, "{findings:#?}");
+    assert!(
+        stalls[0].summary.starts_with("5 times"),
+        "{}",
+        stalls[0].summary
+    );
+    let notes = of_kind(&findings, FindingKind::EmptyCache);
+    assert_eq!(notes.len(), 1, "{findings:#?}");
+    assert!(notes[0].title.contains("1 time"), "{}", notes[0].title);
+}
+
+/// A forward-only trace whose peak is tensors kept to its end, with nothing showing autograd
+/// keeping them (no line holds many layers' blocks): no `no_grad` / `inference_mode` advice
+/// (a held-out decode loop of plain tensors, a KV cache and its copy, was told to run under
+/// `inference_mode` so that "each layer's tensors are freed").
+#[test]
+fn kept_tensors_without_autograd_get_no_no_grad_advice() {
+    let at = |line| frames("<module>", "/src/decode.py", line);
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, at(10))];
+    for k in 0..3 {
+        trace.push(event("alloc", BASE + 10 * k * MIB, 10 * MIB, at(44)));
+    }
+    trace.push(event("alloc", BASE + 30 * MIB, MIB, at(46)));
+    trace.push(event("free_completed", BASE + 30 * MIB, MIB, at(46)));
+    let blocks = vec![
+        block(BASE, 10 * MIB, "active_allocated", Some(at(44))),
+        block(BASE + 10 * MIB, 10 * MIB, "active_allocated", Some(at(44))),
+        block(BASE + 20 * MIB, 10 * MIB, "active_allocated", Some(at(44))),
+        block(BASE + 30 * MIB, 34 * MIB, "inactive", None),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 64 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let findings = analyze(&loaded);
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let advice = &peak[0].suggestion;
+    assert!(
+        advice.contains("nothing shows autograd keeping them")
+            && !advice.contains("inference_mode")
+            && !advice.contains("no_grad"),
+        "{advice}"
+    );
+}

@@ -373,6 +373,22 @@ mod tests {
         }
         assert!(recurring_lows(&small).is_empty());
     }
+
+    #[test]
+    fn low_points_that_only_fall_are_no_repetition() {
+        // A climb, then one pass unwinding in steps (a checkpointed backward pass: its low
+        // points fall 60, 45, 40 MiB): memory released step by step repeats nothing.
+        let mib = 1 << 20;
+        let curve: Vec<i64> = [0, 40, 90, 60, 85, 45, 75, 40, 40]
+            .iter()
+            .map(|m| m * mib)
+            .collect();
+        assert!(
+            recurring_lows(&curve).is_empty(),
+            "{:?}",
+            recurring_lows(&curve)
+        );
+    }
     use crate::category::classify;
     use crate::detect::test_support::generated;
     use crate::r#gen::Scenario;
