@@ -1731,7 +1731,7 @@ fn a_checkpoint_s_recomputation_is_named_in_the_advice() {
 /// every cached block each time: the allocator frees its cache and retries, with no call stack
 /// on the releases, at a regular period. One earlier release the device had room for (the
 /// program's own `empty_cache()` before the loop) does not make them all one hook's: the
-/// retries are stalls (a held-out FlashAttention decode benchmark: 9 such stalls called "a
+/// retries are stalls (a held-out flash-attention decode benchmark: 9 such stalls called "a
 /// hook in the program").
 #[test]
 fn allocator_retries_at_a_regular_period_are_stalls() {
