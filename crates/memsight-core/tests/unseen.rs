@@ -1840,3 +1840,64 @@ fn kept_tensors_without_autograd_get_no_no_grad_advice() {
         "{advice}"
     );
 }
+
+/// Gradient accumulation undone by a `zero_grad` between the micro-steps (a held-out minGPT
+/// example: its inner `zero_grad` freed the first micro-step's gradients before the second
+/// backward pass): the gradients alive in the second forward pass were made since the last
+/// optimizer step and are freed before any step uses them, so they are no "last step's
+/// gradients", and the advice says the call defeats accumulation.
+#[test]
+fn gradients_discarded_between_micro_steps_are_named() {
+    let init = || frames("__init__", "/src/model.py", 14);
+    let forward = || frames("forward", "/src/model.py", 30);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let zero_grad = || {
+        stack(&[
+            ("zero_grad", "/lib/torch/optim/optimizer.py", 900),
+            ("run", "/src/trainer.py", 100),
+        ])
+    };
+    let step = || frames("_single_tensor_adamw", "/lib/torch/optim/adamw.py", 400);
+    let free = |trace: &mut Vec<Py>, addr, size, stack: Py| {
+        trace.push(event("free_requested", addr, size, stack.clone()));
+        trace.push(event("free_completed", addr, size, stack));
+    };
+    let (weight, grad, act, state) = (BASE, BASE + 16 * MIB, BASE + 32 * MIB, BASE + 82 * MIB);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, init()),
+        event("alloc", weight, 16 * MIB, init()),
+    ];
+    // Micro-step 1: forward, backward (the gradient is made and kept).
+    trace.push(event("alloc", act, 48 * MIB, forward()));
+    trace.push(event("alloc", grad, 16 * MIB, backward()));
+    free(&mut trace, act, 48 * MIB, backward());
+    // Micro-step 2: the forward pass peaks with micro-step 1's gradient alive; the inner
+    // zero_grad then frees it, and backward makes a new one.
+    trace.push(event("alloc", act, 50 * MIB, forward()));
+    free(&mut trace, grad, 16 * MIB, zero_grad());
+    trace.push(event("alloc", grad, 16 * MIB, backward()));
+    free(&mut trace, act, 50 * MIB, backward());
+    // The optimizer step makes its state.
+    trace.push(event("alloc", state, 32 * MIB, step()));
+    let blocks = vec![
+        block(weight, 16 * MIB, "active_allocated", Some(init())),
+        block(grad, 16 * MIB, "active_allocated", Some(backward())),
+        block(act, 50 * MIB, "inactive", None),
+        block(state, 32 * MIB, "active_allocated", Some(step())),
+        block(BASE + 114 * MIB, 14 * MIB, "inactive", None),
+    ];
+    let loaded = load(&top(
+        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
+        vec![trace],
+    ));
+    let findings = analyze(&loaded);
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let advice = &peak[0].suggestion;
+    assert!(
+        advice.starts_with("Gradients of an earlier backward pass (16.0 MiB")
+            && advice.contains("zero_grad() at run (/src/trainer.py:100)")
+            && !advice.contains("Last step's gradients"),
+        "{advice}"
+    );
+}

@@ -954,10 +954,27 @@ fn stale_gradient_advice(
     advice: String,
 ) -> String {
     let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
-    let (freed, kept) = stale_gradient_bytes(cx, event);
+    let (freed, kept, unstepped) = stale_gradients(cx, event);
     let stale = freed + kept;
     if stale * 100 < total * MIN_STALE_GRADIENT_PERCENT && stale < MIN_STALE_GRADIENT_BYTES {
         return advice;
+    }
+    // Most of them no optimizer step used: an earlier backward pass of this step, discarded.
+    if let Some((bytes, stack)) = unstepped.filter(|&(bytes, _)| bytes * 2 > stale) {
+        return format!(
+            "Gradients of an earlier backward pass ({}, {}% of the peak), made since the last \
+             optimizer step, are still allocated in this forward pass, and zero_grad() at {} \
+             frees them before any optimizer step uses them: each backward pass's gradients are \
+             discarded before the next. If the program means to accumulate gradients over \
+             several backward passes, that zero_grad call defeats it: remove it, and keep the \
+             one after optimizer.step(). If it does not, calling zero_grad(set_to_none=True) \
+             before the forward pass lowers the peak by up to {}. Then: {}",
+            format_bytes(bytes as i64),
+            percent(bytes),
+            super::site_name(cx.snapshot, stack),
+            format_bytes(stale as i64),
+            super::lowercase_first(&advice)
+        );
     }
     // With no optimizer step in the trace, the gradients are the model's to free.
     let (who, when) = if cx.categories.optimizer_steps().next().is_some() {
@@ -1039,14 +1056,24 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
     }
 }
 
-/// Bytes at `event`, in a forward pass, of last step's gradients: `(freed, kept)`: gradients
-/// that `zero_grad` frees before the next optimizer step (the optimizer has not used them yet),
-/// and gradients from before the trace that it never frees (`zero_grad()` without
-/// `set_to_none`, or none).
-fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> (u64, u64) {
+/// Bytes at `event`, in a forward pass, of gradients the program still holds: `(freed, kept,
+/// unstepped)`: gradients that `zero_grad` frees before the next optimizer step (the optimizer
+/// has not used them yet); gradients from before the trace that it never frees (`zero_grad()`
+/// without `set_to_none`, or none); and of the freed ones, those no optimizer step used at all
+/// (made after the last step before `event`, or with none before it), with the stack of the
+/// first such free (a held-out gradient-accumulation example whose inner `zero_grad` discarded
+/// the first micro-step's 2.64 GiB before the second backward pass: not "last step's
+/// gradients").
+fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<(u64, StackId)>) {
     let Some(e) = event.filter(|&e| cx.categories.phase_at(e) == Phase::Forward) else {
-        return (0, 0);
+        return (0, 0, None);
     };
+    let last_step = cx
+        .categories
+        .optimizer_steps()
+        .filter(|r| r.start < e)
+        .map(|r| r.start)
+        .max();
     let next_step = cx
         .categories
         .optimizer_steps()
@@ -1061,26 +1088,32 @@ fn stale_gradient_bytes(cx: &DeviceContext, event: Option<u32>) -> (u64, u64) {
         })
     };
     let replay = cx.replay;
-    replay
+    let (mut freed, mut kept) = (0, 0);
+    let mut unstepped: Option<(u64, StackId)> = None;
+    for l in replay
         .live_after(cx.device, event)
         .iter()
         .filter(|&&(_, id)| cx.categories.of_lifetime[id as usize] == Category::Gradient)
         .map(|&(_, id)| &replay.lifetimes[id as usize])
         .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
-        .fold((0, 0), |(freed, kept), l| {
-            if l.alloc_event.is_none()
-                && l.free_requested_event.or(l.free_completed_event).is_none()
-            {
-                (freed, kept + l.requested_size_bytes)
-            } else if l
-                .free_requested_event
-                .is_some_and(|f| f < next_step && by_zero_grad(f))
-            {
-                (freed + l.requested_size_bytes, kept)
-            } else {
-                (freed, kept)
+    {
+        if l.alloc_event.is_none() && l.free_requested_event.or(l.free_completed_event).is_none() {
+            kept += l.requested_size_bytes;
+        } else if let Some(f) = l
+            .free_requested_event
+            .filter(|&f| f < next_step && by_zero_grad(f))
+        {
+            freed += l.requested_size_bytes;
+            let since_the_last_step = l
+                .alloc_event
+                .is_some_and(|a| last_step.is_none_or(|s| a > s));
+            if since_the_last_step {
+                let entry = unstepped.get_or_insert((0, trace.stack[f as usize]));
+                entry.0 += l.requested_size_bytes;
             }
-        })
+        }
+    }
+    (freed, kept, unstepped)
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
