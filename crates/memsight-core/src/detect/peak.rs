@@ -793,9 +793,12 @@ fn temporary_advice(facts: &PeakFacts) -> String {
          `_record_memory_history(stacks=\"all\")` to see which operation makes them."
             .to_string()
     } else {
+        // Whether its inputs are still held at the peak the trace does not say (a held-out
+        // step's input was freed before it): no advice to free them.
         format!(
-            "Most of the peak is temporary tensors; the largest comes from {}. Compute that \
-             operation in chunks, or free its inputs before it.",
+            "Most of the peak is temporary tensors; the largest comes from {}. Computing it, \
+             with the operations that use its result, over chunks of the batch, or in place \
+             where the operation allows (`relu_`, `inplace=True`), holds less at once.",
             facts.largest_temporary
         )
     }
