@@ -1901,3 +1901,68 @@ fn gradients_discarded_between_micro_steps_are_named() {
         "{advice}"
     );
 }
+
+/// A cache grown by `torch.cat` in a decode loop: each step makes a copy a little larger than
+/// the last and frees the old one only once the new one exists, so both are alive at the peak (a
+/// held-out decode benchmark: a 1.05 GiB KV cache and its copy, a third of its peak). Where the
+/// old block goes before the new one is made, nothing is said.
+#[test]
+fn a_tensor_grown_by_copying_is_named() {
+    let run = |copy_first: bool| {
+        let at = |line| {
+            stack(&[
+                ("__torch_function__", "/lib/torch/utils/_device.py", 77),
+                ("<module>", "/src/decode.py", line),
+            ])
+        };
+        let freed_at = |line| frames("<module>", "/src/decode.py", line);
+        let size = |k: i128| (64 + 4 * k) * MIB;
+        let addr = |k: i128| BASE + (k % 2) * 256 * MIB;
+        let mut trace = vec![
+            event("segment_alloc", BASE, 512 * MIB, at(10)),
+            event("alloc", addr(0), size(0), at(45)),
+        ];
+        for k in 1..6 {
+            let new = event("alloc", addr(k), size(k), at(45));
+            let old = [
+                event("free_requested", addr(k - 1), size(k - 1), freed_at(45)),
+                event("free_completed", addr(k - 1), size(k - 1), freed_at(45)),
+            ];
+            if copy_first {
+                trace.push(new);
+                trace.extend(old);
+            } else {
+                trace.extend(old);
+                trace.push(new);
+            }
+        }
+        let blocks = vec![
+            block(BASE, 256 * MIB, "inactive", None),
+            block(addr(5), size(5), "active_allocated", Some(at(45))),
+            block(addr(5) + size(5), 256 * MIB - size(5), "inactive", None),
+        ];
+        let loaded = load(&top(
+            vec![segment(0, BASE, 512 * MIB, "large", blocks)],
+            vec![trace],
+        ));
+        let findings = analyze(&loaded);
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert_eq!(peak.len(), 1, "{findings:#?}");
+        (peak[0].summary.clone(), peak[0].suggestion.clone())
+    };
+    let (summary, advice) = run(true);
+    assert!(
+        summary.contains(
+            "<module> (/src/decode.py:45) grows a tensor by copying it: each time it makes a block \
+             a little larger than the one before (64.0 MiB → 84.0 MiB over 6 copies)"
+        ) && summary.contains("(80.0 MiB of it, 49%, is the old copy)"),
+        "{summary}"
+    );
+    assert!(
+        advice.starts_with("<module> (/src/decode.py:45) re-allocates a growing tensor"),
+        "{advice}"
+    );
+    let (summary, advice) = run(false);
+    assert!(!summary.contains("by copying"), "{summary}");
+    assert!(!advice.contains("re-allocates"), "{advice}");
+}

@@ -183,6 +183,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let largest_temporary = largest_temporary.map_or_else(String::new, |h| name(h.2));
     let mut facts = PeakFacts::of(cx, &held, &largest_temporary);
     facts.largest_temporary_recomputed = recomputed;
+    if let Some(grown) = &facts.grown_by_copy {
+        f.summary.push(' ');
+        f.summary.push_str(&grown.sentence(share(grown.old_bytes)));
+    }
     if let Some(previous) = &facts.previous_result {
         f.summary.push(' ');
         f.summary
@@ -381,6 +385,8 @@ struct PeakFacts<'a> {
     attention: Option<HandAttention>,
     /// A statement's previous result held through its next call, if it holds enough.
     previous_result: Option<PreviousResult>,
+    /// A tensor grown by copying (`torch.cat` onto a cache), its old copy alive at the peak.
+    grown_by_copy: Option<GrownByCopy>,
     /// What the trace shows of training.
     shown: Shown,
     /// Unknown blocks at the peak, and of them those allocated before the trace began (their
@@ -413,6 +419,110 @@ struct PreviousResult {
     made: u32,
     freed: u32,
     successor: u32,
+}
+
+/// A line that grows a tensor by copying it (`cache = torch.cat([cache, new])`): each call
+/// makes a block a little larger than the one before and frees the old one only once the new
+/// one exists, so both are alive at once (a held-out decode benchmark: a 1.05 GiB KV cache and
+/// its copy, a third of its peak; every step's request larger than every cached block).
+struct GrownByCopy {
+    /// `name (file:line)`.
+    site: String,
+    /// The old copy alive at the peak.
+    old_bytes: u64,
+    /// The first and the newest size of the chain, and how many copies it has.
+    first_bytes: u64,
+    new_bytes: u64,
+    copies: usize,
+}
+
+impl GrownByCopy {
+    /// What it is, with the old copy's share (percent) of the peak.
+    fn sentence(&self, percent: u64) -> String {
+        format!(
+            "{} grows a tensor by copying it: each time it makes a block a little larger than \
+             the one before ({} → {} over {} copies) and frees the old one only once the new \
+             one exists, so at the peak both are alive ({} of it, {percent}%, is the old copy).",
+            self.site,
+            format_bytes(self.first_bytes as i64),
+            format_bytes(self.new_bytes as i64),
+            self.copies,
+            format_bytes(self.old_bytes as i64),
+        )
+    }
+}
+
+/// Copies a growing tensor needs to be one: the newest and at least two before it.
+const MIN_COPIES: usize = 3;
+
+/// The growing tensor at `event` whose old copy holds the most: a block alive at `event` freed
+/// after it by the statement that made a larger block of its stack (the free's Python frames
+/// the tail of that block's), the newest of a chain of at least
+/// [`MIN_COPIES`] blocks of that stack, each larger than the one before by at most an eighth and
+/// freed only after the next was made; where the old copy holds [`MIN_PREVIOUS_RESULT_PERCENT`]
+/// of what is allocated at `event`.
+fn grown_by_copy(cx: &DeviceContext, event: Option<u32>) -> Option<GrownByCopy> {
+    let peak = event?;
+    let (snapshot, replay, trace) = (cx.snapshot, cx.replay, &cx.device.trace);
+    let live: Vec<&crate::replay::Lifetime> = replay
+        .live_after(cx.device, event)
+        .iter()
+        .map(|&(_, id)| &replay.lifetimes[id as usize])
+        .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
+        .collect();
+    let total: u64 = live.iter().map(|l| l.requested_size_bytes).sum();
+    let freed = |l: &crate::replay::Lifetime| l.free_requested_event.or(l.free_completed_event);
+    let grows = |old: &crate::replay::Lifetime, new: &crate::replay::Lifetime| {
+        new.requested_size_bytes > old.requested_size_bytes
+            && new.requested_size_bytes - old.requested_size_bytes <= new.requested_size_bytes / 8
+            && old.alloc_event < new.alloc_event
+            && freed(old).is_some_and(|f| new.alloc_event.is_some_and(|a| f > a))
+    };
+    let mut best: Option<GrownByCopy> = None;
+    for new in live.iter().filter(|l| l.stack != NO_STACK) {
+        let Some(old) = live.iter().find(|old| {
+            old.stack == new.stack
+                && grows(old, new)
+                && freed(old).is_some_and(|f| {
+                    // Freed by the statement that made the new copy (its frames the tail of
+                    // the new block's, which may run through library frames).
+                    let statement = python_frames(snapshot, trace.stack[f as usize]);
+                    f > peak
+                        && !statement.is_empty()
+                        && python_frames(snapshot, new.stack).ends_with(&statement)
+                })
+        }) else {
+            continue;
+        };
+        // The chain of copies of this stack that ends with `new`, newest first.
+        let mut same: Vec<&crate::replay::Lifetime> = replay
+            .lifetimes
+            .iter()
+            .filter(|l| l.stack == new.stack && l.alloc_event.is_some_and(|a| a <= peak))
+            .collect();
+        same.sort_by_key(|l| std::cmp::Reverse(l.alloc_event));
+        let Some(start) = same.iter().position(|l| std::ptr::eq(*l, *new)) else {
+            continue;
+        };
+        let chain = 1 + same[start..]
+            .windows(2)
+            .take_while(|w| grows(w[1], w[0]))
+            .count();
+        let first_bytes = same[start + chain - 1].requested_size_bytes;
+        let better = best
+            .as_ref()
+            .is_none_or(|b| old.requested_size_bytes > b.old_bytes);
+        if chain >= MIN_COPIES && better {
+            best = Some(GrownByCopy {
+                site: super::site_name(snapshot, new.stack),
+                old_bytes: old.requested_size_bytes,
+                first_bytes,
+                new_bytes: new.requested_size_bytes,
+                copies: chain,
+            });
+        }
+    }
+    best.filter(|b| b.old_bytes * 100 >= total * MIN_PREVIOUS_RESULT_PERCENT)
 }
 
 impl PreviousResult {
@@ -481,6 +591,7 @@ impl<'a> PeakFacts<'a> {
                 .unwrap_or(0),
             attention: hand_written_attention(cx, held),
             previous_result: previous_result(cx, cx.replay.peak_allocated.event),
+            grown_by_copy: grown_by_copy(cx, cx.replay.peak_allocated.event),
             unknown_bytes: held
                 .iter()
                 .filter(|h| h.0 == Category::Unknown)
@@ -933,6 +1044,27 @@ fn suggestion(
             super::lowercase_first(&advice)
         );
     }
+    advice = what_the_program_holds(facts, total, advice);
+    stale_gradient_advice(cx, event, total, advice)
+}
+
+/// `advice`, led by what the program's own statements hold at the peak: a tensor grown by
+/// copying, a previous call's result (`total`: the bytes allocated at the peak).
+fn what_the_program_holds(facts: &PeakFacts, total: u64, mut advice: String) -> String {
+    let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
+    if let Some(grown) = &facts.grown_by_copy {
+        advice = format!(
+            "{} re-allocates a growing tensor every time (as torch.cat onto a cache does): \
+             allocate it once at its final size and write each part into it in place (slice \
+             assignment, index_copy_, or a kernel's in-place cache argument). The old copy ({}, \
+             {}% of the peak) then never coexists with the new one, and every request has the \
+             same size, so the cache does not fragment. Then: {}",
+            grown.site,
+            format_bytes(grown.old_bytes as i64),
+            percent(grown.old_bytes),
+            super::lowercase_first(&advice)
+        );
+    }
     if let Some(previous) = &facts.previous_result {
         advice = format!(
             "{} keeps its previous result ({}, {}% of the peak) until the next call has \
@@ -945,7 +1077,7 @@ fn suggestion(
             super::lowercase_first(&advice)
         );
     }
-    stale_gradient_advice(cx, event, total, advice)
+    advice
 }
 
 /// `advice`, led by last step's gradients where they hold enough of the peak (`total` bytes at
