@@ -12,7 +12,9 @@
 //!    kept by a function that loads a model (`from_pretrained`, `load_weights`, a shard
 //!    loader: `MODEL_LOADING`); or alive
 //!    before the trace and never freed in it with no stack at all (weights and buffers made
-//!    before recording began). A block from before the trace whose stack names no model loading
+//!    before recording began), where the trace trains, or has a parameter or a half-size
+//!    autocast copy of its size (else unknown: a serving engine's KV cache made before recording
+//!    looks the same). A block from before the trace whose stack names no model loading
 //!    is not taken for a weight: a state-only recording's KV cache and a ring-buffered trace's
 //!    leaked blocks have stacks too. Blocks alive before the trace are otherwise judged by their
 //!    stack as below (`AdamW` state made in a step the trace no longer holds is still optimizer
