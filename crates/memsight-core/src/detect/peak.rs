@@ -478,11 +478,26 @@ fn grown_by_copy(cx: &DeviceContext, event: Option<u32>) -> Option<GrownByCopy> 
             && old.alloc_event < new.alloc_event
             && freed(old).is_some_and(|f| new.alloc_event.is_some_and(|a| f > a))
     };
+    let mut by_stack: FxHashMap<StackId, Vec<&crate::replay::Lifetime>> = FxHashMap::default();
+    for l in live.iter().filter(|l| l.stack != NO_STACK) {
+        by_stack.entry(l.stack).or_default().push(l);
+    }
+    // Stacks with blocks of different sizes alive at once: where a tensor may be growing.
+    by_stack.retain(|_, blocks| {
+        blocks
+            .iter()
+            .any(|b| b.requested_size_bytes != blocks[0].requested_size_bytes)
+    });
+    let mut groups: Vec<(StackId, Vec<&crate::replay::Lifetime>)> = by_stack.into_iter().collect();
+    groups.sort_unstable_by_key(|g| g.0);
     let mut best: Option<GrownByCopy> = None;
-    for new in live.iter().filter(|l| l.stack != NO_STACK) {
-        let Some(old) = live.iter().find(|old| {
-            old.stack == new.stack
-                && grows(old, new)
+    // A growing tensor's new copy is the last block its stack made.
+    for (_, blocks) in &groups {
+        let Some(new) = blocks.iter().max_by_key(|l| l.alloc_event) else {
+            continue;
+        };
+        let Some(old) = blocks.iter().find(|old| {
+            grows(old, new)
                 && freed(old).is_some_and(|f| {
                     // Freed by the statement that made the new copy (its frames the tail of
                     // the new block's, which may run through library frames).
