@@ -1238,12 +1238,15 @@ fn workspaces_of_the_backward_thread(
 /// cuBLAS's default workspace (`CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8`: 2 × 4 MiB + 8 × 16 KiB),
 /// which the caching allocator serves once per stream and thread.
 const CUBLAS_DEFAULT_WORKSPACE_BYTES: u64 = 8_519_680;
+/// cuBLAS's default workspace on Hopper and later GPUs (`:4096:8`).
+const CUBLAS_HOPPER_WORKSPACE_BYTES: u64 = 32 << 20;
 /// More blocks of that size from before the trace than this are taken for weights.
 const MAX_CUBLAS_WORKSPACES: usize = 4;
 
 /// A block alive before the trace with no stack, never freed, and exactly the size of a
 /// workspace the trace made, or of cuBLAS's default workspace in a CUDA file (a few such blocks
-/// at most), is such a workspace, not a weight (`cuda_cppframes_snapshotevents`: one beside a traced one;
+/// at most; Hopper's 32 MiB only in a training trace with no gradient of that size), is such a
+/// workspace, not a weight (`cuda_cppframes_snapshotevents`: one beside a traced one;
 /// `cuda_2023_no_time`: two, none traced).
 fn workspaces_made_before_the_trace(
     snapshot: &Snapshot,
@@ -1269,6 +1272,35 @@ fn workspaces_made_before_the_trace(
         .count();
     if !snapshot.is_npu() && (1..=MAX_CUBLAS_WORKSPACES).contains(&cublas_sized) {
         workspace_sizes.insert(CUBLAS_DEFAULT_WORKSPACE_BYTES);
+    }
+    // cuBLAS's default on Hopper and later (`:4096:8`) is a common weight size too: taken for a
+    // workspace only where the trace trains and no gradient or optimizer state has its size (a
+    // held-out minGPT step: two such blocks beside 437 weights that each had a gradient).
+    let twinned = |size: u64| {
+        replay
+            .lifetimes
+            .iter()
+            .zip(of_lifetime.iter())
+            .any(|(l, &c)| {
+                matches!(c, Category::Gradient | Category::OptimizerState)
+                    && l.requested_size_bytes == size
+            })
+    };
+    let trains = of_lifetime.contains(&Category::Gradient);
+    let hopper_sized = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(l, &c)| {
+            untraced_weight(l, c) && l.requested_size_bytes == CUBLAS_HOPPER_WORKSPACE_BYTES
+        })
+        .count();
+    if !snapshot.is_npu()
+        && trains
+        && (1..=MAX_CUBLAS_WORKSPACES).contains(&hopper_sized)
+        && !twinned(CUBLAS_HOPPER_WORKSPACE_BYTES)
+    {
+        workspace_sizes.insert(CUBLAS_HOPPER_WORKSPACE_BYTES);
     }
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         if untraced_weight(l, *c) && workspace_sizes.contains(&l.requested_size_bytes) {

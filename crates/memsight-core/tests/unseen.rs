@@ -1966,3 +1966,66 @@ fn a_tensor_grown_by_copying_is_named() {
     assert!(!summary.contains("by copying"), "{summary}");
     assert!(!advice.contains("re-allocates"), "{advice}");
 }
+
+/// cuBLAS's default workspace on Hopper is 32 MiB (`:4096:8`): in a training trace, stackless
+/// blocks of that size from before it with no gradient of their size are workspaces, not
+/// weights (a held-out minGPT step: two beside 437 weights that each had a gradient); a 32 MiB
+/// weight whose gradient the trace makes stays a weight.
+#[test]
+fn hopper_sized_cublas_workspaces_are_no_weights() {
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let run = |weight_mib: i128| {
+        let trace = vec![
+            event("alloc", BASE + 96 * MIB, weight_mib * MIB, backward()),
+            event("alloc", BASE + 128 * MIB, MIB, backward()),
+            event("free_requested", BASE + 128 * MIB, MIB, backward()),
+            event("free_completed", BASE + 128 * MIB, MIB, backward()),
+        ];
+        let blocks = vec![
+            block(BASE, 32 * MIB, "active_allocated", None),
+            block(BASE + 32 * MIB, 32 * MIB, "active_allocated", None),
+            block(BASE + 64 * MIB, weight_mib * MIB, "active_allocated", None),
+            block(
+                BASE + 64 * MIB + weight_mib * MIB,
+                (32 - weight_mib) * MIB,
+                "inactive",
+                None,
+            ),
+            block(
+                BASE + 96 * MIB,
+                weight_mib * MIB,
+                "active_allocated",
+                Some(backward()),
+            ),
+            block(
+                BASE + 96 * MIB + weight_mib * MIB,
+                (160 - weight_mib) * MIB,
+                "inactive",
+                None,
+            ),
+        ];
+        let by_mib = categories_by_mib(vec![segment(0, BASE, 256 * MIB, "large", blocks)], trace);
+        by_mib
+            .into_iter()
+            .filter(|&(mib, _)| mib >= 16)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        run(16),
+        [
+            (16, "gradient"),
+            (32, "workspace"),
+            (32, "workspace"),
+            (16, "parameter")
+        ]
+    );
+    assert_eq!(
+        run(32),
+        [
+            (32, "gradient"),
+            (32, "parameter"),
+            (32, "parameter"),
+            (32, "parameter")
+        ]
+    );
+}
