@@ -1954,7 +1954,7 @@ fn a_tensor_grown_by_copying_is_named() {
     assert!(
         summary.contains(
             "<module> (/src/decode.py:45) grows a tensor by copying it: each time it makes a block \
-             a little larger than the one before (64.0 MiB → 84.0 MiB over 6 copies)"
+             larger than the one before (64.0 MiB → 84.0 MiB over 6 copies)"
         ) && summary.contains("(80.0 MiB of it, 49%, is the old copy)"),
         "{summary}"
     );

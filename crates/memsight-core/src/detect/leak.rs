@@ -417,9 +417,11 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
         return;
     }
     let why = match n {
+        // Blocks piling up, not a tensor that grows by design (a decode loop's KV cache, one
+        // block at a time, rose 1 MiB per step: "no steady growth" read false).
         0 => "nothing in it marks iterations, and no repeating shape of its allocated curve was \
-              recognised (only a steady growth from one call site over the whole trace would \
-              show, and there is none)"
+              recognised (only blocks piling up from one call site over the whole trace would \
+              show, and none do)"
             .to_string(),
         1 => "it holds one iteration".to_string(),
         n => format!("it holds {n} iterations"),

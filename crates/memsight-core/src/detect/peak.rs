@@ -440,7 +440,7 @@ impl GrownByCopy {
     /// What it is, with the old copy's share (percent) of the peak.
     fn sentence(&self, percent: u64) -> String {
         format!(
-            "{} grows a tensor by copying it: each time it makes a block a little larger than \
+            "{} grows a tensor by copying it: each time it makes a block larger than \
              the one before ({} → {} over {} copies) and frees the old one only once the new \
              one exists, so at the peak both are alive ({} of it, {percent}%, is the old copy).",
             self.site,
@@ -458,8 +458,8 @@ const MIN_COPIES: usize = 3;
 /// The growing tensor at `event` whose old copy holds the most: a block alive at `event` freed
 /// after it by the statement that made a larger block of its stack (the free's Python frames
 /// the tail of that block's), the newest of a chain of at least
-/// [`MIN_COPIES`] blocks of that stack, each larger than the one before by at most an eighth and
-/// freed only after the next was made; where the old copy holds [`MIN_PREVIOUS_RESULT_PERCENT`]
+/// [`MIN_COPIES`] blocks of that stack, each larger than the one before (at most twice its size)
+/// and freed only after the next was made; where the old copy holds [`MIN_PREVIOUS_RESULT_PERCENT`]
 /// of what is allocated at `event`.
 fn grown_by_copy(cx: &DeviceContext, event: Option<u32>) -> Option<GrownByCopy> {
     let peak = event?;
@@ -474,7 +474,7 @@ fn grown_by_copy(cx: &DeviceContext, event: Option<u32>) -> Option<GrownByCopy> 
     let freed = |l: &crate::replay::Lifetime| l.free_requested_event.or(l.free_completed_event);
     let grows = |old: &crate::replay::Lifetime, new: &crate::replay::Lifetime| {
         new.requested_size_bytes > old.requested_size_bytes
-            && new.requested_size_bytes - old.requested_size_bytes <= new.requested_size_bytes / 8
+            && new.requested_size_bytes <= old.requested_size_bytes.saturating_mul(2)
             && old.alloc_event < new.alloc_event
             && freed(old).is_some_and(|f| new.alloc_event.is_some_and(|a| f > a))
     };
@@ -906,9 +906,9 @@ fn temporary_advice(facts: &PeakFacts) -> String {
     if facts.largest_temporary_recomputed {
         return format!(
             "Most of the peak is temporary tensors; the largest comes from {}, recomputed by \
-             activation checkpointing (torch.utils.checkpoint) inside the backward pass: what \
-             checkpointing costs, with its inputs held by design. A smaller micro-batch or \
-             shorter inputs lower it.",
+             activation checkpointing (torch.utils.checkpoint) inside the backward pass, with \
+             its inputs held by design: chunking that one operation leaves the rest of the \
+             recomputed pass. A smaller micro-batch or shorter inputs lower it.",
             facts.largest_temporary
         );
     }
@@ -923,8 +923,8 @@ fn temporary_advice(facts: &PeakFacts) -> String {
         // step's input was freed before it): no advice to free them.
         format!(
             "Most of the peak is temporary tensors; the largest comes from {}. Computing it, \
-             with the operations that use its result, over chunks of the batch, or in place \
-             where the operation allows (`relu_`, `inplace=True`), holds less at once.",
+             with the operations that use its result, in chunks, or in place where the \
+             operation allows (`relu_`, `inplace=True`), holds less at once.",
             facts.largest_temporary
         )
     }
