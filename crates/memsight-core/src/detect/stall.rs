@@ -50,9 +50,6 @@ struct Burst {
     servable: bool,
     /// One of stackless bursts at a fixed period: about this many events after the one before.
     period_events: Option<usize>,
-    /// The request after it fits in no free block cached just before it, and no level of the
-    /// trace had room for its new segment: what a failed device allocation looks like.
-    forced: bool,
 }
 
 /// The most the device is known to hold for the pool: an `oom` entry's reserved plus free
@@ -119,10 +116,6 @@ fn bursts(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Bu
             let elsewhere = most_before[first].max(most_after[r + 1]);
             needed <= elsewhere || capacity.is_some_and(|c| needed <= c)
         });
-        let forced = !servable
-            && retry.is_some_and(|r| {
-                trace.action[r] == Action::Oom || !cached_could_serve(device, replay, first, r)
-            });
         out.push(Burst {
             first,
             last,
@@ -130,12 +123,14 @@ fn bursts(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> Vec<Bu
             retry: retry.filter(|_| !servable),
             servable,
             period_events: None,
-            forced,
         });
     }
-    periodic_releases(device, &mut out);
+    periodic_releases(device, replay, &mut out);
     out
 }
+
+/// Stackless bursts whose pool is rebuilt to tell a hook from the allocator.
+const VOTERS: usize = 64;
 
 /// Whether a free block cached just before the burst at `first` was as large as the request the
 /// segment at `retry` was made for (the first allocation after it, else the segment itself):
@@ -157,17 +152,12 @@ fn cached_could_serve(device: &Device, replay: &DeviceReplay, first: usize, retr
 
 /// Stackless bursts at a fixed period, most of which no failed allocation explains: none of
 /// them is a stall (their retries, unless an `oom`, are the hook's next request).
-fn periodic_releases(device: &Device, bursts: &mut [Burst]) {
+fn periodic_releases(device: &Device, replay: &DeviceReplay, bursts: &mut [Burst]) {
     let trace = &device.trace;
     let stackless: Vec<usize> = (0..bursts.len())
         .filter(|&k| (bursts[k].first..=bursts[k].last).all(|i| trace.stack[i] == NO_STACK))
         .collect();
-    // Where most of them came before a request no cached block could serve and a segment no
-    // level of the trace had room for, the allocator made them (a held-out decode loop: 9 of 10
-    // bursts, each before a KV-cache copy larger than every cached block; the program's one
-    // `empty_cache()` was before the loop). A hook fires whatever the next request.
-    let forced = stackless.iter().filter(|&&k| bursts[k].forced).count();
-    if stackless.len() < 3 || forced * 2 >= stackless.len() {
+    if stackless.len() < 3 {
         return;
     }
     let gaps: Vec<usize> = stackless
@@ -181,6 +171,27 @@ fn periodic_releases(device: &Device, bursts: &mut [Burst]) {
         .iter()
         .any(|&g| (g as f64 - median as f64).abs() > 0.3 * median as f64)
     {
+        return;
+    }
+    // Where most of them came before a request no cached block could serve and a segment no
+    // level of the trace had room for, the allocator made them (a held-out decode loop: 9 of 10
+    // bursts, each before a KV-cache copy larger than every cached block; the program's one
+    // `empty_cache()` was before the loop). A hook fires whatever the next request. Judged on
+    // at most `VOTERS` of them, spread over the trace (each rebuilds the pool before it).
+    let step = stackless.len().div_ceil(VOTERS);
+    let voters: Vec<usize> = stackless.iter().copied().step_by(step).collect();
+    let forced = voters
+        .iter()
+        .filter(|&&k| {
+            let b = &bursts[k];
+            !b.servable
+                && b.retry.is_some_and(|r| {
+                    trace.action[r] == Action::Oom
+                        || !cached_could_serve(device, replay, b.first, r)
+                })
+        })
+        .count();
+    if forced * 2 >= voters.len() {
         return;
     }
     for &k in &stackless {
