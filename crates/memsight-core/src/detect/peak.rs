@@ -1072,8 +1072,8 @@ fn what_the_program_holds(facts: &PeakFacts, total: u64, mut advice: String) -> 
             "{} re-allocates a growing tensor every time (as torch.cat onto a cache does): \
              allocate it once at its final size and write each part into it in place (slice \
              assignment, index_copy_, or a kernel's in-place cache argument). The old copy ({}, \
-             {}% of the peak) then never coexists with the new one, and every request has the \
-             same size, so the cache does not fragment. Then: {}",
+             {}% of the peak) then never coexists with the new one, and no step asks the cache \
+             for a new, larger block. Then: {}",
             grown.site,
             format_bytes(grown.old_bytes as i64),
             percent(grown.old_bytes),
