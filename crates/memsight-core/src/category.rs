@@ -1262,14 +1262,15 @@ fn workspaces_made_before_the_trace(
         .collect();
     // One per stream and thread: a few at most. Many blocks of that size are weights of that
     // size (a 2080 × 1024 fp32 matrix is one too).
-    let cublas_sized = replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(l, &c)| {
-            untraced_weight(l, c) && l.requested_size_bytes == CUBLAS_DEFAULT_WORKSPACE_BYTES
-        })
-        .count();
+    let untraced_of_size = |size: u64| {
+        replay
+            .lifetimes
+            .iter()
+            .zip(of_lifetime.iter())
+            .filter(|&(l, &c)| untraced_weight(l, c) && l.requested_size_bytes == size)
+            .count()
+    };
+    let cublas_sized = untraced_of_size(CUBLAS_DEFAULT_WORKSPACE_BYTES);
     if !snapshot.is_npu() && (1..=MAX_CUBLAS_WORKSPACES).contains(&cublas_sized) {
         workspace_sizes.insert(CUBLAS_DEFAULT_WORKSPACE_BYTES);
     }
@@ -1287,14 +1288,7 @@ fn workspaces_made_before_the_trace(
             })
     };
     let trains = of_lifetime.contains(&Category::Gradient);
-    let hopper_sized = replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(l, &c)| {
-            untraced_weight(l, c) && l.requested_size_bytes == CUBLAS_HOPPER_WORKSPACE_BYTES
-        })
-        .count();
+    let hopper_sized = untraced_of_size(CUBLAS_HOPPER_WORKSPACE_BYTES);
     if !snapshot.is_npu()
         && trains
         && (1..=MAX_CUBLAS_WORKSPACES).contains(&hopper_sized)

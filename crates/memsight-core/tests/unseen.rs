@@ -122,6 +122,14 @@ fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
     findings.iter().filter(|f| f.kind == kind).collect()
 }
 
+/// The one peak finding of a one-device file with `segment` and `trace`.
+fn the_peak(segment: Py, trace: Vec<Py>) -> Finding {
+    let findings = analyze(&load(&top(vec![segment], vec![trace])));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    peak[0].clone()
+}
+
 /// A trace with no allocation shows the pool alone: no peak, no stall, no "trace starts in the
 /// middle"; the pool's finding says who holds it (with what the frames name), how full it is,
 /// its idle cache (512 MiB of 1.75 GiB, 29 %), and how the file was recorded.
@@ -1713,14 +1721,7 @@ fn a_checkpoint_s_recomputation_is_named_in_the_advice() {
         ),
         block(BASE + 90 * MIB, 38 * MIB, "inactive", None),
     ];
-    let loaded = load(&top(
-        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
-        vec![trace],
-    ));
-    let findings = analyze(&loaded);
-    let peak = of_kind(&findings, FindingKind::Peak);
-    assert_eq!(peak.len(), 1, "{findings:#?}");
-    let advice = &peak[0].suggestion;
+    let advice = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace).suggestion;
     assert!(
         advice.contains("recomputed by activation checkpointing") && !advice.contains("chunks"),
         "{advice}"
@@ -1825,14 +1826,7 @@ fn kept_tensors_without_autograd_get_no_no_grad_advice() {
         block(BASE + 20 * MIB, 10 * MIB, "active_allocated", Some(at(44))),
         block(BASE + 30 * MIB, 34 * MIB, "inactive", None),
     ];
-    let loaded = load(&top(
-        vec![segment(0, BASE, 64 * MIB, "large", blocks)],
-        vec![trace],
-    ));
-    let findings = analyze(&loaded);
-    let peak = of_kind(&findings, FindingKind::Peak);
-    assert_eq!(peak.len(), 1, "{findings:#?}");
-    let advice = &peak[0].suggestion;
+    let advice = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace).suggestion;
     assert!(
         advice.contains("nothing shows autograd keeping them")
             && !advice.contains("inference_mode")
@@ -1886,14 +1880,7 @@ fn gradients_discarded_between_micro_steps_are_named() {
         block(state, 32 * MIB, "active_allocated", Some(step())),
         block(BASE + 114 * MIB, 14 * MIB, "inactive", None),
     ];
-    let loaded = load(&top(
-        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
-        vec![trace],
-    ));
-    let findings = analyze(&loaded);
-    let peak = of_kind(&findings, FindingKind::Peak);
-    assert_eq!(peak.len(), 1, "{findings:#?}");
-    let advice = &peak[0].suggestion;
+    let advice = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace).suggestion;
     assert!(
         advice.starts_with("Gradients of an earlier backward pass (16.0 MiB")
             && advice.contains("zero_grad() at run (/src/trainer.py:100)")
@@ -1941,14 +1928,8 @@ fn a_tensor_grown_by_copying_is_named() {
             block(addr(5), size(5), "active_allocated", Some(at(45))),
             block(addr(5) + size(5), 256 * MIB - size(5), "inactive", None),
         ];
-        let loaded = load(&top(
-            vec![segment(0, BASE, 512 * MIB, "large", blocks)],
-            vec![trace],
-        ));
-        let findings = analyze(&loaded);
-        let peak = of_kind(&findings, FindingKind::Peak);
-        assert_eq!(peak.len(), 1, "{findings:#?}");
-        (peak[0].summary.clone(), peak[0].suggestion.clone())
+        let peak = the_peak(segment(0, BASE, 512 * MIB, "large", blocks), trace);
+        (peak.summary, peak.suggestion)
     };
     let (summary, advice) = run(true);
     assert!(

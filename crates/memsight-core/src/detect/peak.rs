@@ -464,12 +464,7 @@ const MIN_COPIES: usize = 3;
 fn grown_by_copy(cx: &DeviceContext, event: Option<u32>) -> Option<GrownByCopy> {
     let peak = event?;
     let (snapshot, replay, trace) = (cx.snapshot, cx.replay, &cx.device.trace);
-    let live: Vec<&crate::replay::Lifetime> = replay
-        .live_after(cx.device, event)
-        .iter()
-        .map(|&(_, id)| &replay.lifetimes[id as usize])
-        .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
-        .collect();
+    let live = held_lifetimes(cx, event);
     let total: u64 = live.iter().map(|l| l.requested_size_bytes).sum();
     let freed = |l: &crate::replay::Lifetime| l.free_requested_event.or(l.free_completed_event);
     let grows = |old: &crate::replay::Lifetime, new: &crate::replay::Lifetime| {
@@ -645,13 +640,8 @@ impl<'a> PeakFacts<'a> {
 /// [`MIN_PREVIOUS_RESULT_PERCENT`] of what is allocated at `event`.
 fn previous_result(cx: &DeviceContext, event: Option<u32>) -> Option<PreviousResult> {
     let peak = event?;
-    let (snapshot, replay, trace) = (cx.snapshot, cx.replay, &cx.device.trace);
-    let live: Vec<&crate::replay::Lifetime> = replay
-        .live_after(cx.device, event)
-        .iter()
-        .map(|&(_, id)| &replay.lifetimes[id as usize])
-        .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
-        .collect();
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    let live = held_lifetimes(cx, event);
     let total: u64 = live.iter().map(|l| l.requested_size_bytes).sum();
     let mut by_statement: FxHashMap<StackId, Vec<Kept>> = FxHashMap::default();
     for kept in kept_until_assigned(cx, &live, peak) {
@@ -704,6 +694,20 @@ fn previous_result(cx: &DeviceContext, event: Option<u32>) -> Option<PreviousRes
         freed: largest.freed,
         successor: largest.successor,
     })
+}
+
+/// The lifetimes of the blocks tensors hold right after `event` (pending frees are not held).
+fn held_lifetimes<'a>(
+    cx: &DeviceContext<'a>,
+    event: Option<u32>,
+) -> Vec<&'a crate::replay::Lifetime> {
+    let replay = cx.replay;
+    replay
+        .live_after(cx.device, event)
+        .iter()
+        .map(|&(_, id)| &replay.lifetimes[id as usize])
+        .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
+        .collect()
 }
 
 /// A block alive at the peak that a statement of the program frees after it, once that
