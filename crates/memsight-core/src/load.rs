@@ -287,6 +287,9 @@ struct EventBuilder<'p> {
     stream_ids: FxHashMap<i128, StreamId>,
     streams: Vec<i128>,
     last_stream: Option<(i128, StreamId)>,
+    /// Actions by their string's id, direct-mapped: a trace spells the same few action names
+    /// (one string each, shared through the memo) a million times.
+    actions: [(StrId, Action); 8],
     pool_ids: FxHashMap<(i128, i128), PoolId>,
     pools: Vec<(i128, i128)>,
     progress: Option<&'p LoadProgress>,
@@ -304,10 +307,23 @@ impl<'p> EventBuilder<'p> {
             stream_ids: FxHashMap::default(),
             streams: Vec::new(),
             last_stream: None,
+            actions: [(NO_STR, Action::Alloc); 8],
             pool_ids: FxHashMap::default(),
             pools: Vec::new(),
             progress,
         }
+    }
+
+    /// The action a trace entry's `action` string names.
+    fn action(&mut self, tree: &Tree, name: StrId) -> Action {
+        let slot = &mut self.actions[name as usize % 8];
+        if slot.0 != name {
+            *slot = (
+                name,
+                Action::known(tree.str(name)).unwrap_or(Action::Other(name)),
+            );
+        }
+        slot.1
     }
 
     /// Interns a stream; a trace's events are nearly all on one stream, so the last one is
@@ -467,7 +483,7 @@ impl<'p> EventBuilder<'p> {
         let Some(Value::Str(action_name)) = fields.action else {
             return Ok(None);
         };
-        let action = Action::known(tree.str(action_name)).unwrap_or(Action::Other(action_name));
+        let action = self.action(tree, action_name);
         let unsigned = |value: Option<Value>, what: &str| -> Result<u64, PickleError> {
             match value {
                 None | Some(Value::None) => Ok(0),

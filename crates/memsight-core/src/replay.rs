@@ -349,6 +349,133 @@ impl Tally {
     }
 }
 
+/// How event `i` (of `action`, `size` bytes, lifetime `id`) changes the three totals. A
+/// `free_completed` lowers allocated bytes only where no `free_requested` did (none recorded, or
+/// one from before the trace).
+fn event_change(action: Action, size: i64, lifetimes: &[Lifetime], id: LifetimeId) -> Totals {
+    let (allocated_bytes, active_bytes, reserved_bytes) = match action {
+        Action::Alloc => (size, size, 0),
+        Action::FreeRequested => (-size, 0, 0),
+        Action::FreeCompleted => {
+            let lifetime = &lifetimes[id as usize];
+            let requested =
+                lifetime.free_requested_event.is_some() || lifetime.pending_free_at_start;
+            (if requested { 0 } else { -size }, -size, 0)
+        }
+        Action::SegmentAlloc | Action::SegmentMap => (0, 0, size),
+        Action::SegmentFree | Action::SegmentUnmap => (0, 0, -size),
+        _ => (0, 0, 0),
+    };
+    Totals {
+        allocated_bytes,
+        active_bytes,
+        reserved_bytes,
+    }
+}
+
+/// The last `free_completed` event at each of `addrs` (`None`: the trace never frees it), in
+/// their order. One backward pass, looking up only frees, and none when `addrs` is empty.
+fn last_frees(trace: &crate::model::Trace, addrs: &[u64]) -> Vec<Option<u32>> {
+    let mut last: FxHashMap<u64, Option<u32>> = addrs.iter().map(|&a| (a, None)).collect();
+    let mut unknown = last.len();
+    for i in (0..trace.len()).rev() {
+        if unknown == 0 {
+            break;
+        }
+        if trace.action[i] == Action::FreeCompleted
+            && let Some(slot) = last.get_mut(&trace.addr[i])
+            && slot.is_none()
+        {
+            *slot = Some(i as u32);
+            unknown -= 1;
+        }
+    }
+    addrs
+        .iter()
+        .map(|a| last.get(a).copied().flatten())
+        .collect()
+}
+
+/// The three totals after every event, their peaks, and where the file's figures are impossible.
+struct RunningTotals {
+    allocated_bytes: Vec<i64>,
+    active_bytes: Vec<i64>,
+    reserved_bytes: Vec<i64>,
+    peak_allocated: Peak,
+    peak_active: Peak,
+    peak_reserved: Peak,
+    below_zero: Tally,
+    deepest_below_zero: i64,
+    above_reserved: Tally,
+}
+
+/// One pass from `initial`: each event's change added to the running totals. Bytes never go
+/// below zero: where the file's frees outrun its allocs, the figure is held at 0 and a warning
+/// says by how much it fell. A peak is the first event at the highest (held) figure.
+fn running_totals(
+    trace: &crate::model::Trace,
+    lifetimes: &[Lifetime],
+    event_lifetime: &[LifetimeId],
+    initial: Totals,
+) -> RunningTotals {
+    let n = trace.len();
+    let start = initial.at_least_zero();
+    let first_peak = |bytes: i64| Peak { bytes, event: None };
+    let mut out = RunningTotals {
+        allocated_bytes: Vec::with_capacity(n),
+        active_bytes: Vec::with_capacity(n),
+        reserved_bytes: Vec::with_capacity(n),
+        peak_allocated: first_peak(start.allocated_bytes),
+        peak_active: first_peak(start.active_bytes),
+        peak_reserved: first_peak(start.reserved_bytes),
+        below_zero: Tally::new(
+            WarningKind::TraceDisagreesWithSegments,
+            "the trace frees more than it allocated: bytes would fall below zero and are shown as 0",
+        ),
+        deepest_below_zero: 0,
+        above_reserved: Tally::new(
+            WarningKind::TraceDisagreesWithSegments,
+            "allocated bytes above reserved bytes",
+        ),
+    };
+    let mut cum = initial;
+    let events = trace
+        .action
+        .iter()
+        .zip(&trace.size_bytes)
+        .zip(event_lifetime);
+    for (i, ((&action, &size), &id)) in events.enumerate() {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        cum = cum.saturating_add(event_change(action, size, lifetimes, id));
+        let event = Some(i as u32);
+        let lowest = cum
+            .allocated_bytes
+            .min(cum.active_bytes)
+            .min(cum.reserved_bytes);
+        if lowest < 0 {
+            out.below_zero.hit(event);
+            out.deepest_below_zero = out.deepest_below_zero.min(lowest);
+        }
+        let held = cum.at_least_zero();
+        for (peak, bytes) in [
+            (&mut out.peak_allocated, held.allocated_bytes),
+            (&mut out.peak_active, held.active_bytes),
+            (&mut out.peak_reserved, held.reserved_bytes),
+        ] {
+            if bytes > peak.bytes {
+                *peak = Peak { bytes, event };
+            }
+        }
+        if held.allocated_bytes > held.reserved_bytes {
+            out.above_reserved.hit(event);
+        }
+        out.allocated_bytes.push(held.allocated_bytes);
+        out.active_bytes.push(held.active_bytes);
+        out.reserved_bytes.push(held.reserved_bytes);
+    }
+    out
+}
+
 impl DeviceReplay {
     #[expect(
         clippy::too_many_lines,
@@ -375,15 +502,14 @@ impl DeviceReplay {
             "live blocks in the final segments were freed by the trace and not allocated again",
         );
 
-        // Pass 1: lifetimes and per-event deltas. The deltas are written into the three columns
-        // that later hold the running totals (made in place: no fourth array of n totals).
-        let mut lifetimes: Vec<Lifetime> = Vec::new();
-        let mut event_lifetime = vec![NO_LIFETIME; n];
+        // Pass 1: lifetimes, which lifetime each event belongs to, and the sum of every
+        // event's change to the three totals (to undo from the final state). The running totals
+        // are made later, in one pass beside the checkpoints.
+        let alloc_count = trace.action.iter().filter(|&&a| a == Action::Alloc).count();
+        let mut lifetimes: Vec<Lifetime> = Vec::with_capacity(alloc_count);
+        let mut event_lifetime: Vec<LifetimeId> = Vec::with_capacity(n);
         let mut live: FxHashMap<u64, LifetimeId> = FxHashMap::default();
-        let mut freed_addrs: FxHashMap<u64, u32> = FxHashMap::default();
-        let mut allocated_bytes = vec![0i64; n];
-        let mut active_bytes = vec![0i64; n];
-        let mut reserved_bytes = vec![0i64; n];
+        let mut sum = Totals::default();
         for i in 0..n {
             let (addr, size) = (
                 trace.addr[i],
@@ -404,14 +530,10 @@ impl DeviceReplay {
                 });
                 (lifetimes.len() - 1) as LifetimeId
             };
-            let (allocated, active, reserved) = (
-                &mut allocated_bytes[i],
-                &mut active_bytes[i],
-                &mut reserved_bytes[i],
-            );
-            match trace.action[i] {
+            let id = match trace.action[i] {
                 Action::Alloc => {
-                    if let Some(old) = live.insert(addr, lifetimes.len() as LifetimeId) {
+                    let id = lifetimes.len() as LifetimeId;
+                    if let Some(old) = live.insert(addr, id) {
                         alloc_at_live.hit(event);
                         lifetimes[old as usize].free_completed_event = event;
                     }
@@ -426,9 +548,7 @@ impl DeviceReplay {
                         free_completed_event: None,
                         pending_free_at_start: false,
                     });
-                    event_lifetime[i] = (lifetimes.len() - 1) as LifetimeId;
-                    *allocated = size;
-                    *active = size;
+                    id
                 }
                 Action::FreeRequested => {
                     let id = *live.entry(addr).or_insert_with(|| {
@@ -436,8 +556,7 @@ impl DeviceReplay {
                         ghost(&mut lifetimes)
                     });
                     lifetimes[id as usize].free_requested_event = event;
-                    event_lifetime[i] = id;
-                    *allocated = -size;
+                    id
                 }
                 Action::FreeCompleted => {
                     let id = live.remove(&addr).unwrap_or_else(|| {
@@ -447,22 +566,17 @@ impl DeviceReplay {
                         lifetimes[id as usize].pending_free_at_start = has_free_requested;
                         id
                     });
-                    let lifetime = &mut lifetimes[id as usize];
-                    lifetime.free_completed_event = event;
-                    if lifetime.free_requested_event.is_none() && !lifetime.pending_free_at_start {
-                        *allocated = -size;
-                    }
-                    *active = -size;
-                    event_lifetime[i] = id;
-                    freed_addrs.insert(addr, i as u32);
+                    lifetimes[id as usize].free_completed_event = event;
+                    id
                 }
-                Action::SegmentAlloc | Action::SegmentMap => *reserved = size,
-                Action::SegmentFree | Action::SegmentUnmap => *reserved = -size,
-                _ => {}
-            }
+                _ => NO_LIFETIME,
+            };
+            event_lifetime.push(id);
+            sum = sum.saturating_add(event_change(trace.action[i], size, &lifetimes, id));
         }
 
         // Blocks live at dump time: attach their rounded size, or add them as alive throughout.
+        let mut not_in_trace = Vec::new();
         for (segment, block) in device
             .segments
             .iter()
@@ -475,9 +589,7 @@ impl DeviceReplay {
                 lifetimes[id as usize].size_bytes = Some(block.size_bytes);
                 continue;
             }
-            if let Some(&freed_at) = freed_addrs.get(&block.address) {
-                disagree_final.hit(Some(freed_at));
-            }
+            not_in_trace.push(block.address);
             lifetimes.push(Lifetime {
                 addr: block.address,
                 requested_size_bytes: block.requested_size_bytes,
@@ -490,13 +602,17 @@ impl DeviceReplay {
                 pending_free_at_start: block.state == BlockState::ActivePendingFree,
             });
         }
+        // A final block the trace freed (its last free) and never allocated again.
+        for freed_at in last_frees(trace, &not_in_trace).into_iter().flatten() {
+            disagree_final.hit(Some(freed_at));
+        }
         let mut left_live: Vec<LifetimeId> = live.into_values().collect();
         left_live.sort_unstable();
         for id in left_live {
             disagree_blocks.hit(lifetimes[id as usize].alloc_event);
         }
 
-        // Totals: final from the segments, initial by undoing every delta.
+        // Totals: final from the segments, initial by undoing every change.
         let as_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
         let final_totals = Totals {
             allocated_bytes: as_i64(device.requested_bytes_final(&[BlockState::ActiveAllocated])),
@@ -506,82 +622,27 @@ impl DeviceReplay {
             ])),
             reserved_bytes: as_i64(device.reserved_bytes_final()),
         };
-        let total = |column: &[i64]| column.iter().fold(0i64, |acc, &d| acc.saturating_add(d));
-        let sum = Totals {
-            allocated_bytes: total(&allocated_bytes),
-            active_bytes: total(&active_bytes),
-            reserved_bytes: total(&reserved_bytes),
-        };
         let initial = final_totals.saturating_add(Totals {
             allocated_bytes: sum.allocated_bytes.saturating_neg(),
             active_bytes: sum.active_bytes.saturating_neg(),
             reserved_bytes: sum.reserved_bytes.saturating_neg(),
         });
 
-        let mut below_zero = Tally::new(
-            WarningKind::TraceDisagreesWithSegments,
-            "the trace frees more than it allocated: bytes would fall below zero and are shown as 0",
-        );
-        let mut deepest_below_zero = 0i64;
-        let (checkpoints, segment_mismatches) = rayon::join(
-            || {
-                // Each delta becomes the running total after its event. Bytes never go below
-                // zero: where the file's frees outrun its allocs, the figure is held at 0 and a
-                // warning says by how much it fell.
-                let mut cum = initial;
-                let columns = allocated_bytes
-                    .iter_mut()
-                    .zip(active_bytes.iter_mut())
-                    .zip(reserved_bytes.iter_mut());
-                for (i, ((allocated, active), reserved)) in columns.enumerate() {
-                    cum = cum.saturating_add(Totals {
-                        allocated_bytes: *allocated,
-                        active_bytes: *active,
-                        reserved_bytes: *reserved,
-                    });
-                    let lowest = cum
-                        .allocated_bytes
-                        .min(cum.active_bytes)
-                        .min(cum.reserved_bytes);
-                    if lowest < 0 {
-                        below_zero.hit(Some(i as u32));
-                        deepest_below_zero = deepest_below_zero.min(lowest);
-                    }
-                    *allocated = cum.allocated_bytes.max(0);
-                    *active = cum.active_bytes.max(0);
-                    *reserved = cum.reserved_bytes.max(0);
-                }
-            },
+        let (running, (checkpoints, segment_mismatches)) = rayon::join(
+            || running_totals(trace, &lifetimes, &event_lifetime, initial),
             || build_checkpoints(device, &lifetimes, &event_lifetime),
-        )
-        .1;
-
+        );
         let signed_initial = initial;
         let initial = initial.at_least_zero();
-        let peak = |initial: i64, column: &[i64]| {
-            let mut best = Peak {
-                bytes: initial,
-                event: None,
-            };
-            for (i, &v) in column.iter().enumerate() {
-                if v > best.bytes {
-                    best = Peak {
-                        bytes: v,
-                        event: Some(i as u32),
-                    };
-                }
-            }
-            best
-        };
         let replay = Self {
             ordinal: device.ordinal,
             initial,
-            peak_allocated: peak(initial.allocated_bytes, &allocated_bytes),
-            peak_active: peak(initial.active_bytes, &active_bytes),
-            peak_reserved: peak(initial.reserved_bytes, &reserved_bytes),
-            allocated_bytes,
-            active_bytes,
-            reserved_bytes,
+            peak_allocated: running.peak_allocated,
+            peak_active: running.peak_active,
+            peak_reserved: running.peak_reserved,
+            allocated_bytes: running.allocated_bytes,
+            active_bytes: running.active_bytes,
+            reserved_bytes: running.reserved_bytes,
             lifetimes,
             event_lifetime,
             checkpoints,
@@ -597,11 +658,11 @@ impl DeviceReplay {
         .into_iter()
         .filter_map(|t| t.into_warning(device.ordinal))
         .collect();
-        if let Some(mut warning) = below_zero.into_warning(device.ordinal) {
+        if let Some(mut warning) = running.below_zero.into_warning(device.ordinal) {
             warning.message = format!(
                 "the trace frees more than it allocated: bytes would fall {} below zero and are shown \
                  as 0",
-                crate::units::format_bytes(deepest_below_zero.saturating_neg())
+                crate::units::format_bytes(running.deepest_below_zero.saturating_neg())
             );
             warnings.push(warning);
         }
@@ -630,18 +691,7 @@ impl DeviceReplay {
                 ),
             });
         }
-        let over = (0..n).filter(|&i| replay.allocated_bytes[i] > replay.reserved_bytes[i]);
-        let (over_count, first_over) =
-            over.fold((0u64, None), |(c, f), i| (c + 1, f.or(Some(i as u32))));
-        if over_count > 0 {
-            warnings.push(Warning {
-                kind: WarningKind::TraceDisagreesWithSegments,
-                device: Some(device.ordinal),
-                event: first_over,
-                count: over_count,
-                message: "allocated bytes above reserved bytes".into(),
-            });
-        }
+        warnings.extend(running.above_reserved.into_warning(device.ordinal));
         (replay, warnings)
     }
 
@@ -957,9 +1007,9 @@ fn build_checkpoints(
             live.insert(l.addr, id as LifetimeId);
         }
     }
+    // Live blocks are put in address order after the walk, on every core.
     let snapshot = |at: usize, pieces: &Pieces, live: &FxHashMap<u64, LifetimeId>| {
-        let mut live: Vec<(u64, LifetimeId)> = live.iter().map(|(&a, &id)| (a, id)).collect();
-        live.sort_unstable();
+        let live: Vec<(u64, LifetimeId)> = live.iter().map(|(&a, &id)| (a, id)).collect();
         Checkpoint {
             at,
             pieces: pieces.iter().map(|(&k, &v)| (k, v)).collect(),
@@ -984,5 +1034,8 @@ fn build_checkpoints(
             _ => {}
         }
     }
+    checkpoints
+        .par_iter_mut()
+        .for_each(|c| c.live.sort_unstable());
     (checkpoints, mismatches)
 }
