@@ -18,6 +18,7 @@ pub mod model;
 pub mod output;
 pub mod owner;
 pub mod pickle;
+pub mod prefault;
 pub mod profiler;
 mod quote;
 pub mod range;

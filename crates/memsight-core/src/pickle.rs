@@ -195,7 +195,18 @@ pub trait Hooks {
     fn on_progress(&mut self, _bytes_read: u64) -> bool {
         true
     }
+
+    /// Where the arena's growing vectors have their next pages mapped on another core, if
+    /// anywhere (a large file's nodes and memo).
+    fn prefault(&self) -> Option<&crate::prefault::Prefaulter> {
+        None
+    }
 }
+
+/// Elements of the arena's nodes and memo kept mapped ahead of the unpickler, once it has that
+/// many nodes (see [`crate::prefault`]). Not the trace's list of entries: mapping it ahead saved
+/// nothing and left 21 MB more resident on a million events.
+const PREFAULT_AHEAD: usize = 32 * 1024;
 
 /// Unpickling with no loader: every value stays as the file wrote it.
 pub struct NoHooks;
@@ -466,6 +477,12 @@ impl<R: Read> Vm<R> {
                     });
                 }
                 self.check_budget(tree, at)?;
+                if let Some(prefault) = hooks.prefault()
+                    && tree.nodes.len() >= PREFAULT_AHEAD
+                {
+                    prefault.keep_ahead(&mut tree.nodes, PREFAULT_AHEAD);
+                    prefault.keep_ahead(&mut self.memo.dense, PREFAULT_AHEAD);
+                }
             }
             match op {
                 0x80 => {

@@ -23,6 +23,10 @@ use crate::model::{
 pub type LifetimeId = u32;
 pub const NO_LIFETIME: LifetimeId = u32::MAX;
 
+/// Traces from this many events on have the pages of the replay's columns mapped on another
+/// core while its first pass runs (see [`crate::prefault`]).
+const PREFAULT_MIN_EVENTS: usize = 64 * 1024;
+
 /// Fewest events between two checkpoints; more when many blocks are live (see module doc).
 const MIN_CHECKPOINT_INTERVAL: usize = 2048;
 
@@ -417,14 +421,15 @@ fn running_totals(
     lifetimes: &[Lifetime],
     event_lifetime: &[LifetimeId],
     initial: Totals,
+    columns: [Vec<i64>; 3],
 ) -> RunningTotals {
-    let n = trace.len();
     let start = initial.at_least_zero();
     let first_peak = |bytes: i64| Peak { bytes, event: None };
+    let [allocated_bytes, active_bytes, reserved_bytes] = columns;
     let mut out = RunningTotals {
-        allocated_bytes: Vec::with_capacity(n),
-        active_bytes: Vec::with_capacity(n),
-        reserved_bytes: Vec::with_capacity(n),
+        allocated_bytes,
+        active_bytes,
+        reserved_bytes,
         peak_allocated: first_peak(start.allocated_bytes),
         peak_active: first_peak(start.active_bytes),
         peak_reserved: first_peak(start.reserved_bytes),
@@ -508,6 +513,18 @@ impl DeviceReplay {
         let alloc_count = trace.action.iter().filter(|&&a| a == Action::Alloc).count();
         let mut lifetimes: Vec<Lifetime> = Vec::with_capacity(alloc_count);
         let mut event_lifetime: Vec<LifetimeId> = Vec::with_capacity(n);
+        let columns: [Vec<i64>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
+        // This pass runs on one core: the other maps the pages it and the totals will fill.
+        let prefault = (n >= PREFAULT_MIN_EVENTS)
+            .then(crate::prefault::Prefaulter::new)
+            .flatten();
+        if let Some(prefault) = &prefault {
+            prefault.spare(&lifetimes);
+            prefault.spare(&event_lifetime);
+            for column in &columns {
+                prefault.spare(column);
+            }
+        }
         let mut live: FxHashMap<u64, LifetimeId> = FxHashMap::default();
         let mut sum = Totals::default();
         for i in 0..n {
@@ -575,6 +592,8 @@ impl DeviceReplay {
             sum = sum.saturating_add(event_change(trace.action[i], size, &lifetimes, id));
         }
 
+        drop(prefault);
+
         // Blocks live at dump time: attach their rounded size, or add them as alive throughout.
         let mut not_in_trace = Vec::new();
         for (segment, block) in device
@@ -629,7 +648,7 @@ impl DeviceReplay {
         });
 
         let (running, (checkpoints, segment_mismatches)) = rayon::join(
-            || running_totals(trace, &lifetimes, &event_lifetime, initial),
+            || running_totals(trace, &lifetimes, &event_lifetime, initial, columns),
             || build_checkpoints(device, &lifetimes, &event_lifetime),
         );
         let signed_initial = initial;
