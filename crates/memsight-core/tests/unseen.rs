@@ -2010,3 +2010,162 @@ fn hopper_sized_cublas_workspaces_are_no_weights() {
         ]
     );
 }
+
+/// `PyTorch` Lightning's automatic optimization runs `training_step` inside
+/// `optimizer.step(closure)`: the forward's blocks carry Adam's frames below the closure. They
+/// are activations, not optimizer state (a held-out Lightning run: 20.9 GiB of forward
+/// activations called "96 % optimizer state", with 8-bit optimizer advice). Here a 16 MiB
+/// weight from before the trace, a 128 MiB activation made in the closure's forward and freed
+/// by backward, the 16 MiB gradient, then Adam's two 16 MiB moments: the peak (160 MiB, at
+/// the gradient) is 80 % activation.
+#[test]
+fn an_optimizer_closure_runs_the_forward_not_the_optimizer() {
+    let outer: [(&'static str, &'static str, i128); 5] = [
+        (
+            "closure",
+            "/py/lightning/pytorch/loops/optimization/automatic.py",
+            131,
+        ),
+        (
+            "_wrap_closure",
+            "/py/lightning/pytorch/plugins/precision/precision.py",
+            109,
+        ),
+        ("step", "/py/torch/optim/adam.py", 146),
+        ("wrapper", "/py/torch/optim/optimizer.py", 385),
+        ("fit", "/py/lightning/pytorch/trainer/trainer.py", 539),
+    ];
+    let in_closure = |inner: &[(&'static str, &'static str, i128)]| {
+        let mut frames = inner.to_vec();
+        frames.extend(outer);
+        stack(&frames)
+    };
+    let forward = || {
+        in_closure(&[
+            ("forward", "/w/model.py", 12),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1561),
+            ("training_step", "/w/module.py", 105),
+        ])
+    };
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let adam = || {
+        stack(&[
+            ("_single_tensor_adam", "/py/torch/optim/adam.py", 400),
+            ("step", "/py/torch/optim/adam.py", 166),
+            ("wrapper", "/py/torch/optim/optimizer.py", 385),
+        ])
+    };
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let trace = vec![
+        event("alloc", at(1), 128 * MIB, forward()),
+        event("alloc", at(9), 16 * MIB, backward()),
+        event("free_requested", at(1), 128 * MIB, backward()),
+        event("free_completed", at(1), 128 * MIB, backward()),
+        event("alloc", at(10), 16 * MIB, adam()),
+        event("alloc", at(11), 16 * MIB, adam()),
+    ];
+    let mut blocks = vec![block(at(0), 16 * MIB, "active_allocated", None)];
+    blocks.push(block(at(1), 128 * MIB, "inactive", None));
+    for k in 9..12 {
+        let stack = if k == 9 { backward() } else { adam() };
+        blocks.push(block(at(k), 16 * MIB, "active_allocated", Some(stack)));
+    }
+    blocks.push(block(at(12), 64 * MIB, "inactive", None));
+    let peak = the_peak(segment(0, BASE, 256 * MIB, "large", blocks), trace);
+    assert!(
+        peak.title.contains("160 MiB allocated, 80% activation"),
+        "{}",
+        peak.title
+    );
+    assert!(
+        !peak.summary.contains("optimizer state") && !peak.suggestion.contains("8-bit"),
+        "{}\n{}",
+        peak.summary,
+        peak.suggestion
+    );
+}
+
+/// SGD with momentum, recorded after its first step: every weight's size is held twice with
+/// no stack from before the trace (the weight and its momentum buffer), `zero_grad` frees the
+/// gradients, and the in-place step allocates nothing. The second block of each size is
+/// optimizer state, not a weight (the `PyTorch` blog's ResNet-50: 196 MiB "parameter", twice its
+/// 97.5 MiB of weights). Two 16 MiB weights, their momentum, a 32 MiB activation and the two
+/// gradients: at the peak (128 MiB) 32 MiB each of weights, momentum, activation, gradients.
+#[test]
+fn one_optimizer_state_per_weight_from_before_the_trace_is_not_a_weight() {
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let forward = || frames("forward", "/w/model.py", 12);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let zero_grad = || frames("zero_grad", "/py/torch/optim/optimizer.py", 820);
+    let mut trace = vec![event("alloc", at(4), 32 * MIB, forward())];
+    for k in [6, 7] {
+        trace.push(event("alloc", at(k), 16 * MIB, backward()));
+    }
+    for action in ["free_requested", "free_completed"] {
+        trace.push(event(action, at(4), 32 * MIB, backward()));
+    }
+    for k in [6, 7] {
+        for action in ["free_requested", "free_completed"] {
+            trace.push(event(action, at(k), 16 * MIB, zero_grad()));
+        }
+    }
+    let mut blocks: Vec<Py> = (0..4)
+        .map(|k| block(at(k), 16 * MIB, "active_allocated", None))
+        .collect();
+    blocks.push(block(at(4), 64 * MIB, "inactive", None));
+    let peak = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace);
+    for words in [
+        "128 MiB allocated",
+        "32.0 MiB optimizer state (25%)",
+        "32.0 MiB parameter (25%)",
+        "32.0 MiB gradient (25%)",
+        "32.0 MiB activation (25%)",
+    ] {
+        assert!(peak.summary.contains(words), "{words}: {}", peak.summary);
+    }
+}
+
+/// The allocator's last attempt before an out-of-memory error: it releases a 96 MiB free
+/// segment and retries a 384 MiB request that fails, with 24 MiB cached free and 252 MiB free
+/// on the device. Nothing could have served it: no allocator setting or fragmentation advice,
+/// an info finding that points at the failure (a held-out Lightning run was told to turn on
+/// expandable segments).
+#[test]
+fn a_release_before_an_oom_nothing_could_serve_is_no_stall_to_fix() {
+    let request = || frames("forward", "/w/model.py", 125);
+    let (a, b) = (BASE, BASE + 2048 * MIB);
+    let mut oom = event("oom", 0, 384 * MIB, request());
+    if let Py::Dict(fields) = &mut oom {
+        fields.push(("device_free", Py::Int(252 * MIB)));
+    }
+    let trace = vec![
+        event("alloc", a, 1000 * MIB, request()),
+        event("segment_free", b, 96 * MIB, request()),
+        oom,
+    ];
+    let segments = vec![segment(
+        0,
+        a,
+        1024 * MIB,
+        "large",
+        vec![
+            block(a, 1000 * MIB, "active_allocated", Some(request())),
+            block(a + 1000 * MIB, 24 * MIB, "inactive", None),
+        ],
+    )];
+    let findings = analyze(&load(&top(segments, vec![trace])));
+    let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+    assert_eq!(stalls.len(), 1, "{findings:#?}");
+    let stall = stalls[0];
+    assert_eq!(stall.severity, memsight_core::detect::Severity::Info);
+    assert!(stall.title.contains("in vain"), "{}", stall.title);
+    assert!(
+        stall
+            .summary
+            .contains("no allocator setting would have served it")
+            && !stall.suggestion.contains("xpandable"),
+        "{}\n{}",
+        stall.summary,
+        stall.suggestion
+    );
+}

@@ -16,7 +16,12 @@
 //! reserved at some other moment, or than a capacity the file shows (an `oom` entry, msMemScope's
 //! measurements), the device could have served the request without a release: the burst was
 //! the program's (an `empty_cache()` recorded without frames, often at a fixed period), not a
-//! stall. A retry that ends in an `oom` is always a stall.
+//! stall. A retry that ends in an `oom` is always a stall; but where the failed request was larger
+//! than the cache's free bytes and the device's free memory together (the `oom` entry's
+//! `device_free`), the release was the allocator's last attempt and nothing could have served
+//! it: an info finding says so and sends the reader to the out-of-memory finding, with no advice
+//! on settings or fragmentation (a held-out Lightning run: 384 MiB asked with 22 MiB cached and
+//! 252 MiB free).
 //!
 //! **Periodic releases.** Stackless bursts at a fixed period (three or more, each gap within 30 %
 //! of their median gap) come from one hook, unless half or more of them look forced: the
@@ -237,6 +242,79 @@ pub fn release_bursts(
         .collect()
 }
 
+/// A release whose retry failed for a request larger than the cache's free bytes and the
+/// device's free memory together: the allocator's last attempt before an out-of-memory error.
+#[expect(
+    clippy::struct_field_names,
+    reason = "three byte counts, named for their unit as everywhere"
+)]
+struct InVain {
+    request_bytes: u64,
+    cached_free_bytes: u64,
+    device_free_bytes: u64,
+}
+
+/// Whether burst `b` was such a last attempt (the device's free memory known from its `oom`).
+fn retried_in_vain(device: &Device, replay: &DeviceReplay, b: &Burst) -> Option<InVain> {
+    let trace = &device.trace;
+    let retry = b.retry.filter(|&r| trace.action[r] == Action::Oom)?;
+    let &(_, device_free_bytes) = trace
+        .oom_device_free_bytes
+        .iter()
+        .find(|&&(i, _)| i as usize == retry)?;
+    let after = replay.totals_after(Some(b.last as u32));
+    let cached_free_bytes =
+        u64::try_from(after.reserved_bytes - after.allocated_bytes).unwrap_or(0);
+    let request_bytes = trace.size_bytes[retry];
+    (request_bytes > cached_free_bytes.saturating_add(device_free_bytes)).then_some(InVain {
+        request_bytes,
+        cached_free_bytes,
+        device_free_bytes,
+    })
+}
+
+/// The info finding for a release made in vain: no setting would have served the request, and
+/// the out-of-memory finding says what held the memory.
+fn in_vain_finding(device: &Device, burst: &Burst, in_vain: &InVain) -> Finding {
+    let trace = &device.trace;
+    let retry = burst.retry.unwrap_or(burst.last);
+    let released = burst.last + 1 - burst.first;
+    let mut finding = Finding::new(FindingKind::AllocatorStall, Severity::Info, device.ordinal);
+    finding.title =
+        "Before the out-of-memory error the allocator released its cache and retried in vain"
+            .to_string();
+    let after_ms = match (trace.time_us[burst.first], trace.time_us[retry]) {
+        (x, y) if x != NO_TIME && y != NO_TIME => {
+            format!(", {:.1} ms after the first release", (y - x) as f64 / 1e3)
+        }
+        _ => String::new(),
+    };
+    finding.summary = format!(
+        "{} released {released} segment{} ({}) for the request of {} that then failed at event \
+         {retry}{after_ms}. The request was larger than the cache's free bytes ({}) and the \
+         device's free memory ({}) together: no allocator setting would have served it.",
+        if released == 1 {
+            format!("Event {}", burst.first)
+        } else {
+            format!("Events {}–{}", burst.first, burst.last)
+        },
+        if released == 1 { "" } else { "s" },
+        format_bytes(burst.freed_bytes as i64),
+        format_bytes(in_vain.request_bytes as i64),
+        format_bytes(in_vain.cached_free_bytes as i64),
+        format_bytes(in_vain.device_free_bytes as i64),
+    );
+    finding.bytes = burst.freed_bytes;
+    finding.events = (burst.first as u32, retry as u32);
+    finding.focus_event = Some(burst.last as u32);
+    finding.stack = trace.stack[retry];
+    finding.suggestion =
+        "Part of the out-of-memory error, not a cost of its own: lower what is live at \
+                    the failure (the out-of-memory finding)."
+            .to_string();
+    finding
+}
+
 /// Whether the file shows expandable segments in use (mapped pages, expandable segments in the
 /// pool, or the setting on).
 pub(super) fn uses_expandable_segments(snapshot: &Snapshot, device: &Device) -> bool {
@@ -266,7 +344,15 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         _ => None,
     };
 
-    let stalls: Vec<&Burst> = all.iter().filter(|b| b.retry.is_some()).collect();
+    let stalls: Vec<&Burst> = all
+        .iter()
+        .filter(|b| b.retry.is_some() && retried_in_vain(device, replay, b).is_none())
+        .collect();
+    findings.extend(
+        all.iter().find_map(|b| {
+            retried_in_vain(device, replay, b).map(|v| in_vain_finding(device, b, &v))
+        }),
+    );
     if let Some(worst) = stalls.iter().max_by_key(|b| {
         let retry = b.retry.unwrap_or(b.last);
         (
