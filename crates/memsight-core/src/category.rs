@@ -403,11 +403,14 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
         // name elsewhere moves inputs (`BatchEncoding.to`, a graph's `Data.to()`), not weights.
         let module_file = file.contains("/nn/modules/") || file.contains("\\nn\\modules\\");
+        // FSDP2's `fully_shard` makes each rank's shard of a weight (`FSDPParam`).
+        let fsdp_shard = name == "_init_sharded_param" && file.contains("fsdp");
         marks.parameter_init |= matches!(
             name,
             "_apply" | "load_state_dict" | "_load_from_state_dict" | "reset_parameters"
         ) || (module_file
-            && matches!(name, "__init__" | "to" | "cuda" | "npu"));
+            && matches!(name, "__init__" | "to" | "cuda" | "npu"))
+            || fsdp_shard;
     }
     marks
 }
