@@ -2214,3 +2214,48 @@ fn fsdp2_shards_are_parameters() {
         peak.summary
     );
 }
+
+/// `scaled_dot_product_attention` on its math path (`_scaled_dot_product_attention_math` in the
+/// stacks) materialises every head's scores and probabilities, which its fused kernels never
+/// hold: the peak's advice says so with their bytes (held-out FSDP runs kept 1.5 GiB of a
+/// 2.55 GiB peak so, with no word of it). A forward pass keeps two 32 MiB probability blocks
+/// from that path and a 16 MiB activation of its own: 80 % of the 80 MiB peak.
+#[test]
+fn attention_on_the_math_path_is_named() {
+    let math = || {
+        stack(&[
+            (
+                "at::_ops::_softmax::call(at::Tensor const&, long, bool)",
+                "",
+                0,
+            ),
+            (
+                "at::native::_scaled_dot_product_attention_math(at::Tensor const&)",
+                "",
+                0,
+            ),
+            ("forward", "/w/model.py", 93),
+        ])
+    };
+    let linear = || frames("forward", "/w/model.py", 90);
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let trace = vec![
+        event("alloc", at(0), 16 * MIB, linear()),
+        event("alloc", at(1), 32 * MIB, math()),
+        event("alloc", at(3), 32 * MIB, math()),
+    ];
+    let blocks = vec![
+        block(at(0), 16 * MIB, "active_allocated", Some(linear())),
+        block(at(1), 32 * MIB, "active_allocated", Some(math())),
+        block(at(3), 32 * MIB, "active_allocated", Some(math())),
+        block(at(5), 48 * MIB, "inactive", None),
+    ];
+    let peak = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace);
+    assert!(
+        peak.suggestion
+            .contains("math path (_scaled_dot_product_attention_math in the stacks)")
+            && peak.suggestion.contains("64.0 MiB (80% of the peak)"),
+        "{}",
+        peak.suggestion
+    );
+}
