@@ -76,9 +76,10 @@
 //!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`).
 //! - **optimizer state, one per weight from before the trace**: where `zero_grad` frees the
 //!   gradients, the trace does not run Adam, and the stackless blocks from before the trace
-//!   taken for weights hold exactly two per gradient of their size the first backward pass
-//!   makes (sizes holding 90 % of their bytes), half of each size is an optimizer's one state
-//!   per weight: SGD's momentum, `RMSprop`'s or `Adagrad`'s sums (`momentum_before_the_trace`).
+//!   taken for weights hold exactly two or three per gradient of their size the first backward
+//!   pass makes (sizes holding 90 % of their bytes; the third is a buffer of the weight's size,
+//!   batch norm's running statistics), one per gradient is an optimizer's one state per weight:
+//!   SGD's momentum, `RMSprop`'s or `Adagrad`'s sums (`momentum_before_the_trace`).
 //! - **weight copy**: made by autocast's `cached_cast` with half the bytes of a parameter (an fp32
 //!   weight cast to bf16 / fp16); autocast keeps it until its region ends. Where the file has
 //!   Python frames only (Windows), a block freed by autocast's `__exit__` (which clears the cache
@@ -280,6 +281,10 @@ pub struct Categories {
     /// Blocks from before the trace found to be gradients kept from an earlier step (paired
     /// with the weights, added into by backward), not weights.
     pub kept_gradient_blocks: usize,
+    /// Some allocation ran inside an optimizer's step through a closure (the model's forward
+    /// and backward run by `optimizer.step(closure)`): optimizer frames the stacks hold that are
+    /// no step of the optimizer's own.
+    pub optimizer_runs_closure: bool,
 }
 
 impl Categories {
@@ -345,6 +350,9 @@ struct StackMarks {
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
     /// hand-written optimizer making its state up front.
     optimizer_constructor: bool,
+    /// An optimizer's frames above a call of the model or a closure: the step runs the forward
+    /// and backward (`optimizer.step(closure)`); those frames made nothing of the optimizer's.
+    closure_in_optimizer: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -382,11 +390,12 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || name.contains("_backward")
             || (name == "backward"
                 && (file.ends_with("autograd/__init__.py") || file.ends_with("_tensor.py")));
-        marks.optimizer |= !runs_the_model
-            && (file.contains("/optim/")
-                || file.starts_with("optim/")
-                || file.contains("\\optim\\")
-                || (file.contains("optimizer") && name == "step"));
+        let optimizer_frame = file.contains("/optim/")
+            || file.starts_with("optim/")
+            || file.contains("\\optim\\")
+            || (file.contains("optimizer") && name == "step");
+        marks.optimizer |= !runs_the_model && optimizer_frame;
+        marks.closure_in_optimizer |= runs_the_model && optimizer_frame;
         marks.zero_grad |= name == "zero_grad";
         marks.recompute |= name.contains("recompute")
             || file.ends_with("/utils/checkpoint.py")
@@ -455,6 +464,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         runs,
         autocast: false,
         kept_gradient_blocks: 0,
+        optimizer_runs_closure: runs_a_closure(device, &mut marks),
     };
     let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = categories
         .runs
@@ -604,6 +614,13 @@ fn untraced_weights_need_a_twin(replay: &DeviceReplay, of_lifetime: &mut [Catego
             *c = Category::Unknown;
         }
     }
+}
+
+/// Whether some allocation of the trace ran inside an optimizer's step through a closure.
+fn runs_a_closure(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> bool {
+    let trace = &device.trace;
+    (0..trace.len())
+        .any(|i| trace.action[i] == Action::Alloc && marks(trace.stack[i]).closure_in_optimizer)
 }
 
 /// Whether some allocation of the trace is Adam's or `AdamW`'s (its frames say so).
@@ -1085,9 +1102,10 @@ fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Categ
 /// `Adagrad`'s running sums), where `zero_grad` frees the gradients (so none is carried into a
 /// step) and the trace does not run Adam: for sizes holding 90 % of the bytes of the stackless
 /// blocks from before the trace taken for weights, each size holds exactly two per gradient of
-/// that size the first backward pass makes (one per weight). Half of each such size is
-/// optimizer state (the upper addresses; which of the two is the weight the trace cannot tell,
-/// and the bytes are right). The `PyTorch` blog's ResNet-50 with momentum SGD: 196 MiB "weights"
+/// that size the first backward pass makes (one per weight), or three (batch norm's running
+/// statistics have its weight's size). One block per gradient of each such size is optimizer
+/// state (the upper addresses; which is the weight the trace cannot tell, and the bytes are
+/// right). The `PyTorch` blog's ResNet-50 with momentum SGD: 196 MiB "weights"
 /// were 97.5 MiB of weights and 97.5 MiB of momentum.
 fn momentum_before_the_trace(
     replay: &DeviceReplay,
@@ -1110,22 +1128,29 @@ fn momentum_before_the_trace(
         }
     }
     let weight_bytes: u64 = held.iter().map(|(size, ids)| size * ids.len() as u64).sum();
-    let in_pairs =
-        |size: &u64, ids: &Vec<usize>| gradients.get(size).is_some_and(|&g| ids.len() == 2 * g);
-    let pairs_bytes: u64 = held
+    // The states of a size: one per gradient, where the size is held twice per gradient (a
+    // weight and its state) or three times (with a buffer of the weight's size: batch norm's
+    // running mean and variance beside its weight and bias).
+    let states = |size: &u64, ids: &Vec<usize>| {
+        gradients
+            .get(size)
+            .copied()
+            .filter(|&g| g > 0 && (ids.len() == 2 * g || ids.len() == 3 * g))
+    };
+    let paired_bytes: u64 = held
         .iter()
-        .filter(|(size, ids)| in_pairs(size, ids))
+        .filter(|(size, ids)| states(size, ids).is_some())
         .map(|(size, ids)| size * ids.len() as u64)
         .sum();
-    if weight_bytes == 0 || pairs_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
+    if weight_bytes == 0 || paired_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
         return;
     }
     for (size, mut ids) in held {
-        if !in_pairs(&size, &ids) {
+        let Some(count) = states(&size, &ids) else {
             continue;
-        }
+        };
         ids.sort_by_key(|&id| std::cmp::Reverse(replay.lifetimes[id].addr));
-        for &id in &ids[..ids.len() / 2] {
+        for &id in &ids[..count] {
             of_lifetime[id] = Category::OptimizerState;
         }
     }

@@ -2259,3 +2259,82 @@ fn attention_on_the_math_path_is_named() {
         peak.suggestion
     );
 }
+
+/// Batch norm's running mean and variance have its weight's size: with SGD's momentum each such
+/// size is held three times per gradient (weight, running statistic, momentum), and one per
+/// gradient is still optimizer state (the held-out ResNet-50 kept its batch norms' momentum,
+/// 107 blocks, with the weights). Two 16 MiB weights held twice and a 1 MiB one held three
+/// times: 33 MiB of momentum at the peak.
+#[test]
+fn momentum_beside_batch_norm_statistics_is_optimizer_state() {
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let small = |k: i128| BASE + 128 * MIB + k * MIB;
+    let forward = || frames("forward", "/w/model.py", 12);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let zero_grad = || frames("zero_grad", "/py/torch/optim/optimizer.py", 820);
+    let mut trace = vec![event("alloc", at(4), 32 * MIB, forward())];
+    for k in [6, 7] {
+        trace.push(event("alloc", at(k), 16 * MIB, backward()));
+    }
+    trace.push(event("alloc", small(3), MIB, backward()));
+    for action in ["free_requested", "free_completed"] {
+        trace.push(event(action, at(4), 32 * MIB, backward()));
+    }
+    for (addr, size) in [(at(6), 16 * MIB), (at(7), 16 * MIB), (small(3), MIB)] {
+        for action in ["free_requested", "free_completed"] {
+            trace.push(event(action, addr, size, zero_grad()));
+        }
+    }
+    let mut blocks: Vec<Py> = (0..4)
+        .map(|k| block(at(k), 16 * MIB, "active_allocated", None))
+        .collect();
+    blocks.push(block(at(4), 64 * MIB, "inactive", None));
+    blocks.extend((0..3).map(|k| block(small(k), MIB, "active_allocated", None)));
+    blocks.push(block(small(3), 13 * MIB, "inactive", None));
+    let peak = the_peak(segment(0, BASE, 144 * MIB, "large", blocks), trace);
+    assert!(
+        peak.summary.contains("33.0 MiB optimizer state"),
+        "{}",
+        peak.summary
+    );
+}
+
+/// A forward pass run by `optimizer.step(closure)` that never returns to the update (it fails
+/// first): the stacks hold the optimizer's frames, but no update of its own, and the
+/// iterations line says so instead of "no optimizer step in the stacks".
+#[test]
+fn a_closure_s_optimizer_frames_are_no_update() {
+    let forward = || {
+        stack(&[
+            ("forward", "/w/model.py", 12),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1561),
+            (
+                "closure",
+                "/py/lightning/pytorch/loops/optimization/automatic.py",
+                131,
+            ),
+            ("step", "/py/torch/optim/adam.py", 146),
+            ("wrapper", "/py/torch/optim/optimizer.py", 385),
+        ])
+    };
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let trace = vec![
+        event("alloc", at(0), 16 * MIB, forward()),
+        event("alloc", at(1), 32 * MIB, forward()),
+    ];
+    let blocks = vec![
+        block(at(0), 16 * MIB, "active_allocated", Some(forward())),
+        block(at(1), 32 * MIB, "active_allocated", Some(forward())),
+        block(at(3), 16 * MIB, "inactive", None),
+    ];
+    let peak = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace);
+    let iterations = peak
+        .evidence
+        .iter()
+        .find(|line| line.starts_with("iterations:"))
+        .expect("an iterations line");
+    assert!(
+        iterations.contains("no optimizer update in the stacks"),
+        "{iterations}"
+    );
+}

@@ -207,8 +207,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 }
 
 /// The evidence line of a trace where no iteration was found: each kind of mark looked for.
-fn no_iterations(trace: &crate::model::Trace) -> String {
-    let marks = super::steps::snapshot_events_before_the_last_allocation(trace);
+fn no_iterations(cx: &DeviceContext) -> String {
+    let marks = super::steps::snapshot_events_before_the_last_allocation(&cx.device.trace);
     let snapshot_events = match marks.as_slice() {
         [] => "no snapshot event before the last allocation".to_string(),
         [one] => format!(
@@ -220,10 +220,15 @@ fn no_iterations(trace: &crate::model::Trace) -> String {
             marks.len()
         ),
     };
+    let optimizer = if cx.categories.optimizer_runs_closure {
+        "no optimizer update in the stacks (its step's frames there only run the model's \
+         closure: forward and backward)"
+    } else {
+        "no optimizer step in the stacks"
+    };
     format!(
         "iterations: none found (no ProfilerStep or Optimizer.step annotation, {snapshot_events}, \
-         no optimizer step in the stacks, and no recurring low point of the allocated curve taken \
-         for one)"
+         {optimizer}, and no recurring low point of the allocated curve taken for one)"
     )
 }
 
@@ -233,7 +238,7 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     let mut lines = vec![cx.workload.evidence(cx)];
     lines.push(match &cx.steps {
         Some(steps) => format!("iterations: {}", steps.describe()),
-        None => no_iterations(&cx.device.trace),
+        None => no_iterations(cx),
     });
     if cx.categories.autocast {
         lines.push(
