@@ -276,11 +276,11 @@ impl Keys {
     }
 }
 
-/// Turns trace entries into columns as they are appended, and interns what they refer to.
 /// Events' worth of column pages kept mapped ahead of the loader (half of it asked for every
 /// half): 32 Ki events are 256 KiB of an 8-byte column.
 const PREFAULT_EVENTS: usize = 32 * 1024;
 
+/// Turns trace entries into columns as they are appended, and interns what they refer to.
 struct EventBuilder<'p> {
     keys: Keys,
     events: Trace,
