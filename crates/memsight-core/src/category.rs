@@ -74,6 +74,9 @@
 //!   say so) and the stackless blocks from before the trace taken for weights come in threes
 //!   per size (sizes holding 90 % of their bytes), each size with gradients in the trace, two of
 //!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`).
+//! - **Adam's state is `_init_group`'s**: where the trace runs Adam and shows `_init_group`
+//!   making state, a block Adam's step made elsewhere and kept past the step is **unknown**
+//!   (`adam_state_is_made_by_init_group`).
 //! - **optimizer state, one per weight from before the trace**: where `zero_grad` frees the
 //!   gradients, the trace does not run Adam, and the stackless blocks from before the trace
 //!   taken for weights hold exactly two or three per gradient of their size the first backward
@@ -353,6 +356,9 @@ struct StackMarks {
     /// An optimizer's frames above a call of the model or a closure: the step runs the forward
     /// and backward (`optimizer.step(closure)`); those frames made nothing of the optimizer's.
     closure_in_optimizer: bool,
+    /// `torch.optim`'s `_init_group`, where Adam and `AdamW` make their state (`exp_avg`,
+    /// `exp_avg_sq`) the first time a parameter is stepped.
+    state_init: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -396,6 +402,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || (file.contains("optimizer") && name == "step");
         marks.optimizer |= !runs_the_model && optimizer_frame;
         marks.closure_in_optimizer |= runs_the_model && optimizer_frame;
+        marks.state_init |= !runs_the_model && name == "_init_group" && optimizer_frame;
         marks.zero_grad |= name == "zero_grad";
         marks.recompute |= name.contains("recompute")
             || file.ends_with("/utils/checkpoint.py")
@@ -547,6 +554,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
     }
     if runs_adam(device, &mut marks) {
         adam_moments_before_the_trace(replay, &mut categories.of_lifetime);
+        adam_state_is_made_by_init_group(replay, &mut marks, &mut categories.of_lifetime);
     } else if zero_grad_frees {
         momentum_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
     }
@@ -1094,6 +1102,38 @@ fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Categ
         let moments = ids.len() / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1);
         for &id in &ids[..moments] {
             of_lifetime[id] = Category::OptimizerState;
+        }
+    }
+}
+
+/// Adam's and `AdamW`'s state is made in `_init_group` (the first step of each parameter) and
+/// updated in place after: where the trace shows that, a block its step made elsewhere and kept
+/// past the step (an intermediate such as `_foreach_sqrt`'s output that something held on to: a
+/// held-out FSDP run under a debugger kept step one's until step two, 5.88 MiB beyond what Adam
+/// holds) is no state: unknown. Steps of `torch` before 2.0 make their state in `step` itself,
+/// with no `_init_group`: there nothing changes.
+fn adam_state_is_made_by_init_group(
+    replay: &DeviceReplay,
+    marks: &mut impl FnMut(StackId) -> StackMarks,
+    of_lifetime: &mut [Category],
+) {
+    let made_in_trace = |l: &Lifetime, c: Category| {
+        c == Category::OptimizerState && l.alloc_event.is_some() && l.stack != NO_STACK
+    };
+    let shown = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .any(|(l, &c)| made_in_trace(l, c) && marks(l.stack).state_init);
+    if !shown {
+        return;
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        if made_in_trace(l, *c) {
+            let m = marks(l.stack);
+            if m.adam && !m.state_init {
+                *c = Category::Unknown;
+            }
         }
     }
 }
