@@ -1073,34 +1073,51 @@ const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 /// the weight the trace cannot tell, and the bytes are right). `efficientpytorch`'s minGPT step:
 /// 7.99 GiB "weights" were 2.64 GiB of weights and 5.28 GiB of `AdamW` state.
 fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+    let gradient_sizes: FxHashSet<u64> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(_, &c)| c == Category::Gradient)
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect();
+    state_among_untraced_weights(replay, of_lifetime, |size, held| {
+        (held.is_multiple_of(ADAM_BLOCKS_PER_WEIGHT) && gradient_sizes.contains(&size))
+            .then(|| held / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1))
+    });
+}
+
+/// Marks optimizer state among the blocks from before the trace taken for weights (stackless,
+/// never freed): `states(size, held)` says how many of the `held` blocks of a size are state,
+/// if the size fits the pattern; where sizes that fit hold [`MIN_PAIRED_WEIGHT_PERCENT`] of
+/// those blocks' bytes, that many of each such size become state (the upper addresses: which
+/// block is the weight the trace cannot tell, and the bytes are right).
+fn state_among_untraced_weights(
+    replay: &DeviceReplay,
+    of_lifetime: &mut [Category],
+    states: impl Fn(u64, usize) -> Option<usize>,
+) {
     let mut held: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
-    let mut gradient_sizes: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
     for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
         if untraced_weight(l, c) {
             held.entry(l.requested_size_bytes).or_default().push(id);
-        } else if c == Category::Gradient {
-            gradient_sizes.insert(l.requested_size_bytes);
         }
     }
-    let weight_bytes: u64 = held.iter().map(|(size, ids)| size * ids.len() as u64).sum();
-    let in_threes = |size: &u64, ids: &Vec<usize>| {
-        ids.len().is_multiple_of(ADAM_BLOCKS_PER_WEIGHT) && gradient_sizes.contains(size)
-    };
-    let threes_bytes: u64 = held
+    let bytes = |(size, ids): (&u64, &Vec<usize>)| size * ids.len() as u64;
+    let weight_bytes: u64 = held.iter().map(bytes).sum();
+    let fitting_bytes: u64 = held
         .iter()
-        .filter(|(size, ids)| in_threes(size, ids))
-        .map(|(size, ids)| size * ids.len() as u64)
+        .filter(|(size, ids)| states(**size, ids.len()).is_some())
+        .map(bytes)
         .sum();
-    if weight_bytes == 0 || threes_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
+    if weight_bytes == 0 || fitting_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
         return;
     }
     for (size, mut ids) in held {
-        if !in_threes(&size, &ids) {
+        let Some(count) = states(size, ids.len()) else {
             continue;
-        }
+        };
         ids.sort_by_key(|&id| std::cmp::Reverse(replay.lifetimes[id].addr));
-        let moments = ids.len() / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1);
-        for &id in &ids[..moments] {
+        for &id in &ids[..count] {
             of_lifetime[id] = Category::OptimizerState;
         }
     }
@@ -1155,45 +1172,24 @@ fn momentum_before_the_trace(
     let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
         return;
     };
-    let mut held: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
     let mut gradients: FxHashMap<u64, usize> = FxHashMap::default();
-    for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
-        if untraced_weight(l, c) {
-            held.entry(l.requested_size_bytes).or_default().push(id);
-        } else if c == Category::Gradient
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        if c == Category::Gradient
             && l.alloc_event
                 .is_some_and(|a| (backward.start..=backward.end).contains(&a))
         {
             *gradients.entry(l.requested_size_bytes).or_default() += 1;
         }
     }
-    let weight_bytes: u64 = held.iter().map(|(size, ids)| size * ids.len() as u64).sum();
-    // The states of a size: one per gradient, where the size is held twice per gradient (a
-    // weight and its state) or three times (with a buffer of the weight's size: batch norm's
-    // running mean and variance beside its weight and bias).
-    let states = |size: &u64, ids: &Vec<usize>| {
+    // One state per gradient, where the size is held twice per gradient (a weight and its
+    // state) or three times (with a buffer of the weight's size: batch norm's running mean and
+    // variance beside its weight and bias).
+    state_among_untraced_weights(replay, of_lifetime, |size, held| {
         gradients
-            .get(size)
+            .get(&size)
             .copied()
-            .filter(|&g| g > 0 && (ids.len() == 2 * g || ids.len() == 3 * g))
-    };
-    let paired_bytes: u64 = held
-        .iter()
-        .filter(|(size, ids)| states(size, ids).is_some())
-        .map(|(size, ids)| size * ids.len() as u64)
-        .sum();
-    if weight_bytes == 0 || paired_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
-        return;
-    }
-    for (size, mut ids) in held {
-        let Some(count) = states(&size, &ids) else {
-            continue;
-        };
-        ids.sort_by_key(|&id| std::cmp::Reverse(replay.lifetimes[id].addr));
-        for &id in &ids[..count] {
-            of_lifetime[id] = Category::OptimizerState;
-        }
-    }
+            .filter(|&g| g > 0 && (held == 2 * g || held == 3 * g))
+    });
 }
 
 /// Autocast's `casts` with half the bytes of a parameter are copies of the weights (fp32 → bf16 /
