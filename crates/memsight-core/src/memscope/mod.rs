@@ -202,7 +202,7 @@ impl Attrs<'_> {
 pub type TextId = u32;
 
 /// One row, with what memsight uses of it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Row {
     pub id: u64,
     pub kind: Kind,
@@ -237,6 +237,35 @@ pub struct Row {
     pub owner_is_workspace: bool,
 }
 
+impl Row {
+    /// What a row's place holds before the row is read into it (a piece's room, filled side by
+    /// side with the others).
+    const PLACEHOLDER: Self = Self {
+        id: 0,
+        kind: Kind::Unknown,
+        subtype: Subtype::Other,
+        pool: Pool::Other,
+        name: None,
+        time_raw: 0,
+        pid: 0,
+        tid: 0,
+        device: DeviceId::Unknown,
+        addr: 0,
+        size_bytes: 0,
+        allocation_id: None,
+        total_bytes: None,
+        used_bytes: None,
+        free_bytes: None,
+        owner: None,
+        inefficient: 0,
+        stack: None,
+        request_bytes: None,
+        expandable: false,
+        shadow: false,
+        owner_is_workspace: false,
+    };
+}
+
 /// Every row of a recording's files, with interned text and where each row came from.
 #[derive(Debug, Default)]
 pub struct Rows {
@@ -263,15 +292,6 @@ impl Rows {
     fn add_file(&mut self, path: &Path) -> u32 {
         self.files.push(path.to_path_buf());
         (self.files.len() - 1) as u32
-    }
-
-    /// Room for `additional` more rows, where memory allows: an estimate may ask for more than
-    /// the machine has, and a refused reservation is no error (the lists grow as rows come,
-    /// and the memory bound stops a file that is too big).
-    fn reserve_rows(&mut self, additional: usize) {
-        let additional = additional.min((crate::budget::limit_bytes() / Self::ROW_BYTES) as usize);
-        let _ = self.rows.try_reserve(additional);
-        let _ = self.origin.try_reserve(additional);
     }
 
     fn push(&mut self, row: Row, file: u32, line: u64) {
@@ -332,28 +352,73 @@ impl Rows {
         }
     }
 
-    /// Appends `pieces`: the rows threads read from consecutive parts of `file` (this reading's
-    /// file index), in order, re-interning their text (the rows renumbered side by side); rows
-    /// left out and unknown events are counted with this file's, the first line kept.
-    fn append_pieces(&mut self, mut pieces: Vec<Rows>, file: u32) {
+    /// Room for `count` more rows of `file`: placeholders, written side by side (each thread
+    /// touching its own pages); false where the memory bound or the machine refuses it.
+    fn make_room(&mut self, count: usize, file: u32) -> bool {
+        use rayon::prelude::*;
+        let total = (self.rows.len() + count) as u64;
+        if crate::budget::exceeded(total * Self::ROW_BYTES + self.text_bytes()).is_some()
+            || self.rows.try_reserve_exact(count).is_err()
+            || self.origin.try_reserve_exact(count).is_err()
+        {
+            return false;
+        }
+        self.rows
+            .par_extend(rayon::iter::repeat_n(Row::PLACEHOLDER, count));
+        self.origin
+            .par_extend(rayon::iter::repeat_n((file, 0), count));
+        true
+    }
+
+    /// Drops the rows from `len` on.
+    fn truncate(&mut self, len: usize) {
+        self.rows.truncate(len);
+        self.origin.truncate(len);
+    }
+
+    /// Takes `pieces`, read side by side into their rooms from `base` on (`starts`: each room's
+    /// size; per piece, its text and what it left out, and the places it filled) as rows of
+    /// `file`: their text re-interned and renumbered side by side, what was left out counted
+    /// with this file's (the first line kept), the rooms' empty places closed up.
+    fn take_pieces(
+        &mut self,
+        pieces: Vec<(Rows, usize)>,
+        starts: &[read::PieceStart],
+        (file, base): (u32, usize),
+    ) {
         use rayon::prelude::*;
         let ids: Vec<Vec<TextId>> = pieces
             .iter()
-            .map(|piece| piece.strings.iter().map(|s| self.intern(s)).collect())
+            .map(|(piece, _)| piece.strings.iter().map(|s| self.intern(s)).collect())
             .collect();
-        pieces.par_iter_mut().zip(&ids).for_each(|(piece, ids)| {
-            let map = |id: Option<TextId>| id.map(|i| ids[i as usize]);
-            for row in &mut piece.rows {
-                row.name = map(row.name);
-                row.owner = map(row.owner);
-                row.stack = map(row.stack);
+        let mut rooms = Vec::with_capacity(starts.len());
+        let mut rest = &mut self.rows[base..];
+        for start in starts {
+            let (room, tail) = rest.split_at_mut(start.rows_at_most);
+            rooms.push(room);
+            rest = tail;
+        }
+        rooms
+            .into_par_iter()
+            .zip(&ids)
+            .zip(&pieces)
+            .for_each(|((room, ids), (_, filled))| {
+                let map = |id: Option<TextId>| id.map(|i| ids[i as usize]);
+                for row in &mut room[..*filled] {
+                    row.name = map(row.name);
+                    row.owner = map(row.owner);
+                    row.stack = map(row.stack);
+                }
+            });
+        let (mut end, mut room_start) = (base, base);
+        for (start, (piece, filled)) in starts.iter().zip(pieces) {
+            if room_start != end {
+                self.rows.copy_within(room_start..room_start + filled, end);
+                self.origin
+                    .copy_within(room_start..room_start + filled, end);
             }
-        });
-        self.reserve_rows(pieces.iter().map(|p| p.rows.len()).sum());
-        for mut piece in pieces {
-            self.rows.append(&mut piece.rows);
-            self.origin
-                .extend(piece.origin.into_iter().map(|(_, line)| (file, line)));
+            end += filled;
+            room_start += start.rows_at_most;
             self.notes.extend(piece.notes);
             for (reason, _, line, count) in piece.left_out {
                 match self
@@ -372,6 +437,7 @@ impl Rows {
                 }
             }
         }
+        self.truncate(end);
     }
 
     /// A row of `file` at `line` that cannot be taken for what its columns say, left out for

@@ -62,8 +62,9 @@ const CHECK_EVERY_ROWS: u64 = 1 << 12;
 
 /// Reads a `memscope_dump_*.csv`, adding its rows to `rows`. A large file is split at record
 /// boundaries (found by one pass over its bytes that follows the quotes: stacks hold newlines)
-/// and its pieces parsed side by side, each into rows of its own, then appended in file order:
-/// the same rows, lines and first error as reading it from the top.
+/// and its pieces parsed side by side, each into its own room of the list (as many places as it
+/// has record ends), then the gaps closed: the same rows, lines and first error as reading it
+/// from the top.
 pub fn read_csv(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
     read_csv_in(path, rows, PARALLEL_FROM_BYTES)
 }
@@ -84,64 +85,188 @@ fn read_csv_in(
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io_error)?;
-    let size = file
-        .metadata()
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map(|m| m.len());
-    let mut reader = csv_reader(file, 0);
-    let mut record = csv::ByteRecord::new();
-    if !next_record(path, &mut reader, &mut record, 1)? {
-        return Err(MemscopeError::NotMemscope {
-            path: path.to_path_buf(),
-            why: "the file is empty".into(),
-        });
-    }
-    let (header_len, index) = csv_columns(path, &record)?;
-    let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
+    let open = || -> Result<_, MemscopeError> {
+        let file = std::fs::File::open(path).map_err(io_error)?;
+        let size = file
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len());
+        let mut reader = csv_reader(file, 0);
+        let mut record = csv::ByteRecord::new();
+        if !next_record(path, &mut reader, &mut record, 1)? {
+            return Err(MemscopeError::NotMemscope {
+                path: path.to_path_buf(),
+                why: "the file is empty".into(),
+            });
+        }
+        let (header_len, index) = csv_columns(path, &record)?;
+        let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
+        Ok((reader, size, header_len, columns))
+    };
+    let (mut reader, size, header_len, columns) = open()?;
     let layout = (header_len, columns.as_slice());
     let file = rows.add_file(path);
     let rows_read = AtomicU64::new(0);
     let body_start = reader.position().byte();
     let Some(size) = size.filter(|&s| s >= parallel_from_bytes && body_start < s) else {
-        return read_records(path, &mut reader, layout, (file, 2), rows, &rows_read);
+        read_records(
+            path,
+            &mut reader,
+            layout,
+            (file, 2),
+            rows,
+            &rows_read,
+            &mut Sink::List,
+        )?;
+        return Ok(());
     };
     drop(reader);
     let pieces = rayon::current_num_threads().max(1) * PIECES_PER_THREAD;
     let starts = piece_starts(path, (body_start, size), 2, pieces).map_err(io_error)?;
-    let read: Vec<Result<Rows, MemscopeError>> = {
-        use rayon::prelude::*;
-        starts
-            .par_iter()
-            .enumerate()
-            .map(|(k, &(offset, line, at_newline))| {
-                use std::io::{Read, Seek, SeekFrom};
-                let end = starts.get(k + 1).map_or(size, |next| next.0);
-                let mut piece = std::fs::File::open(path).map_err(io_error)?;
-                piece.seek(SeekFrom::Start(offset)).map_err(io_error)?;
-                // Line ends before the piece: its leading `\n` (after a CRLF) is one of them.
-                let before = line - 1 - u64::from(at_newline);
-                let mut reader = csv_reader(piece.take(end - offset), before);
-                let mut piece_rows = Rows::default();
-                // Room for the piece's rows at once (a row takes 60 bytes or more of the file):
-                // no copy as the list grows, and the pages never written are never touched.
-                piece_rows.reserve_rows(((end - offset) / 60) as usize);
-                let file = piece_rows.add_file(path);
-                read_records(
-                    path,
-                    &mut reader,
-                    layout,
-                    (file, line),
-                    &mut piece_rows,
-                    &rows_read,
-                )?;
-                Ok(piece_rows)
-            })
-            .collect()
+    let base = rows.rows.len();
+    let read = rows
+        .make_room(starts.iter().map(|s| s.rows_at_most).sum(), file)
+        .then(|| read_pieces(path, size, layout, &starts, (file, base), rows, &rows_read));
+    match read {
+        Some(Ok(Some(pieces))) => {
+            rows.take_pieces(pieces, &starts, (file, base));
+            Ok(())
+        }
+        Some(Err(e)) => {
+            rows.truncate(base);
+            Err(e)
+        }
+        // No memory for as many rows as the file has line ends (a file of empty lines?), or a
+        // piece with more rows than line ends (never seen): read as one stream, the memory
+        // bound counting the rows as they come.
+        None | Some(Ok(None)) => {
+            rows.truncate(base);
+            let (mut reader, ..) = open()?;
+            rows_read.store(0, Ordering::Relaxed);
+            read_records(
+                path,
+                &mut reader,
+                layout,
+                (file, 2),
+                rows,
+                &rows_read,
+                &mut Sink::List,
+            )?;
+            Ok(())
+        }
+    }
+}
+
+/// Reads the pieces of `path` (its body ending at `size`) side by side, each into its room of
+/// `rows` (from `base` on, [`PieceStart::rows_at_most`] places each, in order): per piece, its
+/// text and what it left out, and how many places it filled; `None` where a piece had more rows
+/// than places. Text ids in the rooms are the pieces' own until [`Rows::take_pieces`].
+fn read_pieces(
+    path: &Path,
+    size: u64,
+    layout: (usize, &[Option<usize>]),
+    starts: &[PieceStart],
+    (file, base): (u32, usize),
+    rows: &mut Rows,
+    rows_read: &AtomicU64,
+) -> Result<Option<Vec<(Rows, usize)>>, MemscopeError> {
+    use rayon::prelude::*;
+    let io_error = |source| MemscopeError::Io {
+        path: path.to_path_buf(),
+        source,
     };
-    rows.append_pieces(read.into_iter().collect::<Result<_, _>>()?, file);
-    Ok(())
+    let rooms = rooms(rows, base, starts);
+    let read: Vec<Result<Option<(Rows, usize)>, MemscopeError>> = starts
+        .par_iter()
+        .zip(rooms)
+        .enumerate()
+        .map(|(k, (start, (room, origin)))| {
+            use std::io::{Read, Seek, SeekFrom};
+            let end = starts.get(k + 1).map_or(size, |next| next.offset);
+            let mut piece = std::fs::File::open(path).map_err(io_error)?;
+            piece
+                .seek(SeekFrom::Start(start.offset))
+                .map_err(io_error)?;
+            // Line ends before the piece: its leading `\n` (after a CRLF) is one of them.
+            let before = start.line - 1 - u64::from(start.at_newline);
+            let mut reader = csv_reader(piece.take(end - start.offset), before);
+            // The piece's text and what it left out; its rows go to its room.
+            let mut text = Rows::default();
+            let mut sink = Sink::Room {
+                rows: room,
+                origin,
+                filled: 0,
+            };
+            let fits = read_records(
+                path,
+                &mut reader,
+                layout,
+                (file, start.line),
+                &mut text,
+                rows_read,
+                &mut sink,
+            )?;
+            let Sink::Room { filled, .. } = sink else {
+                unreachable!("a piece reads into its room")
+            };
+            Ok(fits.then_some((text, filled)))
+        })
+        .collect();
+    read.into_iter().collect()
+}
+
+/// A piece's places in the list of rows, and their origins.
+type Room<'r> = (&'r mut [Row], &'r mut [(u32, u64)]);
+
+/// Each piece's room in `rows` from `base` on.
+fn rooms<'r>(rows: &'r mut Rows, base: usize, starts: &[PieceStart]) -> Vec<Room<'r>> {
+    let (mut room_rows, mut room_origin) = (&mut rows.rows[base..], &mut rows.origin[base..]);
+    starts
+        .iter()
+        .map(|start| {
+            let (here, rest) = std::mem::take(&mut room_rows).split_at_mut(start.rows_at_most);
+            room_rows = rest;
+            let (origin, rest) = std::mem::take(&mut room_origin).split_at_mut(start.rows_at_most);
+            room_origin = rest;
+            (here, origin)
+        })
+        .collect()
+}
+
+/// Where the rows read go: the end of the list (one stream), or a piece's room in it.
+enum Sink<'w> {
+    List,
+    Room {
+        rows: &'w mut [Row],
+        origin: &'w mut [(u32, u64)],
+        filled: usize,
+    },
+}
+
+impl Sink<'_> {
+    /// Puts `row`, read from `line` of `file`; false where the room is full.
+    fn put(&mut self, rows: &mut Rows, row: Row, (file, line): (u32, u64)) -> bool {
+        match self {
+            Self::List => {
+                rows.push(row, file, line);
+                true
+            }
+            Self::Room {
+                rows: room,
+                origin,
+                filled,
+            } => {
+                let Some(place) = room.get_mut(*filled) else {
+                    return false;
+                };
+                *place = row;
+                origin[*filled] = (file, line);
+                *filled += 1;
+                true
+            }
+        }
+    }
 }
 
 /// A CSV reader as msMemScope's files need: rows of any length, no header taken, lines capped
@@ -185,8 +310,9 @@ fn next_record<R: std::io::Read>(
     })
 }
 
-/// Reads every record of `reader` into `rows` as rows of `file`, the first record on line
-/// `first_line` of the file; `rows_read` counts the rows of every piece, for the memory bound.
+/// Reads every record of `reader` into `sink` as rows of `file` (their text and what is left out
+/// into `rows`), the first record on line `first_line` of the file; `rows_read` counts the rows of
+/// every piece, for the memory bound. False where the sink is full.
 fn read_records<R: std::io::Read>(
     path: &Path,
     reader: &mut csv::Reader<R>,
@@ -194,7 +320,8 @@ fn read_records<R: std::io::Read>(
     (file, first_line): (u32, u64),
     rows: &mut Rows,
     rows_read: &AtomicU64,
-) -> Result<(), MemscopeError> {
+    sink: &mut Sink,
+) -> Result<bool, MemscopeError> {
     let mut record = csv::ByteRecord::new();
     // The csv crate counts a CRLF file's lines one short: the first record is on `first_line`
     // whatever it says.
@@ -217,7 +344,11 @@ fn read_records<R: std::io::Read>(
             }
         }
         match csv_row(&record, layout, rows) {
-            Ok(Some(row)) => rows.push(row, file, line),
+            Ok(Some(row)) => {
+                if !sink.put(rows, row, (file, line)) {
+                    return Ok(false);
+                }
+            }
             Ok(None) => {}
             Err(RowError::LeftOut(reason)) => rows.leave_out(reason, file, line),
             Err(RowError::Bad(message)) => {
@@ -229,13 +360,26 @@ fn read_records<R: std::io::Read>(
             }
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Where a piece of a CSV's body begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PieceStart {
+    pub(super) offset: u64,
+    /// The line its first record is on.
+    line: u64,
+    /// It starts with the `\n` of a CRLF.
+    at_newline: bool,
+    /// The most rows it can hold: its record ends (a line end outside quotes; `\r\n` is one),
+    /// one more for the body's last piece (a last record without an end).
+    pub(super) rows_at_most: usize,
 }
 
 /// Where `pieces` pieces of the CSV body `start..end` begin: record boundaries (a line end
 /// outside quotes) about evenly spread, each with the line its first record is on (the body
-/// starting on `first_line`) and whether it starts with the `\n` of a CRLF. The first piece
-/// starts at `start`. Reads the bytes once, holding 1 MiB.
+/// starting on `first_line`), whether it starts with the `\n` of a CRLF and how many rows it can
+/// hold. The first piece starts at `start`. Reads the bytes once, holding 1 MiB.
 ///
 /// Quotes are followed as the csv crate reads them: a quote opens a field only at the field's
 /// start (elsewhere it is text), `""` inside a quoted field is a quote, and a field goes on
@@ -245,7 +389,7 @@ fn piece_starts(
     (start, end): (u64, u64),
     first_line: u64,
     pieces: usize,
-) -> std::io::Result<Vec<(u64, u64, bool)>> {
+) -> std::io::Result<Vec<PieceStart>> {
     use std::io::{Read, Seek, SeekFrom};
     /// Where the scan is, as the csv crate's reader would be.
     #[derive(Clone, Copy, PartialEq, Eq)]
@@ -261,7 +405,12 @@ fn piece_starts(
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(start))?;
     let mut file = file.take(end - start);
-    let mut starts = vec![(start, first_line, false)];
+    let mut starts = vec![PieceStart {
+        offset: start,
+        line: first_line,
+        at_newline: false,
+        rows_at_most: 0,
+    }];
     let mut next_cut = start + step;
     let mut buf = vec![0u8; 1 << 20];
     let (mut at, mut line, mut last_was_cr) = (start, first_line, false);
@@ -299,7 +448,11 @@ fn piece_starts(
                 At::FieldStart | At::QuoteInQuoted => {
                     state = match bytes[i] {
                         b'"' => At::Quoted,
-                        b',' | b'\r' => At::FieldStart,
+                        b',' => At::FieldStart,
+                        b'\r' => {
+                            count_record_end(&mut starts);
+                            At::FieldStart
+                        }
                         b'\n' => {
                             let newline_at = at + i as u64;
                             let after_cr = if i > 0 {
@@ -310,15 +463,23 @@ fn piece_starts(
                             if newline_at == start {
                                 // The csv crate's position after a CRLF header is its `\n`: the
                                 // header's.
-                                starts[0].2 = true;
+                                starts[0].at_newline = true;
                             } else {
                                 line += 1;
+                                if !after_cr {
+                                    count_record_end(&mut starts);
+                                }
                                 // After a CRLF, a piece starts at the `\n`, where the csv crate
                                 // leaves a reader after the record before: its records then
                                 // count lines as one stream's do.
                                 let boundary = if after_cr { newline_at } else { newline_at + 1 };
                                 if boundary >= next_cut && boundary < end {
-                                    starts.push((boundary, line, after_cr));
+                                    starts.push(PieceStart {
+                                        offset: boundary,
+                                        line,
+                                        at_newline: after_cr,
+                                        rows_at_most: 0,
+                                    });
                                     next_cut = boundary + step;
                                 }
                             }
@@ -333,7 +494,17 @@ fn piece_starts(
         last_was_cr = bytes[n - 1] == b'\r';
         at += n as u64;
     }
+    if let Some(last) = starts.last_mut() {
+        last.rows_at_most += 1;
+    }
     Ok(starts)
+}
+
+/// A record end outside quotes, in the last piece found.
+fn count_record_end(starts: &mut [PieceStart]) {
+    if let Some(last) = starts.last_mut() {
+        last.rows_at_most += 1;
+    }
 }
 
 /// One record as a row (`None`: an empty line). `columns`: where each of [`COLUMNS`] is.
@@ -1061,7 +1232,23 @@ mod tests {
             ("bad-lf.csv", lf(&bad)),
         ] {
             let path = dir.path().join(name);
-            std::fs::write(&path, text).expect("written");
+            std::fs::write(&path, &text).expect("written");
+            // Every record has its place in the rooms, one more for a last record without a
+            // line end, and no more (line ends inside quoted stacks and CRLF's `\n` are not
+            // record ends): no gaps to close in a file without empty lines.
+            let body = (header.len()
+                + 1
+                + usize::from(name.starts_with("good.") || name.starts_with("bad.")))
+                as u64;
+            let starts =
+                super::piece_starts(&path, (body, text.len() as u64), 2, 7).expect("scanned");
+            let records = if name.starts_with("bad") { 3002 } else { 3001 };
+            assert_eq!(
+                starts.iter().map(|s| s.rows_at_most).sum::<usize>(),
+                records + 1,
+                "{name}"
+            );
+            assert!(starts.len() > 1, "{name}");
             let read = |parallel_from: u64| {
                 let mut rows = super::Rows::default();
                 super::read_csv_in(&path, &mut rows, parallel_from).map(|()| rows)
