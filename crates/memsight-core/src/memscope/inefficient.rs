@@ -103,7 +103,7 @@ impl Analyzer {
         {
             return None;
         }
-        let key = row.allocation_id.map(|id| (row.pid, id));
+        let key = row.allocation_id().map(|id| (row.pid, id));
         if row.shadow {
             // Not counted; its block is never judged.
             if let Some(key) = key {

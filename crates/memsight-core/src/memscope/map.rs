@@ -465,7 +465,7 @@ impl<'r> Replay<'r> {
             }
             Kind::Snapshot => {
                 if let (Some(device), Some(total), Some(free)) =
-                    (found.device_of_row[i], row.total_bytes, row.free_bytes)
+                    (found.device_of_row[i], row.total_bytes(), row.free_bytes())
                     && let Some(state) = found.states.get_mut(&device)
                 {
                     state.samples.push(DeviceMemorySample {
@@ -496,7 +496,7 @@ impl<'r> Replay<'r> {
             return Ok(());
         }
         // The pool's own reserved bytes after a block event, against the rebuilt segments.
-        if let Some(total) = row.total_bytes
+        if let Some(total) = row.total_bytes()
             && row.pool.is_caching_pool()
         {
             let reserved = self
@@ -603,7 +603,7 @@ impl<'r> Replay<'r> {
                 if let Some(owner) = row.owner {
                     state.owner[last] = self.tables.string(owner);
                 }
-                if let Some(id) = row.allocation_id {
+                if let Some(id) = row.allocation_id() {
                     state.uses.insert(
                         (row.pid, id),
                         BlockUse {
@@ -616,7 +616,7 @@ impl<'r> Replay<'r> {
                 }
             }
             (Kind::Free, pool) if pool.is_caching_pool() => {
-                if let (Some((key, flags)), Some(id)) = (judged, row.allocation_id)
+                if let (Some((key, flags)), Some(id)) = (judged, row.allocation_id())
                     && let Some(used) = state.uses.get_mut(&(row.pid, id))
                 {
                     debug_assert_eq!(key, (row.pid, id));
@@ -631,7 +631,7 @@ impl<'r> Replay<'r> {
             // are not recorded).
             (Kind::OomDetail, _) if row.subtype == Subtype::OomTrigger => {
                 self.oom_requests
-                    .push((device, row.request_bytes.unwrap_or(0), rows.origin[i]));
+                    .push((device, row.request_bytes().unwrap_or(0), rows.origin[i]));
                 return Ok(false);
             }
             _ => return Ok(false),

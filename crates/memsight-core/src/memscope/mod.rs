@@ -183,19 +183,6 @@ impl Attrs<'_> {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_ref())
     }
-
-    /// Whether `key` appears twice with different values (which one msMemScope meant, nothing
-    /// says).
-    pub fn conflicting(&self, key: &str) -> bool {
-        let mut values = self
-            .0
-            .iter()
-            .filter(|(k, _)| k == key)
-            .map(|(_, v)| v.trim());
-        values
-            .next()
-            .is_some_and(|first| values.any(|other| other != first))
-    }
 }
 
 /// Id of an interned string in [`Rows::strings`].
@@ -217,18 +204,18 @@ pub struct Row {
     pub device: DeviceId,
     pub addr: u64,
     pub size_bytes: u64,
-    pub allocation_id: Option<u64>,
-    /// The pool's reserved and allocated bytes after this event (pool MALLOC / FREE).
-    pub total_bytes: Option<u64>,
-    pub used_bytes: Option<u64>,
-    /// SNAPSHOT: the device's free bytes (`total` is then the device's).
-    pub free_bytes: Option<u64>,
+    /// `allocation_id`; the pool's reserved bytes after this event (pool MALLOC / FREE;
+    /// SNAPSHOT: the device's); SNAPSHOT: the device's free bytes; `OOM_DETAIL`'s `req_size`:
+    /// each where [`Self::present`] has its bit (a million rows hold them in 8 bytes each).
+    allocation_id: u64,
+    total_bytes: u64,
+    free_bytes: u64,
+    request_bytes: u64,
+    present: u8,
     pub owner: Option<TextId>,
     /// [`EARLY_ALLOCATION`] | [`LATE_DEALLOCATION`] | [`TEMPORARY_IDLENESS`].
     pub inefficient: u8,
     pub stack: Option<TextId>,
-    /// `OOM_DETAIL`'s `req_size`.
-    pub request_bytes: Option<u64>,
     /// A HAL MALLOC of `alloc_type:create` (expandable segments: its Ptr is a handle).
     pub expandable: bool,
     /// `shadow:true`: made up by msMemScope for a block seen while tracing was off.
@@ -240,7 +227,7 @@ pub struct Row {
 impl Row {
     /// What a row's place holds before the row is read into it (a piece's room, filled side by
     /// side with the others).
-    const PLACEHOLDER: Self = Self {
+    pub(super) const PLACEHOLDER: Self = Self {
         id: 0,
         kind: Kind::Unknown,
         subtype: Subtype::Other,
@@ -252,18 +239,73 @@ impl Row {
         device: DeviceId::Unknown,
         addr: 0,
         size_bytes: 0,
-        allocation_id: None,
-        total_bytes: None,
-        used_bytes: None,
-        free_bytes: None,
+        allocation_id: 0,
+        total_bytes: 0,
+        free_bytes: 0,
+        request_bytes: 0,
+        present: 0,
         owner: None,
         inefficient: 0,
         stack: None,
-        request_bytes: None,
         expandable: false,
         shadow: false,
         owner_is_workspace: false,
     };
+}
+
+// A million rows are read at once: each byte of a row is a megabyte to write.
+const _: () = assert!(std::mem::size_of::<Row>() <= 120);
+
+impl Row {
+    const ALLOCATION_ID: u8 = 1;
+    const TOTAL: u8 = 2;
+    const FREE: u8 = 4;
+    const REQUEST: u8 = 8;
+
+    fn field(&self, bit: u8, value: u64) -> Option<u64> {
+        (self.present & bit != 0).then_some(value)
+    }
+
+    pub fn allocation_id(&self) -> Option<u64> {
+        self.field(Self::ALLOCATION_ID, self.allocation_id)
+    }
+
+    /// The pool's reserved bytes after this event (pool MALLOC / FREE); SNAPSHOT: the device's.
+    pub fn total_bytes(&self) -> Option<u64> {
+        self.field(Self::TOTAL, self.total_bytes)
+    }
+
+    /// SNAPSHOT: the device's free bytes.
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.field(Self::FREE, self.free_bytes)
+    }
+
+    /// `OOM_DETAIL`'s `req_size`.
+    pub fn request_bytes(&self) -> Option<u64> {
+        self.field(Self::REQUEST, self.request_bytes)
+    }
+
+    /// The row with these numbers, each present where given.
+    fn with_numbers(
+        mut self,
+        allocation_id: Option<u64>,
+        total_bytes: Option<u64>,
+        free_bytes: Option<u64>,
+        request_bytes: Option<u64>,
+    ) -> Self {
+        for (bit, value, place) in [
+            (Self::ALLOCATION_ID, allocation_id, &mut self.allocation_id),
+            (Self::TOTAL, total_bytes, &mut self.total_bytes),
+            (Self::FREE, free_bytes, &mut self.free_bytes),
+            (Self::REQUEST, request_bytes, &mut self.request_bytes),
+        ] {
+            if let Some(value) = value {
+                *place = value;
+                self.present |= bit;
+            }
+        }
+        self
+    }
 }
 
 /// Every row of a recording's files, with interned text and where each row came from.

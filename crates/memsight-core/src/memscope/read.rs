@@ -955,60 +955,66 @@ fn timestamp(cell: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("Timestamp(ns) \"{}\" is not a number of ns", short(time)))
 }
 
-/// Why a row's Attr cannot be read: a key memsight reads given twice with different values.
-fn conflicting_attr(attrs: &Attrs<'_>) -> Option<&'static str> {
-    [
-        ("size", "whose Attr gives two different `size` values"),
-        ("addr", "whose Attr gives two different `addr` values"),
-        ("owner", "whose Attr gives two different `owner` values"),
-        ("total", "whose Attr gives two different `total` values"),
-        ("used", "whose Attr gives two different `used` values"),
-    ]
-    .into_iter()
-    .find(|(key, _)| attrs.conflicting(key))
-    .map(|(_, reason)| reason)
-}
-
 fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
     let kind = Kind::of(raw.event.trim());
     if kind == Kind::Unknown {
         rows.count_unknown(raw.event.trim());
     }
     let subtype = Subtype::of(kind, raw.event_type.trim());
-    let attrs = parse_attr(raw.attr)?;
+    let json;
+    let mut attrs = KnownAttrs::default();
+    match attr_text(raw.attr) {
+        AttrText::Json(text) => {
+            json = json_attr(text)?;
+            for (key, value) in &json.0 {
+                attrs.add(key, value);
+            }
+        }
+        AttrText::Pairs(text) => csv_attr_pairs(text, |key, value| attrs.add(key, value))?,
+    }
     let time_raw = timestamp(raw.time)?;
     let pool = pool_of(kind, subtype, raw.event_type, &attrs);
     // Sizes may be negative (early files' FREE rows): their magnitude, which must fit in u64.
-    let number = |key: &str| -> Result<Option<u64>, String> {
-        attrs.get(key).map_or(Ok(None), |v| {
+    let number = |key: &str, value: Option<&str>| -> Result<Option<u64>, String> {
+        value.map_or(Ok(None), |v| {
             parse_int(v)
                 .and_then(|n| u64::try_from(n.unsigned_abs()).ok())
                 .map(Some)
                 .ok_or_else(|| format!("Attr `{key}` \"{}\" is not a 64-bit number", short(v)))
         })
     };
-    let bytes = |key: &str| -> Result<Option<u64>, String> {
-        match number(key)? {
+    let bytes = |key: &str, value: Option<&str>| -> Result<Option<u64>, String> {
+        match number(key, value)? {
             Some(value) if value > crate::units::MAX_PLAUSIBLE_BYTES => Err(format!(
                 "Attr `{key}` is {value} bytes, more than 1 PiB: no device holds that"
             )),
             other => Ok(other),
         }
     };
-    if let Some(reason) = conflicting_attr(&attrs) {
+    if let Some(reason) = attrs.conflict() {
         return Err(RowError::LeftOut(reason));
     }
-    let size_bytes = bytes("size")?.unwrap_or(0);
+    let size_bytes = bytes("size", attrs.size)?.unwrap_or(0);
     let ptr = raw.ptr.trim();
     let addr = match parse_int(ptr) {
         Some(a) => u64::try_from(a)
             .map_err(|_| format!("Ptr \"{}\" is not a 64-bit address", short(ptr)))?,
-        None => number("addr")?.unwrap_or(0),
+        None => number("addr", attrs.addr)?.unwrap_or(0),
     };
     let name = raw.name.trim().trim_matches('"');
-    let owner = attrs.get("owner").map(str::trim).filter(|o| !o.is_empty());
+    let owner = attrs.owner.map(str::trim).filter(|o| !o.is_empty());
     let inefficient = inefficient_flags(&attrs);
     let stack = raw.python_stack.trim().trim_matches('"').trim();
+    let allocation_id = number("allocation_id", attrs.allocation_id)?;
+    let total_bytes = bytes("total", attrs.total)?;
+    // Not kept (nothing reads it), but a damaged one is an error like the others.
+    bytes("used", attrs.used)?;
+    let free_bytes = if kind == Kind::Snapshot {
+        bytes("free", attrs.free)?
+    } else {
+        None
+    };
+    let request_bytes = bytes("req_size", attrs.req_size)?;
     let row = Row {
         id: parse_int(raw.id.trim())
             .and_then(|i| u64::try_from(i).ok())
@@ -1031,14 +1037,6 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
         device: DeviceId::of(raw.device.trim()),
         addr,
         size_bytes,
-        allocation_id: number("allocation_id")?,
-        total_bytes: bytes("total")?,
-        used_bytes: bytes("used")?,
-        free_bytes: if kind == Kind::Snapshot {
-            bytes("free")?
-        } else {
-            None
-        },
         owner: owner.map(|o| rows.intern(o)),
         inefficient,
         stack: if stack.is_empty() || stack == "NA" {
@@ -1046,18 +1044,15 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
         } else {
             Some(rows.intern(stack))
         },
-        request_bytes: bytes("req_size")?,
-        expandable: attrs
-            .get("alloc_type")
-            .is_some_and(|t| t.trim() == "create"),
-        shadow: attrs.get("shadow").is_some_and(|t| t.trim() == "true"),
+        expandable: attrs.alloc_type.is_some_and(|t| t.trim() == "create"),
+        shadow: attrs.shadow.is_some_and(|t| t.trim() == "true"),
         owner_is_workspace: owner.is_some_and(|o| o.starts_with("PTA_WORKSPACE"))
-            || attrs
-                .get("type")
-                .is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
-    };
+            || attrs.type_.is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
+        ..Row::PLACEHOLDER
+    }
+    .with_numbers(allocation_id, total_bytes, free_bytes, request_bytes);
     // Checked last: a damaged Attr is an error above, not a missing size.
-    if kind == Kind::Malloc && attrs.get("size").is_none() {
+    if kind == Kind::Malloc && attrs.size.is_none() {
         return Err(RowError::LeftOut(
             "that is a MALLOC without a `size` in its Attr",
         ));
@@ -1067,7 +1062,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
 
 /// The pool a row is about: MALLOC / FREE's Event Type, an operator's library (`ATB_START`: ATB;
 /// `ATEN_START`: PTA's), else the `type` attr (ACCESS).
-fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &Attrs) -> Pool {
+fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &KnownAttrs) -> Pool {
     match subtype {
         Subtype::Pool(p) => p,
         _ if kind == Kind::OpLaunch => {
@@ -1077,27 +1072,22 @@ fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &Attrs) -> Poo
                 Pool::Pta
             }
         }
-        _ => attrs
-            .get("type")
-            .map_or(Pool::Other, |t| Pool::of(t.trim())),
+        _ => attrs.type_.map_or(Pool::Other, |t| Pool::of(t.trim())),
     }
 }
 
 /// msMemScope's own `inefficient_type` flags on a MALLOC row (`inefficient` in its docs).
-fn inefficient_flags(attrs: &Attrs) -> u8 {
-    attrs
-        .get("inefficient_type")
-        .or_else(|| attrs.get("inefficient"))
-        .map_or(0, |v| {
-            v.split(',')
-                .map(|t| match t.trim() {
-                    "early_allocation" => super::EARLY_ALLOCATION,
-                    "late_deallocation" => super::LATE_DEALLOCATION,
-                    "temporary_idleness" => super::TEMPORARY_IDLENESS,
-                    _ => 0,
-                })
-                .fold(0, |a, b| a | b)
-        })
+fn inefficient_flags(attrs: &KnownAttrs) -> u8 {
+    attrs.inefficient_type.or(attrs.inefficient).map_or(0, |v| {
+        v.split(',')
+            .map(|t| match t.trim() {
+                "early_allocation" => super::EARLY_ALLOCATION,
+                "late_deallocation" => super::LATE_DEALLOCATION,
+                "temporary_idleness" => super::TEMPORARY_IDLENESS,
+                _ => 0,
+            })
+            .fold(0, |a, b| a | b)
+    })
 }
 
 /// `0x…` hex or decimal, either sign.
@@ -1108,6 +1098,10 @@ pub fn parse_int(text: &str) -> Option<i128> {
         return Some(i128::from(n));
     }
     if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        // Pointers: up to 16 hex digits, read without 128-bit arithmetic.
+        if let Ok(n) = u64::from_str_radix(hex, 16) {
+            return Some(i128::from(n));
+        }
         return i128::from_str_radix(hex, 16).ok();
     }
     text.parse::<i128>().ok()
@@ -1121,33 +1115,66 @@ fn short(text: &str) -> String {
 /// Parses an `Attr` cell: `{k:v,...}` as the CSV writes it (values may hold commas and brackets:
 /// a comma ends a value only where a `key:` follows), or the JSON object the `.db` holds.
 pub fn parse_attr(cell: &str) -> Result<Attrs<'_>, String> {
-    let text = cell.trim().trim_matches('"').trim();
-    if text.is_empty() {
-        return Ok(Attrs::default());
+    let mut pairs = Vec::new();
+    match attr_text(cell) {
+        AttrText::Json(text) => return json_attr(text),
+        AttrText::Pairs(text) => {
+            csv_attr_pairs(text, |key, value| {
+                pairs.push((Cow::Borrowed(key), Cow::Borrowed(value)));
+            })?;
+        }
     }
+    Ok(Attrs(pairs))
+}
+
+/// What an `Attr` cell holds, quotes and blanks around it removed.
+enum AttrText<'a> {
+    /// `{k:v,...}` as the CSV writes it (or nothing).
+    Pairs(&'a str),
+    /// The JSON object the `.db` holds.
+    Json(&'a str),
+}
+
+fn attr_text(cell: &str) -> AttrText<'_> {
+    let text = cell.trim().trim_matches('"').trim();
     if text.starts_with("{\"") {
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| format!("Attr is not valid JSON ({e}): \"{}\"", short(text)))?;
-        let serde_json::Value::Object(map) = value else {
-            return Err(format!("Attr is not an object: \"{}\"", short(text)));
-        };
-        let pairs = map
-            .into_iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    serde_json::Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                (Cow::Owned(k), Cow::Owned(v))
-            })
-            .collect();
-        return Ok(Attrs(pairs));
+        AttrText::Json(text)
+    } else {
+        AttrText::Pairs(text)
+    }
+}
+
+/// A `.db`'s JSON `Attr`, its values as text.
+fn json_attr(text: &str) -> Result<Attrs<'static>, String> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("Attr is not valid JSON ({e}): \"{}\"", short(text)))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(format!("Attr is not an object: \"{}\"", short(text)));
+    };
+    let pairs = map
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (Cow::Owned(k), Cow::Owned(v))
+        })
+        .collect();
+    Ok(Attrs(pairs))
+}
+
+/// Calls `pair` with each key (trimmed) and value of a CSV `Attr` (`text`: the cell without
+/// quotes and blanks; empty: no pairs), in order; an error where it is not `{…}` or a pair has no
+/// `:`. A comma ends a value only where a `key:` follows it.
+fn csv_attr_pairs<'a>(text: &'a str, mut pair: impl FnMut(&'a str, &'a str)) -> Result<(), String> {
+    if text.is_empty() {
+        return Ok(());
     }
     let Some(inner) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) else {
         return Err(format!("Attr is not {{key:value,…}}: \"{}\"", short(text)));
     };
     let bytes = inner.as_bytes();
-    // Where each pair starts: the text's start, and after each comma followed by `key:`.
     let key_follows = |from: usize| -> bool {
         let rest = &bytes[from..];
         let Some(&first) = rest.first() else {
@@ -1162,29 +1189,96 @@ pub fn parse_attr(cell: &str) -> Result<Attrs<'_>, String> {
             .unwrap_or(rest.len());
         rest.get(end) == Some(&b':')
     };
-    let mut starts = vec![0];
-    for (i, &b) in bytes.iter().enumerate() {
-        if b == b',' && key_follows(i + 1) {
-            starts.push(i + 1);
-        }
-    }
-    let mut pairs = Vec::with_capacity(starts.len());
-    for (k, &start) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).map_or(inner.len(), |&next| next - 1);
-        let pair = &inner[start..end];
-        let Some((key, value)) = pair.split_once(':') else {
-            if pair.trim().is_empty() {
-                continue;
+    let mut take = |piece: &'a str| -> Result<(), String> {
+        let Some((key, value)) = piece.split_once(':') else {
+            if piece.trim().is_empty() {
+                return Ok(());
             }
             return Err(format!(
                 "Attr pair \"{}\" has no `:` (in \"{}\")",
-                short(pair),
+                short(piece),
                 short(text)
             ));
         };
-        pairs.push((Cow::Borrowed(key.trim()), Cow::Borrowed(value)));
+        pair(key.trim(), value);
+        Ok(())
+    };
+    // A pair starts at the text's start and after each comma followed by `key:`.
+    let mut start = 0;
+    for comma in memchr::memchr_iter(b',', bytes) {
+        if key_follows(comma + 1) {
+            take(&inner[start..comma])?;
+            start = comma + 1;
+        }
     }
-    Ok(Attrs(pairs))
+    take(&inner[start..])
+}
+
+/// The `Attr` values a row's reading uses, found in one pass over its pairs: the first value of
+/// each key (as [`Attrs::get`]), and which of the keys that must agree was given twice with
+/// different values.
+#[derive(Default)]
+struct KnownAttrs<'a> {
+    size: Option<&'a str>,
+    addr: Option<&'a str>,
+    owner: Option<&'a str>,
+    total: Option<&'a str>,
+    used: Option<&'a str>,
+    free: Option<&'a str>,
+    req_size: Option<&'a str>,
+    allocation_id: Option<&'a str>,
+    inefficient_type: Option<&'a str>,
+    inefficient: Option<&'a str>,
+    alloc_type: Option<&'a str>,
+    shadow: Option<&'a str>,
+    type_: Option<&'a str>,
+    /// Per key of [`KnownAttrs::MUST_AGREE`]: given again with another value.
+    conflicting: [bool; 5],
+}
+
+impl<'a> KnownAttrs<'a> {
+    /// Keys whose values must agree where given twice, and why a row where they do not is left
+    /// out (first in this order).
+    const MUST_AGREE: [(&'static str, &'static str); 5] = [
+        ("size", "whose Attr gives two different `size` values"),
+        ("addr", "whose Attr gives two different `addr` values"),
+        ("owner", "whose Attr gives two different `owner` values"),
+        ("total", "whose Attr gives two different `total` values"),
+        ("used", "whose Attr gives two different `used` values"),
+    ];
+
+    fn add(&mut self, key: &str, value: &'a str) {
+        let (place, agree) = match key {
+            "size" => (&mut self.size, Some(0)),
+            "addr" => (&mut self.addr, Some(1)),
+            "owner" => (&mut self.owner, Some(2)),
+            "total" => (&mut self.total, Some(3)),
+            "used" => (&mut self.used, Some(4)),
+            "free" => (&mut self.free, None),
+            "req_size" => (&mut self.req_size, None),
+            "allocation_id" => (&mut self.allocation_id, None),
+            "inefficient_type" => (&mut self.inefficient_type, None),
+            "inefficient" => (&mut self.inefficient, None),
+            "alloc_type" => (&mut self.alloc_type, None),
+            "shadow" => (&mut self.shadow, None),
+            "type" => (&mut self.type_, None),
+            _ => return,
+        };
+        match (*place, agree) {
+            (None, _) => *place = Some(value),
+            (Some(first), Some(k)) if first.trim() != value.trim() => self.conflicting[k] = true,
+            _ => {}
+        }
+    }
+
+    /// Why the row cannot be read: a key that must agree given twice with different values.
+    fn conflict(&self) -> Option<&'static str> {
+        Self::MUST_AGREE
+            .iter()
+            .zip(self.conflicting)
+            .find(|(_, conflicting)| *conflicting)
+            .map(|((_, reason), _)| *reason)
+    }
 }
 
 #[cfg(test)]
