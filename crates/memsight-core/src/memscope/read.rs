@@ -394,8 +394,9 @@ fn piece_starts(
     /// Where the scan is, as the csv crate's reader would be.
     #[derive(Clone, Copy, PartialEq, Eq)]
     enum At {
-        FieldStart,
-        Unquoted,
+        /// Outside quotes: a quote at a field's start (after a delimiter or a line end) opens
+        /// a quoted field, elsewhere it is text; only quotes and line ends matter.
+        Outside,
         Quoted,
         /// Right after a quote inside a quoted field: a second one is a quote, anything else
         /// ends the quoting.
@@ -413,8 +414,9 @@ fn piece_starts(
     }];
     let mut next_cut = start + step;
     let mut buf = vec![0u8; 1 << 20];
-    let (mut at, mut line, mut last_was_cr) = (start, first_line, false);
-    let mut state = At::FieldStart;
+    // The byte before the buffer's first (the body starts at a field's start).
+    let (mut at, mut line, mut before) = (start, first_line, b'\n');
+    let mut state = At::Outside;
     let newlines = |bytes: &[u8]| memchr::memchr_iter(b'\n', bytes).count() as u64;
     loop {
         let n = file.read(&mut buf)?;
@@ -422,6 +424,7 @@ fn piece_starts(
             break;
         }
         let bytes = &buf[..n];
+        let previous = |i: usize| if i > 0 { bytes[i - 1] } else { before };
         let mut i = 0;
         while i < n {
             match state {
@@ -435,31 +438,30 @@ fn piece_starts(
                         i = n;
                     }
                 }
-                // Quotes are text here: only a delimiter or a record's end changes anything,
-                // and that byte is read as at a field's start.
-                At::Unquoted => {
-                    if let Some(k) = memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
-                        i += k;
-                        state = At::FieldStart;
+                At::QuoteInQuoted => {
+                    if bytes[i] == b'"' {
+                        i += 1;
+                        state = At::Quoted;
                     } else {
-                        i = n;
+                        state = At::Outside;
                     }
                 }
-                At::FieldStart | At::QuoteInQuoted => {
-                    state = match bytes[i] {
-                        b'"' => At::Quoted,
-                        b',' => At::FieldStart,
-                        b'\r' => {
-                            count_record_end(&mut starts);
-                            At::FieldStart
+                At::Outside => {
+                    let Some(k) = memchr::memchr3(b'"', b'\r', b'\n', &bytes[i..]) else {
+                        i = n;
+                        continue;
+                    };
+                    i += k;
+                    match bytes[i] {
+                        b'"' => {
+                            if matches!(previous(i), b',' | b'\r' | b'\n') {
+                                state = At::Quoted;
+                            }
                         }
-                        b'\n' => {
+                        b'\r' => count_record_end(&mut starts),
+                        _ => {
                             let newline_at = at + i as u64;
-                            let after_cr = if i > 0 {
-                                bytes[i - 1] == b'\r'
-                            } else {
-                                last_was_cr
-                            };
+                            let after_cr = previous(i) == b'\r';
                             if newline_at == start {
                                 // The csv crate's position after a CRLF header is its `\n`: the
                                 // header's.
@@ -483,15 +485,13 @@ fn piece_starts(
                                     next_cut = boundary + step;
                                 }
                             }
-                            At::FieldStart
                         }
-                        _ => At::Unquoted,
-                    };
+                    }
                     i += 1;
                 }
             }
         }
-        last_was_cr = bytes[n - 1] == b'\r';
+        before = bytes[n - 1];
         at += n as u64;
     }
     if let Some(last) = starts.last_mut() {
@@ -513,7 +513,8 @@ fn csv_row(
     (header_len, columns): (usize, &[Option<usize>]),
     rows: &mut Rows,
 ) -> Result<Option<Row>, RowError> {
-    if record.iter().any(|f| f.len() > MAX_FIELD_BYTES) {
+    if record.as_slice().len() > MAX_FIELD_BYTES && record.iter().any(|f| f.len() > MAX_FIELD_BYTES)
+    {
         return Err(RowError::Bad(format!(
             "a field of more than {} (the file is not msMemScope's, or is damaged)",
             crate::units::format_bytes(MAX_FIELD_BYTES as i64)
@@ -538,16 +539,18 @@ fn csv_row(
     // An unquoted op name with commas: the extra fields belong to `Name` (column 3).
     let extra = record.len().saturating_sub(header_len);
     let name_column = columns[3];
+    // The record's fields as text: checked as one (the common case, at SIMD speed), each field
+    // then a slice of it; lossy only where the bytes are not UTF-8.
+    let whole = std::str::from_utf8(record.as_slice()).ok();
     let field = |k: usize| -> Cow<'_, str> {
         let Some(i) = columns[k] else {
             return Cow::Borrowed("");
         };
         let cell = |i: usize| {
-            record.get(i).map_or(Cow::Borrowed(""), |bytes| {
-                match std::str::from_utf8(bytes) {
-                    // The common case, checked at SIMD speed; lossy only where it is not.
-                    Ok(text) => Cow::Borrowed(text),
-                    Err(_) => String::from_utf8_lossy(bytes),
+            record.range(i).map_or(Cow::Borrowed(""), |range| {
+                match whole.and_then(|w| w.get(range.clone())) {
+                    Some(text) => Cow::Borrowed(text),
+                    None => String::from_utf8_lossy(&record.as_slice()[range]),
                 }
             })
         };
