@@ -1058,7 +1058,7 @@ fn autocast_weight_copies_are_named() {
         advice
             .starts_with("The largest part of the peak is what a forward pass keeps for backward")
             && advice.contains("activation checkpointing")
-            && advice.contains("Autocast also keeps a 16-bit copy of each fp32 weight")
+            && advice.contains("Autocast also made a 16-bit copy of each fp32 weight")
             && advice.contains("cache_enabled=False would not free them")
             && advice.contains("model.to(torch.bfloat16)")
             && !advice.contains("fp16 / bf16 tensors"),
