@@ -367,6 +367,11 @@ pub fn is_recomputation(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).recompute
 }
 
+/// Whether `stack` runs in an optimizer's step (by its frames).
+pub fn is_optimizer_step(snapshot: &Snapshot, stack: StackId) -> bool {
+    stack_marks(snapshot, stack).optimizer
+}
+
 /// Whether `stack` (a free's) is autocast's `__exit__` clearing its cache of casts.
 pub fn is_autocast_exit(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).autocast_exit

@@ -471,10 +471,13 @@ struct PreviousResult {
     /// Other statements that hold their previous results the same way (`without` frees theirs
     /// too).
     others: Vec<String>,
+    /// Of `bytes`, what a call before the trace made.
+    before_the_trace_bytes: u64,
     bytes: u64,
     blocks: usize,
-    /// The largest such block: made, freed, and its successor's alloc (same stack and size).
-    made: u32,
+    /// The largest such block: made (`None`: before the trace), freed, and its successor's
+    /// alloc (same stack and size).
+    made: Option<u32>,
     freed: u32,
     successor: u32,
 }
@@ -655,22 +658,35 @@ impl PreviousResult {
                 self.without_words()
             )
         };
-        let held = format!(
-            "{} of it ({percent}%{}) is what {} returned on its previous call: made at event {} \
-             and freed by that line at event {}, after its next call had made the same block \
-             again (event {}): the variable it is assigned to holds the previous result through \
-             the whole next call.",
-            format_bytes(self.bytes as i64),
-            if self.blocks == 1 {
-                String::new()
-            } else {
-                format!(", {} blocks; the largest", self.blocks)
-            },
-            self.statement,
-            self.made,
-            self.freed,
-            self.successor,
-        );
+        let blocks = match (self.blocks, self.made) {
+            (1, _) => String::new(),
+            (n, Some(_)) => format!(", {n} blocks; the largest"),
+            (n, None) => format!(", {n} blocks"),
+        };
+        let held = match self.made {
+            Some(made) => format!(
+                "{} of it ({percent}%{blocks}) is what {} returned on its previous call: made at \
+                 event {made} and freed by that line at event {}, after its next call had made \
+                 the same block again (event {}): the variable it is assigned to holds the \
+                 previous result through the whole next call.",
+                format_bytes(self.bytes as i64),
+                self.statement,
+                self.freed,
+                self.successor,
+            ),
+            // A call before the trace: its blocks have no stack, but the trace made them again.
+            None => format!(
+                "{} of it ({percent}%{blocks}) is what {} returned on its previous call, before \
+                 the trace began: freed by that line at event {}, while blocks of the same sizes \
+                 made again in the trace are alive (the largest's made at event {}): the \
+                 variable it is assigned to holds the previous result, and what it keeps alive, \
+                 through the whole next call.",
+                format_bytes(self.bytes as i64),
+                self.statement,
+                self.freed,
+                self.successor,
+            ),
+        };
         held + &after
     }
 
@@ -763,12 +779,27 @@ fn previous_result(cx: &DeviceContext, event: Option<u32>) -> Option<PreviousRes
     let snapshot = cx.snapshot;
     let live = held_lifetimes(cx, event);
     let total: u64 = live.iter().map(|l| l.requested_size_bytes).sum();
-    let mut by_statement: FxHashMap<StackId, Vec<Kept>> = FxHashMap::default();
-    for kept in kept_until_assigned(cx, &live, peak) {
-        by_statement.entry(kept.free_stack).or_default().push(kept);
+    // By statement: its Python frames (its frees' stacks differ in their C++ frames), one of
+    // its stacks naming it.
+    let mut by_statement: FxHashMap<Vec<crate::model::FrameId>, (StackId, Vec<Kept>)> =
+        FxHashMap::default();
+    let before_the_trace = kept_from_before_the_trace(cx, &live, peak);
+    let mut frames: FxHashMap<StackId, Vec<crate::model::FrameId>> = FxHashMap::default();
+    for kept in kept_until_assigned(cx, &live, peak)
+        .into_iter()
+        .chain(before_the_trace.iter().copied())
+    {
+        let statement = frames
+            .entry(kept.free_stack)
+            .or_insert_with(|| python_frames(snapshot, kept.free_stack));
+        by_statement
+            .entry(statement.clone())
+            .or_insert_with(|| (kept.free_stack, Vec::new()))
+            .1
+            .push(kept);
     }
     let mut best: Option<(u64, StackId, Vec<Kept>)> = None;
-    for (statement, kept) in by_statement {
+    for (statement, kept) in by_statement.into_values() {
         let kept = from_two_calls(cx, statement, kept);
         let bytes: u64 = kept.iter().map(|k| k.bytes).sum();
         if bytes > best.as_ref().map_or(0, |b| b.0) {
@@ -781,17 +812,29 @@ fn previous_result(cx: &DeviceContext, event: Option<u32>) -> Option<PreviousRes
     }
     let largest = kept
         .iter()
-        .max_by_key(|k| (k.bytes, std::cmp::Reverse(k.made)))?;
-    let (without, others) = peak_without(cx, statement);
+        .max_by_key(|k| (k.bytes, k.made.is_none(), std::cmp::Reverse(k.made)))?;
+    let (without, others) = peak_without(cx, statement, &before_the_trace);
     Some(PreviousResult {
         statement: super::site_name(snapshot, statement),
         peak_bytes: cx.replay.totals_after(event).allocated_bytes,
         without,
-        others: others
-            .into_iter()
-            .map(|s| super::site_name(snapshot, s))
-            .collect(),
+        others: {
+            let name = super::site_name(snapshot, statement);
+            let mut names: Vec<String> = others
+                .into_iter()
+                .map(|s| super::site_name(snapshot, s))
+                .filter(|other| *other != name)
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        },
         bytes,
+        before_the_trace_bytes: kept
+            .iter()
+            .filter(|k| k.made.is_none())
+            .map(|k| k.bytes)
+            .sum(),
         blocks: kept.len(),
         made: largest.made,
         freed: largest.freed,
@@ -807,7 +850,7 @@ fn from_two_calls(cx: &DeviceContext, statement: StackId, kept: Vec<Kept>) -> Ve
     let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
     let statement_frames = python_frames(snapshot, statement);
     let mut outside_stack: FxHashMap<StackId, bool> = FxHashMap::default();
-    let from = kept.iter().map(|k| k.made).min().unwrap_or(0);
+    let from = kept.iter().map(|k| k.made.unwrap_or(0)).min().unwrap_or(0);
     let to = kept.iter().map(|k| k.successor).max().unwrap_or(0);
     let outside: Vec<u32> = (from..to)
         .filter(|&i| {
@@ -818,23 +861,28 @@ fn from_two_calls(cx: &DeviceContext, statement: StackId, kept: Vec<Kept>) -> Ve
             })
         })
         .collect();
-    // The last event outside the statement before the successor, where it is after the block:
-    // the next call begins after it.
-    let left_before = |made: u32, successor: u32| {
+    // Where the next call begins: after the last event outside the statement before the
+    // successor, where that is after the block.
+    let next_call = |made: Option<u32>, successor: u32| {
         let before = outside.partition_point(|&i| i < successor);
-        before
-            .checked_sub(1)
-            .map(|k| outside[k])
-            .filter(|&i| i > made)
+        let left = before.checked_sub(1).map(|k| outside[k]);
+        match made {
+            Some(made) => left.filter(|&i| i > made).map(|i| i + 1),
+            // Made before the trace by a call before it: freed sooner, gone all along.
+            None => Some(0),
+        }
     };
     kept.into_iter()
-        .filter_map(|k| {
-            left_before(k.made, k.successor).map(|left| Kept {
-                next_call: left + 1,
-                ..k
-            })
-        })
+        .filter_map(|k| next_call(k.made, k.successor).map(|next_call| Kept { next_call, ..k }))
         .collect()
+}
+
+/// Whether event `e` runs outside backward and the optimizer step, by the trace's phases and by
+/// its own frames (a step whose frames only free). Backward frames on a free are no sign: an
+/// autograd graph's nodes (`MmBackward0`) release what they saved when the graph goes.
+fn in_the_forward(cx: &DeviceContext, e: u32) -> bool {
+    cx.categories.phase_at(e) == Phase::Forward
+        && !crate::category::is_optimizer_step(cx.snapshot, cx.device.trace.stack[e as usize])
 }
 
 /// Whether a free's Python frames (`free_frames`, innermost first) are a statement of the
@@ -860,7 +908,11 @@ fn is_a_statement(
 /// The block may come from another line (a warm-up loop's last result, freed by the measured
 /// loop's first assignment to the same variable: a held-out benchmark's equal peak). Where the
 /// peak then is, and the statements other than `statement` that hold theirs.
-fn peak_without(cx: &DeviceContext, statement: StackId) -> (crate::replay::Peak, Vec<StackId>) {
+fn peak_without(
+    cx: &DeviceContext,
+    statement: StackId,
+    before_the_trace: &[Kept],
+) -> (crate::replay::Peak, Vec<StackId>) {
     let replay = cx.replay;
     let allocated = replay.allocated_bytes();
     let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
@@ -911,17 +963,22 @@ fn peak_without(cx: &DeviceContext, statement: StackId) -> (crate::replay::Peak,
     for made in by_size.values_mut() {
         made.sort_unstable();
     }
+    // Each free frees one block: those found at the peak are not counted twice.
+    let found: rustc_hash::FxHashSet<u32> = before_the_trace.iter().map(|k| k.freed).collect();
     let mut kept: FxHashMap<StackId, Vec<Kept>> = FxHashMap::default();
     for l in &replay.lifetimes {
-        let (Some(made), Some(freed_at)) = (l.alloc_event, freed(l)) else {
+        let (made, Some(freed_at)) = (l.alloc_event, freed(l)) else {
             continue;
         };
+        if found.contains(&freed_at) || !in_the_forward(cx, freed_at) {
+            continue;
+        }
         let free_stack = trace.stack[freed_at as usize];
         // Its size made again by the statement that frees it, while it was alive.
         let Some(&successor) = by_size
             .get(&(free_stack, l.requested_size_bytes))
             .and_then(|m| {
-                m.get(m.partition_point(|&a| a <= made))
+                m.get(m.partition_point(|&a| made.is_some_and(|made| a <= made)))
                     .filter(|&&a| a < freed_at)
             })
         else {
@@ -936,12 +993,20 @@ fn peak_without(cx: &DeviceContext, statement: StackId) -> (crate::replay::Peak,
             next_call: successor,
         });
     }
-    // Bytes gone after each event, as changes: from the next call's start to the free.
+    // Bytes gone after each event, as changes: from the next call's start to the free (from
+    // the trace's start for what a call before the trace left, found at the peak).
     let mut change = vec![0i64; allocated.len() + 1];
     let mut others = Vec::new();
+    for k in before_the_trace {
+        change[0] += k.bytes as i64;
+        change[k.freed as usize] -= k.bytes as i64;
+        if k.free_stack != statement && !others.contains(&k.free_stack) {
+            others.push(k.free_stack);
+        }
+    }
     for (free_stack, blocks) in kept {
         let blocks = from_two_calls(cx, free_stack, blocks);
-        if !blocks.is_empty() && free_stack != statement {
+        if !blocks.is_empty() && free_stack != statement && !others.contains(&free_stack) {
             others.push(free_stack);
         }
         for k in blocks {
@@ -950,12 +1015,18 @@ fn peak_without(cx: &DeviceContext, statement: StackId) -> (crate::replay::Peak,
         }
     }
     others.sort_unstable();
+    (peak_less(replay, &change), others)
+}
+
+/// The allocated peak with the bytes `change` (per event, added to what is gone from that
+/// event on) gone from the curve.
+fn peak_less(replay: &crate::replay::DeviceReplay, change: &[i64]) -> crate::replay::Peak {
     let mut gone = 0i64;
     let mut peak = crate::replay::Peak {
         bytes: replay.initial.allocated_bytes,
         event: None,
     };
-    for (e, &bytes) in allocated.iter().enumerate() {
+    for (e, &bytes) in replay.allocated_bytes().iter().enumerate() {
         gone += change[e];
         if bytes - gone > peak.bytes {
             peak = crate::replay::Peak {
@@ -964,7 +1035,7 @@ fn peak_without(cx: &DeviceContext, statement: StackId) -> (crate::replay::Peak,
             };
         }
     }
-    (peak, others)
+    peak
 }
 
 /// The lifetimes of the blocks tensors hold right after `event` (pending frees are not held).
@@ -983,11 +1054,13 @@ fn held_lifetimes<'a>(
 
 /// A block alive at the peak that a statement of the program frees after it, once that
 /// statement has made its like again.
+#[derive(Clone, Copy)]
 struct Kept {
     /// The free's stack: the statement.
     free_stack: StackId,
     bytes: u64,
-    made: u32,
+    /// `None`: before the trace.
+    made: Option<u32>,
     freed: u32,
     /// The alloc of the block of the same stack and size that the statement made after it.
     successor: u32,
@@ -1066,11 +1139,111 @@ fn kept_until_assigned(
             kept.push(Kept {
                 free_stack,
                 bytes: old.requested_size_bytes,
-                made,
+                made: Some(made),
                 freed: freed_at,
                 successor,
                 next_call: successor,
             });
+        }
+    }
+    kept
+}
+
+/// Blocks' sizes and frees.
+type SizesFreed = Vec<(u64, u32)>;
+
+/// The blocks of `live` (alive at `peak`) from before the trace that a statement of the
+/// program's own frees after `peak`, where blocks made in the trace and alive at `peak` match
+/// nine tenths of their bytes size for size: the same computation made again, while the
+/// variable that statement assigns still holds the previous one (a held-out benchmark's
+/// `loss = cross_entropy(…)` at its line 101 kept the previous forward pass's autograd graph,
+/// 1,234 blocks without a stack and 4.5 GiB, a third of its peak, while the next forward, at
+/// line 100, made the same sizes; the doctor called them "unknown" and advised recording
+/// earlier). Each is paired with one of those blocks.
+fn kept_from_before_the_trace(
+    cx: &DeviceContext,
+    live: &[&crate::replay::Lifetime],
+    peak: u32,
+) -> Vec<Kept> {
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    let freed = |l: &crate::replay::Lifetime| l.free_requested_event.or(l.free_completed_event);
+    // A free's statement: its Python frames (stacks differ in their C++ frames), where they are
+    // a statement of the program's own.
+    let mut statement_of: FxHashMap<StackId, Option<Vec<crate::model::FrameId>>> =
+        FxHashMap::default();
+    // The old blocks' sizes and frees, by statement (one of its stacks names it).
+    let mut old: FxHashMap<Vec<crate::model::FrameId>, (StackId, SizesFreed)> =
+        FxHashMap::default();
+    for l in live {
+        // Outside backward and the optimizer: an optimizer's state replaced by its step (a
+        // custom optimizer's `state["m"] = …`, the old moments from before the trace) is no
+        // result held too long.
+        let Some(free) =
+            freed(l).filter(|&f| l.alloc_event.is_none() && f > peak && in_the_forward(cx, f))
+        else {
+            continue;
+        };
+        let stack = trace.stack[free as usize];
+        let statement = statement_of.entry(stack).or_insert_with(|| {
+            let frames = python_frames(snapshot, stack);
+            is_a_statement(snapshot, &frames).then_some(frames)
+        });
+        if let Some(frames) = statement {
+            old.entry(frames.clone())
+                .or_insert_with(|| (stack, Vec::new()))
+                .1
+                .push((l.requested_size_bytes, free));
+        }
+    }
+    if old.is_empty() {
+        return Vec::new();
+    }
+    // The blocks made in the trace and alive at the peak, by size: their allocs, latest last.
+    let mut new: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+    for l in live {
+        if let Some(made) = l.alloc_event {
+            new.entry(l.requested_size_bytes).or_default().push(made);
+        }
+    }
+    for made in new.values_mut() {
+        made.sort_unstable_by(|a, b| b.cmp(a));
+    }
+    let mut statements: Vec<(StackId, SizesFreed)> = old.into_values().collect();
+    // The statement freeing most first: it takes its matches first.
+    statements.sort_by_key(|(stack, blocks)| {
+        (
+            std::cmp::Reverse(blocks.iter().map(|b| b.0).sum::<u64>()),
+            *stack,
+        )
+    });
+    let mut kept = Vec::new();
+    for (statement, mut blocks) in statements {
+        blocks.sort_unstable();
+        let all: u64 = blocks.iter().map(|b| b.0).sum();
+        let mut taken = Vec::new();
+        let mut matched: Vec<Kept> = Vec::new();
+        for (size, freed) in blocks {
+            if let Some(successor) = new.get_mut(&size).and_then(Vec::pop) {
+                taken.push((size, successor));
+                matched.push(Kept {
+                    free_stack: statement,
+                    bytes: size,
+                    made: None,
+                    freed,
+                    successor,
+                    next_call: 0,
+                });
+            }
+        }
+        if matched.iter().map(|k| k.bytes).sum::<u64>() * 10 >= all * 9 {
+            kept.extend(matched);
+        } else {
+            // Not the same computation: its matches go back for the next statement.
+            for (size, successor) in taken {
+                let made = new.entry(size).or_default();
+                made.push(successor);
+                made.sort_unstable_by(|a, b| b.cmp(a));
+            }
         }
     }
     kept
@@ -1231,6 +1404,16 @@ fn temporary_advice(facts: &PeakFacts) -> String {
 
 /// What to do where the largest part of the peak is unknown.
 fn unknown_advice(facts: &PeakFacts) -> String {
+    // What a call before the trace returned, held through the next: said, and advised, above.
+    let previous = facts
+        .previous_result
+        .as_ref()
+        .map_or(0, |p| p.before_the_trace_bytes);
+    if previous * 2 > facts.unknown_bytes {
+        return "most of the unknown part is that previous result, made before the trace began: \
+                the trace shows what holds it (the variable) and when it goes."
+            .to_string();
+    }
     // Made before recording began: the trace holds no allocation of theirs to judge.
     if facts.unknown_untraced_bytes * 2 > facts.unknown_bytes {
         // Stackless blocks from before a trace that shows no training: weights or a cache.
