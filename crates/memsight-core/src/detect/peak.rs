@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use crate::category::{Category, Phase};
 use crate::frames::headline_frame;
-use crate::model::{BlockState, NO_STACK, StackId};
+use crate::model::{Action, BlockState, NO_STACK, StackId};
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
@@ -843,37 +843,19 @@ fn previous_result(cx: &DeviceContext, event: Option<u32>) -> Option<PreviousRes
 }
 
 /// The blocks of `kept` (freed by `statement`) that two calls of it made: between the block and
-/// its successor the program was somewhere else (an event with Python frames outside the
-/// statement), not one call (`main()` at a script's top level makes both and frees them at its
-/// end).
+/// its successor lies an event between two calls ([`between_calls`]), not one call (`main()` at a
+/// script's top level makes both and frees them at its end). A block from before the trace came
+/// from a call before it.
 fn from_two_calls(cx: &DeviceContext, statement: StackId, kept: Vec<Kept>) -> Vec<Kept> {
-    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
-    let statement_frames = python_frames(snapshot, statement);
-    let mut outside_stack: FxHashMap<StackId, bool> = FxHashMap::default();
-    let from = kept.iter().map(|k| k.made.unwrap_or(0)).min().unwrap_or(0);
-    let to = kept.iter().map(|k| k.successor).max().unwrap_or(0);
-    let outside: Vec<u32> = (from..to)
-        .filter(|&i| {
-            let stack = trace.stack[i as usize];
-            *outside_stack.entry(stack).or_insert_with(|| {
-                let frames = python_frames(snapshot, stack);
-                !frames.is_empty() && !frames.ends_with(&statement_frames)
+    let marks = between_calls(cx, &python_frames(cx.snapshot, statement));
+    kept.into_iter()
+        .filter(|k| {
+            k.made.is_none_or(|made| {
+                marks
+                    .get(marks.partition_point(|&i| i <= made))
+                    .is_some_and(|&i| i < k.successor)
             })
         })
-        .collect();
-    // Where the next call begins: after the last event outside the statement before the
-    // successor, where that is after the block.
-    let next_call = |made: Option<u32>, successor: u32| {
-        let before = outside.partition_point(|&i| i < successor);
-        let left = before.checked_sub(1).map(|k| outside[k]);
-        match made {
-            Some(made) => left.filter(|&i| i > made).map(|i| i + 1),
-            // Made before the trace by a call before it: freed sooner, gone all along.
-            None => Some(0),
-        }
-    };
-    kept.into_iter()
-        .filter_map(|k| next_call(k.made, k.successor).map(|next_call| Kept { next_call, ..k }))
         .collect()
 }
 
@@ -913,49 +895,50 @@ fn peak_without(
     statement: StackId,
     before_the_trace: &[Kept],
 ) -> (crate::replay::Peak, Vec<StackId>) {
+    type Frames = Vec<crate::model::FrameId>;
     let replay = cx.replay;
-    let allocated = replay.allocated_bytes();
     let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
     let freed = |l: &crate::replay::Lifetime| l.free_requested_event.or(l.free_completed_event);
-    let mut frames: FxHashMap<StackId, Vec<crate::model::FrameId>> = FxHashMap::default();
+    let mut frames: FxHashMap<StackId, Frames> = FxHashMap::default();
     let mut frames_of = |stack: StackId| {
         frames
             .entry(stack)
             .or_insert_with(|| python_frames(snapshot, stack))
             .clone()
     };
-    // The statements whose assignments free blocks: the program's own lines outside modules.
-    let mut statements: FxHashMap<StackId, Vec<crate::model::FrameId>> = FxHashMap::default();
-    let mut not_statements: rustc_hash::FxHashSet<StackId> = rustc_hash::FxHashSet::default();
+    // The statements whose assignments free blocks (the program's own lines outside modules),
+    // by their Python frames (their frees' C++ frames differ), one of their stacks naming them.
+    let mut statement_of: FxHashMap<StackId, Option<Frames>> = FxHashMap::default();
+    let mut statements: FxHashMap<Frames, StackId> = FxHashMap::default();
     for l in &replay.lifetimes {
         let Some(free) = freed(l) else { continue };
         let stack = trace.stack[free as usize];
-        if statements.contains_key(&stack) || not_statements.contains(&stack) {
+        if statement_of.contains_key(&stack) {
             continue;
         }
         let free_frames = frames_of(stack);
-        if is_a_statement(snapshot, &free_frames) {
-            statements.insert(stack, free_frames);
-        } else {
-            not_statements.insert(stack);
+        let is_one = is_a_statement(snapshot, &free_frames);
+        if is_one {
+            statements.entry(free_frames.clone()).or_insert(stack);
         }
+        statement_of.insert(stack, is_one.then_some(free_frames));
     }
     // What each statement made: its allocs by size, in order.
-    let mut made_by: FxHashMap<StackId, Vec<StackId>> = FxHashMap::default();
-    let mut by_size: FxHashMap<(StackId, u64), Vec<u32>> = FxHashMap::default();
+    let mut made_by: FxHashMap<StackId, Vec<Frames>> = FxHashMap::default();
+    let mut by_size: FxHashMap<(Frames, u64), Vec<u32>> = FxHashMap::default();
     for l in &replay.lifetimes {
         let Some(made) = l.alloc_event else { continue };
         let makers = made_by.entry(l.stack).or_insert_with(|| {
             let alloc_frames = frames_of(l.stack);
             statements
-                .iter()
-                .filter(|(_, s)| alloc_frames.len() > s.len() && alloc_frames.ends_with(s))
-                .map(|(&s, _)| s)
+                .keys()
+                .filter(|s| alloc_frames.len() > s.len() && alloc_frames.ends_with(s))
+                .cloned()
                 .collect()
         });
-        for &s in makers.iter() {
+        for s in makers.iter() {
             by_size
-                .entry((s, l.requested_size_bytes))
+                .entry((s.clone(), l.requested_size_bytes))
                 .or_default()
                 .push(made);
         }
@@ -963,9 +946,18 @@ fn peak_without(
     for made in by_size.values_mut() {
         made.sort_unstable();
     }
+    // Per statement, the events between two of its calls (see `between_calls`).
+    let mut boundaries: FxHashMap<Frames, Vec<u32>> = FxHashMap::default();
     // Each free frees one block: those found at the peak are not counted twice.
     let found: rustc_hash::FxHashSet<u32> = before_the_trace.iter().map(|k| k.freed).collect();
-    let mut kept: FxHashMap<StackId, Vec<Kept>> = FxHashMap::default();
+    // Bytes gone after each event, as changes: from the next call's start to the free (from
+    // the trace's start for what a call before the trace left).
+    let mut change = vec![0i64; replay.allocated_bytes().len() + 1];
+    let mut holders: Vec<StackId> = before_the_trace.iter().map(|k| k.free_stack).collect();
+    for k in before_the_trace {
+        change[0] += k.bytes as i64;
+        change[k.freed as usize] -= k.bytes as i64;
+    }
     for l in &replay.lifetimes {
         let (made, Some(freed_at)) = (l.alloc_event, freed(l)) else {
             continue;
@@ -973,49 +965,88 @@ fn peak_without(
         if found.contains(&freed_at) || !in_the_forward(cx, freed_at) {
             continue;
         }
-        let free_stack = trace.stack[freed_at as usize];
-        // Its size made again by the statement that frees it, while it was alive.
-        let Some(&successor) = by_size
-            .get(&(free_stack, l.requested_size_bytes))
-            .and_then(|m| {
-                m.get(m.partition_point(|&a| made.is_some_and(|made| a <= made)))
-                    .filter(|&&a| a < freed_at)
-            })
-        else {
+        let Some(Some(s)) = statement_of.get(&trace.stack[freed_at as usize]) else {
             continue;
         };
-        kept.entry(free_stack).or_default().push(Kept {
-            free_stack,
-            bytes: l.requested_size_bytes,
-            made,
-            freed: freed_at,
-            successor,
-            next_call: successor,
+        let Some(made_again) = by_size.get(&(s.clone(), l.requested_size_bytes)) else {
+            continue;
+        };
+        let marks = boundaries
+            .entry(s.clone())
+            .or_insert_with(|| between_calls(cx, s));
+        // The statement's next call: after its first boundary past the block; the block's size
+        // made again there, while the block is alive.
+        let next_boundary = made.map_or(Some(0), |m| {
+            marks.get(marks.partition_point(|&i| i <= m)).copied()
         });
+        let Some(successor) = next_boundary.and_then(|boundary| {
+            made_again
+                .get(made_again.partition_point(|&a| a < boundary))
+                .copied()
+                .filter(|&a| a < freed_at)
+        }) else {
+            continue;
+        };
+        let next_call = match made {
+            None => 0,
+            Some(_) => marks[..marks.partition_point(|&i| i < successor)]
+                .last()
+                .map_or(successor, |&i| i + 1),
+        };
+        change[next_call as usize] += l.requested_size_bytes as i64;
+        change[freed_at as usize] -= l.requested_size_bytes as i64;
+        holders.push(statements[s]);
     }
-    // Bytes gone after each event, as changes: from the next call's start to the free (from
-    // the trace's start for what a call before the trace left, found at the peak).
-    let mut change = vec![0i64; allocated.len() + 1];
-    let mut others = Vec::new();
-    for k in before_the_trace {
-        change[0] += k.bytes as i64;
-        change[k.freed as usize] -= k.bytes as i64;
-        if k.free_stack != statement && !others.contains(&k.free_stack) {
-            others.push(k.free_stack);
+    (
+        peak_less(replay, &change),
+        other_statements(snapshot, statement, holders),
+    )
+}
+
+/// The statements of `holders` other than `statement`, one stack each, by their Python frames.
+fn other_statements(
+    snapshot: &crate::model::Snapshot,
+    statement: StackId,
+    holders: Vec<StackId>,
+) -> Vec<StackId> {
+    let own = python_frames(snapshot, statement);
+    let mut others: Vec<(StackId, Vec<crate::model::FrameId>)> = Vec::new();
+    for stack in holders {
+        let frames = python_frames(snapshot, stack);
+        if frames != own && !others.iter().any(|(_, o)| *o == frames) {
+            others.push((stack, frames));
         }
     }
-    for (free_stack, blocks) in kept {
-        let blocks = from_two_calls(cx, free_stack, blocks);
-        if !blocks.is_empty() && free_stack != statement && !others.contains(&free_stack) {
-            others.push(free_stack);
-        }
-        for k in blocks {
-            change[k.next_call as usize] += k.bytes as i64;
-            change[k.freed as usize] -= k.bytes as i64;
-        }
-    }
+    let mut others: Vec<StackId> = others.into_iter().map(|(stack, _)| stack).collect();
     others.sort_unstable();
-    (peak_less(replay, &change), others)
+    others
+}
+
+/// The events between two calls of the statement whose Python frames are `statement`: where the
+/// program is elsewhere (Python frames outside the statement), or the statement assigns (a free
+/// whose Python frames are its own: `loss = model(x)` in a loop that does nothing else frees the
+/// result before last there).
+fn between_calls(cx: &DeviceContext, statement: &[crate::model::FrameId]) -> Vec<u32> {
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    let mut place: FxHashMap<StackId, (bool, bool)> = FxHashMap::default();
+    (0..trace.len() as u32)
+        .filter(|&i| {
+            let stack = trace.stack[i as usize];
+            let (outside, own) = *place.entry(stack).or_insert_with(|| {
+                let frames = python_frames(snapshot, stack);
+                (
+                    !frames.is_empty() && !frames.ends_with(statement),
+                    frames == statement,
+                )
+            });
+            outside
+                || (own
+                    && matches!(
+                        trace.action[i as usize],
+                        Action::FreeRequested | Action::FreeCompleted
+                    ))
+        })
+        .collect()
 }
 
 /// The allocated peak with the bytes `change` (per event, added to what is gone from that
@@ -1064,9 +1095,6 @@ struct Kept {
     freed: u32,
     /// The alloc of the block of the same stack and size that the statement made after it.
     successor: u32,
-    /// The first event of the statement's call that made the successor (set by
-    /// [`from_two_calls`]; until then the successor's alloc).
-    next_call: u32,
 }
 
 /// The blocks of `live` (alive at `peak`) freed after it by a line of the program's own, outside
@@ -1142,7 +1170,6 @@ fn kept_until_assigned(
                 made: Some(made),
                 freed: freed_at,
                 successor,
-                next_call: successor,
             });
         }
     }
@@ -1231,7 +1258,6 @@ fn kept_from_before_the_trace(
                     made: None,
                     freed,
                     successor,
-                    next_call: 0,
                 });
             }
         }
