@@ -2670,6 +2670,13 @@ fn a_previous_result_from_before_the_trace_is_named() {
         ) && summary.contains("the allocated peak would be 165 MiB at event 3 (60.0 MiB lower)"),
         "{summary}"
     );
+    // The trace has no allocation stack for them: the line that frees them is named as such.
+    assert!(
+        summary.contains(
+            "made before the trace, freed by main (/src/run.py:101) 60.0 MiB in 3 blocks"
+        ) && !summary.contains("; main (/src/run.py:101) 60.0 MiB"),
+        "{summary}"
+    );
     assert!(
         advice.starts_with("main (/src/run.py:101) keeps its previous result (60.0 MiB, 27% of")
             && advice.contains("before the next call: the allocated peak would be 165 MiB"),
@@ -2829,5 +2836,53 @@ fn adam_s_first_step_in_the_trace_leaves_no_moments_before_it() {
         ),
         (3, 3, 6),
         "{categories:?}"
+    );
+}
+
+/// A forward-only trace whose kept tensors were made inside `torch.nn` modules' own forward code
+/// (a convolution's padded input, its output, batch norm's output and saved statistics), a few
+/// per line: a module's intermediate tensors outlive its call where autograd saves them (a
+/// held-out neural cellular automaton, told "nothing shows autograd keeping them"). The advice
+/// names `inference_mode` as the cure where no gradients are needed, and backward where they
+/// are.
+#[test]
+fn tensors_kept_inside_modules_without_backward_get_inference_mode_advice() {
+    // Called from two lines of the program's `step`: two blocks each, no line holding a layer's
+    // worth of them.
+    let in_module = |name, file, line, step_line| {
+        stack(&[
+            (name, file, line),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1747),
+            ("step", "/src/run.py", step_line),
+            ("<module>", "/src/run.py", 48),
+        ])
+    };
+    let pad = || in_module("_conv_forward", "/lib/torch/nn/modules/conv.py", 539, 32);
+    let conv = || in_module("_conv_forward", "/lib/torch/nn/modules/conv.py", 549, 32);
+    let norm = || in_module("forward", "/lib/torch/nn/modules/batchnorm.py", 193, 33);
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, pad())];
+    let kept: [(i128, i128, &dyn Fn() -> Py); 4] =
+        [(0, 2, &pad), (2, 8, &conv), (10, 8, &norm), (18, 1, &norm)];
+    for (at, size, made) in kept {
+        trace.push(event("alloc", BASE + at * MIB, size * MIB, made()));
+    }
+    let mut blocks: Vec<Py> = kept
+        .iter()
+        .map(|(at, size, made)| {
+            block(
+                BASE + at * MIB,
+                size * MIB,
+                "active_allocated",
+                Some(made()),
+            )
+        })
+        .collect();
+    blocks.push(block(BASE + 19 * MIB, 45 * MIB, "inactive", None));
+    let advice = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace).suggestion;
+    assert!(
+        advice.contains("made inside torch.nn modules' forward code")
+            && advice.contains("torch.inference_mode()")
+            && !advice.contains("nothing shows autograd keeping them"),
+        "{advice}"
     );
 }

@@ -543,6 +543,22 @@ pub(super) fn sites_by_line(
     sites
 }
 
+/// Groups `(name, bytes, blocks)` by name, most bytes first.
+pub(super) fn sites_by_name(
+    groups: impl IntoIterator<Item = (String, u64, u64)>,
+) -> Vec<(String, u64, u64)> {
+    let mut by_name: FxHashMap<String, (u64, u64)> = FxHashMap::default();
+    for (name, bytes, n) in groups {
+        let site = by_name.entry(name).or_default();
+        site.0 += bytes;
+        site.1 += n;
+    }
+    let mut sites: Vec<(String, u64, u64)> =
+        by_name.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
+    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sites
+}
+
 /// A stack's call site as the findings name it.
 pub(super) fn site_name(snapshot: &Snapshot, stack: StackId) -> String {
     crate::frames::headline_frame(snapshot, stack)

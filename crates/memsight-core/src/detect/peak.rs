@@ -58,9 +58,42 @@ fn add_owners(cx: &DeviceContext, f: &mut Finding) {
     f.summary.push('.');
 }
 
-/// The blocks tensors hold right after `event` (pending frees are not allocated): category,
-/// requested bytes, stack, alloc event.
-fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackId, Option<u32>)> {
+/// A block tensors hold: category, requested bytes, stack, alloc event, and whether it was made
+/// before the trace and freed in it (its stack is then its free's: the trace has no allocation
+/// stack for it).
+type Held = (Category, u64, StackId, Option<u32>, bool);
+
+/// Where a findings reader is told a held block comes from: its call site, or, for a block made
+/// before the trace and freed in it, the line that frees it, said so (a held-out run's optimizer
+/// state from before the trace was "step (optimizer.py:73) 1.54 GiB", the line that replaces it,
+/// not the one that made it).
+fn holder_name(snapshot: &crate::model::Snapshot, h: &Held) -> String {
+    let site = super::site_name(snapshot, h.2);
+    if h.4 && h.2 != NO_STACK {
+        format!("made before the trace, freed by {site}")
+    } else {
+        site
+    }
+}
+
+/// The blocks of `held` by their holder's name ([`holder_name`]), most bytes first: `(name,
+/// bytes, blocks)`. By stack first (cheap), then each stack named once.
+fn sites_holding(snapshot: &crate::model::Snapshot, held: &[Held]) -> Vec<(String, u64, u64)> {
+    let mut by_stack: FxHashMap<(StackId, bool), (u64, u64, &Held)> = FxHashMap::default();
+    for h in held {
+        let site = by_stack.entry((h.2, h.4)).or_insert((0, 0, h));
+        site.0 += h.1;
+        site.1 += 1;
+    }
+    super::sites_by_name(
+        by_stack
+            .into_values()
+            .map(|(bytes, n, h)| (holder_name(snapshot, h), bytes, n)),
+    )
+}
+
+/// The blocks tensors hold right after `event` (pending frees are not allocated).
+fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<Held> {
     let replay = cx.replay;
     let mut held: Vec<_> = replay
         .live_after(cx.device, event)
@@ -73,6 +106,8 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackI
                 l.requested_size_bytes,
                 l.stack,
                 l.alloc_event,
+                l.alloc_event.is_none()
+                    && (l.free_requested_event.is_some() || l.free_completed_event.is_some()),
             )
         })
         .collect();
@@ -83,7 +118,7 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<(Category, u64, StackI
 /// A gradient has its weight's size, one per weight: at one moment, gradients of a size beyond
 /// the blocks of that size that may be weights break that bound, and the excess (the latest
 /// made) is counted as unknown: a gradient total above the weights is no finding.
-fn gradients_within_the_weights(held: &mut [(Category, u64, StackId, Option<u32>)]) {
+fn gradients_within_the_weights(held: &mut [Held]) {
     let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
     let mut gradients: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
     for (k, h) in held.iter().enumerate() {
@@ -119,8 +154,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     // Rounded: the shares add up to about 100.
     let share = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
     let name = |stack: StackId| super::site_name(cx.snapshot, stack);
-    let sites = super::sites_by_line(cx.snapshot, held.iter().map(|h| (h.2, h.1)));
-    let mut largest: Vec<&(Category, u64, StackId, Option<u32>)> = held.iter().collect();
+    let sites = sites_holding(cx.snapshot, &held);
+    let mut largest: Vec<&Held> = held.iter().collect();
     largest.sort_by_key(|h| (std::cmp::Reverse(h.1), h.3));
 
     let phase = phase_words(cx, peak.event);
@@ -155,7 +190,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 "{} {} ({})",
                 format_bytes(h.1 as i64),
                 h.0.name().replace('_', " "),
-                name(h.2)
+                holder_name(cx.snapshot, h)
             ))
             .collect::<Vec<_>>()
             .join("; "),
@@ -261,7 +296,7 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
 /// activations from many layers (`cuda_ctx512_forward_mixed`: `transformer.py:138` 32 blocks, one
 /// per layer). Under `inference_mode` a layer's tensors go once the next layer has used them, so
 /// a line holds one or two.
-fn keeps_layers(cx: &DeviceContext, held: &[(Category, u64, StackId, Option<u32>)]) -> bool {
+fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
     let mut per_stack: FxHashMap<StackId, Vec<(u32, u64)>> = FxHashMap::default();
     for h in held.iter().filter(|h| h.0 == Category::Activation) {
         if let Some(alloc) = h.3 {
@@ -284,12 +319,36 @@ fn keeps_layers(cx: &DeviceContext, held: &[(Category, u64, StackId, Option<u32>
     per_line.values().any(|&n| n >= LAYER_BLOCKS)
 }
 
+/// Whether activations at the peak were made inside `torch.nn` modules' own forward code at two
+/// or more lines (`conv.py`'s padding and convolution, `batchnorm.py`): a module's intermediate
+/// tensors outlive its call only where something saved them, autograd when it records (or the
+/// program, keeping them on purpose). A held-out forward-only trace of a neural cellular
+/// automaton held 7.39 MiB of such blocks with batch norm's saved statistics, and was told
+/// "nothing shows autograd keeping them". Blocks the program's own lines make outside any
+/// module (a decode loop's plain tensors) are no such sign.
+fn kept_inside_modules(cx: &DeviceContext, held: &[Held]) -> bool {
+    let snapshot = cx.snapshot;
+    let mut lines: rustc_hash::FxHashSet<(crate::model::StrId, i64)> =
+        rustc_hash::FxHashSet::default();
+    for h in held
+        .iter()
+        .filter(|h| h.0 == Category::Activation && h.3.is_some())
+    {
+        let module_line = snapshot.stack_frames(h.2).find(|f| {
+            let file = snapshot.str(f.filename);
+            (file.contains("/nn/modules/") || file.contains("\\nn\\modules\\"))
+                && !file.ends_with("module.py")
+        });
+        if let Some(f) = module_line {
+            lines.insert((f.filename, f.line));
+        }
+    }
+    lines.len() >= 2
+}
+
 /// Temporaries at the peak made in an optimizer step, and whether its stacks are multi-tensor
 /// (`_multi_tensor_adam`, `_foreach_*`).
-fn optimizer_temporaries(
-    cx: &DeviceContext,
-    held: &[(Category, u64, StackId, Option<u32>)],
-) -> (u64, bool) {
+fn optimizer_temporaries(cx: &DeviceContext, held: &[Held]) -> (u64, bool) {
     let mut bytes = 0;
     let mut foreach = false;
     let mut stacks: FxHashMap<StackId, bool> = FxHashMap::default();
@@ -373,14 +432,26 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     }
 }
 
+/// What the activations at a peak show of autograd recording them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AutogradSign {
+    /// One line holds every layer's tensors ([`keeps_layers`]): autograd is recording.
+    KeepsLayers,
+    /// Tensors made inside `torch.nn` modules' forward code outlive the modules' calls
+    /// ([`kept_inside_modules`]): autograd keeps them when it records, or the program does.
+    KeptInsideModules,
+    /// Neither: the program's own tensors (outputs, caches, inputs).
+    None,
+}
+
 /// What the peak's advice rests on besides its breakdown.
 struct PeakFacts<'a> {
     /// The call site of the largest temporary block, and whether activation checkpointing
     /// made it, recomputing a forward pass inside backward.
     largest_temporary: &'a str,
     largest_temporary_recomputed: bool,
-    /// A forward-only trace that keeps every layer's tensors to its end: autograd is recording.
-    keeps_layers: bool,
+    /// What a forward-only trace shows of autograd recording.
+    autograd: AutogradSign,
     /// Optimizer-step temporaries at the peak, and whether they are multi-tensor (`foreach`).
     optimizer_temporary_bytes: u64,
     foreach: bool,
@@ -715,16 +786,18 @@ struct HandAttention {
 }
 
 impl<'a> PeakFacts<'a> {
-    fn of(
-        cx: &DeviceContext,
-        held: &[(Category, u64, StackId, Option<u32>)],
-        largest_temporary: &'a str,
-    ) -> Self {
+    fn of(cx: &DeviceContext, held: &[Held], largest_temporary: &'a str) -> Self {
         let (optimizer_temporary_bytes, foreach) = optimizer_temporaries(cx, held);
         Self {
             largest_temporary,
             largest_temporary_recomputed: false,
-            keeps_layers: keeps_layers(cx, held),
+            autograd: if keeps_layers(cx, held) {
+                AutogradSign::KeepsLayers
+            } else if kept_inside_modules(cx, held) {
+                AutogradSign::KeptInsideModules
+            } else {
+                AutogradSign::None
+            },
             optimizer_temporary_bytes,
             foreach,
             largest_parameter_bytes: held
@@ -1298,10 +1371,7 @@ fn python_frames(snapshot: &crate::model::Snapshot, stack: StackId) -> Vec<crate
 /// per head, materialised as matmul and softmax), where they hold at least
 /// [`MIN_ATTENTION_PERCENT`] of it. Held-out FSDP runs kept 1.5 GiB of their 2.55 GiB peak so;
 /// a `DiT` forced onto that path (`sdpa_kernel`) 6.66 GiB of its 21.8 GiB.
-fn math_attention(
-    cx: &DeviceContext,
-    held: &[(Category, u64, StackId, Option<u32>)],
-) -> Option<u64> {
+fn math_attention(cx: &DeviceContext, held: &[Held]) -> Option<u64> {
     let snapshot = cx.snapshot;
     let mut of_stack: FxHashMap<StackId, bool> = FxHashMap::default();
     let mut bytes = 0;
@@ -1327,10 +1397,7 @@ fn math_attention(
 /// `scaled_dot_product_attention` in the program's own `transformer.py` / `model.py`). `PyTorch`'s
 /// own `F.scaled_dot_product_attention` is one operator with no Python frame of that name; a
 /// stack through it (its C++ frames) is not counted.
-fn hand_written_attention(
-    cx: &DeviceContext,
-    held: &[(Category, u64, StackId, Option<u32>)],
-) -> Option<HandAttention> {
+fn hand_written_attention(cx: &DeviceContext, held: &[Held]) -> Option<HandAttention> {
     let snapshot = cx.snapshot;
     // Per stack: the attention function it runs in (the innermost such frame) and whether a
     // softmax made the block.
@@ -1697,7 +1764,7 @@ fn stale_gradient_advice(
 }
 
 /// What removes autocast's weight copies, from the kind of run and what the trace shows of it
-/// (`facts.keeps_layers`: autograd is recording a forward-only trace, and saves the copies for
+/// (`AutogradSign::KeepsLayers`: autograd is recording a forward-only trace, and saves the copies for
 /// backward; `facts.shown.backward`: the trace has a backward pass or gradients).
 fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
     match workload {
@@ -1708,7 +1775,7 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
              weights in bf16 (model.to(torch.bfloat16)) and drop autocast, so no copy is made; \
              in a training step, autocast keeps the copies until its region ends."
         }
-        Workload::Inference if facts.keeps_layers => {
+        Workload::Inference if facts.autograd == AutogradSign::KeepsLayers => {
             "Autograd is recording and saves these copies for backward, so cache_enabled=False \
              would not free them. If this is inference, run it under torch.inference_mode() \
              with the weights stored in bf16 (model.to(torch.bfloat16)) and no autocast: the \
@@ -1799,6 +1866,16 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
     (freed, kept, unstepped)
 }
 
+/// The advice where most of a forward-only trace's peak is tensors made inside `torch.nn`
+/// modules' forward code and kept after they returned ([`AutogradSign::KeptInsideModules`]).
+const KEPT_INSIDE_MODULES: &str = "Most of the peak is tensors made inside torch.nn modules' \
+    forward code and still held after those modules returned, in a trace with no backward pass: \
+    a module's intermediate tensors are held that way when autograd records them for backward \
+    (or where the program keeps them). If no gradients are needed here, run it under \
+    torch.inference_mode() (or torch.no_grad()): they are then freed as the pass goes. If it is \
+    the forward half of a training step, they are what its backward pass uses: activation \
+    checkpointing or a smaller batch lowers them.";
+
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
 /// a training or an inference run, with or without `autocast` already on. Advice rests on what
 /// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
@@ -1813,7 +1890,7 @@ fn advice(
 ) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
-        Category::Activation if inference && facts.keeps_layers => "Most of the peak is what a \
+        Category::Activation if inference && facts.autograd == AutogradSign::KeepsLayers => "Most of the peak is what a \
              forward pass keeps for backward: autograd is recording (every layer's tensors are \
              still alive at the end of the pass), though the trace has no backward pass. If this \
              is the forward half of a training step, activation checkpointing or a smaller batch \
@@ -1821,6 +1898,9 @@ fn advice(
              torch.inference_mode(): each layer's tensors are then freed when the next layer has \
              used them."
             .to_string(),
+        Category::Activation if inference && facts.autograd == AutogradSign::KeptInsideModules => {
+            KEPT_INSIDE_MODULES.to_string()
+        }
         // Nothing shows autograd keeping them (no line holds many layers' blocks): no_grad
         // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
         // copy).
