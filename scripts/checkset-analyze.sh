@@ -4,15 +4,15 @@
 # Usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]
 #   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
 #   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
-#   MEMSIGHT_CHECKSETn  batch n, for n = 2..11 (default /work/checkset/publicn)
+#   MEMSIGHT_CHECKSETn  batch n, for n = 2..12 (default /work/checkset/publicn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
 bin="${2:-target/debug/memsight}"
 fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
-# Batch directories and the prefix their outputs get: public, public2, ..., public11.
+# Batch directories and the prefix their outputs get: public, public2, ..., public12.
 batches=("public=${MEMSIGHT_CHECKSET:-/work/checkset/public}")
-for n in 2 3 4 5 6 7 8 9 10 11; do
+for n in 2 3 4 5 6 7 8 9 10 11 12; do
     var="MEMSIGHT_CHECKSET$n"
     batches+=("public$n=${!var:-/work/checkset/public$n}")
 done
