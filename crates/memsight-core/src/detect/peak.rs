@@ -328,13 +328,16 @@ fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
 /// module (a decode loop's plain tensors) are no such sign.
 fn kept_inside_modules(cx: &DeviceContext, held: &[Held]) -> bool {
     let snapshot = cx.snapshot;
-    let mut lines: rustc_hash::FxHashSet<(crate::model::StrId, i64)> =
-        rustc_hash::FxHashSet::default();
-    for h in held
+    // Each stack looked at once.
+    let stacks: rustc_hash::FxHashSet<StackId> = held
         .iter()
         .filter(|h| h.0 == Category::Activation && h.3.is_some())
-    {
-        let module_line = snapshot.stack_frames(h.2).find(|f| {
+        .map(|h| h.2)
+        .collect();
+    let mut lines: rustc_hash::FxHashSet<(crate::model::StrId, i64)> =
+        rustc_hash::FxHashSet::default();
+    for stack in stacks {
+        let module_line = snapshot.stack_frames(stack).find(|f| {
             let file = snapshot.str(f.filename);
             (file.contains("/nn/modules/") || file.contains("\\nn\\modules\\"))
                 && !file.ends_with("module.py")
