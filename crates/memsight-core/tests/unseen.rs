@@ -2886,3 +2886,65 @@ fn tensors_kept_inside_modules_without_backward_get_inference_mode_advice() {
         "{advice}"
     );
 }
+
+/// A forward-with-grad benchmark (`loss = model(x)` in a loop, no backward pass) holds each
+/// call's autograd graph through the next: the previous result is many blocks (held-out: 293
+/// blocks, 638 MiB), not an output. Beside `del`, the advice says `inference_mode` would leave
+/// only the output, where they are its graph and no gradients are needed. Here each call makes
+/// four 50 MiB blocks inside the model; the peak (501 MiB) holds two calls' worth.
+#[test]
+fn a_previous_result_of_many_blocks_without_backward_names_inference_mode() {
+    let init = || frames("__init__", "/src/model.py", 10);
+    let statement = || frames("main", "/src/run.py", 20);
+    let in_model = |line| {
+        stack(&[
+            ("forward", "/src/model.py", line),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("main", "/src/run.py", 20),
+        ])
+    };
+    let graph = |k: i128, j: i128| BASE + (200 + 200 * (k % 2) + 50 * j) * MIB;
+    let mut trace = vec![
+        event("segment_alloc", BASE, 1024 * MIB, init()),
+        event("alloc", BASE, 100 * MIB, init()),
+    ];
+    // Each call's input (1 MiB, `x = next(batches)` at run.py:19, freed at run.py:21) is the
+    // program elsewhere between two calls.
+    let at = |line| frames("main", "/src/run.py", line);
+    for k in 0..3 {
+        trace.push(event("alloc", BASE + 100 * MIB, MIB, at(19)));
+        for j in 0..4 {
+            trace.push(event("alloc", graph(k, j), 50 * MIB, in_model(30 + j)));
+        }
+        if k > 0 {
+            for j in 0..4 {
+                free_block(&mut trace, graph(k - 1, j), 50 * MIB, statement());
+            }
+        }
+        free_block(&mut trace, BASE + 100 * MIB, MIB, at(21));
+    }
+    let mut blocks = vec![
+        block(BASE, 100 * MIB, "active_allocated", Some(init())),
+        block(BASE + 100 * MIB, 100 * MIB, "inactive", None),
+    ];
+    for j in 0..4 {
+        blocks.push(block(
+            graph(2, j),
+            50 * MIB,
+            "active_allocated",
+            Some(in_model(30 + j)),
+        ));
+    }
+    blocks.push(block(BASE + 400 * MIB, 624 * MIB, "inactive", None));
+    let advice = the_peak(segment(0, BASE, 1024 * MIB, "large", blocks), trace).suggestion;
+    assert!(
+        advice.starts_with("main (/src/run.py:20) keeps its previous result (200 MiB, 40% of")
+            && advice.contains("the allocated peak would be 301 MiB")
+            && advice.contains(
+                "It is 4 blocks, not one output: if they are its autograd graph (the trace has \
+                 no backward pass that would use it) and no gradients are needed, running the \
+                 call under torch.inference_mode() leaves only the output itself."
+            ),
+        "{advice}"
+    );
+}
