@@ -2881,6 +2881,7 @@ fn tensors_kept_inside_modules_without_backward_get_inference_mode_advice() {
     let advice = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace).suggestion;
     assert!(
         advice.contains("made inside torch.nn modules' forward code")
+            && advice.contains("19.0 MiB of them (100% of the peak)")
             && advice.contains("torch.inference_mode()")
             && !advice.contains("nothing shows autograd keeping them"),
         "{advice}"
@@ -2947,4 +2948,64 @@ fn a_previous_result_of_many_blocks_without_backward_names_inference_mode() {
             ),
         "{advice}"
     );
+}
+
+/// An `Optimizer.*` annotation shows an optimizer (the workload line says "training"), so the
+/// blocks from before the trace without a stack are the model's weights there as in any trace
+/// that trains (a held-out forward in train mode, annotated `Optimizer.zero_grad#AdamW.zero_grad`:
+/// "training" in its workload line, and its 3.61 GiB of weights "unknown (weights or a cache)").
+/// Without the annotation the trace shows no training, and they stay unknown.
+#[test]
+fn an_optimizer_annotation_makes_untraced_blocks_weights() {
+    let categories = |annotated: bool| {
+        let forward = || {
+            stack(&[
+                ("forward", "/src/model.py", 41),
+                ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+                ("main", "/src/run.py", 20),
+            ])
+        };
+        let mut trace = Vec::new();
+        for _ in 0..3 {
+            trace.push(event("alloc", BASE + 100 * MIB, 10 * MIB, forward()));
+            free_block(&mut trace, BASE + 100 * MIB, 10 * MIB, forward());
+        }
+        let blocks = vec![
+            block(BASE, 100 * MIB, "active_allocated", None),
+            block(BASE + 100 * MIB, 924 * MIB, "inactive", None),
+        ];
+        let mut top = vec![
+            (
+                "segments",
+                Py::List(vec![segment(0, BASE, 1024 * MIB, "large", blocks)]),
+            ),
+            ("device_traces", Py::List(vec![Py::List(trace)])),
+        ];
+        if annotated {
+            top.push((
+                "external_annotations",
+                Py::List(vec![Py::Dict(vec![
+                    ("name", Py::Str("Optimizer.zero_grad#AdamW.zero_grad")),
+                    ("stage", Py::Str("START")),
+                    ("device", Py::Int(0)),
+                    ("time_us", Py::Int(1)),
+                ])]),
+            ));
+        }
+        let loaded = load(&Py::Dict(top));
+        let categories = memsight_core::category::classify(
+            &loaded.snapshot,
+            &loaded.snapshot.devices[0],
+            &loaded.replays[0],
+        );
+        loaded.replays[0]
+            .lifetimes
+            .iter()
+            .zip(&categories.of_lifetime)
+            .filter(|(l, _)| l.alloc_event.is_none())
+            .map(|(_, c)| c.name())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(categories(true), vec!["parameter"]);
+    assert_eq!(categories(false), vec!["unknown"]);
 }
