@@ -3059,3 +3059,65 @@ fn what_a_model_builder_keeps_is_a_weight() {
         vec!["parameter"; 4]
     );
 }
+
+/// Where an optimizer step comes near an activation peak, lowering the activations can take the
+/// peak only down to the step's own high point (a held-out first `AdamW` step reached 18.15 GiB
+/// beside a 20.1 GiB forward peak: checkpointing alone buys 2 GiB at most). Here weights
+/// (100 MiB, from before the trace), 300 MiB of activations and a backward temporary make the
+/// peak (401 MiB); the step holds the weights, a 50 MiB gradient and 160 MiB of new state:
+/// 310 MiB.
+#[test]
+fn the_optimizer_step_s_high_point_bounds_what_fewer_activations_buy() {
+    let forward = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("main", "/src/run.py", 20),
+        ])
+    };
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let step = || {
+        stack(&[
+            ("step", "/lib/torch/optim/adamw.py", 200),
+            ("main", "/src/run.py", 23),
+        ])
+    };
+    let mut trace = Vec::new();
+    for k in 1..4 {
+        trace.push(event("alloc", BASE + 100 * k * MIB, 100 * MIB, forward()));
+    }
+    // The backward pass begins with a 1 MiB temporary (the peak: 401 MiB).
+    trace.push(event("alloc", BASE + 400 * MIB, MIB, backward()));
+    free_block(&mut trace, BASE + 400 * MIB, MIB, backward());
+    free_block(&mut trace, BASE + 300 * MIB, 100 * MIB, backward());
+    trace.push(event("alloc", BASE + 300 * MIB, 50 * MIB, grad()));
+    for k in 1..3 {
+        free_block(&mut trace, BASE + 100 * k * MIB, 100 * MIB, backward());
+    }
+    for at in [100, 180] {
+        trace.push(event("alloc", BASE + at * MIB, 80 * MIB, step()));
+    }
+    let blocks = vec![
+        block(BASE, 100 * MIB, "active_allocated", None),
+        block(BASE + 100 * MIB, 80 * MIB, "active_allocated", Some(step())),
+        block(BASE + 180 * MIB, 80 * MIB, "active_allocated", Some(step())),
+        block(BASE + 260 * MIB, 40 * MIB, "inactive", None),
+        block(BASE + 300 * MIB, 50 * MIB, "active_allocated", Some(grad())),
+        block(BASE + 350 * MIB, 674 * MIB, "inactive", None),
+    ];
+    let peak = the_peak(segment(0, BASE, 1024 * MIB, "large", blocks), trace);
+    assert!(
+        peak.title.contains("401 MiB allocated, 75% activation"),
+        "{}",
+        peak.summary
+    );
+    assert!(
+        peak.suggestion.contains(
+            "The optimizer step reaches 310 MiB at event 14 (77% of this peak): lowering the \
+             activations lowers the peak to that at most"
+        ),
+        "{}",
+        peak.suggestion
+    );
+}
