@@ -327,7 +327,7 @@ fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
 /// they come from two or more of its lines (`conv.py`'s padding and convolution, `batchnorm.py`):
 /// a module's intermediate tensors outlive its call only where something saved them, autograd
 /// when it records (or the program, keeping them on purpose). A held-out forward-only trace of a
-/// neural cellular automaton held 4.6 MiB of such blocks with batch norm's saved statistics, and
+/// neural cellular automaton held 2.64 MiB of such blocks with batch norm's saved statistics, and
 /// was told "nothing shows autograd keeping them". Blocks the program's own lines make outside
 /// any module (a decode loop's plain tensors) are no such sign.
 fn kept_inside_modules(cx: &DeviceContext, held: &[Held]) -> Option<u64> {
@@ -1939,7 +1939,8 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
 /// The advice where the activations of a forward-only trace's peak include tensors made inside
 /// `torch.nn` modules' forward code and kept after they returned
 /// ([`AutogradSign::KeptInsideModules`]): how much of the peak they are, not "most" of it (a
-/// held-out NCA's were 36 % of its peak; the program's own `torch.cat` held more).
+/// held-out NCA's were a fifth to a third of its peak; the program's own `torch.cat` held
+/// more).
 fn kept_inside_modules_advice(sign: AutogradSign) -> String {
     let AutogradSign::KeptInsideModules { bytes, percent } = sign else {
         return String::new();
