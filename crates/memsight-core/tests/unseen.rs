@@ -671,7 +671,13 @@ fn a_trace_entry_shared_through_the_memo_is_refused() {
 /// The categories of every block of a one-device file written here, in trace order, by size in
 /// MiB.
 fn categories_by_mib(segments: Vec<Py>, trace: Vec<Py>) -> Vec<(u64, &'static str)> {
-    let loaded = load(&top(segments, vec![trace]));
+    categories_of(&top(segments, vec![trace]))
+}
+
+/// The categories of every block of the first device of a file written here, in trace order,
+/// by size in MiB.
+fn categories_of(file: &Py) -> Vec<(u64, &'static str)> {
+    let loaded = load(file);
     let categories = memsight_core::category::classify(
         &loaded.snapshot,
         &loaded.snapshot.devices[0],
@@ -1486,6 +1492,16 @@ fn stack(lines: &[(&'static str, &'static str, i128)]) -> Py {
             })
             .collect(),
     )
+}
+
+/// A block made in the model's forward (`model.py:41`, through a module call) that the program's
+/// `main` (`run.py`) called at `main_line`.
+fn model_forward(main_line: i128) -> Py {
+    stack(&[
+        ("forward", "/src/model.py", 41),
+        ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+        ("main", "/src/run.py", main_line),
+    ])
 }
 
 /// Frees a block: `free_requested`, then `free_completed`, both by `stack`.
@@ -2591,13 +2607,7 @@ fn weight_copies_freed_in_backward_are_autograd_s() {
 #[test]
 fn a_previous_result_from_before_the_trace_is_named() {
     let findings = |freed_by_the_optimizer: bool| {
-        let forward = || {
-            stack(&[
-                ("forward", "/src/model.py", 41),
-                ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-                ("main", "/src/run.py", 100),
-            ])
-        };
+        let forward = || model_forward(100);
         let loss = || {
             stack(&[
                 ("cross_entropy", "/lib/torch/nn/functional.py", 3458),
@@ -2772,13 +2782,7 @@ fn weights_a_constructor_builds_in_a_trace_without_backward_are_no_activations()
 /// the step's six moments.
 #[test]
 fn adam_s_first_step_in_the_trace_leaves_no_moments_before_it() {
-    let forward = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("main", "/src/run.py", 50),
-        ])
-    };
+    let forward = || model_forward(50);
     let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
     let init_group = || {
         stack(&[
@@ -2958,13 +2962,7 @@ fn a_previous_result_of_many_blocks_without_backward_names_inference_mode() {
 #[test]
 fn an_optimizer_annotation_makes_untraced_blocks_weights() {
     let categories = |annotated: bool| {
-        let forward = || {
-            stack(&[
-                ("forward", "/src/model.py", 41),
-                ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-                ("main", "/src/run.py", 20),
-            ])
-        };
+        let forward = || model_forward(20);
         let mut trace = Vec::new();
         for _ in 0..3 {
             trace.push(event("alloc", BASE + 100 * MIB, 10 * MIB, forward()));
@@ -2992,18 +2990,11 @@ fn an_optimizer_annotation_makes_untraced_blocks_weights() {
                 ])]),
             ));
         }
-        let loaded = load(&Py::Dict(top));
-        let categories = memsight_core::category::classify(
-            &loaded.snapshot,
-            &loaded.snapshot.devices[0],
-            &loaded.replays[0],
-        );
-        loaded.replays[0]
-            .lifetimes
-            .iter()
-            .zip(&categories.of_lifetime)
-            .filter(|(l, _)| l.alloc_event.is_none())
-            .map(|(_, c)| c.name())
+        // The 100 MiB block is the one from before the trace.
+        categories_of(&Py::Dict(top))
+            .into_iter()
+            .filter(|&(mib, _)| mib == 100)
+            .map(|(_, c)| c)
             .collect::<Vec<_>>()
     };
     assert_eq!(categories(true), vec!["parameter"]);
@@ -3023,13 +3014,7 @@ fn what_a_model_builder_keeps_is_a_weight() {
             ("main", "/src/bench.py", 200),
         ])
     };
-    let in_model = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("main", "/src/bench.py", 210),
-        ])
-    };
+    let in_model = || model_forward(210);
     let mut trace = vec![event("segment_alloc", BASE, 1024 * MIB, build())];
     for k in 0..4 {
         trace.push(event("alloc", BASE + 100 * k * MIB, 100 * MIB, build()));
@@ -3068,13 +3053,7 @@ fn what_a_model_builder_keeps_is_a_weight() {
 /// 310 MiB.
 #[test]
 fn the_optimizer_step_s_high_point_bounds_what_fewer_activations_buy() {
-    let forward = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("main", "/src/run.py", 20),
-        ])
-    };
+    let forward = || model_forward(20);
     let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
     let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
     let step = || {

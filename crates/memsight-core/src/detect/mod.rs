@@ -531,16 +531,11 @@ pub(super) fn sites_by_line(
         site.0 += bytes;
         site.1 += 1;
     }
-    let mut by_line: FxHashMap<String, (u64, u64)> = FxHashMap::default();
-    for (stack, (bytes, n)) in by_stack {
-        let site = by_line.entry(site_name(snapshot, stack)).or_default();
-        site.0 += bytes;
-        site.1 += n;
-    }
-    let mut sites: Vec<(String, u64, u64)> =
-        by_line.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
-    sites.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    sites
+    sites_by_name(
+        by_stack
+            .into_iter()
+            .map(|(stack, (bytes, n))| (site_name(snapshot, stack), bytes, n)),
+    )
 }
 
 /// Groups `(name, bytes, blocks)` by name, most bytes first.

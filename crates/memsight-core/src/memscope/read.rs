@@ -108,18 +108,22 @@ fn read_csv_in(
     let layout = (header_len, columns.as_slice());
     let file = rows.add_file(path);
     let rows_read = AtomicU64::new(0);
-    let body_start = reader.position().byte();
-    let Some(size) = size.filter(|&s| s >= parallel_from_bytes && body_start < s) else {
+    // The whole file as one stream: a small one, or where pieces cannot be read.
+    let one_stream = |reader: &mut csv::Reader<_>, rows: &mut Rows| {
         read_records(
             path,
-            &mut reader,
+            reader,
             layout,
             (file, 2),
             rows,
             &rows_read,
             &mut Sink::List,
-        )?;
-        return Ok(());
+        )
+        .map(|_| ())
+    };
+    let body_start = reader.position().byte();
+    let Some(size) = size.filter(|&s| s >= parallel_from_bytes && body_start < s) else {
+        return one_stream(&mut reader, rows);
     };
     drop(reader);
     let pieces = rayon::current_num_threads().max(1) * PIECES_PER_THREAD;
@@ -144,16 +148,7 @@ fn read_csv_in(
             rows.truncate(base);
             let (mut reader, ..) = open()?;
             rows_read.store(0, Ordering::Relaxed);
-            read_records(
-                path,
-                &mut reader,
-                layout,
-                (file, 2),
-                rows,
-                &rows_read,
-                &mut Sink::List,
-            )?;
-            Ok(())
+            one_stream(&mut reader, rows)
         }
     }
 }
