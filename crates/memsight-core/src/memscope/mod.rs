@@ -14,6 +14,7 @@ pub mod inefficient;
 pub mod map;
 pub mod python_trace;
 pub mod read;
+mod split;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

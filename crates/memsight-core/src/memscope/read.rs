@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 
+use super::split::{Record, Splitter};
 use super::{Attrs, DeviceId, Kind, MemscopeError, Pool, Row, Rows, Subtype};
 
 /// Fields longer than this are refused (a stack of 10,000 frames is under 1 MiB).
@@ -92,42 +93,43 @@ fn read_csv_in(
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map(|m| m.len());
-        let mut reader = csv_reader(file, 0);
-        let mut record = csv::ByteRecord::new();
-        if !next_record(path, &mut reader, &mut record, 1)? {
+        let mut records = Splitter::new(crate::capped::LineCapped::new(file), 1);
+        let mut header = Record::default();
+        if next_record(path, &mut records, &mut header)?.is_none() {
             return Err(MemscopeError::NotMemscope {
                 path: path.to_path_buf(),
                 why: "the file is empty".into(),
             });
         }
-        let (header_len, index) = csv_columns(path, &record)?;
+        let (header_len, index) = csv_columns(path, &header)?;
         let columns: Vec<Option<usize>> = COLUMNS.iter().map(|c| index.get(c).copied()).collect();
-        Ok((reader, size, header_len, columns))
+        records.skip_line_end().map_err(io_error)?;
+        Ok((records, size, header_len, columns))
     };
-    let (mut reader, size, header_len, columns) = open()?;
+    let (mut records, size, header_len, columns) = open()?;
     let layout = (header_len, columns.as_slice());
     let file = rows.add_file(path);
     let rows_read = AtomicU64::new(0);
     // The whole file as one stream: a small one, or where pieces cannot be read.
-    let one_stream = |reader: &mut csv::Reader<_>, rows: &mut Rows| {
+    let one_stream = |records: &mut Splitter<_>, rows: &mut Rows| {
         read_records(
             path,
-            reader,
+            records,
             layout,
-            (file, 2),
+            file,
             rows,
             &rows_read,
             &mut Sink::List,
         )
         .map(|_| ())
     };
-    let body_start = reader.position().byte();
+    let (body_start, body_line) = (records.position(), records.line());
     let Some(size) = size.filter(|&s| s >= parallel_from_bytes && body_start < s) else {
-        return one_stream(&mut reader, rows);
+        return one_stream(&mut records, rows);
     };
-    drop(reader);
+    drop(records);
     let pieces = rayon::current_num_threads().max(1) * PIECES_PER_THREAD;
-    let starts = piece_starts(path, (body_start, size), 2, pieces).map_err(io_error)?;
+    let starts = piece_starts(path, (body_start, size), body_line, pieces).map_err(io_error)?;
     let base = rows.rows.len();
     let read = rows
         .make_room(starts.iter().map(|s| s.rows_at_most).sum(), file)
@@ -146,9 +148,9 @@ fn read_csv_in(
         // bound counting the rows as they come.
         None | Some(Ok(None)) => {
             rows.truncate(base);
-            let (mut reader, ..) = open()?;
+            let (mut records, ..) = open()?;
             rows_read.store(0, Ordering::Relaxed);
-            one_stream(&mut reader, rows)
+            one_stream(&mut records, rows)
         }
     }
 }
@@ -183,9 +185,13 @@ fn read_pieces(
             piece
                 .seek(SeekFrom::Start(start.offset))
                 .map_err(io_error)?;
-            // Line ends before the piece: its leading `\n` (after a CRLF) is one of them.
-            let before = start.line - 1 - u64::from(start.at_newline);
-            let mut reader = csv_reader(piece.take(end - start.offset), before);
+            let mut records = Splitter::new(
+                crate::capped::LineCapped::after_lines(
+                    piece.take(end - start.offset),
+                    start.line - 1,
+                ),
+                start.line,
+            );
             // The piece's text and what it left out; its rows go to its room.
             let mut text = Rows::default();
             let mut sink = Sink::Room {
@@ -195,9 +201,9 @@ fn read_pieces(
             };
             let fits = read_records(
                 path,
-                &mut reader,
+                &mut records,
                 layout,
-                (file, start.line),
+                file,
                 &mut text,
                 rows_read,
                 &mut sink,
@@ -264,68 +270,37 @@ impl Sink<'_> {
     }
 }
 
-/// A CSV reader as msMemScope's files need: rows of any length, no header taken, lines capped
-/// as they stream in.
-fn csv_reader<R: std::io::Read>(
-    inner: R,
-    line_ends_before: u64,
-) -> csv::Reader<std::io::BufReader<crate::capped::LineCapped<R>>> {
-    csv::ReaderBuilder::new()
-        .flexible(true)
-        .has_headers(false)
-        .from_reader(std::io::BufReader::with_capacity(
-            1 << 20,
-            crate::capped::LineCapped::after_lines(inner, line_ends_before),
-        ))
-}
-
-/// The next record into `record` (`false` at the end); an error naming the file and line where
-/// reading fails or a line passes the cap. `first_line`: the line the reader started on.
+/// The next record of `records` into `record` and the line it starts on (`None` at the end);
+/// an error naming the file where reading fails or a line passes the cap (its message names the
+/// line).
 fn next_record<R: std::io::Read>(
     path: &Path,
-    reader: &mut csv::Reader<R>,
-    record: &mut csv::ByteRecord,
-    first_line: u64,
-) -> Result<bool, MemscopeError> {
-    reader.read_byte_record(record).map_err(|e| {
-        // Reading failed, or a line passed the cap (its message names the line).
-        if let csv::ErrorKind::Io(io) = e.kind() {
-            MemscopeError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::new(io.kind(), io.to_string()),
-            }
-        } else {
-            let line = e.position().map_or(0, csv::Position::line);
-            MemscopeError::BadRow {
-                path: path.to_path_buf(),
-                line: line + first_line.saturating_sub(1),
-                message: format!("not CSV: {e}"),
-            }
-        }
-    })
+    records: &mut Splitter<R>,
+    record: &mut Record,
+) -> Result<Option<u64>, MemscopeError> {
+    records
+        .next_record(record)
+        .map_err(|source| MemscopeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
-/// Reads every record of `reader` into `sink` as rows of `file` (their text and what is left out
-/// into `rows`), the first record on line `first_line` of the file; `rows_read` counts the rows of
-/// every piece, for the memory bound. False where the sink is full.
+/// Reads every record of `records` into `sink` as rows of `file` (their text and what is left
+/// out into `rows`); `rows_read` counts the rows of every piece, for the memory bound. False
+/// where the sink is full.
 fn read_records<R: std::io::Read>(
     path: &Path,
-    reader: &mut csv::Reader<R>,
+    records: &mut Splitter<R>,
     layout: (usize, &[Option<usize>]),
-    (file, first_line): (u32, u64),
+    file: u32,
     rows: &mut Rows,
     rows_read: &AtomicU64,
     sink: &mut Sink,
 ) -> Result<bool, MemscopeError> {
-    let mut record = csv::ByteRecord::new();
-    // The csv crate counts a CRLF file's lines one short: the first record is on `first_line`
-    // whatever it says.
-    let mut line_offset: Option<u64> = None;
+    let mut record = Record::default();
     let mut since_check = 0u64;
-    while next_record(path, reader, &mut record, first_line)? {
-        // The line the record starts on (stacks hold newlines).
-        let counted = record.position().map_or(0, csv::Position::line);
-        let line = counted + *line_offset.get_or_insert(first_line.saturating_sub(counted));
+    while let Some(line) = next_record(path, records, &mut record)? {
         since_check += 1;
         if since_check == CHECK_EVERY_ROWS {
             since_check = 0;
@@ -362,21 +337,19 @@ fn read_records<R: std::io::Read>(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct PieceStart {
     pub(super) offset: u64,
-    /// The line its first record is on.
+    /// The line its first byte is on.
     line: u64,
-    /// It starts with the `\n` of a CRLF.
-    at_newline: bool,
     /// The most rows it can hold: its record ends (a line end outside quotes; `\r\n` is one),
     /// one more for the body's last piece (a last record without an end).
     pub(super) rows_at_most: usize,
 }
 
-/// Where `pieces` pieces of the CSV body `start..end` begin: record boundaries (a line end
-/// outside quotes) about evenly spread, each with the line its first record is on (the body
-/// starting on `first_line`), whether it starts with the `\n` of a CRLF and how many rows it can
-/// hold. The first piece starts at `start`. Reads the bytes once, holding 1 MiB.
+/// Where `pieces` pieces of the CSV body `start..end` begin: just after a `\n` outside quotes,
+/// about evenly spread, each with the line it starts on (the body starting on `first_line`) and
+/// how many rows it can hold. The first piece starts at `start`. Reads the bytes once, holding
+/// 1 MiB.
 ///
-/// Quotes are followed as the csv crate reads them: a quote opens a field only at the field's
+/// Quotes are followed as the csv crate and [`super::split`] read them: a quote opens a field only at the field's
 /// start (elsewhere it is text), `""` inside a quoted field is a quote, and a field goes on
 /// unquoted after its closing quote; `\r`, `\n` or both end a record.
 fn piece_starts(
@@ -404,7 +377,6 @@ fn piece_starts(
     let mut starts = vec![PieceStart {
         offset: start,
         line: first_line,
-        at_newline: false,
         rows_at_most: 0,
     }];
     let mut next_cut = start + step;
@@ -455,30 +427,18 @@ fn piece_starts(
                         }
                         b'\r' => count_record_end(&mut starts),
                         _ => {
-                            let newline_at = at + i as u64;
-                            let after_cr = previous(i) == b'\r';
-                            if newline_at == start {
-                                // The csv crate's position after a CRLF header is its `\n`: the
-                                // header's.
-                                starts[0].at_newline = true;
-                            } else {
-                                line += 1;
-                                if !after_cr {
-                                    count_record_end(&mut starts);
-                                }
-                                // After a CRLF, a piece starts at the `\n`, where the csv crate
-                                // leaves a reader after the record before: its records then
-                                // count lines as one stream's do.
-                                let boundary = if after_cr { newline_at } else { newline_at + 1 };
-                                if boundary >= next_cut && boundary < end {
-                                    starts.push(PieceStart {
-                                        offset: boundary,
-                                        line,
-                                        at_newline: after_cr,
-                                        rows_at_most: 0,
-                                    });
-                                    next_cut = boundary + step;
-                                }
+                            line += 1;
+                            if previous(i) != b'\r' {
+                                count_record_end(&mut starts);
+                            }
+                            let boundary = at + i as u64 + 1;
+                            if boundary >= next_cut && boundary < end {
+                                starts.push(PieceStart {
+                                    offset: boundary,
+                                    line,
+                                    rows_at_most: 0,
+                                });
+                                next_cut = boundary + step;
                             }
                         }
                     }
@@ -504,7 +464,7 @@ fn count_record_end(starts: &mut [PieceStart]) {
 
 /// One record as a row (`None`: an empty line). `columns`: where each of [`COLUMNS`] is.
 fn csv_row(
-    record: &csv::ByteRecord,
+    record: &Record,
     (header_len, columns): (usize, &[Option<usize>]),
     rows: &mut Rows,
 ) -> Result<Option<Row>, RowError> {
@@ -581,7 +541,7 @@ fn csv_row(
 /// not msMemScope's.
 fn csv_columns(
     path: &Path,
-    record: &csv::ByteRecord,
+    record: &Record,
 ) -> Result<(usize, FxHashMap<&'static str, usize>), MemscopeError> {
     let header: Vec<String> = record
         .iter()
@@ -1375,6 +1335,31 @@ mod tests {
                     assert!(one.to_string().contains("line 5003"), "{one}");
                 }
                 (one, pieces) => panic!("{name}: {:?} / {:?}", one.err(), pieces.err()),
+            }
+        }
+    }
+
+    /// A damaged row after empty lines is named by the line it is on, with LF and CRLF line
+    /// ends (the csv crate's count was one line short per line end skipped before a record).
+    #[test]
+    fn rows_after_empty_lines_are_named_by_their_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n\
+                    1,MALLOC,PTA,N/A,1000,1,1,0,0x10,\"{size:512,owner:PTA@ops}\",\"a.py(1): f\nb.py(2): g\",\n\
+                    \n\
+                    \n\
+                    2,MALLOC,PTA,N/A,soon,1,1,0,0x20,\"{size:4}\",,\n";
+        for (name, text) in [
+            ("lf.csv", text.to_string()),
+            ("crlf.csv", text.replace('\n', "\r\n")),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("written");
+            for parallel_from in [u64::MAX, 0] {
+                let mut rows = super::Rows::default();
+                let error =
+                    super::read_csv_in(&path, &mut rows, parallel_from).expect_err("a damaged row");
+                assert!(error.to_string().contains("line 6:"), "{name}: {error}");
             }
         }
     }

@@ -1,0 +1,349 @@
+//! Splitting a CSV's bytes into records as the `csv` crate's reader does with the options
+//! msMemScope's files need (`,` between fields, `"` quoting with `""` for a quote inside, `\r`,
+//! `\n` or `\r\n` ending a record, empty lines skipped, a quote opening a field only at its
+//! start, text after a closing quote going on unquoted, any number of fields), without its
+//! byte-at-a-time state machine: `memchr` finds the next delimiter, quote or line end, and the
+//! fields are copied out whole. A piece of a large file is read with it (most of a row's reading
+//! time went to the state machine); one stream is still read with the `csv` crate, so the two
+//! check each other (the `memscope_csv` fuzz target, the tests in `read.rs`).
+//!
+//! The source is read in 1 MiB reads, as the `csv` crate's buffered reader reads it: a source
+//! that fails (a line past [`crate::capped::MAX_LINE_BYTES`]) fails on the same read, after the
+//! same records.
+
+use std::io::{self, Read};
+
+/// Bytes asked of the source at a time (the `csv` reader's buffer in `read.rs`).
+const READ_BYTES: usize = 1 << 20;
+
+/// One record: its fields' bytes back to back (quotes removed, `""` made `"`) and where each
+/// field ends, as `csv::ByteRecord` holds them.
+#[derive(Default)]
+pub(super) struct Record {
+    pub(super) bytes: Vec<u8>,
+    pub(super) ends: Vec<usize>,
+}
+
+impl Record {
+    pub(super) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub(super) fn range(&self, k: usize) -> Option<std::ops::Range<usize>> {
+        let end = *self.ends.get(k)?;
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        Some(start..end)
+    }
+
+    pub(super) fn get(&self, k: usize) -> Option<&[u8]> {
+        self.range(k).map(|r| &self.bytes[r])
+    }
+
+    /// Every field's bytes, back to back.
+    pub(super) fn as_slice(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).filter_map(|k| self.get(k))
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    fn end_field(&mut self) {
+        self.ends.push(self.bytes.len());
+    }
+}
+
+/// The records of a source, one at a time, each with the line it starts on.
+pub(super) struct Splitter<R> {
+    source: R,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[at..filled]`.
+    at: usize,
+    filled: usize,
+    /// The source has no more bytes.
+    ended: bool,
+    /// The line `buf[at]` is on.
+    line: u64,
+    /// Bytes of the source before `buf[0]`.
+    taken: u64,
+}
+
+impl<R: Read> Splitter<R> {
+    /// The records of `source`, whose first byte is on line `first_line`.
+    pub(super) fn new(source: R, first_line: u64) -> Self {
+        Self {
+            source,
+            buf: Vec::new(),
+            at: 0,
+            filled: 0,
+            ended: false,
+            line: first_line,
+            taken: 0,
+        }
+    }
+
+    /// The next record into `record` and the line it starts on; `None` at the end.
+    pub(super) fn next_record(&mut self, record: &mut Record) -> io::Result<Option<u64>> {
+        loop {
+            // Line ends before a record: the end of the last one, or empty lines.
+            while let Some(&b) = self.buf[..self.filled].get(self.at) {
+                match b {
+                    b'\n' => self.line += 1,
+                    b'\r' => {}
+                    _ => break,
+                }
+                self.at += 1;
+            }
+            if self.at < self.filled {
+                let bytes = &self.buf[self.at..self.filled];
+                if let Some((length, newlines)) = split_record(bytes, self.ended, record) {
+                    let line = self.line;
+                    self.at += length;
+                    self.line += newlines;
+                    return Ok(Some(line));
+                }
+            } else if self.ended {
+                return Ok(None);
+            }
+            self.read_more()?;
+        }
+    }
+
+    /// Takes the line end after a record (`\r`, `\n` or `\r\n`), where one is next.
+    pub(super) fn skip_line_end(&mut self) -> io::Result<()> {
+        for wanted in [b'\r', b'\n'] {
+            if self.at == self.filled && !self.ended {
+                self.read_more()?;
+            }
+            if self.buf[..self.filled].get(self.at) == Some(&wanted) {
+                self.at += 1;
+                if wanted == b'\n' {
+                    self.line += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the source taken so far.
+    pub(super) fn position(&self) -> u64 {
+        self.taken + self.at as u64
+    }
+
+    /// The line the next byte is on.
+    pub(super) fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// Keeps the unread bytes and reads [`READ_BYTES`] more after them.
+    fn read_more(&mut self) -> io::Result<()> {
+        self.taken += self.at as u64;
+        self.buf.copy_within(self.at..self.filled, 0);
+        self.filled -= self.at;
+        self.at = 0;
+        if self.buf.len() < self.filled + READ_BYTES {
+            self.buf.resize(self.filled + READ_BYTES, 0);
+        }
+        let n = loop {
+            match self
+                .source
+                .read(&mut self.buf[self.filled..self.filled + READ_BYTES])
+            {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                read => break read?,
+            }
+        };
+        self.filled += n;
+        self.ended = n == 0;
+        Ok(())
+    }
+}
+
+/// The record at the start of `bytes` (which starts with neither `\r` nor `\n`) into `record`:
+/// how many bytes it takes (its line end not included) and the `\n`s inside its quoted fields;
+/// `None` where it may go on past `bytes` and the source has not `ended`.
+fn split_record(bytes: &[u8], ended: bool, record: &mut Record) -> Option<(usize, u64)> {
+    record.clear();
+    let n = bytes.len();
+    let mut newlines = 0u64;
+    let mut i = 0;
+    loop {
+        // A field starts at `i`: quoted where its first byte is a quote.
+        if bytes.get(i) == Some(&b'"') {
+            i += 1;
+            loop {
+                let Some(k) = memchr::memchr(b'"', &bytes[i..]) else {
+                    if !ended {
+                        return None;
+                    }
+                    // Quoting open at the end: the field and record end with the bytes.
+                    newlines += count_newlines(&bytes[i..]);
+                    record.bytes.extend_from_slice(&bytes[i..]);
+                    record.end_field();
+                    return Some((n, newlines));
+                };
+                newlines += count_newlines(&bytes[i..i + k]);
+                record.bytes.extend_from_slice(&bytes[i..i + k]);
+                i += k + 1;
+                match bytes.get(i) {
+                    // `""`: a quote, and the quoting goes on.
+                    Some(b'"') => {
+                        record.bytes.push(b'"');
+                        i += 1;
+                    }
+                    // The byte after the quote decides: wait for it.
+                    None if !ended => return None,
+                    _ => break,
+                }
+            }
+        }
+        // Unquoted, or the rest after a closing quote: up to a delimiter or line end.
+        match memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
+            Some(k) => {
+                record.bytes.extend_from_slice(&bytes[i..i + k]);
+                record.end_field();
+                i += k;
+                if bytes[i] != b',' {
+                    return Some((i, newlines));
+                }
+                i += 1;
+            }
+            None if !ended => return None,
+            None => {
+                record.bytes.extend_from_slice(&bytes[i..]);
+                record.end_field();
+                return Some((n, newlines));
+            }
+        }
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Record, Splitter};
+
+    /// Each record's line and fields.
+    type Split = Vec<(u64, Vec<Vec<u8>>)>;
+
+    /// A source that gives at most `.1` bytes per read.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.1).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    /// Every record and its line, as the csv crate (with `read.rs`'s options) and the splitter
+    /// give them, read in reads of `chunk` bytes.
+    fn both(text: &[u8], chunk: usize) -> (Split, Split) {
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .has_headers(false)
+            .from_reader(text);
+        let mut theirs = Vec::new();
+        let mut record = csv::ByteRecord::new();
+        while reader.read_byte_record(&mut record).expect("csv reads") {
+            let line = record.position().map_or(0, csv::Position::line);
+            theirs.push((line, record.iter().map(<[u8]>::to_vec).collect()));
+        }
+        let mut splitter = Splitter::new(Trickle(text, chunk), 1);
+        let mut ours = Vec::new();
+        let mut record = Record::default();
+        while let Some(line) = splitter.next_record(&mut record).expect("splits") {
+            let fields = (0..record.len())
+                .map(|k| record.get(k).expect("field").to_vec())
+                .collect();
+            ours.push((line, fields));
+        }
+        (theirs, ours)
+    }
+
+    #[test]
+    fn records_split_as_the_csv_crate_splits_them() {
+        let cases: [&[u8]; 14] = [
+            b"a,b,c\n1,2,3\n",
+            b"a,b\r\n1,\"x\r\ny\",3\r\n\r\n4,5",
+            b"\"a\"\"b\",c\n",
+            b"x\"y,z\n\"q\"rest,t\n",
+            b"\n\n\ra,b\r\rc\n",
+            b"a,\"open quote\nnever closed",
+            b"a,\"\"\n,,\n",
+            b",\n",
+            b"\"\"",
+            b"a,b,",
+            b"1,\"{k:v,w:\"\"x\"\"}\",\"f.py(1): g\nh.py(2): i\n\",\n2,3\n",
+            b"\"a\" b,\"c\"\"\",\"\"\"\"\n",
+            b"\r\n\"x\"\r",
+            "中文,路径\n\"堆栈\n第二行\",\u{ff}\n".as_bytes(),
+        ];
+        for text in cases {
+            for chunk in [1, 2, 3, 7, 1 << 20] {
+                let (theirs, ours) = both(text, chunk);
+                // The csv crate numbers lines from 1 as the splitter does, but counts a record's
+                // line before skipping the line ends ahead of it: compare the records, and the
+                // lines where no empty line comes before a record.
+                let fields = |r: &[(u64, Vec<Vec<u8>>)]| -> Vec<Vec<Vec<u8>>> {
+                    r.iter().map(|(_, f)| f.clone()).collect()
+                };
+                assert_eq!(
+                    fields(&theirs),
+                    fields(&ours),
+                    "{:?} in reads of {chunk}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+        }
+    }
+
+    /// Short texts of the bytes that matter (delimiter, quote, line ends, text, a byte that is
+    /// not UTF-8), 20,000 of them from a fixed seed, split the same way in reads of any size.
+    #[test]
+    fn random_texts_split_as_the_csv_crate_splits_them() {
+        let alphabet = [b'a', b',', b'"', b'\r', b'\n', 0xff];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            for chunk in [1, 3, 1 << 20] {
+                let (theirs, ours) = both(&text, chunk);
+                let fields = |r: &[(u64, Vec<Vec<u8>>)]| -> Vec<Vec<Vec<u8>>> {
+                    r.iter().map(|(_, f)| f.clone()).collect()
+                };
+                assert_eq!(
+                    fields(&theirs),
+                    fields(&ours),
+                    "{text:?} in reads of {chunk}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_where_records_start() {
+        let text = b"h\n1,\"a\nb\nc\"\n\n2\r\n3,\"x\"\n";
+        let (_, ours) = both(text, 4);
+        let lines: Vec<u64> = ours.iter().map(|(l, _)| *l).collect();
+        assert_eq!(lines, [1, 2, 6, 7]);
+    }
+}
