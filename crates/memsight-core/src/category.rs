@@ -377,6 +377,13 @@ pub fn is_optimizer_step(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).optimizer
 }
 
+/// Whether any frame of `stack` is an optimizer's (a step, one running a closure) or a
+/// `zero_grad`: where an optimizer may be at work even when none of its steps made a block.
+pub fn touches_optimizer(snapshot: &Snapshot, stack: StackId) -> bool {
+    let marks = stack_marks(snapshot, stack);
+    marks.optimizer || marks.closure_in_optimizer || marks.zero_grad
+}
+
 /// Whether `stack` (a free's) is autocast's `__exit__` clearing its cache of casts.
 pub fn is_autocast_exit(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).autocast_exit

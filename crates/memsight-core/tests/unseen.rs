@@ -3100,3 +3100,51 @@ fn the_optimizer_step_s_high_point_bounds_what_fewer_activations_buy() {
         peak.suggestion
     );
 }
+
+/// A forward and backward with no optimizer step in sight says so in its workload line, and
+/// does not once a step shows (a held-out one-step cross-entropy benchmark: "training" for a
+/// loss's forward and backward with no weights and no optimizer).
+#[test]
+fn a_backward_without_an_optimizer_step_says_none_is_shown() {
+    let workload = |with_step: bool| {
+        let forward = || frames("forward", "/src/bench.py", 20);
+        let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+        let momentum = || frames("_single_tensor_sgd", "/lib/torch/optim/sgd.py", 300);
+        let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, forward())];
+        trace.push(event("alloc", BASE, 8 * MIB, forward()));
+        trace.push(event("alloc", BASE + 8 * MIB, 8 * MIB, backward()));
+        free_block(&mut trace, BASE, 8 * MIB, backward());
+        if with_step {
+            trace.push(event("alloc", BASE + 16 * MIB, 8 * MIB, momentum()));
+        }
+        let mut blocks = vec![block(
+            BASE + 8 * MIB,
+            8 * MIB,
+            "active_allocated",
+            Some(backward()),
+        )];
+        if with_step {
+            blocks.push(block(
+                BASE + 16 * MIB,
+                8 * MIB,
+                "active_allocated",
+                Some(momentum()),
+            ));
+        }
+        let peak = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace);
+        peak.evidence
+            .iter()
+            .find(|line| line.starts_with("workload:"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let without = workload(false);
+    assert!(without.starts_with("workload: training"), "{without}");
+    assert!(
+        without.contains("no optimizer step recognised"),
+        "{without}"
+    );
+    let with = workload(true);
+    assert!(with.contains("1 optimizer step"), "{with}");
+    assert!(!with.contains("no optimizer step"), "{with}");
+}

@@ -312,6 +312,32 @@ impl Workload {
                 shown.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
             }
         }
+        let optimizer_shown = steps > 0
+            || shown.iter().any(|s| s.starts_with("an annotation"))
+            || cx
+                .categories
+                .of_lifetime
+                .contains(&Category::OptimizerState)
+            || {
+                // A frame of an optimizer anywhere: one that runs the model in a closure
+                // (Lightning), or its zero_grad.
+                let mut stacks = cx.device.trace.stack.clone();
+                stacks.sort_unstable();
+                stacks.dedup();
+                stacks
+                    .into_iter()
+                    .any(|s| crate::category::touches_optimizer(cx.snapshot, s))
+            };
+        if !optimizer_shown {
+            // A forward and backward alone: a gradient benchmark, accumulation, or a step the
+            // recording stopped before (a held-out audit: "one forward and backward of a loss,
+            // no optimizer" read as "training").
+            shown.push(
+                "no optimizer step recognised (no frame of torch/optim, a step or zero_grad, no \
+                 optimizer annotation or state): whether the gradients are applied is not shown"
+                    .to_string(),
+            );
+        }
         match self {
             Self::Training => format!("workload: training — {}", shown.join("; ")),
             Self::Inference => "workload: no training shown — allocations with call stacks, none \
