@@ -44,6 +44,28 @@ const MIN_PREVIOUS_RESULT_PERCENT: u64 = 5;
 /// A hand-written attention worth advice from this share (percent) of the peak.
 const MIN_ATTENTION_PERCENT: u64 = 10;
 
+/// Cross-entropy's own blocks are named, with the fused-loss advice, from this share of the
+/// peak on (a held-out one-step benchmark: 750 MiB of its 1000 MiB, 75 %).
+const MIN_CROSS_ENTROPY_PERCENT: u64 = 25;
+
+/// The operators of `torch.nn.functional.cross_entropy` that make blocks the size of the
+/// logits, innermost name first where one contains another, with what each block is.
+const CROSS_ENTROPY_OPERATORS: [(&str, &str); 4] = [
+    (
+        "_log_softmax_backward_data",
+        "the gradient of the logits (_log_softmax_backward_data)",
+    ),
+    (
+        "_log_softmax",
+        "the log-probabilities, kept for backward (_log_softmax)",
+    ),
+    (
+        "nll_loss_backward",
+        "the gradient of the log-probabilities (nll_loss_backward)",
+    ),
+    ("nll_loss", "the loss (nll_loss)"),
+];
+
 /// Where the file names owners (msMemScope), the peak's bytes by owner, listed in the summary.
 fn add_owners(cx: &DeviceContext, f: &mut Finding) {
     if !crate::owner::has_owners(cx.device) {
@@ -476,6 +498,8 @@ struct PeakFacts<'a> {
     /// Bytes at the peak made by `scaled_dot_product_attention`'s math path, where they hold
     /// much of it.
     math_attention_bytes: Option<u64>,
+    /// Blocks at the peak made by cross-entropy's operators, if they hold enough of it.
+    cross_entropy: Option<CrossEntropyBlocks>,
     /// A statement's previous result held through its next call, if it holds enough.
     previous_result: Option<PreviousResult>,
     /// A tensor grown by copying (`torch.cat` onto a cache), its old copy alive at the peak.
@@ -826,6 +850,7 @@ impl<'a> PeakFacts<'a> {
                 .unwrap_or(0),
             attention: hand_written_attention(cx, held),
             math_attention_bytes: math_attention(cx, held),
+            cross_entropy: cross_entropy_blocks(cx, held),
             previous_result: previous_result(cx, cx.replay.peak_allocated.event),
             grown_by_copy: grown_by_copy(cx, cx.replay.peak_allocated.event),
             unknown_bytes: held
@@ -1409,6 +1434,59 @@ fn math_attention(cx: &DeviceContext, held: &[Held]) -> Option<u64> {
     (bytes > 0 && bytes * 100 >= total.max(1) * MIN_ATTENTION_PERCENT).then_some(bytes)
 }
 
+/// Blocks at the peak that `cross_entropy`'s operators made.
+#[derive(Default)]
+struct CrossEntropyBlocks {
+    bytes: u64,
+    blocks: usize,
+    largest_bytes: u64,
+    /// What they are, per operator found, in [`CROSS_ENTROPY_OPERATORS`]' order.
+    what: Vec<&'static str>,
+}
+
+/// The blocks at the peak made by cross-entropy's operators (`at::_ops::_log_softmax::…`,
+/// `nll_loss_backward`, `_log_softmax_backward_data`; with Python frames only, inside
+/// `torch.nn.functional.cross_entropy`), where they hold [`MIN_CROSS_ENTROPY_PERCENT`] of it.
+/// A held-out one-step benchmark held the logits, their log-softmax and both gradients, 250 MiB
+/// each; the same program with Liger's cross-entropy held the logits alone.
+fn cross_entropy_blocks(cx: &DeviceContext, held: &[Held]) -> Option<CrossEntropyBlocks> {
+    let snapshot = cx.snapshot;
+    let mut of_stack: FxHashMap<StackId, Option<usize>> = FxHashMap::default();
+    let mut found = CrossEntropyBlocks::default();
+    let mut operators = [false; CROSS_ENTROPY_OPERATORS.len() + 1];
+    for h in held {
+        let operator = *of_stack.entry(h.2).or_insert_with(|| {
+            snapshot.stack_frames(h.2).find_map(|f| {
+                let name = snapshot.str(f.name);
+                if let Some(rest) = name.strip_prefix("at::_ops::") {
+                    let op = rest.split("::").next().unwrap_or_default();
+                    return CROSS_ENTROPY_OPERATORS.iter().position(|&(o, _)| o == op);
+                }
+                let file = snapshot.str(f.filename);
+                (name == "cross_entropy"
+                    && (file.ends_with("nn/functional.py") || file.ends_with("nn\\functional.py")))
+                .then_some(CROSS_ENTROPY_OPERATORS.len())
+            })
+        });
+        if let Some(k) = operator {
+            found.bytes += h.1;
+            found.blocks += 1;
+            found.largest_bytes = found.largest_bytes.max(h.1);
+            operators[k] = true;
+        }
+    }
+    found.what = CROSS_ENTROPY_OPERATORS
+        .iter()
+        .map(|&(_, what)| what)
+        .chain(["made inside cross_entropy"])
+        .zip(operators)
+        .filter_map(|(what, present)| present.then_some(what))
+        .collect();
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    (found.bytes > 0 && found.bytes * 100 >= total.max(1) * MIN_CROSS_ENTROPY_PERCENT)
+        .then_some(found)
+}
+
 /// The blocks at the peak made inside a function of the program's own whose name says
 /// attention, where some of them come from a softmax: an attention written out by hand, which
 /// keeps its seq × seq scores and probabilities (`cuda_ctx512_forward_mixed`, `cuda_modern_compilectx`:
@@ -1595,6 +1673,48 @@ fn suggestion(
             weight_copy_advice(cx.workload, facts)
         );
     }
+    advice = fused_kernel_advice(facts, total, advice);
+    let optimizer = facts.optimizer_temporary_bytes;
+    if facts.foreach && optimizer * 100 >= total * MIN_OPTIMIZER_TEMPORARY_PERCENT {
+        // Stepping one parameter at a time still holds about two temporaries of that
+        // parameter's size (Adam's denominator and update): less than one per parameter at
+        // once only where no single parameter is half of them (a held-out toy model whose
+        // one 38 MiB weight is nearly all its parameters: foreach=False would raise its peak).
+        let largest = facts.largest_parameter_bytes;
+        let one_at_a_time = if largest > 0 && optimizer > 2 * largest {
+            "An optimizer built with foreach=False steps one parameter at a time and holds less \
+             (slower); fused=True"
+                .to_string()
+        } else if largest > 0 {
+            format!(
+                "foreach=False would not lower it: stepping one parameter at a time still holds \
+                 about two temporaries the size of the largest parameter ({}). fused=True",
+                format_bytes(largest as i64)
+            )
+        } else {
+            "fused=True".to_string()
+        };
+        advice = format!(
+            "The optimizer step's multi-tensor (_foreach_*) temporaries hold {} ({}% of the \
+             peak): one per parameter at once. {one_at_a_time}, where the device supports it, \
+             needs no such temporaries. Then: {}",
+            format_bytes(optimizer as i64),
+            percent(optimizer),
+            super::lowercase_first(&advice)
+        );
+    }
+    if largest.category == Category::Activation {
+        advice = optimizer_step_floor(cx, total, advice);
+    }
+    advice = what_the_program_holds(facts, total, cx.workload == Workload::Inference, advice);
+    stale_gradient_advice(cx, event, total, advice)
+}
+
+/// `advice`, with what fused kernels would not hold where the peak shows their unfused form:
+/// attention written by hand or on the math path, cross-entropy's full-size intermediates
+/// (`total`: the bytes allocated at the peak).
+fn fused_kernel_advice(facts: &PeakFacts, total: u64, mut advice: String) -> String {
+    let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
     if let Some(attention) = &facts.attention {
         // Many softmax blocks alive at once are many layers' scores, kept for backward; one or
         // two are the layer running (under no_grad each layer frees its own).
@@ -1636,40 +1756,22 @@ fn suggestion(
             percent(bytes),
         );
     }
-    let optimizer = facts.optimizer_temporary_bytes;
-    if facts.foreach && optimizer * 100 >= total * MIN_OPTIMIZER_TEMPORARY_PERCENT {
-        // Stepping one parameter at a time still holds about two temporaries of that
-        // parameter's size (Adam's denominator and update): less than one per parameter at
-        // once only where no single parameter is half of them (a held-out toy model whose
-        // one 38 MiB weight is nearly all its parameters: foreach=False would raise its peak).
-        let largest = facts.largest_parameter_bytes;
-        let one_at_a_time = if largest > 0 && optimizer > 2 * largest {
-            "An optimizer built with foreach=False steps one parameter at a time and holds less \
-             (slower); fused=True"
-                .to_string()
-        } else if largest > 0 {
-            format!(
-                "foreach=False would not lower it: stepping one parameter at a time still holds \
-                 about two temporaries the size of the largest parameter ({}). fused=True",
-                format_bytes(largest as i64)
-            )
-        } else {
-            "fused=True".to_string()
-        };
+    if let Some(loss) = &facts.cross_entropy {
         advice = format!(
-            "The optimizer step's multi-tensor (_foreach_*) temporaries hold {} ({}% of the \
-             peak): one per parameter at once. {one_at_a_time}, where the device supports it, \
-             needs no such temporaries. Then: {}",
-            format_bytes(optimizer as i64),
-            percent(optimizer),
-            super::lowercase_first(&advice)
+            "{advice} Cross-entropy's operators made {} of this peak ({}%) in {} block{} of up \
+             to {}: {}. A cross-entropy that computes the logits' gradient in their place in one \
+             pass (Liger Kernel's LigerCrossEntropyLoss) holds no log-probabilities or gradients \
+             the size of the logits beside them, and computing the loss over chunks of the \
+             tokens holds one chunk's.",
+            format_bytes(loss.bytes as i64),
+            percent(loss.bytes),
+            loss.blocks,
+            if loss.blocks == 1 { "" } else { "s" },
+            format_bytes(loss.largest_bytes as i64),
+            loss.what.join("; "),
         );
     }
-    if largest.category == Category::Activation {
-        advice = optimizer_step_floor(cx, total, advice);
-    }
-    advice = what_the_program_holds(facts, total, cx.workload == Workload::Inference, advice);
-    stale_gradient_advice(cx, event, total, advice)
+    advice
 }
 
 /// `advice` on activations, with how far lowering them can take the peak where an optimizer
