@@ -3132,14 +3132,20 @@ fn a_backward_without_an_optimizer_step_says_none_is_shown() {
             ));
         }
         let peak = the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace);
+        // The workload and iterations lines.
         peak.evidence
             .iter()
-            .find(|line| line.starts_with("workload:"))
+            .filter(|line| line.starts_with("workload:") || line.starts_with("iterations:"))
             .cloned()
-            .unwrap_or_default()
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let without = workload(false);
     assert!(without.starts_with("workload: training"), "{without}");
+    assert!(
+        without.contains("a single backward pass (from event 2): one step at most"),
+        "{without}"
+    );
     assert!(
         without.contains("no optimizer step recognised"),
         "{without}"

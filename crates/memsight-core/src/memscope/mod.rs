@@ -14,7 +14,8 @@ pub mod inefficient;
 pub mod map;
 pub mod python_trace;
 pub mod read;
-mod split;
+#[doc(hidden)]
+pub mod split;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

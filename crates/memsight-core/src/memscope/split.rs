@@ -223,28 +223,37 @@ fn split_record(bytes: &[u8], ended: bool, record: &mut Record) -> Option<(usize
     }
 }
 
-fn count_newlines(bytes: &[u8]) -> u64 {
-    memchr::memchr_iter(b'\n', bytes).count() as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Record, Splitter};
-
-    /// Each record's line and fields.
-    type Split = Vec<(u64, Vec<Vec<u8>>)>;
-
+/// Every record of `bytes` and the line it starts on, read in reads of at most `read_bytes`:
+/// for the `memscope_csv` fuzz target, which checks them against the csv crate's.
+pub fn records(bytes: &[u8], read_bytes: usize) -> Vec<(u64, Vec<Vec<u8>>)> {
     /// A source that gives at most `.1` bytes per read.
     struct Trickle<'a>(&'a [u8], usize);
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             let n = buf.len().min(self.1).min(self.0.len());
             buf[..n].copy_from_slice(&self.0[..n]);
             self.0 = &self.0[n..];
             Ok(n)
         }
     }
+    let mut splitter = Splitter::new(Trickle(bytes, read_bytes.max(1)), 1);
+    let mut record = Record::default();
+    let mut all = Vec::new();
+    while let Ok(Some(line)) = splitter.next_record(&mut record) {
+        all.push((line, record.iter().map(<[u8]>::to_vec).collect()));
+    }
+    all
+}
+
+fn count_newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+
+    /// Each record's line and fields.
+    type Split = Vec<(u64, Vec<Vec<u8>>)>;
 
     /// Every record and its line, as the csv crate (with `read.rs`'s options) and the splitter
     /// give them, read in reads of `chunk` bytes.
@@ -259,15 +268,7 @@ mod tests {
             let line = record.position().map_or(0, csv::Position::line);
             theirs.push((line, record.iter().map(<[u8]>::to_vec).collect()));
         }
-        let mut splitter = Splitter::new(Trickle(text, chunk), 1);
-        let mut ours = Vec::new();
-        let mut record = Record::default();
-        while let Some(line) = splitter.next_record(&mut record).expect("splits") {
-            let fields = (0..record.len())
-                .map(|k| record.get(k).expect("field").to_vec())
-                .collect();
-            ours.push((line, fields));
-        }
+        let ours = super::records(text, chunk);
         (theirs, ours)
     }
 
