@@ -3246,3 +3246,48 @@ fn a_peak_held_by_cross_entropy_names_it_and_the_fused_loss() {
     );
     assert!(!other.contains("Cross-entropy"), "{other}");
 }
+
+/// An unknown peak whose blocks have stacks is told where it was made, not to record stacks it
+/// already has (a held-out Liger benchmark's logits, made by the script's `torch.randn`: "record
+/// with stacks if they are missing"); one whose blocks have none is told to record them.
+#[test]
+fn unknown_memory_with_stacks_is_not_told_to_record_stacks() {
+    let advice = |stacks: bool| {
+        let program = |line| {
+            if stacks {
+                stack(&[("<module>", "/src/bench.py", line)])
+            } else {
+                Py::List(Vec::new())
+            }
+        };
+        let mut trace = vec![
+            event("segment_alloc", BASE, 64 * MIB, program(8)),
+            event("alloc", BASE, 48 * MIB, program(8)),
+            event("alloc", BASE + 48 * MIB, 4 * MIB, program(9)),
+        ];
+        free_block(&mut trace, BASE + 48 * MIB, 4 * MIB, program(9));
+        // A backward pass after: what the program made before it and holds is its own.
+        let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+        trace.push(event("alloc", BASE + 48 * MIB, 4 * MIB, backward()));
+        free_block(&mut trace, BASE + 48 * MIB, 4 * MIB, backward());
+        let blocks = vec![
+            block(BASE, 48 * MIB, "active_allocated", Some(program(8))),
+            block(BASE + 48 * MIB, 16 * MIB, "inactive", None),
+        ];
+        the_peak(segment(0, BASE, 64 * MIB, "large", blocks), trace).suggestion
+    };
+    let with = advice(true);
+    assert!(
+        with.contains(
+            "The call sites above say where the unknown part of the peak was made, not what it is \
+             for"
+        ),
+        "{with}"
+    );
+    assert!(!with.contains("Record with stacks"), "{with}");
+    let without = advice(false);
+    assert!(
+        without.contains("most of it has no call stack. Record with stacks"),
+        "{without}"
+    );
+}

@@ -528,6 +528,8 @@ struct PeakFacts<'a> {
     unknown_before_the_trace_bytes: u64,
     /// Of those, the ones without a stack.
     unknown_untraced_bytes: u64,
+    /// Unknown blocks at the peak without a stack, made before the trace or in it.
+    unknown_stackless_bytes: u64,
 }
 
 /// Where autocast's weight copies alive at the peak are freed: what holds them until then.
@@ -880,6 +882,11 @@ impl<'a> PeakFacts<'a> {
             unknown_untraced_bytes: held
                 .iter()
                 .filter(|h| h.0 == Category::Unknown && h.3.is_none() && h.2 == NO_STACK)
+                .map(|h| h.1)
+                .sum(),
+            unknown_stackless_bytes: held
+                .iter()
+                .filter(|h| h.0 == Category::Unknown && h.2 == NO_STACK)
                 .map(|h| h.1)
                 .sum(),
             copies_freed: CopiesFreed::of(cx, cx.replay.peak_allocated.event),
@@ -1633,17 +1640,28 @@ fn unknown_advice(facts: &PeakFacts) -> String {
          runs), with `_record_memory_history(max_entries=…)` large enough to keep it."
             .to_string()
     } else {
-        format!(
-            "Neither the call stacks nor the lifetimes tell what {} unknown part of the peak is. \
-             Start with the call sites above, and record with stacks \
-             (`_record_memory_history(stacks=\"all\")`) if they are missing.",
-            // A previous call's result, said before, may be part of it.
-            if facts.previous_result.is_some() {
-                "the rest of the"
-            } else {
-                "the"
-            }
-        )
+        // A previous call's result, said before, may be part of it.
+        let the = if facts.previous_result.is_some() {
+            "the rest of the"
+        } else {
+            "the"
+        };
+        if facts.unknown_stackless_bytes * 2 > facts.unknown_bytes {
+            format!(
+                "Neither the call stacks nor the lifetimes tell what {the} unknown part of the \
+                 peak is: most of it has no call stack. Record with stacks \
+                 (`_record_memory_history(stacks=\"all\")`) to see what made it."
+            )
+        } else {
+            // Its stacks say where it was made (a held-out benchmark's logits: the script's
+            // `torch.randn`), not what it is for.
+            format!(
+                "The call sites above say where {the} unknown part of the peak was made, not what \
+                 it is for: no category's rule fits its stacks and lifetimes (a tensor the \
+                 program made and holds there: an input, an output, a buffer). Start with those \
+                 lines."
+            )
+        }
     }
 }
 
