@@ -1113,8 +1113,10 @@ fn peak_advice_fits_the_file() {
             "Each of these iterations also reaches the peak (its high point is {})",
             memsight_core::units::format_bytes(108_258_676)
         )) && peak.suggestion.ends_with(
-            "At 103 MiB, this peak is small for today's GPUs and NPUs: lowering it matters only \
-             on a small device or one shared with other jobs."
+            "At 103 MiB, this peak is small for today's GPUs and NPUs: lowering it matters on a \
+             small device, one shared with other jobs, or where this run is a scaled-down copy \
+             of a larger one (what grows with the batch, the sequence or the vocabulary here \
+             grows there)."
         ),
         "{}\n{}",
         peak.summary,

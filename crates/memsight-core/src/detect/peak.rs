@@ -258,8 +258,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.suggestion = suggestion(cx, (&parts, total), &facts, peak.event);
     if total < SMALL_PEAK_BYTES {
         f.suggestion = format!(
-            "{} At {}, this peak is small for today's GPUs and NPUs: lowering it matters only on \
-             a small device or one shared with other jobs.",
+            "{} At {}, this peak is small for today's GPUs and NPUs: lowering it matters on a \
+             small device, one shared with other jobs, or where this run is a scaled-down copy \
+             of a larger one (what grows with the batch, the sequence or the vocabulary here \
+             grows there).",
             f.suggestion,
             format_bytes(total as i64),
         );
