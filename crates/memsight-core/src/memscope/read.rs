@@ -349,9 +349,9 @@ pub(super) struct PieceStart {
 /// how many rows it can hold. The first piece starts at `start`. Reads the bytes once, holding
 /// 1 MiB.
 ///
-/// Quotes are followed as the csv crate and [`super::split`] read them: a quote opens a field only at the field's
-/// start (elsewhere it is text), `""` inside a quoted field is a quote, and a field goes on
-/// unquoted after its closing quote; `\r`, `\n` or both end a record.
+/// Quotes are followed as the csv crate and [`super::split`] read them: a quote opens a field
+/// only at the field's start (elsewhere it is text), `""` inside a quoted field is a quote, and a
+/// field goes on unquoted after its closing quote; `\r`, `\n` or both end a record.
 fn piece_starts(
     path: &Path,
     (start, end): (u64, u64),

@@ -16,6 +16,11 @@ use std::io::{self, Read};
 /// Bytes asked of the source at a time (the `csv` reader's buffer in `read.rs`).
 const READ_BYTES: usize = 1 << 20;
 
+/// The longest record taken: every column at the field cap (16 MiB) and more. A quoted field
+/// that never closes, over lines short enough to pass the line cap, is refused here instead of
+/// growing the buffer until memory runs out.
+pub(super) const MAX_RECORD_BYTES: usize = 256 << 20;
+
 /// One record: its fields' bytes back to back (quotes removed, `""` made `"`) and where each
 /// field ends, as `csv::ByteRecord` holds them.
 #[derive(Default)]
@@ -109,6 +114,16 @@ impl<R: Read> Splitter<R> {
                 }
             } else if self.ended {
                 return Ok(None);
+            }
+            if self.filled - self.at > MAX_RECORD_BYTES {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "line {}: a record of more than {} (a quoted field that never closes?)",
+                        self.line,
+                        crate::units::format_bytes(MAX_RECORD_BYTES as i64)
+                    ),
+                ));
             }
             self.read_more()?;
         }
@@ -251,6 +266,7 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::{Record, Splitter};
 
     /// Each record's line and fields.
     type Split = Vec<(u64, Vec<Vec<u8>>)>;
@@ -338,6 +354,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A quote that never closes, over short lines, is refused once the record passes the bound,
+    /// naming the line it starts on, not read until memory runs out.
+    #[test]
+    fn a_record_past_the_bound_is_refused_as_it_streams() {
+        /// `a,"` then short lines forever.
+        struct Endless(bool);
+        impl std::io::Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.0, false) {
+                    buf[..5].copy_from_slice(b"x\na,\"");
+                    return Ok(5);
+                }
+                let fill = b"0123456789abcde\n";
+                let n = buf.len() / fill.len() * fill.len();
+                for chunk in buf[..n].chunks_mut(fill.len()) {
+                    chunk.copy_from_slice(fill);
+                }
+                Ok(n)
+            }
+        }
+        let mut splitter = Splitter::new(Endless(true), 1);
+        let mut record = Record::default();
+        assert_eq!(splitter.next_record(&mut record).expect("first"), Some(1));
+        let error = splitter
+            .next_record(&mut record)
+            .expect_err("past the bound");
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+        assert!(
+            error
+                .to_string()
+                .starts_with("line 2: a record of more than 256 MiB"),
+            "{error}"
+        );
+        assert!(splitter.buf.len() <= super::MAX_RECORD_BYTES + 2 * super::READ_BYTES);
     }
 
     #[test]
