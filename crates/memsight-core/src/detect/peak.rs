@@ -48,8 +48,8 @@ const MIN_ATTENTION_PERCENT: u64 = 10;
 /// peak on (a held-out one-step benchmark: 750 MiB of its 1000 MiB, 75 %).
 const MIN_CROSS_ENTROPY_PERCENT: u64 = 25;
 
-/// The operators of `torch.nn.functional.cross_entropy` that make blocks the size of the
-/// logits, innermost name first where one contains another, with what each block is.
+/// The operators of `torch.nn.functional.cross_entropy` (their `at::_ops::` names) and what the
+/// block each makes is: the size of the logits but for the loss itself.
 const CROSS_ENTROPY_OPERATORS: [(&str, &str); 4] = [
     (
         "_log_softmax_backward_data",
