@@ -3,13 +3,15 @@
 //! `\n` or `\r\n` ending a record, empty lines skipped, a quote opening a field only at its
 //! start, text after a closing quote going on unquoted, any number of fields), without its
 //! byte-at-a-time state machine: `memchr` finds the next delimiter, quote or line end, and the
-//! fields are copied out whole. A piece of a large file is read with it (most of a row's reading
-//! time went to the state machine); one stream is still read with the `csv` crate, so the two
-//! check each other (the `memscope_csv` fuzz target, the tests in `read.rs`).
+//! fields are copied out whole. `read.rs` reads every msMemScope dump with it, as one stream and
+//! in pieces; the tests below and the `memscope_csv` fuzz target check it against the csv crate.
+//! Unlike the csv crate, it names each record by the line it starts on (the csv crate counted
+//! the line ends before a record after naming it).
 //!
-//! The source is read in 1 MiB reads, as the `csv` crate's buffered reader reads it: a source
+//! The source is read in 1 MiB reads, as the `csv` crate's buffered reader read it: a source
 //! that fails (a line past [`crate::capped::MAX_LINE_BYTES`]) fails on the same read, after the
-//! same records.
+//! same records. A record that spans reads is split again from its start once the bytes read
+//! have doubled, so a record of any length up to [`MAX_RECORD_BYTES`] costs linear time.
 
 use std::io::{self, Read};
 
@@ -76,6 +78,11 @@ pub(super) struct Splitter<R> {
     line: u64,
     /// Bytes of the source before `buf[0]`.
     taken: u64,
+    /// Unread bytes when the record at `at` was last found to go on past them (0: not yet
+    /// tried): it is split again once they have doubled, so a long record costs linear time.
+    tried_bytes: usize,
+    /// A read that failed after the last split: returned once the records before it are.
+    failed: Option<io::Error>,
 }
 
 impl<R: Read> Splitter<R> {
@@ -89,6 +96,8 @@ impl<R: Read> Splitter<R> {
             ended: false,
             line: first_line,
             taken: 0,
+            tried_bytes: 0,
+            failed: None,
         }
     }
 
@@ -104,18 +113,25 @@ impl<R: Read> Splitter<R> {
                 }
                 self.at += 1;
             }
-            if self.at < self.filled {
+            let unread = self.filled - self.at;
+            let settled = self.ended || self.failed.is_some();
+            if unread > 0 && (settled || unread >= 2 * self.tried_bytes) {
                 let bytes = &self.buf[self.at..self.filled];
                 if let Some((length, newlines)) = split_record(bytes, self.ended, record) {
                     let line = self.line;
                     self.at += length;
                     self.line += newlines;
+                    self.tried_bytes = 0;
                     return Ok(Some(line));
                 }
-            } else if self.ended {
+                self.tried_bytes = unread;
+            } else if unread == 0 && self.ended {
                 return Ok(None);
             }
-            if self.filled - self.at > MAX_RECORD_BYTES {
+            if let Some(failed) = self.failed.take() {
+                return Err(failed);
+            }
+            if unread > MAX_RECORD_BYTES {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
@@ -125,7 +141,9 @@ impl<R: Read> Splitter<R> {
                     ),
                 ));
             }
-            self.read_more()?;
+            if let Err(failed) = self.read_more() {
+                self.failed = Some(failed);
+            }
         }
     }
 
@@ -368,7 +386,9 @@ mod tests {
                     buf[..5].copy_from_slice(b"x\na,\"");
                     return Ok(5);
                 }
-                let fill = b"0123456789abcde\n";
+                // Doubled quotes (each a quote in the field) over short lines: the slowest
+                // bytes to split, and no line long enough for the line cap.
+                let fill = b"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\n";
                 let n = buf.len() / fill.len() * fill.len();
                 for chunk in buf[..n].chunks_mut(fill.len()) {
                     chunk.copy_from_slice(fill);
