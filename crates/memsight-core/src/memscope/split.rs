@@ -11,7 +11,7 @@
 //! The source is read in 1 MiB reads, as the `csv` crate's buffered reader read it: a source
 //! that fails (a line past [`crate::capped::MAX_LINE_BYTES`]) fails on the same read, after the
 //! same records. A record that spans reads is split again from its start once the bytes read
-//! have doubled, so a record of any length up to [`MAX_RECORD_BYTES`] costs linear time.
+//! have doubled, so a record of any length up to `MAX_RECORD_BYTES` costs linear time.
 
 use std::io::{self, Read};
 
