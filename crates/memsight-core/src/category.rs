@@ -293,6 +293,9 @@ pub struct Categories {
     /// and backward run by `optimizer.step(closure)`): optimizer frames the stacks hold that are
     /// no step of the optimizer's own.
     pub optimizer_runs_closure: bool,
+    /// Some event's stack has an optimizer's frame (a step, one running a closure) or a
+    /// `zero_grad`: an optimizer may be at work even where none of its steps made a block.
+    pub optimizer_frames: bool,
 }
 
 impl Categories {
@@ -375,13 +378,6 @@ pub fn is_recomputation(snapshot: &Snapshot, stack: StackId) -> bool {
 /// Whether `stack` runs in an optimizer's step (by its frames).
 pub fn is_optimizer_step(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).optimizer
-}
-
-/// Whether any frame of `stack` is an optimizer's (a step, one running a closure) or a
-/// `zero_grad`: where an optimizer may be at work even when none of its steps made a block.
-pub fn touches_optimizer(snapshot: &Snapshot, stack: StackId) -> bool {
-    let marks = stack_marks(snapshot, stack);
-    marks.optimizer || marks.closure_in_optimizer || marks.zero_grad
 }
 
 /// Whether `stack` (a free's) is autocast's `__exit__` clearing its cache of casts.
@@ -498,13 +494,13 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .entry(stack)
             .or_insert_with(|| stack_marks(snapshot, stack))
     };
-    let runs = phase_runs(device, &mut marks);
     let mut categories = Categories {
         of_lifetime: Vec::with_capacity(replay.lifetimes.len()),
-        runs,
+        runs: phase_runs(device, &mut marks),
         autocast: false,
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
+        optimizer_frames: has_optimizer_frames(device, &mut marks),
     };
     let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = categories
         .runs
@@ -662,6 +658,15 @@ fn untraced_weights_need_a_twin(replay: &DeviceReplay, of_lifetime: &mut [Catego
             *c = Category::Unknown;
         }
     }
+}
+
+/// Whether some event's stack has an optimizer's frame (a step, one running a closure) or a
+/// `zero_grad`.
+fn has_optimizer_frames(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> bool {
+    device.trace.stack.iter().any(|&stack| {
+        let m = marks(stack);
+        m.optimizer || m.closure_in_optimizer || m.zero_grad
+    })
 }
 
 /// Whether some allocation of the trace ran inside an optimizer's step through a closure.

@@ -318,16 +318,9 @@ impl Workload {
                 .categories
                 .of_lifetime
                 .contains(&Category::OptimizerState)
-            || {
-                // A frame of an optimizer anywhere: one that runs the model in a closure
-                // (Lightning), or its zero_grad.
-                let mut stacks = cx.device.trace.stack.clone();
-                stacks.sort_unstable();
-                stacks.dedup();
-                stacks
-                    .into_iter()
-                    .any(|s| crate::category::touches_optimizer(cx.snapshot, s))
-            };
+            // A frame of an optimizer anywhere: one that runs the model in a closure
+            // (Lightning), or its zero_grad.
+            || cx.categories.optimizer_frames;
         if !optimizer_shown {
             // A forward and backward alone: a gradient benchmark, accumulation, or a step the
             // recording stopped before (a held-out audit: "one forward and backward of a loss,
