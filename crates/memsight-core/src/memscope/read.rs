@@ -493,10 +493,27 @@ fn csv_row(
     }
     // An unquoted op name with commas: the extra fields belong to `Name` (column 3).
     let extra = record.len().saturating_sub(header_len);
-    let name_column = columns[3];
     // The record's fields as text: checked as one (the common case, at SIMD speed), each field
     // then a slice of it; lossy only where the bytes are not UTF-8.
     let whole = std::str::from_utf8(record.as_slice()).ok();
+    if let (Some(whole), 0) = (whole, extra) {
+        // The common case: each cell a slice of the text (a field's ends are char boundaries
+        // unless quotes removed from between the bytes of one char).
+        let mut cells = [""; COLUMNS.len()];
+        let mut whole_cells = true;
+        for (cell, column) in cells.iter_mut().zip(columns) {
+            if let Some(range) = column.and_then(|i| record.range(i)) {
+                match whole.get(range) {
+                    Some(text) => *cell = text,
+                    None => whole_cells = false,
+                }
+            }
+        }
+        if whole_cells {
+            return parse_row(RawRow::of(cells), rows).map(Some);
+        }
+    }
+    let name_column = columns[3];
     let field = |k: usize| -> Cow<'_, str> {
         let Some(i) = columns[k] else {
             return Cow::Borrowed("");
@@ -518,23 +535,8 @@ fn csv_row(
             _ => cell(i),
         }
     };
-    parse_row(
-        RawRow {
-            id: &field(0),
-            event: &field(1),
-            event_type: &field(2),
-            name: &field(3),
-            time: &field(4),
-            pid: &field(5),
-            tid: &field(6),
-            device: &field(7),
-            ptr: &field(8),
-            attr: &field(9),
-            python_stack: &field(10),
-        },
-        rows,
-    )
-    .map(Some)
+    let cells: [Cow<'_, str>; COLUMNS.len()] = std::array::from_fn(field);
+    parse_row(RawRow::of(cells.each_ref().map(|c| c.as_ref())), rows).map(Some)
 }
 
 /// The header's length and where each column memsight reads is; an error when the header is
@@ -886,6 +888,39 @@ struct RawRow<'a> {
     python_stack: &'a str,
 }
 
+impl<'a> RawRow<'a> {
+    /// The cells in [`COLUMNS`]' order.
+    fn of(
+        [
+            id,
+            event,
+            event_type,
+            name,
+            time,
+            pid,
+            tid,
+            device,
+            ptr,
+            attr,
+            python_stack,
+        ]: [&'a str; COLUMNS.len()],
+    ) -> Self {
+        Self {
+            id,
+            event,
+            event_type,
+            name,
+            time,
+            pid,
+            tid,
+            device,
+            ptr,
+            attr,
+            python_stack,
+        }
+    }
+}
+
 /// Why a row was not read: it is damaged (the recording is refused, naming the row), or it
 /// cannot be taken for what its columns say and is left out with a warning.
 enum RowError {
@@ -901,7 +936,7 @@ impl From<String> for RowError {
 
 /// The `Timestamp(ns)` cell: an integer, or a float a spreadsheet wrote.
 fn timestamp(cell: &str) -> Result<i64, String> {
-    let time = cell.trim();
+    let time = trim(cell);
     time.parse::<i64>()
         .ok()
         .or_else(|| {
@@ -914,11 +949,11 @@ fn timestamp(cell: &str) -> Result<i64, String> {
 }
 
 fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
-    let kind = Kind::of(raw.event.trim());
+    let kind = Kind::of(trim(raw.event));
     if kind == Kind::Unknown {
-        rows.count_unknown(raw.event.trim());
+        rows.count_unknown(trim(raw.event));
     }
-    let subtype = Subtype::of(kind, raw.event_type.trim());
+    let subtype = Subtype::of(kind, trim(raw.event_type));
     let json;
     let mut attrs = KnownAttrs::default();
     match attr_text(raw.attr) {
@@ -953,16 +988,16 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
         return Err(RowError::LeftOut(reason));
     }
     let size_bytes = bytes("size", attrs.size)?.unwrap_or(0);
-    let ptr = raw.ptr.trim();
+    let ptr = trim(raw.ptr);
     let addr = match parse_int(ptr) {
         Some(a) => u64::try_from(a)
             .map_err(|_| format!("Ptr \"{}\" is not a 64-bit address", short(ptr)))?,
         None => number("addr", attrs.addr)?.unwrap_or(0),
     };
-    let name = raw.name.trim().trim_matches('"');
+    let name = without_quotes(trim(raw.name));
     let owner = attrs.owner.map(str::trim).filter(|o| !o.is_empty());
     let inefficient = inefficient_flags(&attrs);
-    let stack = raw.python_stack.trim().trim_matches('"').trim();
+    let stack = trim(without_quotes(trim(raw.python_stack)));
     let allocation_id = number("allocation_id", attrs.allocation_id)?;
     let total_bytes = bytes("total", attrs.total)?;
     // Not kept (nothing reads it), but a damaged one is an error like the others.
@@ -974,7 +1009,7 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
     };
     let request_bytes = bytes("req_size", attrs.req_size)?;
     let row = Row {
-        id: parse_int(raw.id.trim())
+        id: parse_int(trim(raw.id))
             .and_then(|i| u64::try_from(i).ok())
             .unwrap_or(0),
         kind,
@@ -986,13 +1021,13 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
             Some(rows.intern(name))
         },
         time_raw,
-        pid: parse_int(raw.pid.trim())
+        pid: parse_int(trim(raw.pid))
             .and_then(|p| u64::try_from(p).ok())
             .unwrap_or(0),
-        tid: parse_int(raw.tid.trim())
+        tid: parse_int(trim(raw.tid))
             .and_then(|t| u64::try_from(t).ok())
             .unwrap_or(0),
-        device: DeviceId::of(raw.device.trim()),
+        device: DeviceId::of(trim(raw.device)),
         addr,
         size_bytes,
         owner: owner.map(|o| rows.intern(o)),
@@ -1002,10 +1037,10 @@ fn parse_row(raw: RawRow, rows: &mut Rows) -> Result<Row, RowError> {
         } else {
             Some(rows.intern(stack))
         },
-        expandable: attrs.alloc_type.is_some_and(|t| t.trim() == "create"),
-        shadow: attrs.shadow.is_some_and(|t| t.trim() == "true"),
+        expandable: attrs.alloc_type.is_some_and(|t| trim(t) == "create"),
+        shadow: attrs.shadow.is_some_and(|t| trim(t) == "true"),
         owner_is_workspace: owner.is_some_and(|o| o.starts_with("PTA_WORKSPACE"))
-            || attrs.type_.is_some_and(|t| t.trim() == "PTA_WORKSPACE"),
+            || attrs.type_.is_some_and(|t| trim(t) == "PTA_WORKSPACE"),
         ..Row::PLACEHOLDER
     }
     .with_numbers(allocation_id, total_bytes, free_bytes, request_bytes);
@@ -1024,13 +1059,13 @@ fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &KnownAttrs) -
     match subtype {
         Subtype::Pool(p) => p,
         _ if kind == Kind::OpLaunch => {
-            if event_type.trim().starts_with("ATB") {
+            if trim(event_type).starts_with("ATB") {
                 Pool::Atb
             } else {
                 Pool::Pta
             }
         }
-        _ => attrs.type_.map_or(Pool::Other, |t| Pool::of(t.trim())),
+        _ => attrs.type_.map_or(Pool::Other, |t| Pool::of(trim(t))),
     }
 }
 
@@ -1038,7 +1073,7 @@ fn pool_of(kind: Kind, subtype: Subtype, event_type: &str, attrs: &KnownAttrs) -
 fn inefficient_flags(attrs: &KnownAttrs) -> u8 {
     attrs.inefficient_type.or(attrs.inefficient).map_or(0, |v| {
         v.split(',')
-            .map(|t| match t.trim() {
+            .map(|t| match trim(t) {
                 "early_allocation" => super::EARLY_ALLOCATION,
                 "late_deallocation" => super::LATE_DEALLOCATION,
                 "temporary_idleness" => super::TEMPORARY_IDLENESS,
@@ -1048,9 +1083,41 @@ fn inefficient_flags(attrs: &KnownAttrs) -> u8 {
     })
 }
 
+/// `text` without the whitespace around it: `str::trim`, which most cells (ASCII, no blanks
+/// at either end) pass at the cost of two comparisons.
+fn trim(text: &str) -> &str {
+    match (text.as_bytes().first(), text.as_bytes().last()) {
+        (Some(first), Some(last)) if !first.is_ascii_graphic() || !last.is_ascii_graphic() => {
+            text.trim()
+        }
+        _ => text,
+    }
+}
+
+/// `text` without the quotes it starts and ends with (any number): `str::trim_matches('"')`,
+/// a byte at a time (it is on every row's name, stack and Attr).
+fn without_quotes(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    let start = bytes.iter().position(|&b| b != b'"').unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|&b| b != b'"')
+        .map_or(start, |e| e + 1);
+    // Quotes are ASCII: both ends are char boundaries.
+    &text[start..end]
+}
+
 /// `0x…` hex or decimal, either sign.
 pub fn parse_int(text: &str) -> Option<i128> {
-    let text = text.trim();
+    let text = trim(text);
+    // `N/A` and other words, on most rows' Ptr: no number starts with a letter.
+    if !text
+        .as_bytes()
+        .first()
+        .is_some_and(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-'))
+    {
+        return None;
+    }
     // Most cells are plain decimals that fit in 64 bits: read without 128-bit arithmetic.
     if let Ok(n) = text.parse::<u64>() {
         return Some(i128::from(n));
@@ -1094,7 +1161,7 @@ enum AttrText<'a> {
 }
 
 fn attr_text(cell: &str) -> AttrText<'_> {
-    let text = cell.trim().trim_matches('"').trim();
+    let text = trim(without_quotes(trim(cell)));
     if text.starts_with("{\"") {
         AttrText::Json(text)
     } else {
@@ -1149,7 +1216,7 @@ fn csv_attr_pairs<'a>(text: &'a str, mut pair: impl FnMut(&'a str, &'a str)) -> 
     };
     let mut take = |piece: &'a str| -> Result<(), String> {
         let Some((key, value)) = piece.split_once(':') else {
-            if piece.trim().is_empty() {
+            if trim(piece).is_empty() {
                 return Ok(());
             }
             return Err(format!(
@@ -1158,7 +1225,7 @@ fn csv_attr_pairs<'a>(text: &'a str, mut pair: impl FnMut(&'a str, &'a str)) -> 
                 short(text)
             ));
         };
-        pair(key.trim(), value);
+        pair(trim(key), value);
         Ok(())
     };
     // A pair starts at the text's start and after each comma followed by `key:`.
@@ -1224,7 +1291,7 @@ impl<'a> KnownAttrs<'a> {
         };
         match (*place, agree) {
             (None, _) => *place = Some(value),
-            (Some(first), Some(k)) if first.trim() != value.trim() => self.conflicting[k] = true,
+            (Some(first), Some(k)) if trim(first) != trim(value) => self.conflicting[k] = true,
             _ => {}
         }
     }
@@ -1395,11 +1462,43 @@ mod tests {
         assert_eq!(parse_attr("").expect("empty").0.len(), 0);
     }
 
+    /// The byte-wise trims cut what `str::trim` and `trim_matches('"')` cut.
+    #[test]
+    fn trims_cut_as_the_standard_ones() {
+        for text in [
+            "",
+            " ",
+            "\"",
+            "\"\"",
+            "a",
+            " a ",
+            "\"a\"",
+            "\"\"a\"",
+            " \"a\" ",
+            "\t中文\u{3000}",
+            "\u{a0}x",
+            "x\u{2003}",
+            "\"中\"",
+            "N/A",
+            "\"\"\"",
+        ] {
+            assert_eq!(super::trim(text), text.trim(), "{text:?}");
+            assert_eq!(
+                super::without_quotes(text),
+                text.trim_matches('"'),
+                "{text:?}"
+            );
+        }
+    }
+
     #[test]
     fn numbers_are_hex_or_decimal() {
         assert_eq!(parse_int("0x000012c041400000"), Some(0x12c0_4140_0000));
         assert_eq!(parse_int("20617990504448"), Some(20_617_990_504_448));
         assert_eq!(parse_int("-512"), Some(-512));
         assert_eq!(parse_int("N/A"), None);
+        assert_eq!(parse_int(" +7 "), Some(7));
+        assert_eq!(parse_int(""), None);
+        assert_eq!(parse_int("x1"), None);
     }
 }

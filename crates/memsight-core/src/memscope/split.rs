@@ -23,12 +23,14 @@ const READ_BYTES: usize = 1 << 20;
 /// growing the buffer until memory runs out.
 pub(super) const MAX_RECORD_BYTES: usize = 256 << 20;
 
-/// One record: its fields' bytes back to back (quotes removed, `""` made `"`) and where each
-/// field ends, as `csv::ByteRecord` holds them.
+/// One record: its bytes (quotes removed, `""` made `"`; the delimiters between unquoted fields
+/// kept, so a record without quotes is one copy of its line) and where each field starts and
+/// ends in them.
 #[derive(Default)]
 pub(super) struct Record {
-    pub(super) bytes: Vec<u8>,
-    pub(super) ends: Vec<usize>,
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+    ends: Vec<usize>,
 }
 
 impl Record {
@@ -37,16 +39,14 @@ impl Record {
     }
 
     pub(super) fn range(&self, k: usize) -> Option<std::ops::Range<usize>> {
-        let end = *self.ends.get(k)?;
-        let start = if k == 0 { 0 } else { self.ends[k - 1] };
-        Some(start..end)
+        Some(*self.starts.get(k)?..*self.ends.get(k)?)
     }
 
     pub(super) fn get(&self, k: usize) -> Option<&[u8]> {
         self.range(k).map(|r| &self.bytes[r])
     }
 
-    /// Every field's bytes, back to back.
+    /// The record's bytes: every field's, with delimiters between some of them.
     pub(super) fn as_slice(&self) -> &[u8] {
         &self.bytes
     }
@@ -57,11 +57,8 @@ impl Record {
 
     fn clear(&mut self) {
         self.bytes.clear();
+        self.starts.clear();
         self.ends.clear();
-    }
-
-    fn end_field(&mut self) {
-        self.ends.push(self.bytes.len());
     }
 }
 
@@ -197,6 +194,23 @@ impl<R: Read> Splitter<R> {
     }
 }
 
+/// Bytes of a field looked at one at a time before `memchr` takes over: most fields are shorter
+/// (numbers, names, `N/A`), and a call costs more than the bytes.
+const SHORT_FIELD_BYTES: usize = 32;
+
+/// Where the first `,`, `\r` or `\n` of `bytes` is.
+fn field_end(bytes: &[u8]) -> Option<usize> {
+    let head = &bytes[..bytes.len().min(SHORT_FIELD_BYTES)];
+    match head.iter().position(|&b| matches!(b, b',' | b'\r' | b'\n')) {
+        Some(k) => Some(k),
+        None if bytes.len() > SHORT_FIELD_BYTES => {
+            memchr::memchr3(b',', b'\r', b'\n', &bytes[SHORT_FIELD_BYTES..])
+                .map(|k| k + SHORT_FIELD_BYTES)
+        }
+        None => None,
+    }
+}
+
 /// The record at the start of `bytes` (which starts with neither `\r` nor `\n`) into `record`:
 /// how many bytes it takes (its line end not included) and the `\n`s inside its quoted fields;
 /// `None` where it may go on past `bytes` and the source has not `ended`.
@@ -205,9 +219,15 @@ fn split_record(bytes: &[u8], ended: bool, record: &mut Record) -> Option<(usize
     let n = bytes.len();
     let mut newlines = 0u64;
     let mut i = 0;
+    // `bytes[copied..i]` are the record's too, not yet copied: unquoted text is copied in runs.
+    let mut copied = 0;
+    // Where `bytes[at]` (at ≥ `copied`) is, or will be, in the record.
+    let place = |record: &Record, copied: usize, at: usize| record.bytes.len() + at - copied;
     loop {
         // A field starts at `i`: quoted where its first byte is a quote.
         if bytes.get(i) == Some(&b'"') {
+            record.bytes.extend_from_slice(&bytes[copied..i]);
+            record.starts.push(record.bytes.len());
             i += 1;
             loop {
                 let Some(k) = memchr::memchr(b'"', &bytes[i..]) else {
@@ -217,7 +237,7 @@ fn split_record(bytes: &[u8], ended: bool, record: &mut Record) -> Option<(usize
                     // Quoting open at the end: the field and record end with the bytes.
                     newlines += count_newlines(&bytes[i..]);
                     record.bytes.extend_from_slice(&bytes[i..]);
-                    record.end_field();
+                    record.ends.push(record.bytes.len());
                     return Some((n, newlines));
                 };
                 newlines += count_newlines(&bytes[i..i + k]);
@@ -234,22 +254,25 @@ fn split_record(bytes: &[u8], ended: bool, record: &mut Record) -> Option<(usize
                     _ => break,
                 }
             }
+            copied = i;
+        } else {
+            record.starts.push(place(record, copied, i));
         }
         // Unquoted, or the rest after a closing quote: up to a delimiter or line end.
-        match memchr::memchr3(b',', b'\r', b'\n', &bytes[i..]) {
+        match field_end(&bytes[i..]) {
             Some(k) => {
-                record.bytes.extend_from_slice(&bytes[i..i + k]);
-                record.end_field();
                 i += k;
+                record.ends.push(place(record, copied, i));
                 if bytes[i] != b',' {
+                    record.bytes.extend_from_slice(&bytes[copied..i]);
                     return Some((i, newlines));
                 }
                 i += 1;
             }
             None if !ended => return None,
             None => {
-                record.bytes.extend_from_slice(&bytes[i..]);
-                record.end_field();
+                record.ends.push(place(record, copied, n));
+                record.bytes.extend_from_slice(&bytes[copied..]);
                 return Some((n, newlines));
             }
         }
@@ -343,11 +366,14 @@ mod tests {
         }
     }
 
-    /// Short texts of the bytes that matter (delimiter, quote, line ends, text, a byte that is
-    /// not UTF-8), 20,000 of them from a fixed seed, split the same way in reads of any size.
+    /// Texts of the bytes that matter (delimiter, quote, line ends, text, a byte that is not
+    /// UTF-8), 20,000 of them from a fixed seed, split the same way in reads of any size: short
+    /// ones of every byte alike, and longer ones mostly of text, whose fields pass
+    /// `SHORT_FIELD_BYTES`.
     #[test]
     fn random_texts_split_as_the_csv_crate_splits_them() {
         let alphabet = [b'a', b',', b'"', b'\r', b'\n', 0xff];
+        let mostly_text = [[b'a'; 24].as_slice(), alphabet.as_slice()].concat();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
             seed ^= seed << 13;
@@ -355,10 +381,14 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for _ in 0..20_000 {
-            let len = (next() % 24) as usize;
+        for case in 0..20_000 {
+            let (len, bytes) = if case % 2 == 0 {
+                (next() % 24, alphabet.as_slice())
+            } else {
+                (next() % 160, mostly_text.as_slice())
+            };
             let text: Vec<u8> = (0..len)
-                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .map(|_| bytes[(next() % bytes.len() as u64) as usize])
                 .collect();
             for chunk in [1, 3, 1 << 20] {
                 let (theirs, ours) = both(&text, chunk);
