@@ -536,7 +536,7 @@ fn csv_row(
         }
     };
     let cells: [Cow<'_, str>; COLUMNS.len()] = std::array::from_fn(field);
-    parse_row(RawRow::of(cells.each_ref().map(|c| c.as_ref())), rows).map(Some)
+    parse_row(RawRow::of(cells.each_ref().map(AsRef::as_ref)), rows).map(Some)
 }
 
 /// The header's length and where each column memsight reads is; an error when the header is
