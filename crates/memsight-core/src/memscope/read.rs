@@ -344,20 +344,103 @@ pub(super) struct PieceStart {
     pub(super) rows_at_most: usize,
 }
 
+/// Bodies from this size on are scanned in segments side by side, cut where a row seems to start.
+const SEGMENTS_FROM_BYTES: u64 = 1 << 16;
+
+/// Bytes looked through after a guessed cut for a line that starts a row.
+const CUT_SEARCH_BYTES: usize = 1 << 20;
+
 /// Where `pieces` pieces of the CSV body `start..end` begin: just after a `\n` outside quotes,
 /// about evenly spread, each with the line it starts on (the body starting on `first_line`) and
-/// how many rows it can hold. The first piece starts at `start`. Reads the bytes once, holding
-/// 1 MiB.
+/// how many rows it can hold. The first piece starts at `start`.
 ///
-/// Quotes are followed as the csv crate and [`super::split`] read them: a quote opens a field
-/// only at the field's start (elsewhere it is text), `""` inside a quoted field is a quote, and a
-/// field goes on unquoted after its closing quote; `\r`, `\n` or both end a record.
+/// A large body is scanned in segments side by side, each cut just before a line that looks like
+/// a row's start (`ID,EVENT,`) and scanned as if outside quotes there; the guess holds where
+/// every segment but the last ends outside quotes (the scan of each is then the scan from the
+/// top), and where it does not (the cut was inside a quoted field) the body is scanned again
+/// from the top.
 fn piece_starts(
     path: &Path,
     (start, end): (u64, u64),
     first_line: u64,
     pieces: usize,
 ) -> std::io::Result<Vec<PieceStart>> {
+    use rayon::prelude::*;
+    let segments = rayon::current_num_threads().max(2);
+    let mut bounds = vec![start];
+    if end - start >= SEGMENTS_FROM_BYTES {
+        for k in 1..segments as u64 {
+            let guess = start + (end - start) / segments as u64 * k;
+            if let Some(cut) = row_start_after(path, guess, end)?
+                && cut > *bounds.last().unwrap_or(&start)
+            {
+                bounds.push(cut);
+            }
+        }
+    }
+    bounds.push(end);
+    let per_segment = pieces.div_ceil(bounds.len() - 1).max(1);
+    let scanned: Vec<Segment> = bounds
+        .par_windows(2)
+        .map(|w| scan_segment(path, (w[0], w[1]), per_segment))
+        .collect::<std::io::Result<_>>()?;
+    let guessed_right = scanned.iter().rev().skip(1).all(|s| s.ends_outside);
+    let scanned = if guessed_right {
+        scanned
+    } else {
+        vec![scan_segment(path, (start, end), pieces)?]
+    };
+    let mut starts = Vec::new();
+    let mut lines_before = first_line;
+    for segment in scanned {
+        starts.extend(segment.starts.into_iter().map(|s| PieceStart {
+            line: s.line + lines_before,
+            ..s
+        }));
+        lines_before += segment.newlines;
+    }
+    // One more place for a last record without a line end (only the body's last can lack one).
+    if let Some(last) = starts.last_mut() {
+        last.rows_at_most += 1;
+    }
+    Ok(starts)
+}
+
+/// Where the first line after `from` that looks like a row's start (digits, a comma, an
+/// upper-case letter) begins, looking through [`CUT_SEARCH_BYTES`] before `end`.
+fn row_start_after(path: &Path, from: u64, end: u64) -> std::io::Result<Option<u64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.take((end - from).min(CUT_SEARCH_BYTES as u64))
+        .read_to_end(&mut bytes)?;
+    let looks_like_row = |rest: &[u8]| {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        digits > 0
+            && rest.get(digits) == Some(&b',')
+            && rest.get(digits + 1).is_some_and(u8::is_ascii_uppercase)
+    };
+    Ok(memchr::memchr_iter(b'\n', &bytes)
+        .find(|&i| looks_like_row(&bytes[i + 1..]))
+        .map(|i| from + i as u64 + 1))
+}
+
+/// A segment of a body, scanned: its pieces (lines counted from 0 at its start, no place for a
+/// last record without a line end), its line ends, and whether it ends outside quotes.
+struct Segment {
+    starts: Vec<PieceStart>,
+    newlines: u64,
+    ends_outside: bool,
+}
+
+/// [`piece_starts`] over `start..end` alone, as if outside quotes at `start` (a field's start).
+/// Reads the bytes once, holding 1 MiB.
+///
+/// Quotes are followed as the csv crate and [`super::split`] read them: a quote opens a field
+/// only at the field's start (elsewhere it is text), `""` inside a quoted field is a quote, and a
+/// field goes on unquoted after its closing quote; `\r`, `\n` or both end a record.
+fn scan_segment(path: &Path, (start, end): (u64, u64), pieces: usize) -> std::io::Result<Segment> {
     use std::io::{Read, Seek, SeekFrom};
     /// Where the scan is, as the csv crate's reader would be.
     #[derive(Clone, Copy, PartialEq, Eq)]
@@ -376,13 +459,13 @@ fn piece_starts(
     let mut file = file.take(end - start);
     let mut starts = vec![PieceStart {
         offset: start,
-        line: first_line,
+        line: 0,
         rows_at_most: 0,
     }];
     let mut next_cut = start + step;
     let mut buf = vec![0u8; 1 << 20];
     // The byte before the buffer's first (the body starts at a field's start).
-    let (mut at, mut line, mut before) = (start, first_line, b'\n');
+    let (mut at, mut line, mut before) = (start, 0, b'\n');
     let mut state = At::Outside;
     let newlines = |bytes: &[u8]| memchr::memchr_iter(b'\n', bytes).count() as u64;
     loop {
@@ -449,10 +532,11 @@ fn piece_starts(
         before = bytes[n - 1];
         at += n as u64;
     }
-    if let Some(last) = starts.last_mut() {
-        last.rows_at_most += 1;
-    }
-    Ok(starts)
+    Ok(Segment {
+        starts,
+        newlines: line,
+        ends_outside: state == At::Outside,
+    })
 }
 
 /// A record end outside quotes, in the last piece found.
@@ -937,8 +1021,9 @@ impl From<String> for RowError {
 /// The `Timestamp(ns)` cell: an integer, or a float a spreadsheet wrote.
 fn timestamp(cell: &str) -> Result<i64, String> {
     let time = trim(cell);
-    time.parse::<i64>()
-        .ok()
+    plain_decimal(time)
+        .and_then(|t| i64::try_from(t).ok())
+        .or_else(|| time.parse::<i64>().ok())
         .or_else(|| {
             time.parse::<f64>()
                 .ok()
@@ -1119,17 +1204,53 @@ pub fn parse_int(text: &str) -> Option<i128> {
         return None;
     }
     // Most cells are plain decimals that fit in 64 bits: read without 128-bit arithmetic.
+    if let Some(n) = plain_decimal(text) {
+        return Some(i128::from(n));
+    }
     if let Ok(n) = text.parse::<u64>() {
         return Some(i128::from(n));
     }
     if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         // Pointers: up to 16 hex digits, read without 128-bit arithmetic.
+        if let Some(n) = plain_hex(hex) {
+            return Some(i128::from(n));
+        }
         if let Ok(n) = u64::from_str_radix(hex, 16) {
             return Some(i128::from(n));
         }
         return i128::from_str_radix(hex, 16).ok();
     }
     text.parse::<i128>().ok()
+}
+
+/// 1 to 19 ASCII digits, no sign (always under 2⁶⁴): ids, sizes and times, read without the
+/// standard parser's sign and overflow checks. `None` for anything else.
+fn plain_decimal(text: &str) -> Option<u64> {
+    let bytes = text.as_bytes();
+    if bytes.is_empty() || bytes.len() > 19 {
+        return None;
+    }
+    bytes.iter().try_fold(0u64, |n, &b| {
+        let digit = b.wrapping_sub(b'0');
+        (digit <= 9).then(|| n * 10 + u64::from(digit))
+    })
+}
+
+/// 1 to 16 hex digits, no sign or prefix (always under 2⁶⁴): pointers. `None` for anything else.
+fn plain_hex(text: &str) -> Option<u64> {
+    let bytes = text.as_bytes();
+    if bytes.is_empty() || bytes.len() > 16 {
+        return None;
+    }
+    bytes.iter().try_fold(0u64, |n, &b| {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u64::from(digit))
+    })
 }
 
 /// `text` cut for a message.
@@ -1215,7 +1336,9 @@ fn csv_attr_pairs<'a>(text: &'a str, mut pair: impl FnMut(&'a str, &'a str)) -> 
         rest.get(end) == Some(&b':')
     };
     let mut take = |piece: &'a str| -> Result<(), String> {
-        let Some((key, value)) = piece.split_once(':') else {
+        // `split_once(':')`, with `memchr` (a char pattern costs more than these short pairs).
+        let split = memchr::memchr(b':', piece.as_bytes()).map(|k| (&piece[..k], &piece[k + 1..]));
+        let Some((key, value)) = split else {
             if trim(piece).is_empty() {
                 return Ok(());
             }
@@ -1368,6 +1491,11 @@ mod tests {
                 "{name}"
             );
             assert!(starts.len() > 1, "{name}");
+            assert_eq!(
+                starts.iter().map(|s| s.line).collect::<Vec<_>>(),
+                lines_at(&text, &starts),
+                "{name}"
+            );
             let read = |parallel_from: u64| {
                 let mut rows = super::Rows::default();
                 super::read_csv_in(&path, &mut rows, parallel_from).map(|()| rows)
@@ -1408,6 +1536,42 @@ mod tests {
 
     /// A damaged row after empty lines is named by the line it is on, with LF and CRLF line
     /// ends (the csv crate's count was one line short per line end skipped before a record).
+    /// The line each piece starts on, counted in `text`.
+    fn lines_at(text: &str, starts: &[super::PieceStart]) -> Vec<u64> {
+        starts
+            .iter()
+            .map(|s| {
+                1 + memchr::memchr_iter(b'\n', &text.as_bytes()[..s.offset as usize]).count() as u64
+            })
+            .collect()
+    }
+
+    /// A cut guessed where a line inside a quoted field looks like a row is found wrong (the
+    /// segment before it ends inside quotes) and the body scanned again from the top.
+    #[test]
+    fn a_cut_guessed_inside_a_quoted_field_is_scanned_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+        let fake_rows = "7,MALLOC,PTA,N/A,2,1,1,0,0x20,x\n".repeat(20_000);
+        let text = format!(
+            "{header}1,MALLOC,PTA,N/A,1,1,1,0,0x10,\"{{size:4}}\",\"{fake_rows}\",\n\
+             2,FREE,PTA,N/A,3,1,1,0,0x10,\"{{size:4}}\",,\n"
+        );
+        let path = dir.path().join("fake_rows.csv");
+        std::fs::write(&path, &text).expect("written");
+        let starts = super::piece_starts(&path, (header.len() as u64, text.len() as u64), 2, 8)
+            .expect("scanned");
+        assert_eq!(starts.iter().map(|s| s.rows_at_most).sum::<usize>(), 3);
+        assert_eq!(
+            starts.iter().map(|s| s.line).collect::<Vec<_>>(),
+            lines_at(&text, &starts)
+        );
+        let mut rows = super::Rows::default();
+        super::read_csv_in(&path, &mut rows, 0).expect("read");
+        assert_eq!(rows.rows.len(), 2);
+        assert_eq!(rows.origin, [(0, 2), (0, 20_003)]);
+    }
+
     #[test]
     fn rows_after_empty_lines_are_named_by_their_line() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -1500,5 +1664,43 @@ mod tests {
         assert_eq!(parse_int(" +7 "), Some(7));
         assert_eq!(parse_int(""), None);
         assert_eq!(parse_int("x1"), None);
+        // The fast paths read what the standard parsers read, and leave the rest to them.
+        for text in [
+            "0",
+            "7",
+            "0042",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+            "+5",
+            "-5",
+            "1_0",
+            "12a",
+            "0x0",
+            "0xffffffffffffffff",
+            "0x1ffffffffffffffff",
+            "0xFfA",
+            "0xg",
+            "0x",
+            "0x+1",
+            "0x-1",
+            "٣",
+        ] {
+            let standard = text.parse::<i128>().ok().or_else(|| {
+                text.strip_prefix("0x")
+                    .and_then(|h| i128::from_str_radix(h, 16).ok())
+            });
+            assert_eq!(parse_int(text), standard, "{text}");
+            assert_eq!(
+                super::timestamp(text).ok(),
+                text.parse::<i64>().ok().or_else(|| text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|t| t.is_finite() && t.abs() < 9.0e18)
+                    .map(|t| t as i64)),
+                "{text}"
+            );
+        }
     }
 }
