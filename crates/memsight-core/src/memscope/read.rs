@@ -129,7 +129,10 @@ fn read_csv_in(
     };
     drop(records);
     let pieces = rayon::current_num_threads().max(1) * PIECES_PER_THREAD;
-    let starts = piece_starts(path, (body_start, size), body_line, pieces).map_err(io_error)?;
+    // In pieces however small (tests, fuzzing): in segments however small too.
+    let segments_from = SEGMENTS_FROM_BYTES.min(parallel_from_bytes);
+    let starts = piece_starts(path, (body_start, size), body_line, pieces, segments_from)
+        .map_err(io_error)?;
     let base = rows.rows.len();
     let read = rows
         .make_room(starts.iter().map(|s| s.rows_at_most).sum(), file)
@@ -344,7 +347,8 @@ pub(super) struct PieceStart {
     pub(super) rows_at_most: usize,
 }
 
-/// Bodies from this size on are scanned in segments side by side, cut where a row seems to start.
+/// Bodies from this size on are scanned in segments side by side, cut where a row seems to start
+/// (where the file is read in pieces at all).
 const SEGMENTS_FROM_BYTES: u64 = 1 << 16;
 
 /// Bytes looked through after a guessed cut for a line that starts a row.
@@ -354,7 +358,7 @@ const CUT_SEARCH_BYTES: usize = 1 << 20;
 /// about evenly spread, each with the line it starts on (the body starting on `first_line`) and
 /// how many rows it can hold. The first piece starts at `start`.
 ///
-/// A large body is scanned in segments side by side, each cut just before a line that looks like
+/// A body of `segments_from` bytes or more is scanned in segments side by side, each cut just before a line that looks like
 /// a row's start (`ID,EVENT,`) and scanned as if outside quotes there; the guess holds where
 /// every segment but the last ends outside quotes (the scan of each is then the scan from the
 /// top), and where it does not (the cut was inside a quoted field) the body is scanned again
@@ -364,11 +368,12 @@ fn piece_starts(
     (start, end): (u64, u64),
     first_line: u64,
     pieces: usize,
+    segments_from: u64,
 ) -> std::io::Result<Vec<PieceStart>> {
     use rayon::prelude::*;
     let segments = rayon::current_num_threads().max(2);
     let mut bounds = vec![start];
-    if end - start >= SEGMENTS_FROM_BYTES {
+    if end - start >= segments_from {
         for k in 1..segments as u64 {
             let guess = start + (end - start) / segments as u64 * k;
             if let Some(cut) = row_start_after(path, guess, end)?
@@ -1506,7 +1511,7 @@ mod tests {
                 + usize::from(name.starts_with("good.") || name.starts_with("bad.")))
                 as u64;
             let starts =
-                super::piece_starts(&path, (body, text.len() as u64), 2, 7).expect("scanned");
+                super::piece_starts(&path, (body, text.len() as u64), 2, 7, 0).expect("scanned");
             let records = if name.starts_with("bad") { 3002 } else { 3001 };
             assert_eq!(
                 starts.iter().map(|s| s.rows_at_most).sum::<usize>(),
@@ -1582,7 +1587,7 @@ mod tests {
         );
         let path = dir.path().join("fake_rows.csv");
         std::fs::write(&path, &text).expect("written");
-        let starts = super::piece_starts(&path, (header.len() as u64, text.len() as u64), 2, 8)
+        let starts = super::piece_starts(&path, (header.len() as u64, text.len() as u64), 2, 8, 0)
             .expect("scanned");
         assert_eq!(starts.iter().map(|s| s.rows_at_most).sum::<usize>(), 3);
         assert_eq!(
