@@ -1,5 +1,6 @@
-//! Reading msMemScope's rows: `memscope_dump_*.csv` (streaming, with the `csv` crate) and the
-//! `.db` (`memscope_dump`, or `leaks_dump` in older files, with `rusqlite`), into [`Row`]s.
+//! Reading msMemScope's rows: `memscope_dump_*.csv` (records split by `split`, as one
+//! stream or in pieces side by side) and the `.db` (`memscope_dump`, or `leaks_dump` in older
+//! files, with `rusqlite`), into [`Row`]s.
 //!
 //! What the writer does, checked on its source (docs/memscope-format.md): the CSV is written with
 //! `fprintf`, so only `Attr`, MSTX names and the call stacks are quoted, stacks hold newlines, and

@@ -2,9 +2,11 @@
 //! msMemScope's files need (`,` between fields, `"` quoting with `""` for a quote inside, `\r`,
 //! `\n` or `\r\n` ending a record, empty lines skipped, a quote opening a field only at its
 //! start, text after a closing quote going on unquoted, any number of fields), without its
-//! byte-at-a-time state machine: `memchr` finds the next delimiter, quote or line end, and the
-//! fields are copied out whole. `read.rs` reads every msMemScope dump with it, as one stream and
-//! in pieces; the tests below and the `memscope_csv` fuzz target check it against the csv crate.
+//! byte-at-a-time state machine: a field's end is looked for a byte at a time over its first 32
+//! bytes, then with `memchr`; quoted fields are copied out between their quotes, and the rest of
+//! a record in runs (a record without quotes is one copy of its line). `read.rs` reads every
+//! msMemScope dump with it, as one stream and in pieces; the tests below and the `memscope_csv`
+//! fuzz target check it against the csv crate.
 //! Unlike the csv crate, it names each record by the line it starts on (the csv crate counted
 //! the line ends before a record after naming it).
 //!
