@@ -359,11 +359,11 @@ const CUT_SEARCH_BYTES: usize = 1 << 20;
 /// about evenly spread, each with the line it starts on (the body starting on `first_line`) and
 /// how many rows it can hold. The first piece starts at `start`.
 ///
-/// A body of `segments_from` bytes or more is scanned in segments side by side, each cut just before a line that looks like
-/// a row's start (`ID,EVENT,`) and scanned as if outside quotes there; the guess holds where
-/// every segment but the last ends outside quotes (the scan of each is then the scan from the
-/// top), and where it does not (the cut was inside a quoted field) the body is scanned again
-/// from the top.
+/// A body of `segments_from` bytes or more is scanned in segments side by side, each cut just
+/// before a line that looks like a row's start (`ID,EVENT,`) and scanned as if outside quotes
+/// there; the guess holds where every segment but the last ends outside quotes (the scan of each
+/// is then the scan from the top), and where it does not (the cut was inside a quoted field) the
+/// body is scanned again from the top.
 fn piece_starts(
     path: &Path,
     (start, end): (u64, u64),
