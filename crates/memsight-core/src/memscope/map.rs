@@ -250,10 +250,24 @@ struct Clock {
 
 impl Clock {
     fn of(rows: &Rows) -> Self {
-        let mut file_max = vec![0i64; rows.files.len()];
-        for (row, &(file, _)) in rows.rows.iter().zip(&rows.origin) {
-            file_max[file as usize] = file_max[file as usize].max(row.time_raw);
-        }
+        use rayon::prelude::*;
+        // Each file's latest time, the rows split between rayon's threads.
+        let files = rows.files.len();
+        let file_max = rows
+            .rows
+            .par_iter()
+            .zip(&rows.origin)
+            .fold(
+                || vec![0i64; files],
+                |mut latest, (row, &(file, _))| {
+                    latest[file as usize] = latest[file as usize].max(row.time_raw);
+                    latest
+                },
+            )
+            .reduce(
+                || vec![0i64; files],
+                |a, b| a.into_iter().zip(b).map(|(a, b)| a.max(b)).collect(),
+            );
         let mut call_file_ns = vec![false; rows.files.len()];
         for call in &rows.calls {
             let latest = call.start_raw.max(call.end_raw).unwrap_or(0);
@@ -283,24 +297,33 @@ impl Clock {
     }
 }
 
-/// Rows in time order (the writer groups a block's rows at its free), then process and id; the
-/// keys computed once, not per comparison.
+/// Rows in time order (the writer groups a block's rows at its free), then process and id: the
+/// rows sorted by time and place as one 128-bit key each (time in the high half, its sign bit
+/// flipped so the bits sort as the numbers; the row in the low half), then each run of rows of
+/// the same µs sorted by process, id and place.
 fn time_order(rows: &Rows, clock: &Clock) -> Vec<usize> {
     use rayon::prelude::*;
-    let mut keyed: Vec<(i64, u64, u64, u32)> = (0..rows.rows.len())
-        .into_par_iter()
-        .map(|i| {
-            (
-                clock.row_us(rows, i),
-                rows.rows[i].pid,
-                rows.rows[i].id,
-                i as u32,
-            )
-        })
-        .collect();
-    // Keys are unique (the row index is one of them): the order is the same on any thread.
+    let key = |i: usize| {
+        let time = clock.row_us(rows, i).cast_unsigned() ^ (1 << 63);
+        (u128::from(time) << 64) | i as u128
+    };
+    let mut keyed: Vec<u128> = (0..rows.rows.len()).into_par_iter().map(key).collect();
     keyed.par_sort_unstable();
-    keyed.into_par_iter().map(|k| k.3 as usize).collect()
+    let mut order: Vec<usize> = keyed.par_iter().map(|&k| k as u64 as usize).collect();
+    let mut start = 0;
+    while start < keyed.len() {
+        let time = keyed[start] >> 64;
+        let same = keyed[start..]
+            .iter()
+            .take_while(|&&k| k >> 64 == time)
+            .count();
+        if same > 1 {
+            order[start..start + same]
+                .sort_unstable_by_key(|&i| (rows.rows[i].pid, rows.rows[i].id, i));
+        }
+        start += same;
+    }
+    order
 }
 
 /// A row of host memory: not device memory, left out.
@@ -939,5 +962,43 @@ fn gap(address: u64, size_bytes: u64) -> Block {
         requested_size_bytes: 0,
         state: BlockState::Inactive,
         stack: NO_STACK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{Clock, Row, Rows};
+
+    /// Rows come out in the order of (µs, process, id, place), as one sort by those keys gives:
+    /// many rows share a µs, and times are on both sides of zero.
+    #[test]
+    fn rows_are_ordered_by_time_then_process_id_and_place() {
+        let mut rows = Rows::default();
+        let file = rows.add_file(Path::new("memscope_dump_1.csv"));
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for line in 0..5_000 {
+            let row = Row {
+                time_raw: next(200) as i64 - 100,
+                pid: next(3),
+                id: next(40),
+                ..Row::PLACEHOLDER
+            };
+            rows.push(row, file, line);
+        }
+        let clock = Clock::of(&rows);
+        let mut expected: Vec<usize> = (0..rows.rows.len()).collect();
+        expected.sort_by_key(|&i| {
+            let row = &rows.rows[i];
+            (clock.row_us(&rows, i), row.pid, row.id, i)
+        });
+        assert_eq!(super::time_order(&rows, &clock), expected);
     }
 }
