@@ -226,6 +226,32 @@ fn rows_left_out_are_said_with_their_line() {
     std::fs::remove_dir_all(dir).expect("clean up");
 }
 
+/// A recording whose only device rows are left out is refused, and the refusal says they were
+/// left out and where the first was: "0 rows" alone read as if the file held nothing.
+#[test]
+fn a_recording_of_rows_all_left_out_says_so_in_its_refusal() {
+    let dir = std::env::temp_dir().join(format!("memsight-hostile-all-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("folder");
+    let path = dir.join("memscope_dump_1.csv");
+    std::fs::write(
+        &path,
+        "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n\
+         1,MALLOC,PTA,N/A,5,1,1,0\n\
+         2,FREE,PTA,N/A,6,1,1,0\n",
+    )
+    .expect("write");
+    let error = Loaded::open(&path, None).expect_err("nothing on a device is left");
+    let file = path.display().to_string();
+    let expected = format!(
+        "{file}: no device memory in this recording (0 rows, no MALLOC or FREE on an NPU; 2 rows \
+         left out, the first at {file} line 2: a row with fewer fields than the header (cut \
+         short?))"
+    );
+    assert_eq!(error.to_string(), expected);
+    std::fs::remove_dir_all(dir).expect("clean up");
+}
+
 /// A dump that is a link to `/dev/zero` (a stream with no line end) is refused once a line passes
 /// 64 MiB, naming the file; it used to grow until the process was killed.
 #[test]

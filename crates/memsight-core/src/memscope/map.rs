@@ -700,16 +700,27 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
     let mut warnings = Vec::new();
     let devices = finished_devices(found.states, &found.pids, &mut warnings);
     if devices.is_empty() {
+        let mut why = if found.host_rows > 0 {
+            format!(
+                "{} rows of host memory, no MALLOC or FREE on an NPU",
+                found.host_rows
+            )
+        } else {
+            format!("{} rows, no MALLOC or FREE on an NPU", rows.rows.len())
+        };
+        // Rows left out may be the ones that held the device's memory: say so here too, as the
+        // warnings that would have said it are not shown.
+        if let Some(&(reason, file, line, _)) = rows.left_out.first() {
+            let count: u64 = rows.left_out.iter().map(|l| l.3).sum();
+            let rows_word = if count == 1 { "row" } else { "rows" };
+            why.push_str(&format!(
+                "; {count} {rows_word} left out, the first at {}: a row {reason}",
+                left_out_place(rows, file, line)
+            ));
+        }
         return Err(MemscopeError::NoDeviceMemory {
             path: path.to_path_buf(),
-            why: if found.host_rows > 0 {
-                format!(
-                    "{} rows of host memory, no MALLOC or FREE on an NPU",
-                    found.host_rows
-                )
-            } else {
-                format!("{} rows, no MALLOC or FREE on an NPU", rows.rows.len())
-            },
+            why,
         });
     }
     replay_warnings(&replay, &mut warnings);
@@ -821,6 +832,19 @@ fn replay_warnings(replay: &Replay, warnings: &mut Vec<Warning>) {
 }
 
 /// What the recording itself says or lacks: expandable segments, host rows, rows left out by
+/// A database's rows are named by rowid; a CSV's by line.
+fn is_db(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("db"))
+}
+
+/// Where a row left out was: its file and line (a CSV) or rowid (a database).
+fn left_out_place(rows: &Rows, file: u32, line: u64) -> String {
+    let path = &rows.files[file as usize];
+    let at = if is_db(path) { "row" } else { "line" };
+    format!("{} {at} {line}", path.display())
+}
+
 /// the reader, its notes, events this version does not know.
 fn recording_warnings(rows: &Rows, host_rows: u64, warnings: &mut Vec<Warning>) {
     if rows.rows.iter().any(|r| r.expandable) {
@@ -849,15 +873,7 @@ fn recording_warnings(rows: &Rows, host_rows: u64, warnings: &mut Vec<Warning>) 
     }
     for &(reason, file, line, count) in &rows.left_out {
         let path = &rows.files[file as usize];
-        // A database's rows are named by rowid; a CSV's by line.
-        let at = if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("db"))
-        {
-            "row"
-        } else {
-            "line"
-        };
+        let at = if is_db(path) { "row" } else { "line" };
         warnings.push(Warning {
             kind: WarningKind::OddField,
             device: None,
