@@ -713,10 +713,10 @@ pub fn to_snapshot(rows: &Rows, path: &Path) -> Result<Snapshot, MemscopeError> 
         if let Some(&(reason, file, line, _)) = rows.left_out.first() {
             let count: u64 = rows.left_out.iter().map(|l| l.3).sum();
             let rows_word = if count == 1 { "row" } else { "rows" };
-            why.push_str(&format!(
-                "; {count} {rows_word} left out, the first at {}: a row {reason}",
+            why = format!(
+                "{why}; {count} {rows_word} left out, the first at {}: a row {reason}",
                 left_out_place(rows, file, line)
-            ));
+            );
         }
         return Err(MemscopeError::NoDeviceMemory {
             path: path.to_path_buf(),
