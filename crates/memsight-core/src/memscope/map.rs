@@ -831,7 +831,6 @@ fn replay_warnings(replay: &Replay, warnings: &mut Vec<Warning>) {
     }
 }
 
-/// What the recording itself says or lacks: expandable segments, host rows, rows left out by
 /// A database's rows are named by rowid; a CSV's by line.
 fn is_db(path: &Path) -> bool {
     path.extension()
@@ -845,6 +844,7 @@ fn left_out_place(rows: &Rows, file: u32, line: u64) -> String {
     format!("{} {at} {line}", path.display())
 }
 
+/// What the recording itself says or lacks: expandable segments, host rows, rows left out by
 /// the reader, its notes, events this version does not know.
 fn recording_warnings(rows: &Rows, host_rows: u64, warnings: &mut Vec<Warning>) {
     if rows.rows.iter().any(|r| r.expandable) {
