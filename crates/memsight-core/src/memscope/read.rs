@@ -705,22 +705,7 @@ pub fn read_db(path: &Path, rows: &mut Rows) -> Result<(), MemscopeError> {
             }
             cells.push(cell);
         }
-        let row = parse_row(
-            RawRow {
-                id: &cells[0],
-                event: &cells[1],
-                event_type: &cells[2],
-                name: &cells[3],
-                time: &cells[4],
-                pid: &cells[5],
-                tid: &cells[6],
-                device: &cells[7],
-                ptr: &cells[8],
-                attr: &cells[9],
-                python_stack: &cells[10],
-            },
-            rows,
-        );
+        let row = parse_row(RawRow::of(std::array::from_fn(|k| cells[k].as_str())), rows);
         match row {
             Ok(row) => rows.push(row, file, rowid.max(0) as u64),
             Err(RowError::LeftOut(reason)) => rows.leave_out(reason, file, rowid.max(0) as u64),
