@@ -3291,3 +3291,38 @@ fn unknown_memory_with_stacks_is_not_told_to_record_stacks() {
         "{without}"
     );
 }
+
+/// A list cut at its third item among equals says how many more there are: the peak of five
+/// 64 MiB blocks from five lines (and one of 16 MiB) names three of them "and 2 more" of each
+/// kind, not as if three stood out (a held-out audit: "the lists leave out one of the four
+/// equal blocks"); a list whose next item is smaller says nothing more.
+#[test]
+fn a_list_cut_among_equals_says_how_many_more() {
+    let line = |k: i128| frames("<module>", "/src/run.py", 10 + k);
+    let sizes = [64, 64, 64, 64, 64, 16];
+    let peak_of = |sizes: &[i128]| {
+        let mut trace = vec![event("segment_alloc", BASE, 512 * MIB, line(0))];
+        let mut blocks = Vec::new();
+        let mut at = BASE;
+        for (k, &size) in sizes.iter().enumerate() {
+            trace.push(event("alloc", at, size * MIB, line(k as i128)));
+            blocks.push(block(
+                at,
+                size * MIB,
+                "active_allocated",
+                Some(line(k as i128)),
+            ));
+            at += size * MIB;
+        }
+        blocks.push(block(at, BASE + 512 * MIB - at, "inactive", None));
+        the_peak(segment(0, BASE, 512 * MIB, "large", blocks), trace).summary
+    };
+    let summary = peak_of(&sizes);
+    assert!(
+        summary.contains("; and 2 more sites of 64.0 MiB each.")
+            && summary.contains("; and 2 more blocks of 64.0 MiB each."),
+        "{summary}"
+    );
+    let summary = peak_of(&[64, 48, 32, 16]);
+    assert!(!summary.contains("more"), "{summary}");
+}

@@ -579,9 +579,11 @@ pub(super) fn site_name(snapshot: &Snapshot, stack: StackId) -> String {
         .unwrap_or_else(|| "blocks without a call stack".to_string())
 }
 
-/// "forward (model.py:22) 10.4 GiB in 452 blocks; …": the first `top` of `sites`.
+/// "forward (model.py:22) 10.4 GiB in 452 blocks; …": the first `top` of `sites` (largest
+/// first), and how many more hold as much as the last named (a list cut among equals reads as
+/// if the named ones stood out).
 pub(super) fn sites_words(sites: &[(String, u64, u64)], top: usize) -> String {
-    sites
+    let mut words = sites
         .iter()
         .take(top)
         .map(|(site, bytes, n)| {
@@ -592,7 +594,28 @@ pub(super) fn sites_words(sites: &[(String, u64, u64)], top: usize) -> String {
             )
         })
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    if let Some(last) = top.checked_sub(1).and_then(|k| sites.get(k)) {
+        let equal = sites[top..].iter().take_while(|s| s.1 == last.1).count();
+        words.push_str(&more_of_the_same(equal, "site", last.1));
+    }
+    words
+}
+
+/// "; and 2 more blocks of 250 MiB each": what a list cut at its last named item leaves out
+/// of the same size (empty where nothing is).
+pub(super) fn more_of_the_same(equal: usize, what: &str, bytes: u64) -> String {
+    match equal {
+        0 => String::new(),
+        1 => format!(
+            "; and 1 more {what} of {}",
+            crate::units::format_bytes(bytes as i64)
+        ),
+        n => format!(
+            "; and {n} more {what}s of {} each",
+            crate::units::format_bytes(bytes as i64)
+        ),
+    }
 }
 
 /// `Most of …` → `most of …`: a sentence that follows "Then:".

@@ -102,6 +102,29 @@ fn holder_name(snapshot: &crate::model::Snapshot, h: &Held) -> String {
     }
 }
 
+/// "250 MiB unknown (site); …; and 1 more block of 250 MiB": the first [`TOP`] of `largest`
+/// (largest first), and how many more are as large as the last named.
+fn largest_words(snapshot: &crate::model::Snapshot, largest: &[&Held]) -> String {
+    let mut words = largest
+        .iter()
+        .take(TOP)
+        .map(|h| {
+            format!(
+                "{} {} ({})",
+                format_bytes(h.1 as i64),
+                h.0.name().replace('_', " "),
+                holder_name(snapshot, h)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if let Some(last) = largest.get(TOP - 1) {
+        let equal = largest[TOP..].iter().take_while(|h| h.1 == last.1).count();
+        words.push_str(&super::more_of_the_same(equal, "block", last.1));
+    }
+    words
+}
+
 /// The blocks of `held` by their holder's name ([`holder_name`]), most bytes first: `(name,
 /// bytes, blocks)`. By stack first (cheap), then each stack named once.
 fn sites_holding(snapshot: &crate::model::Snapshot, held: &[Held]) -> Vec<(String, u64, u64)> {
@@ -209,17 +232,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join(", "),
         super::sites_words(&sites, TOP),
-        largest
-            .iter()
-            .take(TOP)
-            .map(|h| format!(
-                "{} {} ({})",
-                format_bytes(h.1 as i64),
-                h.0.name().replace('_', " "),
-                holder_name(cx.snapshot, h)
-            ))
-            .collect::<Vec<_>>()
-            .join("; "),
+        largest_words(cx.snapshot, &largest),
     );
     f.bytes = total;
     let at = peak.event.unwrap_or(0);
