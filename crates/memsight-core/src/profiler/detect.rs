@@ -313,7 +313,15 @@ fn at_time(curve: &Curve, values: &[f64], t: f64) -> Option<f64> {
 fn unaccounted(rank: &Rank) -> Option<Finding> {
     let app = rank.curve(APP_COMPONENT)?;
     let ops = rank.curve(OPERATOR_COMPONENT)?;
+    // Before GE's first record, the `PTA+GE` rows count PTA alone: GE's reserve is not yet
+    // reported, and an APP sample then would put it outside the allocator (a held-out rank:
+    // "at most 888 MiB" from one such sample, where the gap was 523 MiB throughout).
+    let from_us = rank
+        .curve("GE")
+        .and_then(|ge| ge.time_us.first().copied())
+        .unwrap_or(f64::NEG_INFINITY);
     let gaps: Vec<(f64, usize)> = (0..app.len())
+        .filter(|&k| app.time_us[k] >= from_us)
         .filter_map(|k| {
             let total = app.reserved_bytes[k];
             let framework = at_time(ops, &ops.reserved_bytes, app.time_us[k])?;
@@ -342,21 +350,7 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         .filter(|&(_, v)| v > 0.0)
         .collect();
     components.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let explained: f64 = components.iter().map(|c| c.1).sum();
-    let named = components
-        .iter()
-        .take(MAX_COMPONENTS)
-        .map(|(name, v)| format!("{name} {}", format_bytes(*v as i64)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let why = if components.is_empty() {
-        " (npu_module_mem.csv is not there to say which CANN components hold it)".to_string()
-    } else {
-        format!(
-            "; at that moment CANN components held {} of it: {named}",
-            format_bytes(explained as i64)
-        )
-    };
+    let why = components_words(&components, largest);
     let first = gaps[0].1;
     let last = gaps[gaps.len() - 1].1;
     Some(Finding {
@@ -400,19 +394,74 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         breakdown: Vec::new(),
         owners: Vec::new(),
         rules: Vec::new(),
-        suggestion: if components.is_empty() {
-            "This memory is outside PyTorch's caching allocator: CANN's communication buffers, \
-             workspaces and runtime. Export the profile with npu_module_mem.csv to see which \
-             component holds it, then reserve device memory for it or shrink it (HCCL_BUFFSIZE for \
-             communication buffers, smaller workspaces)."
-        } else {
-            "This memory is outside PyTorch's caching allocator: communication buffers (HCCL), \
-             workspaces, runtime. Reserve device memory for it, or shrink it (HCCL_BUFFSIZE, fewer \
-             communicators, smaller workspaces)."
-        }
-        .to_string(),
+        suggestion: unaccounted_advice(&components),
         ..finding(rank, FindingKind::UnaccountedMemory, Severity::Info)
     })
+}
+
+/// "; at that moment CANN components held 496 MiB of it: HCCL 404 MiB, …; the other 90.7 MiB is
+/// in none of them": what `components` (largest first) hold of the gap of `gap_bytes`.
+fn components_words(components: &[(&str, f64)], gap_bytes: f64) -> String {
+    let explained: f64 = components.iter().map(|c| c.1).sum();
+    let named = components
+        .iter()
+        .take(MAX_COMPONENTS)
+        .map(|(name, v)| format!("{name} {}", format_bytes(*v as i64)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if components.is_empty() {
+        " (npu_module_mem.csv is not there to say which CANN components hold it)".to_string()
+    } else {
+        let rest = gap_bytes - explained;
+        format!(
+            "; at that moment CANN components held {} of it: {named}{}",
+            format_bytes(explained as i64),
+            if rest >= gap_bytes * 0.05 {
+                format!(
+                    "; the other {} is in none of them",
+                    format_bytes(rest as i64)
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+/// What to do about memory outside the allocator, from the CANN components that hold it
+/// (`npu_module_mem.csv`; none where the file is not there). Nothing in the profile shows whether
+/// the device ran short, so the fix is for where it does.
+fn unaccounted_advice(components: &[(&str, f64)]) -> String {
+    if components.is_empty() {
+        return "This memory is outside PyTorch's caching allocator: typically CANN's \
+                communication buffers (HCCL), workspaces and runtime; without npu_module_mem.csv, \
+                which of them is not known. Export the profile with npu_module_mem.csv to see \
+                which component holds it. Nothing needs changing unless the device runs short of \
+                memory; then leave room for it, or shrink what holds it (HCCL_BUFFSIZE for \
+                communication buffers)."
+            .to_string();
+    }
+    let held: Vec<String> = components
+        .iter()
+        .take(MAX_COMPONENTS)
+        .map(|&(name, _)| match name {
+            "HCCL" => "HCCL (collective communication buffers)".to_string(),
+            "RUNTIME" => "RUNTIME (the CANN runtime)".to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let hccl = components.iter().any(|c| c.0 == "HCCL");
+    format!(
+        "This memory is outside PyTorch's caching allocator, held by {}. Nothing needs changing \
+         unless the device runs short of memory; then leave room for it{}.",
+        held.join(", "),
+        if hccl {
+            ", or shrink the communication buffers (HCCL_BUFFSIZE, at some cost in \
+             communication speed)"
+        } else {
+            ""
+        }
+    )
 }
 
 /// Operator allocations named in a peak finding.
@@ -826,9 +875,14 @@ fn peak_advice(rank: &Rank, two_captures: bool, top: &[&str]) -> String {
          (the logits in fp32) can often be done in chunks, in place, or after the reduction."
             .to_string()
     } else {
-        "These are the allocations to look at first. Those the forward pass keeps for backward \
-         shrink with activation checkpointing or a smaller micro-batch; gradients and \
-         optimizer state are expected at a training step's peak."
+        // The rows name operators, not phases: `aten::add` may be an activation or an
+        // optimizer's weight decay (a held-out rank's peak, in its per-parameter SGD step, was
+        // told to use activation checkpointing).
+        "These are the allocations to look at first. The operator rows do not say in which \
+         phase (forward, backward, optimizer step) each was made: activations the forward pass \
+         keeps for backward shrink with activation checkpointing or a smaller micro-batch, while \
+         gradients, optimizer state and an optimizer step's temporaries are expected at a \
+         training step's peak."
             .to_string()
     }
 }
@@ -951,6 +1005,8 @@ fn outliers(rank: &Rank) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use std::fmt::Write as _;
+
     use super::analyze;
     use crate::detect::FindingKind;
     use crate::r#gen::profiler::{ProfilerGenOptions, write_rank};
@@ -1056,6 +1112,88 @@ mod tests {
             peaks[0].summary
         );
         assert_eq!(peaks[0].bytes, peak_bytes as u64);
+    }
+
+    /// A rank whose GE reports its reserve late: the APP sample before GE's first record is
+    /// measured against PTA alone and is left out of the gap (700 MiB throughout, not "at most
+    /// 1000 MiB"); the components `npu_module_mem.csv` names are the only ones the advice names,
+    /// with what none of them holds, and the fix is for a device that runs short. The peak's
+    /// advice says the operator rows name no phase.
+    #[test]
+    fn the_gap_outside_the_allocator_counts_from_ge_s_first_record_and_names_what_holds_it() {
+        let root = temp("gap");
+        let dir = root.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+        std::fs::create_dir_all(&dir).expect("folder");
+        let mut record = String::from(
+            "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),\
+             Stream Ptr,Device Type\n",
+        );
+        // PTA 1000 MB reserved from t = 50; GE 300 MB from t = 1000; APP 2000 MB throughout.
+        record.push_str("PTA,50,800,1000,800,1,NPU:0\nPTA+GE,50,800,1000,800,,NPU:0\n");
+        record.push_str("APP,100,,2000,,,NPU:0\n");
+        record.push_str("GE,1000,100,300,100,,NPU:0\nPTA+GE,1000,900,1300,900,,NPU:0\n");
+        for t in [1000, 1100, 1200, 1300] {
+            let _ = writeln!(record, "APP,{t},,2000,,,NPU:0");
+        }
+        std::fs::write(dir.join("memory_record.csv"), record).expect("written");
+        let mut modules = String::from("Component,Timestamp(us),Total Reserved(MB),Device\n");
+        for (component, mb) in [("HCCL", 400), ("RUNTIME", 100), ("GE", 300), ("APP", 1000)] {
+            for t in [0, 1300] {
+                let _ = writeln!(modules, "{component},{t},{mb},NPU:0");
+            }
+        }
+        std::fs::write(dir.join("npu_module_mem.csv"), modules).expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let gaps: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::UnaccountedMemory)
+            .collect();
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        let f = &gaps[0];
+        assert!(
+            f.summary
+                .contains("by 700 MiB (median over 4 samples, at most 700 MiB)")
+                && f.summary.contains(
+                    "held 500 MiB of it: HCCL 400 MiB, RUNTIME 100 MiB; the other 200 MiB is in \
+                     none of them"
+                ),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.suggestion
+                .contains("held by HCCL (collective communication buffers), RUNTIME")
+                && f.suggestion.contains("unless the device runs short")
+                && !f.suggestion.contains("workspaces"),
+            "{}",
+            f.suggestion
+        );
+        // An `aten::add` alive at the peak may be an activation or an optimizer's weight decay
+        // (a held-out rank's per-parameter SGD step): the advice says the rows name no phase.
+        let operators = "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release \
+                         Time(us),Duration(us),Active Duration(us),Allocation Total \
+                         Allocated(MB),Allocation Total Reserved(MB),Allocation Total \
+                         Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),\
+                         Release Total Active(MB),Stream Ptr,Device Type\n\
+                         aten::add,102400,990,1010,1010,20,20,900,1300,900,800,1300,800,1,NPU:0\n";
+        std::fs::write(dir.join("operator_memory.csv"), operators).expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let peaks: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::Peak)
+            .collect();
+        assert_eq!(peaks.len(), 1, "{peaks:?}");
+        assert!(
+            peaks[0].summary.contains("aten::add 100 MiB")
+                && peaks[0]
+                    .suggestion
+                    .contains("The operator rows do not say in which phase")
+                && !peaks[0].suggestion.contains("Those the forward pass keeps"),
+            "{} {}",
+            peaks[0].summary,
+            peaks[0].suggestion
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
