@@ -4,24 +4,29 @@
 # Usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]
 #   MEMSIGHT_FIXTURES   the real-file corpus (default ../shared/fixtures)
 #   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
-#   MEMSIGHT_CHECKSETn  batch n, for n = 2..12 (default /work/checkset/publicn)
+#   MEMSIGHT_CHECKSETn  batch n, for n = 2..15 (default /work/checkset/publicn);
+#   MEMSIGHT_CHECKSET14H the fourteenth search's one file (default /work/checkset/public14h)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
 bin="${2:-target/debug/memsight}"
 fixtures="${MEMSIGHT_FIXTURES:-../shared/fixtures}"
-# Batch directories and the prefix their outputs get: public, public2, ..., public12.
+# Batch directories and the prefix their outputs get: public, public2, ..., public15.
 batches=("public=${MEMSIGHT_CHECKSET:-/work/checkset/public}")
-for n in 2 3 4 5 6 7 8 9 10 11 12; do
+for n in 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
     var="MEMSIGHT_CHECKSET$n"
     batches+=("public$n=${!var:-/work/checkset/public$n}")
 done
+# The fourteenth search's one file, kept apart from its (empty) batch.
+batches+=("public14h=${MEMSIGHT_CHECKSET14H:-/work/checkset/public14h}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
     grep -oE '^\| (snapshots|profiler-more|profiler)/[^ |]+' | sed 's/^| //')"
+# Public rows: snapshot files, and profiler rank folders (a name without an extension that is a
+# folder of some batch; other rows of that shape are table headers).
 public_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
-    grep -oE '^\| [A-Za-z0-9_]+\.(pickle|pkl)' | sed 's/^| //')"
+    grep -oE '^\| [A-Za-z0-9_]+(\.(pickle|pkl))? \|' | sed 's/^| //; s/ |$//')"
 for row in $fixture_rows; do
     name="$(echo "$row" | tr '/' '_')"
     "$bin" analyze "$fixtures/$row" > "$out/$name.txt" 2>&1 || true
@@ -31,12 +36,14 @@ for row in $public_rows; do
     for batch in "${batches[@]}"; do
         prefix="${batch%%=*}"
         dir="${batch#*=}"
-        if [ -f "$dir/$row" ]; then
+        if [ -f "$dir/$row" ] || { [ -d "$dir/$row" ] && [ "$row" = "${row%.*}" ]; }; then
             "$bin" analyze "$dir/$row" > "$out/${prefix}_$row.txt" 2>&1 || true
             found=1
             break
         fi
     done
-    [ -n "$found" ] || echo "missing: $row (see docs/check-set.md for where to fetch it)" >&2
+    if [ -z "$found" ] && [ "$row" != "${row%.*}" ]; then
+        echo "missing: $row (see docs/check-set.md for where to fetch it)" >&2
+    fi
 done
 ls "$out" | wc -l
