@@ -732,19 +732,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let alive_bytes: i64 = alive.iter().map(|o| o.size_bytes).sum();
     let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
     let mut f = finding(rank, FindingKind::Peak, Severity::Info);
-    f.title = match totals.first().filter(|t| share(t.1 as f64) >= 1.0) {
-        Some(&(name, bytes, _)) => format!(
-            "Peak on {}: {} allocated; {name} holds {:.0}%",
-            rank.name,
-            format_bytes(peak_bytes as i64),
-            share(bytes as f64)
-        ),
-        None => format!(
-            "Peak on {}: {} allocated",
-            rank.name,
-            format_bytes(peak_bytes as i64)
-        ),
-    };
+    f.title = peak_title(rank, &totals, peak_bytes);
     let named: Vec<String> = alive
         .iter()
         .take(PEAK_OPERATORS)
@@ -780,11 +768,21 @@ fn peak(rank: &Rank) -> Option<Finding> {
     };
     // One sample shows no peak over time, and everything in it predates it trivially.
     let one_sample = curve.len() == 1;
-    let predates = if one_sample {
-        String::new()
+    // Graph memory released but still in the curve, then what no row names.
+    let (stale_bytes, mut stale) = if apart_us.is_none() {
+        ge_released_words(rank, t, peak_bytes)
     } else {
-        unnamed_words(rank, curve, apart_us.is_some(), peak_bytes, alive_bytes)
+        (0, String::new())
     };
+    if !one_sample {
+        stale += &unnamed_words(
+            rank,
+            curve,
+            apart_us.is_some(),
+            peak_bytes,
+            alive_bytes + stale_bytes,
+        );
+    }
     let table_peak = if apart_us.is_some() {
         table_peak_words(rank)
     } else {
@@ -797,7 +795,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     };
     let joint = if one_sample { ";" } else { "," };
     f.summary = format!(
-        "{moment} ({} allocated, {:.1}% of the {} reserved then){joint} {what}.{predates}{table_peak}",
+        "{moment} ({} allocated, {:.1}% of the {} reserved then){joint} {what}.{stale}{table_peak}",
         format_bytes(peak_bytes as i64),
         peak_bytes * 100.0 / reserved.max(1.0),
         format_bytes(reserved as i64),
@@ -813,6 +811,91 @@ fn peak(rank: &Rank) -> Option<Finding> {
     let top: Vec<&str> = totals.iter().take(PEAK_OPERATORS).map(|t| t.0).collect();
     f.suggestion = peak_advice(rank, apart_us.is_some(), &top);
     Some(f)
+}
+
+/// GE's part of the curve at time `t` is its last `GE` record: graph-engine rows
+/// (`cann::…`) of the operator table alive when that figure was set and released by `t`, with
+/// no change of it since, are still counted in it (a held-out rank's peak held 145 MiB of a graph released 0.66 ms before, read as
+/// memory from before the capture). Their bytes, at most GE's figure, and a sentence naming
+/// them; nothing under a tenth of the peak.
+fn ge_released_words(rank: &Rank, t: f64, peak_bytes: f64) -> (i64, String) {
+    let Some(ge) = rank.curve("GE") else {
+        return (0, String::new());
+    };
+    let Some(k) = ge.time_us.partition_point(|&x| x <= t).checked_sub(1) else {
+        return (0, String::new());
+    };
+    let recorded = ge.allocated_bytes[k];
+    // The record that set GE's figure: those after it, up to `t`, repeat it (GE writes a record
+    // at a release too, with the figure unchanged).
+    let mut set = k;
+    while set > 0 && (ge.allocated_bytes[set - 1] - recorded).abs() < 1.0 {
+        set -= 1;
+    }
+    let recorded_us = ge.time_us[set];
+    let released: Vec<&super::OperatorRow> = rank
+        .operators
+        .iter()
+        .filter(|o| {
+            o.size_bytes > 0
+                && rank.operator_name(o).starts_with("cann::")
+                && o.alloc_us <= recorded_us
+                && o.release_us > recorded_us
+                && o.release_us <= t
+        })
+        .collect();
+    let bytes = released
+        .iter()
+        .map(|o| o.size_bytes)
+        .sum::<i64>()
+        .min(recorded.max(0.0) as i64);
+    if (bytes as f64) < peak_bytes * PREDATES_MIN_PERCENT / 100.0 {
+        return (0, String::new());
+    }
+    let rows: Vec<String> = released
+        .iter()
+        .take(PEAK_OPERATORS)
+        .map(|o| {
+            format!(
+                "{} {} (line {} of operator_memory.csv, released {:.2} ms before)",
+                rank.operator_name(o),
+                format_bytes(o.size_bytes),
+                o.line,
+                (t - o.release_us) / 1000.0
+            )
+        })
+        .collect();
+    (
+        bytes,
+        format!(
+            " {} of it is graph-engine memory already released: GE's figure, unchanged since \
+             line {} of memory_record.csv ({}), still counts {}, so the curve stands above what \
+             was allocated then.",
+            format_bytes(bytes),
+            ge.line[set],
+            format_bytes(recorded as i64),
+            rows.join(", ")
+        ),
+    )
+}
+
+/// "Peak on rank0: 1.23 GiB allocated; `aten::_foreach_add` holds 19%" (the operator holding
+/// most, where it holds 1% or more).
+fn peak_title(rank: &Rank, totals: &[(&str, i64, usize)], peak_bytes: f64) -> String {
+    let share = |bytes: f64| bytes * 100.0 / peak_bytes.max(1.0);
+    match totals.first().filter(|t| share(t.1 as f64) >= 1.0) {
+        Some(&(name, bytes, _)) => format!(
+            "Peak on {}: {} allocated; {name} holds {:.0}%",
+            rank.name,
+            format_bytes(peak_bytes as i64),
+            share(bytes as f64)
+        ),
+        None => format!(
+            "Peak on {}: {} allocated",
+            rank.name,
+            format_bytes(peak_bytes as i64)
+        ),
+    }
 }
 
 /// What no operator row of the capture names, as a sentence (empty under
@@ -1192,6 +1275,50 @@ mod tests {
             "{} {}",
             peaks[0].summary,
             peaks[0].suggestion
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// GE's figure in `memory_record.csv` does not fall at a release (GE writes the same figure
+    /// again): at a peak after a graph's release the curve still counts it. The peak finding
+    /// names the released graph row, and its bytes are not said to predate the capture.
+    #[test]
+    fn graph_memory_released_before_the_peak_is_named_not_called_older() {
+        let root = temp("ge-released");
+        let dir = root.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+        std::fs::create_dir_all(&dir).expect("folder");
+        // PTA 800 MB from t = 50; GE 100 MB at t = 1000 (cann::Graph_1), written again unchanged
+        // at its release (t = 1050); PTA up to 850 MB at t = 1100: the curve's peak, 950 MB.
+        let record = "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total \
+                      Active(MB),Stream Ptr,Device Type\n\
+                      PTA,50,800,1000,800,1,NPU:0\nPTA+GE,50,800,1000,800,,NPU:0\n\
+                      GE,1000,100,200,100,,NPU:0\nPTA+GE,1000,900,1200,900,,NPU:0\n\
+                      GE,1050,100,200,100,,NPU:0\nPTA+GE,1050,900,1200,900,,NPU:0\n\
+                      PTA,1100,850,1000,850,1,NPU:0\nPTA+GE,1100,950,1200,950,,NPU:0\n";
+        std::fs::write(dir.join("memory_record.csv"), record).expect("written");
+        let operators = "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release \
+                         Time(us),Duration(us),Active Duration(us),Allocation Total \
+                         Allocated(MB),Allocation Total Reserved(MB),Allocation Total \
+                         Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),\
+                         Release Total Active(MB),Stream Ptr,Device Type\n\
+                         cann::Graph_1,102400,1000,1050,,50,,100,200,,100,200,,,NPU:0\n\
+                         aten::add,51200,1100,1200,1200,100,100,850,1000,850,800,1000,800,1,NPU:0\n";
+        std::fs::write(dir.join("operator_memory.csv"), operators).expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let peaks: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::Peak)
+            .collect();
+        assert_eq!(peaks.len(), 1, "{peaks:?}");
+        // 950 MB at the peak: 50 in aten::add, 100 in the released graph, 800 from before.
+        let summary = &peaks[0].summary;
+        assert!(
+            summary.contains(
+                "100 MiB of it is graph-engine memory already released: GE's figure, unchanged \
+                 since line 4 of memory_record.csv (100 MiB), still counts cann::Graph_1 100 MiB \
+                 (line 2 of operator_memory.csv, released 0.05 ms before)"
+            ) && summary.contains("800 MiB of it (84%) is in no operator row alive then"),
+            "{summary}"
         );
         let _ = std::fs::remove_dir_all(&root);
     }
