@@ -769,18 +769,18 @@ fn peak(rank: &Rank) -> Option<Finding> {
     // One sample shows no peak over time, and everything in it predates it trivially.
     let one_sample = curve.len() == 1;
     // Graph memory released but still in the curve, then what no row names.
-    let (stale_bytes, mut stale) = if apart_us.is_none() {
+    let (released_bytes, mut unnamed) = if apart_us.is_none() {
         ge_released_words(rank, t, peak_bytes)
     } else {
         (0, String::new())
     };
     if !one_sample {
-        stale += &unnamed_words(
+        unnamed += &unnamed_words(
             rank,
             curve,
             apart_us.is_some(),
             peak_bytes,
-            alive_bytes + stale_bytes,
+            alive_bytes + released_bytes,
         );
     }
     let table_peak = if apart_us.is_some() {
@@ -795,7 +795,7 @@ fn peak(rank: &Rank) -> Option<Finding> {
     };
     let joint = if one_sample { ";" } else { "," };
     f.summary = format!(
-        "{moment} ({} allocated, {:.1}% of the {} reserved then){joint} {what}.{stale}{table_peak}",
+        "{moment} ({} allocated, {:.1}% of the {} reserved then){joint} {what}.{unnamed}{table_peak}",
         format_bytes(peak_bytes as i64),
         peak_bytes * 100.0 / reserved.max(1.0),
         format_bytes(reserved as i64),
@@ -815,9 +815,9 @@ fn peak(rank: &Rank) -> Option<Finding> {
 
 /// GE's part of the curve at time `t` is its last `GE` record: graph-engine rows
 /// (`cann::…`) of the operator table alive when that figure was set and released by `t`, with
-/// no change of it since, are still counted in it (a held-out rank's peak held 145 MiB of a graph released 0.66 ms before, read as
-/// memory from before the capture). Their bytes, at most GE's figure, and a sentence naming
-/// them; nothing under a tenth of the peak.
+/// no change of it since, are still counted in it (a held-out rank's peak held 145 MiB of a
+/// graph released 0.66 ms before, read as memory from before the capture). Their bytes, at most
+/// GE's figure, and a sentence naming them; nothing under a tenth of the peak.
 fn ge_released_words(rank: &Rank, t: f64, peak_bytes: f64) -> (i64, String) {
     let Some(ge) = rank.curve("GE") else {
         return (0, String::new());
@@ -869,8 +869,8 @@ fn ge_released_words(rank: &Rank, t: f64, peak_bytes: f64) -> (i64, String) {
         bytes,
         format!(
             " {} of it is graph-engine memory already released: GE's figure, unchanged since \
-             line {} of memory_record.csv ({}), still counts {}, so the curve stands above what \
-             was allocated then.",
+             line {} of memory_record.csv ({}), still counts {}, so this sample counts it after \
+             its release.",
             format_bytes(bytes),
             ge.line[set],
             format_bytes(recorded as i64),
