@@ -1094,6 +1094,24 @@ mod tests {
     use crate::detect::FindingKind;
     use crate::r#gen::profiler::{ProfilerGenOptions, write_rank};
 
+    /// `operator_memory.csv`'s header, as `torch_npu` writes it.
+    const OPERATOR_HEADER: &str = "Name,Size(KB),Allocation Time(us),Release Time(us),Active \
+                                   Release Time(us),Duration(us),Active Duration(us),Allocation \
+                                   Total Allocated(MB),Allocation Total Reserved(MB),Allocation \
+                                   Total Active(MB),Release Total Allocated(MB),Release Total \
+                                   Reserved(MB),Release Total Active(MB),Stream Ptr,Device Type\n";
+
+    /// The one peak finding of the run under `root`.
+    fn peaks_of(root: &std::path::Path) -> Vec<crate::detect::Finding> {
+        let run = crate::profiler::open(&[root.to_path_buf()]).expect("reads");
+        let peaks: Vec<_> = analyze(&run)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::Peak)
+            .collect();
+        assert_eq!(peaks.len(), 1, "{peaks:?}");
+        peaks
+    }
+
     fn temp(name: &str) -> std::path::PathBuf {
         let dir =
             std::env::temp_dir().join(format!("memsight-pdetect-{}-{name}", std::process::id()));
@@ -1253,19 +1271,10 @@ mod tests {
         );
         // An `aten::add` alive at the peak may be an activation or an optimizer's weight decay
         // (a held-out rank's per-parameter SGD step): the advice says the rows name no phase.
-        let operators = "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release \
-                         Time(us),Duration(us),Active Duration(us),Allocation Total \
-                         Allocated(MB),Allocation Total Reserved(MB),Allocation Total \
-                         Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),\
-                         Release Total Active(MB),Stream Ptr,Device Type\n\
-                         aten::add,102400,990,1010,1010,20,20,900,1300,900,800,1300,800,1,NPU:0\n";
+        let operators = OPERATOR_HEADER.to_string()
+            + "aten::add,102400,990,1010,1010,20,20,900,1300,900,800,1300,800,1,NPU:0\n";
         std::fs::write(dir.join("operator_memory.csv"), operators).expect("written");
-        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
-        let peaks: Vec<_> = analyze(&run)
-            .into_iter()
-            .filter(|f| f.kind == FindingKind::Peak)
-            .collect();
-        assert_eq!(peaks.len(), 1, "{peaks:?}");
+        let peaks = peaks_of(&root);
         assert!(
             peaks[0].summary.contains("aten::add 100 MiB")
                 && peaks[0]
@@ -1296,20 +1305,11 @@ mod tests {
                       GE,1050,100,200,100,,NPU:0\nPTA+GE,1050,900,1200,900,,NPU:0\n\
                       PTA,1100,850,1000,850,1,NPU:0\nPTA+GE,1100,950,1200,950,,NPU:0\n";
         std::fs::write(dir.join("memory_record.csv"), record).expect("written");
-        let operators = "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release \
-                         Time(us),Duration(us),Active Duration(us),Allocation Total \
-                         Allocated(MB),Allocation Total Reserved(MB),Allocation Total \
-                         Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),\
-                         Release Total Active(MB),Stream Ptr,Device Type\n\
-                         cann::Graph_1,102400,1000,1050,,50,,100,200,,100,200,,,NPU:0\n\
+        let operators = OPERATOR_HEADER.to_string()
+            + "cann::Graph_1,102400,1000,1050,,50,,100,200,,100,200,,,NPU:0\n\
                          aten::add,51200,1100,1200,1200,100,100,850,1000,850,800,1000,800,1,NPU:0\n";
         std::fs::write(dir.join("operator_memory.csv"), operators).expect("written");
-        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
-        let peaks: Vec<_> = analyze(&run)
-            .into_iter()
-            .filter(|f| f.kind == FindingKind::Peak)
-            .collect();
-        assert_eq!(peaks.len(), 1, "{peaks:?}");
+        let peaks = peaks_of(&root);
         // 950 MB at the peak: 50 in aten::add, 100 in the released graph, 800 from before.
         let summary = &peaks[0].summary;
         assert!(
