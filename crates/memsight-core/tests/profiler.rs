@@ -370,13 +370,17 @@ fn detectors_on_the_real_ranks() {
         findings[2].suggestion
     );
     // GE's memory is inside the operator curve (PTA+GE): only HCCL and the runtime are outside
-    // it (an independent audit: 404 + 92 = 497 MiB of the 583 MiB gap; the rest, 86.55 MiB, in
-    // no component). The APP sample before GE's first record (PTA alone, a 658 MiB "gap") is
-    // left out: 6 samples, at most 582.85 MiB (computed in Python from the CSVs).
+    // it (an independent audit: 404 + 92 = 497 MiB of the 583 MiB gap). npu_module_mem.csv's GE
+    // is 76.0 MB where memory_record.csv's GE reserved is 74.75: 1.25 MiB more of the gap is
+    // GE's, and the rest, 85.30 MiB, in no component. The APP sample before GE's first record
+    // (PTA alone, a 658 MiB "gap") is left out: 6 samples, at most 582.85 MiB (all computed in
+    // Python from the CSVs).
     assert!(
         findings[1].summary.contains(
             "(median over 6 samples, at most 583 MiB); at that moment CANN components held 496 \
-             MiB of it: HCCL 404 MiB, RUNTIME 92.2 MiB; the other 86.6 MiB is in none of them."
+             MiB of it: HCCL 404 MiB, RUNTIME 92.2 MiB; GE, whose memory the operator curve \
+             counts, holds 1.25 MiB more in npu_module_mem.csv than memory_record.csv says; the \
+             other 85.3 MiB is in none of them."
         ),
         "{}",
         findings[1].summary
@@ -671,4 +675,47 @@ fn a_negative_total_is_a_warning_not_a_peak() {
         w.message
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The peak's phase from the backward rows around it, on real ranks. Read in Python from
+/// `operator_memory.csv` (rows by allocation time, `cann::` rows aside) against the `PTA+GE`
+/// peak of `memory_record.csv`: on `rank0_level0` the last backward row before the peak is
+/// `aten::convolution_backward` (line 106) and none follows; on `st_level2_rank0` the row just
+/// before the peak is `npu::npu_fusion_attention_grad` (line 1394), with backward rows after it.
+#[test]
+fn the_peak_s_phase_on_real_ranks() {
+    use memsight_core::detect::FindingKind;
+    let Some(fixtures) = common::fixtures_dir() else {
+        return;
+    };
+    let peak = |dir: PathBuf| {
+        let run = profiler::open(&[dir]).expect("reads");
+        profiler::detect::analyze(&run)
+            .into_iter()
+            .find(|f| f.kind == FindingKind::Peak)
+            .expect("a peak finding")
+    };
+    let after = peak(fixtures.join("profiler/rank0_level0"));
+    assert!(
+        after.summary.contains(
+            "It comes after the capture's last backward operator (aten::convolution_backward, \
+             line 106 of operator_memory.csv"
+        ) && after.suggestion.contains("falls in the optimizer step"),
+        "{} {}",
+        after.summary,
+        after.suggestion
+    );
+    let backward = peak(fixtures.join("profiler-more/st_level2_rank0"));
+    assert!(
+        backward.summary.contains(
+            "The last allocation before it is a backward operator's \
+             (npu::npu_fusion_attention_grad, line 1394 of operator_memory.csv): the backward \
+             pass."
+        ) && backward
+            .suggestion
+            .starts_with("The peak falls in the backward pass"),
+        "{} {}",
+        backward.summary,
+        backward.suggestion
+    );
 }

@@ -21,7 +21,7 @@ use crate::detect::{Finding, FindingKind, Severity};
 use crate::model::NO_STACK;
 use crate::units::format_bytes;
 
-use super::{APP_COMPONENT, Curve, OPERATOR_COMPONENT, ProfilerRun, Rank};
+use super::{APP_COMPONENT, Curve, OPERATOR_COMPONENT, OperatorRow, ProfilerRun, Rank};
 
 /// A stall frees at least this much …
 const STALL_MIN_BYTES: f64 = 512.0 * 1024.0 * 1024.0;
@@ -350,7 +350,19 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
         .filter(|&(_, v)| v > 0.0)
         .collect();
     components.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let why = components_words(&components, largest);
+    // GE's reserve as npu_module_mem.csv gives it, beyond what memory_record.csv's GE counts
+    // (and so the operator curve): that much of the gap is GE's too.
+    let ge_beyond = rank
+        .modules
+        .iter()
+        .find(|c| c.component == "GE")
+        .and_then(|c| at_time(c, &c.reserved_bytes, t))
+        .zip(
+            rank.curve("GE")
+                .and_then(|ge| at_time(ge, &ge.reserved_bytes, t)),
+        )
+        .map_or(0.0, |(module, record)| (module - record).max(0.0));
+    let why = components_words(&components, ge_beyond, largest);
     let first = gaps[0].1;
     let last = gaps[gaps.len() - 1].1;
     Some(Finding {
@@ -400,8 +412,9 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
 }
 
 /// "; at that moment CANN components held 496 MiB of it: HCCL 404 MiB, …; the other 90.7 MiB is
-/// in none of them": what `components` (largest first) hold of the gap of `gap_bytes`.
-fn components_words(components: &[(&str, f64)], gap_bytes: f64) -> String {
+/// in none of them": what `components` (largest first) hold of the gap of `gap_bytes`, and the
+/// part of it that is GE's beyond memory_record.csv's GE figure (`ge_beyond_bytes`).
+fn components_words(components: &[(&str, f64)], ge_beyond_bytes: f64, gap_bytes: f64) -> String {
     let explained: f64 = components.iter().map(|c| c.1).sum();
     let named = components
         .iter()
@@ -412,10 +425,19 @@ fn components_words(components: &[(&str, f64)], gap_bytes: f64) -> String {
     if components.is_empty() {
         " (npu_module_mem.csv is not there to say which CANN components hold it)".to_string()
     } else {
-        let rest = gap_bytes - explained;
+        let rest = gap_bytes - explained - ge_beyond_bytes;
         format!(
-            "; at that moment CANN components held {} of it: {named}{}",
+            "; at that moment CANN components held {} of it: {named}{}{}",
             format_bytes(explained as i64),
+            if ge_beyond_bytes >= 1024.0 * 1024.0 {
+                format!(
+                    "; GE, whose memory the operator curve counts, holds {} more in \
+                     npu_module_mem.csv than memory_record.csv says",
+                    format_bytes(ge_beyond_bytes as i64)
+                )
+            } else {
+                String::new()
+            },
             if rest >= gap_bytes * 0.05 {
                 format!(
                     "; the other {} is in none of them",
@@ -517,8 +539,8 @@ const IMBALANCE_RATIO: f64 = 5.0;
 const IMBALANCE_MIN_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// The operator rows alive at time `t`, largest first.
-fn alive_at(rank: &Rank, t: f64) -> Vec<&super::OperatorRow> {
-    let mut alive: Vec<&super::OperatorRow> = rank
+fn alive_at(rank: &Rank, t: f64) -> Vec<&OperatorRow> {
+    let mut alive: Vec<&OperatorRow> = rank
         .operators
         .iter()
         .filter(|o| {
@@ -531,7 +553,7 @@ fn alive_at(rank: &Rank, t: f64) -> Vec<&super::OperatorRow> {
 
 /// `alive`'s bytes and rows per operator name, largest first: what a title names (17 rows of
 /// `_foreach_add` hold more than the largest `mm` row alone says).
-fn by_operator<'a>(rank: &'a Rank, alive: &[&super::OperatorRow]) -> Vec<(&'a str, i64, usize)> {
+fn by_operator<'a>(rank: &'a Rank, alive: &[&OperatorRow]) -> Vec<(&'a str, i64, usize)> {
     let mut totals: Vec<(&str, i64, usize)> = Vec::new();
     for o in alive {
         let name = rank.operator_name(o);
@@ -569,7 +591,7 @@ fn operator_totals_words(totals: &[(&str, i64, usize)], of_bytes: f64) -> String
 /// allocation and right after each release, so the most allocated is the larger of an
 /// allocation's total and a release's total plus the bytes it released (just before it).
 fn table_peak_words(rank: &Rank) -> String {
-    let mut top: Option<(f64, &super::OperatorRow, bool)> = None;
+    let mut top: Option<(f64, &OperatorRow, bool)> = None;
     for o in &rank.operators {
         let at_alloc = o.alloc_totals_bytes[0];
         let before_release = o.release_totals_bytes[0] + o.size_bytes.max(0) as f64;
@@ -585,7 +607,7 @@ fn table_peak_words(rank: &Rank) -> String {
     let (moment, alive) = if before_release {
         // Just before the release: the released row is still alive.
         let t = row.release_us;
-        let mut alive: Vec<&super::OperatorRow> = rank
+        let mut alive: Vec<&OperatorRow> = rank
             .operators
             .iter()
             .filter(|o| {
@@ -809,8 +831,112 @@ fn peak(rank: &Rank) -> Option<Finding> {
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
     let top: Vec<&str> = totals.iter().take(PEAK_OPERATORS).map(|t| t.0).collect();
-    f.suggestion = peak_advice(rank, apart_us.is_some(), &top);
+    let phase = if apart_us.is_none() {
+        phase_at(rank, t)
+    } else {
+        None
+    };
+    if let Some(phase) = &phase {
+        f.summary += &phase_words(rank, phase, t);
+    }
+    f.suggestion = peak_advice(
+        rank,
+        apart_us.is_some(),
+        &top,
+        phase.as_ref(),
+        alive_words(alive_bytes, peak_bytes),
+    );
     Some(f)
+}
+
+/// Where a peak falls in a training step, from the names of the operator rows allocated around
+/// it: the rows carry no phase column, but backward operators name themselves
+/// (`aten::convolution_backward`, `npu::npu_fusion_attention_grad`, `…Backward0`).
+enum Phase<'a> {
+    /// No backward row is allocated before the peak, one is after it.
+    Forward { first_backward: &'a OperatorRow },
+    /// The last row allocated at or before the peak is a backward operator's.
+    Backward { last: &'a OperatorRow },
+    /// Backward rows come before the peak and none after; the last row before it is not one.
+    AfterBackward { last_backward: &'a OperatorRow },
+}
+
+/// An operator of the backward pass, by its name.
+fn is_backward(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("backward") || lower.contains("backprop") || lower.ends_with("_grad")
+}
+
+/// The phase of a peak at time `t`, where the rows' names settle it; `None` where they do not
+/// (backward rows before and after the peak with other rows last before it: a pipeline's
+/// forward between backward ones, or a later micro-batch). Graph-engine and kernel rows
+/// (`cann::…`) are no evidence: on held-out ranks `cann::Conv2DBackpropFilter10` came after the
+/// optimizer's `_foreach_add` rows, at the device's pace, not the step's.
+fn phase_at(rank: &Rank, t: f64) -> Option<Phase<'_>> {
+    let made = || {
+        rank.operators.iter().filter(|o| {
+            o.size_bytes >= 0
+                && o.alloc_us.is_finite()
+                && !rank.operator_name(o).starts_with("cann::")
+        })
+    };
+    let backward = |o: &&OperatorRow| is_backward(rank.operator_name(o));
+    let by_time = |a: &&OperatorRow, b: &&OperatorRow| a.alloc_us.total_cmp(&b.alloc_us);
+    let last_before = made().filter(|o| o.alloc_us <= t).max_by(by_time)?;
+    if backward(&last_before) {
+        return Some(Phase::Backward { last: last_before });
+    }
+    let last_backward = made()
+        .filter(|o| o.alloc_us <= t)
+        .filter(backward)
+        .max_by(by_time);
+    let first_backward = made()
+        .filter(|o| o.alloc_us > t)
+        .filter(backward)
+        .min_by(by_time);
+    match (last_backward, first_backward) {
+        (None, Some(first_backward)) => Some(Phase::Forward { first_backward }),
+        (Some(last_backward), None) => Some(Phase::AfterBackward { last_backward }),
+        _ => None,
+    }
+}
+
+/// The evidence for `phase` as a sentence of the peak's summary.
+fn phase_words(rank: &Rank, phase: &Phase, t: f64) -> String {
+    let row = |o: &OperatorRow| {
+        format!(
+            "{}, line {} of operator_memory.csv",
+            rank.operator_name(o),
+            o.line
+        )
+    };
+    match phase {
+        Phase::Forward { first_backward } => format!(
+            " It comes before the capture's first backward operator ({}, allocated {:.2} ms \
+             later): the forward pass.",
+            row(first_backward),
+            (first_backward.alloc_us - t) / 1000.0
+        ),
+        Phase::Backward { last } => format!(
+            " The last allocation before it is a backward operator's ({}): the backward pass.",
+            row(last)
+        ),
+        Phase::AfterBackward { last_backward } => format!(
+            " It comes after the capture's last backward operator ({}, allocated {:.2} ms \
+             before), and no backward operator follows: after the backward pass.",
+            row(last_backward),
+            (t - last_backward.alloc_us) / 1000.0
+        ),
+    }
+}
+
+/// "98.3 MiB, 8% of the peak": the operator rows alive at the peak.
+fn alive_words(alive_bytes: i64, peak_bytes: f64) -> String {
+    format!(
+        "{}, {:.0}% of the peak",
+        format_bytes(alive_bytes),
+        alive_bytes as f64 * 100.0 / peak_bytes.max(1.0)
+    )
 }
 
 /// GE's part of the curve at time `t` is its last `GE` record: graph-engine rows
@@ -833,7 +959,7 @@ fn ge_released_words(rank: &Rank, t: f64, peak_bytes: f64) -> (i64, String) {
         set -= 1;
     }
     let recorded_us = ge.time_us[set];
-    let released: Vec<&super::OperatorRow> = rank
+    let released: Vec<&OperatorRow> = rank
         .operators
         .iter()
         .filter(|o| {
@@ -933,8 +1059,15 @@ fn unnamed_words(
         })
 }
 
-/// The peak finding's advice, from what the largest rows alive at the peak (`top`) are.
-fn peak_advice(rank: &Rank, two_captures: bool, top: &[&str]) -> String {
+/// The peak finding's advice, from what the largest rows alive at the peak (`top`) are and the
+/// phase the rows' names show; `alive` says how much the rows alive then hold.
+fn peak_advice(
+    rank: &Rank,
+    two_captures: bool,
+    top: &[&str],
+    phase: Option<&Phase>,
+    alive: String,
+) -> String {
     if two_captures {
         "Open the operator table and the memory curve written by one profiler run together: \
          only then do the rows alive at the peak name what holds it."
@@ -950,17 +1083,39 @@ fn peak_advice(rank: &Rank, two_captures: bool, top: &[&str]) -> String {
     } else if top.iter().any(|n| n.contains("_foreach_")) {
         "The peak falls in the optimizer step: its multi-tensor (_foreach_*) operators hold a \
          temporary for every parameter at once. An optimizer built with foreach=False steps \
-         one parameter at a time and holds less (slower); fused=True, where the device \
-         supports it, needs no such temporaries."
+         one parameter at a time and holds less (slower)."
             .to_string()
     } else if top.iter().any(|n| is_cast_or_copy(n)) {
         "Shrink or free the largest of these before the peak: a cast or a copy of a large tensor \
          (the logits in fp32) can often be done in chunks, in place, or after the reduction."
             .to_string()
+    } else if let Some(phase) = phase {
+        match phase {
+            Phase::Forward { .. } => format!(
+                "The peak falls in the forward pass. The activations it keeps for backward are \
+                 among the operator rows alive then ({alive}): activation checkpointing or a \
+                 smaller micro-batch can take off at most that much. Memory allocated before \
+                 the capture is not this forward's activations: the weights, optimizer state \
+                 and, where zero_grad runs after the forward, the previous step's gradients \
+                 (optimizer.zero_grad(set_to_none=True) before the forward frees those)."
+            ),
+            Phase::Backward { .. } => format!(
+                "The peak falls in the backward pass, where the forward's activations are still \
+                 held while gradients are made; both are among the operator rows alive then \
+                 ({alive}). Activation checkpointing or a smaller micro-batch lowers the \
+                 activations' part."
+            ),
+            Phase::AfterBackward { .. } => "The peak comes after the backward pass (in the \
+                 optimizer step, or what follows it): the forward's activations are normally \
+                 freed by then, so activation checkpointing or a smaller micro-batch would not \
+                 lower it. The weights, gradients, optimizer state and the step's temporaries \
+                 hold it: the largest rows alive then are where to look."
+                .to_string(),
+        }
     } else {
         // The rows name operators, not phases: `aten::add` may be an activation or an
         // optimizer's weight decay (a held-out rank's peak, in its per-parameter SGD step, was
-        // told to use activation checkpointing).
+        // told to use activation checkpointing); where no backward row settles it, say so.
         "These are the allocations to look at first. The operator rows do not say in which \
          phase (forward, backward, optimizer step) each was made: activations the forward pass \
          keeps for backward shrink with activation checkpointing or a smaller micro-batch, while \
@@ -1044,7 +1199,7 @@ fn outliers(rank: &Rank) -> Vec<Finding> {
     if peak <= 0.0 {
         return Vec::new();
     }
-    let mut big: Vec<(usize, &super::OperatorRow)> = rank
+    let mut big: Vec<(usize, &OperatorRow)> = rank
         .operators
         .iter()
         .enumerate()
@@ -1243,7 +1398,7 @@ mod tests {
                 let _ = writeln!(modules, "{component},{t},{mb},NPU:0");
             }
         }
-        std::fs::write(dir.join("npu_module_mem.csv"), modules).expect("written");
+        std::fs::write(dir.join("npu_module_mem.csv"), &modules).expect("written");
         let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
         let gaps: Vec<_> = analyze(&run)
             .into_iter()
@@ -1269,6 +1424,30 @@ mod tests {
             "{}",
             f.suggestion
         );
+        // npu_module_mem.csv's GE 10 MB above memory_record.csv's: that much of the gap is GE's
+        // (held-out ranks: 1.25 MiB of "the other 90.7 MiB" was).
+        std::fs::write(
+            dir.join("npu_module_mem.csv"),
+            modules
+                .replace("GE,0,300", "GE,0,310")
+                .replace("GE,1300,300", "GE,1300,310"),
+        )
+        .expect("written");
+        let run = crate::profiler::open(std::slice::from_ref(&root)).expect("reads");
+        let gap = analyze(&run)
+            .into_iter()
+            .find(|f| f.kind == FindingKind::UnaccountedMemory)
+            .expect("the gap");
+        assert!(
+            gap.summary.contains(
+                "RUNTIME 100 MiB; GE, whose memory the operator curve counts, holds 10.0 MiB more \
+                 in npu_module_mem.csv than memory_record.csv says; the other 190 MiB is in none \
+                 of them"
+            ),
+            "{}",
+            gap.summary
+        );
+        std::fs::write(dir.join("npu_module_mem.csv"), modules).expect("written");
         // An `aten::add` alive at the peak may be an activation or an optimizer's weight decay
         // (a held-out rank's per-parameter SGD step): the advice says the rows name no phase.
         let operators = OPERATOR_HEADER.to_string()
@@ -1284,6 +1463,88 @@ mod tests {
             "{} {}",
             peaks[0].summary,
             peaks[0].suggestion
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The operator rows carry no phase, but backward operators name themselves: a peak before
+    /// the first backward row is the forward's, one just after a backward row's allocation the
+    /// backward's, one after the last the optimizer step's or later; `cann::` rows, at the
+    /// device's pace, are no evidence, and backward rows on both sides settle nothing.
+    #[test]
+    fn the_peak_s_phase_is_read_from_the_backward_rows_around_it() {
+        let root = temp("phase");
+        let dir = root.join("rank0_ascend_pt").join("ASCEND_PROFILER_OUTPUT");
+        std::fs::create_dir_all(&dir).expect("folder");
+        // 800 MB allocated from t = 50, 950 MB at t = 1100 (the peak), 800 MB again at 1200.
+        let record = "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total \
+                      Active(MB),Stream Ptr,Device Type\n\
+                      PTA,50,800,1200,800,1,NPU:0\nPTA+GE,50,800,1200,800,,NPU:0\n\
+                      PTA,1100,950,1200,950,1,NPU:0\nPTA+GE,1100,950,1200,950,,NPU:0\n\
+                      PTA,1200,800,1200,800,1,NPU:0\nPTA+GE,1200,800,1200,800,,NPU:0\n";
+        std::fs::write(dir.join("memory_record.csv"), record).expect("written");
+        // (name, allocated at, released at), each 100 MiB; the peak is at t = 1100.
+        let peak_with = |rows: &[(&str, u32, u32)]| {
+            let mut operators = OPERATOR_HEADER.to_string();
+            for (name, alloc, release) in rows {
+                let _ = writeln!(
+                    operators,
+                    "{name},102400,{alloc},{release},{release},,,900,1200,900,800,1200,800,1,NPU:0"
+                );
+            }
+            std::fs::write(dir.join("operator_memory.csv"), operators).expect("written");
+            let peak = peaks_of(&root).remove(0);
+            (peak.summary, peak.suggestion)
+        };
+        let (summary, advice) = peak_with(&[
+            ("aten::_convolution", 1000, 1500),
+            ("aten::convolution_backward", 1300, 1400),
+        ]);
+        assert!(
+            summary.contains(
+                "It comes before the capture's first backward operator \
+                 (aten::convolution_backward, line 3 of operator_memory.csv, allocated 0.20 ms \
+                 later): the forward pass."
+            ) && advice.contains(
+                "among the operator rows alive then (100 MiB, 11% of the peak): activation \
+                 checkpointing or a smaller micro-batch can take off at most that much"
+            ),
+            "{summary} {advice}"
+        );
+        let (summary, advice) = peak_with(&[
+            ("aten::_convolution", 900, 1500),
+            ("npu::npu_fusion_attention_grad", 1050, 1500),
+            ("aten::convolution_backward", 1300, 1400),
+        ]);
+        assert!(
+            summary.contains(
+                "The last allocation before it is a backward operator's \
+                 (npu::npu_fusion_attention_grad, line 3 of operator_memory.csv): the backward \
+                 pass."
+            ) && advice.starts_with("The peak falls in the backward pass"),
+            "{summary} {advice}"
+        );
+        let (summary, advice) = peak_with(&[
+            ("aten::convolution_backward", 900, 1000),
+            ("aten::add", 1050, 1150),
+            ("cann::Conv2DBackpropFilter1", 1080, 1090),
+        ]);
+        assert!(
+            summary.contains(
+                "It comes after the capture's last backward operator \
+                 (aten::convolution_backward, line 2 of operator_memory.csv, allocated 0.20 ms \
+                 before), and no backward operator follows: after the backward pass."
+            ) && advice.contains("would not lower it"),
+            "{summary} {advice}"
+        );
+        let (summary, advice) = peak_with(&[
+            ("aten::convolution_backward", 900, 1000),
+            ("aten::mul", 1050, 1150),
+            ("aten::convolution_backward", 1300, 1400),
+        ]);
+        assert!(
+            !summary.contains(" pass.") && advice.contains("do not say in which phase"),
+            "{summary} {advice}"
         );
         let _ = std::fs::remove_dir_all(&root);
     }
