@@ -839,13 +839,13 @@ fn peak(rank: &Rank) -> Option<Finding> {
     if let Some(phase) = &phase {
         f.summary += &phase_words(rank, phase, t);
     }
-    f.suggestion = peak_advice(
-        rank,
-        apart_us.is_some(),
-        &top,
-        phase.as_ref(),
-        alive_words(alive_bytes, peak_bytes),
-    );
+    let figures = match &phase {
+        Some(Phase::Forward { first_backward }) => {
+            forward_bound_words(rank, curve, &alive, first_backward, peak_bytes)
+        }
+        _ => (alive_words(alive_bytes, peak_bytes), String::new()),
+    };
+    f.suggestion = peak_advice(rank, apart_us.is_some(), &top, phase.as_ref(), &figures);
     Some(f)
 }
 
@@ -921,13 +921,79 @@ fn phase_words(rank: &Rank, phase: &Phase, t: f64) -> String {
             " The last allocation before it is a backward operator's ({}): the backward pass.",
             row(last)
         ),
-        Phase::AfterBackward { last_backward } => format!(
-            " It comes after the capture's last backward operator ({}, allocated {:.2} ms \
-             before), and no backward operator follows: after the backward pass.",
-            row(last_backward),
-            (t - last_backward.alloc_us) / 1000.0
-        ),
+        Phase::AfterBackward { last_backward } => {
+            // The device runs behind the host: its backward kernels (`cann::` rows, which
+            // are no evidence of the host's phase) may still hold memory (held-out ranks: the
+            // peak sample was a `Conv2DBackpropFilter` kernel's allocation).
+            let kernels: Vec<String> = alive_at(rank, t)
+                .into_iter()
+                .filter(|o| {
+                    let name = rank.operator_name(o);
+                    name.starts_with("cann::") && is_backward(name)
+                })
+                .map(|o| {
+                    format!(
+                        "{} (line {} of operator_memory.csv)",
+                        rank.operator_name(o),
+                        o.line
+                    )
+                })
+                .collect();
+            format!(
+                " It comes after the capture's last backward operator ({}, allocated {:.2} ms \
+                 before), and no backward operator follows: after the backward pass{}.",
+                row(last_backward),
+                (t - last_backward.alloc_us) / 1000.0,
+                if kernels.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " on the host, while the device still runs backward kernels: {}, alive \
+                         at the peak",
+                        kernels.join("; ")
+                    )
+                }
+            )
+        }
     }
+}
+
+/// What activation checkpointing or a smaller micro-batch can take off a forward-pass peak:
+/// at most the operator rows alive then, graph-engine rows (`cann::`, a graph's buffers: on
+/// held-out ranks one of a weight's size) aside; and the peak itself at most down to the
+/// curve's highest point once the backward pass begins. The rows' figures, then the clause on
+/// the peak (empty where the rows bound it already).
+fn forward_bound_words(
+    rank: &Rank,
+    curve: &Curve,
+    alive: &[&OperatorRow],
+    first_backward: &OperatorRow,
+    peak_bytes: f64,
+) -> (String, String) {
+    let rows_bytes: i64 = alive
+        .iter()
+        .filter(|o| !rank.operator_name(o).starts_with("cann::"))
+        .map(|o| o.size_bytes)
+        .sum();
+    let later = (0..curve.len())
+        .filter(|&k| curve.time_us[k] >= first_backward.alloc_us)
+        .max_by(|&a, &b| curve.allocated_bytes[a].total_cmp(&curve.allocated_bytes[b]));
+    let rows = format!(
+        "{}, graph-engine rows aside",
+        alive_words(rows_bytes, peak_bytes)
+    );
+    let bound = later
+        .filter(|&k| peak_bytes - curve.allocated_bytes[k] < rows_bytes as f64)
+        .map_or_else(String::new, |k| {
+            format!(
+                ", and the peak falls by at most {}: once the backward pass begins, the curve \
+                 still reaches {} (line {} of memory_record.csv)",
+                format_bytes((peak_bytes - curve.allocated_bytes[k]).max(0.0) as i64),
+                format_bytes(curve.allocated_bytes[k] as i64),
+                curve.line[k]
+            )
+        });
+    (rows, bound)
 }
 
 /// "98.3 MiB, 8% of the peak": the operator rows alive at the peak.
@@ -1060,14 +1126,16 @@ fn unnamed_words(
 }
 
 /// The peak finding's advice, from what the largest rows alive at the peak (`top`) are and the
-/// phase the rows' names show; `alive` says how much the rows alive then hold.
+/// phase the rows' names show; `figures`: how much the rows alive then hold, and for a
+/// forward-pass peak how far the peak can fall.
 fn peak_advice(
     rank: &Rank,
     two_captures: bool,
     top: &[&str],
     phase: Option<&Phase>,
-    alive: String,
+    figures: &(String, String),
 ) -> String {
+    let (alive, bound) = figures;
     if two_captures {
         "Open the operator table and the memory curve written by one profiler run together: \
          only then do the rows alive at the peak name what holds it."
@@ -1094,7 +1162,8 @@ fn peak_advice(
             Phase::Forward { .. } => format!(
                 "The peak falls in the forward pass. The activations it keeps for backward are \
                  among the operator rows alive then ({alive}): activation checkpointing or a \
-                 smaller micro-batch can take off at most that much. Memory allocated before \
+                 smaller micro-batch can take off at most that much{bound}. Memory allocated \
+                 before \
                  the capture is not this forward's activations: the weights, optimizer state \
                  and, where zero_grad runs after the forward, the previous step's gradients \
                  (optimizer.zero_grad(set_to_none=True) before the forward frees those)."
@@ -1107,9 +1176,10 @@ fn peak_advice(
             ),
             Phase::AfterBackward { .. } => "The peak comes after the backward pass (in the \
                  optimizer step, or what follows it): the forward's activations are normally \
-                 freed by then, so activation checkpointing or a smaller micro-batch would not \
-                 lower it. The weights, gradients, optimizer state and the step's temporaries \
-                 hold it: the largest rows alive then are where to look."
+                 freed by then, so activation checkpointing would not lower it, and a smaller \
+                 micro-batch only by the inputs and outputs still alive. The weights, gradients, \
+                 optimizer state and the step's temporaries hold it: the largest rows alive then \
+                 are where to look."
                 .to_string(),
         }
     } else {
@@ -1496,21 +1566,42 @@ mod tests {
             let peak = peaks_of(&root).remove(0);
             (peak.summary, peak.suggestion)
         };
+        // A graph's buffer is no activation; after t = 1200 the curve is 150 MB below the peak.
         let (summary, advice) = peak_with(&[
             ("aten::_convolution", 1000, 1500),
+            ("cann::Graph_1", 1000, 1500),
             ("aten::convolution_backward", 1300, 1400),
         ]);
         assert!(
             summary.contains(
                 "It comes before the capture's first backward operator \
-                 (aten::convolution_backward, line 3 of operator_memory.csv, allocated 0.20 ms \
+                 (aten::convolution_backward, line 4 of operator_memory.csv, allocated 0.20 ms \
                  later): the forward pass."
             ) && advice.contains(
-                "among the operator rows alive then (100 MiB, 11% of the peak): activation \
-                 checkpointing or a smaller micro-batch can take off at most that much"
+                "among the operator rows alive then (100 MiB, 11% of the peak, graph-engine rows \
+                 aside): activation checkpointing or a smaller micro-batch can take off at most \
+                 that much. "
             ),
             "{summary} {advice}"
         );
+        // The backward pass (from t = 1300) reaching 900 of the 950 MB peak: the peak can fall
+        // by 50 at most.
+        let record_after =
+            format!("{record}PTA,1350,900,1200,900,1,NPU:0\nPTA+GE,1350,900,1200,900,,NPU:0\n");
+        std::fs::write(dir.join("memory_record.csv"), &record_after).expect("written");
+        let (_, advice) = peak_with(&[
+            ("aten::_convolution", 1000, 1500),
+            ("aten::convolution_backward", 1300, 1400),
+        ]);
+        assert!(
+            advice.contains(
+                "can take off at most that much, and the peak falls by at most 50.0 MiB: once \
+                 the backward pass begins, the curve still reaches 900 MiB (line 9 of \
+                 memory_record.csv)."
+            ),
+            "{advice}"
+        );
+        std::fs::write(dir.join("memory_record.csv"), record).expect("written");
         let (summary, advice) = peak_with(&[
             ("aten::_convolution", 900, 1500),
             ("npu::npu_fusion_attention_grad", 1050, 1500),
@@ -1524,17 +1615,20 @@ mod tests {
             ) && advice.starts_with("The peak falls in the backward pass"),
             "{summary} {advice}"
         );
+        // A backward kernel row comes last and is alive at the peak: the device is behind.
         let (summary, advice) = peak_with(&[
             ("aten::convolution_backward", 900, 1000),
             ("aten::add", 1050, 1150),
-            ("cann::Conv2DBackpropFilter1", 1080, 1090),
+            ("cann::Conv2DBackpropFilter1", 1080, 1150),
         ]);
         assert!(
             summary.contains(
                 "It comes after the capture's last backward operator \
                  (aten::convolution_backward, line 2 of operator_memory.csv, allocated 0.20 ms \
-                 before), and no backward operator follows: after the backward pass."
-            ) && advice.contains("would not lower it"),
+                 before), and no backward operator follows: after the backward pass on the host, \
+                 while the device still runs backward kernels: cann::Conv2DBackpropFilter1 (line \
+                 4 of operator_memory.csv), alive at the peak."
+            ) && advice.contains("activation checkpointing would not lower it"),
             "{summary} {advice}"
         );
         let (summary, advice) = peak_with(&[
