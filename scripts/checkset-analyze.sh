@@ -6,6 +6,7 @@
 #   MEMSIGHT_CHECKSET   the fetched public files, first batch (default /work/checkset/public)
 #   MEMSIGHT_CHECKSETn  batch n, for n = 2..15 (default /work/checkset/publicn);
 #   MEMSIGHT_CHECKSET14H the fourteenth search's one file (default /work/checkset/public14h)
+#   MEMSIGHT_CHECKSET16  batch 16, generated snapshots (default /work/checkset/synth16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -19,6 +20,8 @@ for n in 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
 done
 # The fourteenth search's one file, kept apart from its (empty) batch.
 batches+=("public14h=${MEMSIGHT_CHECKSET14H:-/work/checkset/public14h}")
+# Batch 16: generated snapshots (a helper's simulator, docs/check-set.md).
+batches+=("synth16=${MEMSIGHT_CHECKSET16:-/work/checkset/synth16}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
