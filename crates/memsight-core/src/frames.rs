@@ -123,6 +123,24 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
     lines
 }
 
+/// The innermost frame of the user's code that every one of `stacks` passes through, as
+/// `name (file:line)`: the line a dozen leaking call sites share (`losses.append(model(x))`'s
+/// forward), where there is one.
+pub fn common_user_frame(snapshot: &Snapshot, stacks: &[StackId]) -> Option<String> {
+    let (first, rest) = stacks.split_first()?;
+    let user_lines = |stack: StackId| -> Vec<String> {
+        display_frames(snapshot, stack, false)
+            .into_iter()
+            .filter(|l| !l.internal)
+            .map(|l| l.text)
+            .collect()
+    };
+    let others: Vec<Vec<String>> = rest.iter().map(|&s| user_lines(s)).collect();
+    user_lines(*first)
+        .into_iter()
+        .find(|line| others.iter().all(|o| o.contains(line)))
+}
+
 /// The one frame that names a stack in a summary line: the innermost frame of the user's code
 /// (where that is a script's top level, `<module>`, with the innermost library frame before it);
 /// for a stack that is all native (autograd's engine thread has no Python frames), the operator

@@ -100,6 +100,10 @@ pub struct Finding {
     /// The call stack behind it, when there is one.
     #[serde(skip)]
     pub stack: StackId,
+    /// Every call stack behind it where there are several (a leak from a dozen call sites),
+    /// `stack` first; empty where there is one or none.
+    #[serde(skip)]
+    pub stacks: Vec<StackId>,
     /// The finding's bytes by category of allocation, largest first, where the finding is about
     /// allocations (a peak, a leak); empty otherwise.
     pub breakdown: Vec<CategoryBytes>,
@@ -187,6 +191,7 @@ impl Finding {
             rank: None,
             time_range_us: None,
             stack: NO_STACK,
+            stacks: Vec::new(),
             breakdown: Vec::new(),
             owners: Vec::new(),
             rules: Vec::new(),
@@ -632,7 +637,13 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
     let stacks: Vec<StackId> = leaks
         .iter()
         .filter(|f| f.kind == FindingKind::Leak && f.has_stack())
-        .map(|f| f.stack)
+        .flat_map(|f| {
+            if f.stacks.is_empty() {
+                vec![f.stack]
+            } else {
+                f.stacks.clone()
+            }
+        })
         .collect();
     if stacks.is_empty() {
         return;

@@ -98,6 +98,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             rank: None,
             time_range_us: None,
             stack: trace.stack[i],
+            stacks: Vec::new(),
             breakdown: Vec::new(),
             owners: Vec::new(),
             rules: Vec::new(),

@@ -74,6 +74,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             severity: if at_peak { Severity::Warning } else { Severity::Info },
             device: device.ordinal,
             devices: Vec::new(),
+            stacks: Vec::new(),
             source_lines: None,
             evidence: Vec::new(),
             title: format!(

@@ -325,6 +325,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         rank: None,
         time_range_us: None,
         stack: crate::model::NO_STACK,
+        stacks: Vec::new(),
         breakdown: Vec::new(),
         owners: Vec::new(),
         rules: Vec::new(),

@@ -104,6 +104,7 @@ fn finding(rank: &Rank, kind: FindingKind, severity: Severity) -> Finding {
         rank: Some(rank.name.clone()),
         time_range_us: None,
         stack: NO_STACK,
+        stacks: Vec::new(),
         breakdown: Vec::new(),
         owners: Vec::new(),
         rules: Vec::new(),
