@@ -3438,3 +3438,53 @@ fn one_loop_leaking_from_several_call_sites_is_one_leak_at_its_true_rate() {
         leak.summary
     );
 }
+
+/// A peak in the forward pass after the trace's only optimizer step (an out-of-memory dump in
+/// the second step) is not "iteration 1 of the trace's 1": it is after the last step, in an
+/// iteration the trace holds only in part.
+#[test]
+fn a_peak_after_the_last_optimizer_step_is_said_to_be_in_the_next_iteration() {
+    let forward = two_frames(
+        ("forward", "/w/model.py", 10),
+        ("<module>", "/w/train.py", 90),
+    );
+    let optimizer = two_frames(
+        (
+            "step",
+            "/env/lib/python3.11/site-packages/torch/optim/adamw.py",
+            200,
+        ),
+        ("<module>", "/w/train.py", 92),
+    );
+    let trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, forward.clone()),
+        event("alloc", BASE, 32 * MIB, forward.clone()),
+        event("free_requested", BASE, 32 * MIB, forward.clone()),
+        event("free_completed", BASE, 32 * MIB, forward.clone()),
+        event("alloc", BASE, 8 * MIB, optimizer.clone()),
+        event("free_requested", BASE, 8 * MIB, optimizer.clone()),
+        event("free_completed", BASE, 8 * MIB, optimizer.clone()),
+        event("alloc", BASE, 64 * MIB, forward.clone()),
+    ];
+    let pool = segment(
+        0,
+        BASE,
+        128 * MIB,
+        "large",
+        vec![
+            block(BASE, 64 * MIB, "active_allocated", Some(forward)),
+            block(BASE + 64 * MIB, 64 * MIB, "inactive", None),
+        ],
+    );
+    let peak = the_peak(pool, trace);
+    assert!(
+        peak.summary
+            .contains("after the trace's last optimizer step (it ends at event")
+            && peak
+                .summary
+                .contains("in the next iteration, which the trace holds only in part")
+            && !peak.summary.contains("iteration 1 of the trace's 1"),
+        "{}",
+        peak.summary
+    );
+}

@@ -483,13 +483,22 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 Phase::Forward => "outside backward and the optimizer step".to_string(),
                 phase => format!("in the {}", phase.name()),
             };
-            if let Some(k) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
+            if let Some((k, steps)) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
                 // Of the trace's: a ring-buffered trace holds the last of a run's iterations.
-                words = format!(
-                    "{words}, iteration {} of the trace's {}",
-                    k.0 + 1,
-                    k.1.describe()
-                );
+                words = match steps.last_end {
+                    // After the last optimizer step: the next iteration, cut off by the dump
+                    // (a held-out file's out-of-memory peak, in the second step's forward, was
+                    // "iteration 1 of the trace's 1 iteration").
+                    Some(last_end) if e >= last_end => format!(
+                        "{words}, after the trace's last optimizer step (it ends at event \
+                         {last_end}): in the next iteration, which the trace holds only in part"
+                    ),
+                    _ => format!(
+                        "{words}, iteration {} of the trace's {}",
+                        k + 1,
+                        steps.describe()
+                    ),
+                };
             }
             words
         }

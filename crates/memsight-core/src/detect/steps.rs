@@ -70,6 +70,10 @@ impl StepSource {
 pub struct Steps {
     pub bounds: Vec<u32>,
     pub source: StepSource,
+    /// Where the boundaries end iterations (optimizer steps): the event the last of them ends
+    /// at. What follows it is counted in the last iteration, though it may begin the next one
+    /// (a forward pass after the last step, cut off by the dump).
+    pub last_end: Option<u32>,
 }
 
 impl Steps {
@@ -114,7 +118,11 @@ pub fn find(
         bounds.dedup();
         bounds.retain(|&b| b < end);
         bounds.push(end);
-        (bounds.len() >= 2).then_some(Steps { bounds, source })
+        (bounds.len() >= 2).then_some(Steps {
+            bounds,
+            source,
+            last_end: None,
+        })
     };
     // Boundaries that end iterations: the first iteration starts with the trace, and whatever
     // follows the last end belongs to the last iteration.
@@ -123,11 +131,15 @@ pub fn find(
         ends.dedup();
         ends.retain(|&b| b > 0 && b <= end);
         // The last iteration runs on to the trace's end.
-        ends.pop()?;
+        let last_end = ends.pop()?;
         let mut bounds = vec![0];
         bounds.extend(ends);
         bounds.push(end);
-        Some(Steps { bounds, source })
+        Some(Steps {
+            bounds,
+            source,
+            last_end: Some(last_end),
+        })
     };
     if trace.has_time() {
         // Running maximum, so the search stays valid if the clock ever steps back.
