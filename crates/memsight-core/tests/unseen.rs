@@ -3581,3 +3581,88 @@ fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forw
         peak.suggestion
     );
 }
+
+/// Four requests of an inference loop, each growing a cache token by token (with a temporary
+/// per token) and freeing it at the end: the curve comes back to the weights' level after each,
+/// the last time at the trace's end, where nothing rises after it to make a low point. That
+/// return counts: "the same lowest point", not "a low point that moves … not judged" (a
+/// held-out generated file of three requests).
+#[test]
+fn an_inference_loop_ending_back_at_its_weights_is_said_to_return_there() {
+    let loader = two_frames(
+        ("load_model", "/w/serve.py", 5),
+        ("<module>", "/w/serve.py", 40),
+    );
+    let cache = two_frames(
+        ("update", "/w/cache.py", 12),
+        ("<module>", "/w/serve.py", 44),
+    );
+    let scratch = two_frames(
+        ("forward", "/w/model.py", 30),
+        ("<module>", "/w/serve.py", 44),
+    );
+    let weights = BASE + 512 * MIB;
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, cache.clone())];
+    for _request in 0..4 {
+        for token in 0..8 {
+            trace.push(event(
+                "alloc",
+                BASE + token * 4 * MIB,
+                4 * MIB,
+                cache.clone(),
+            ));
+            trace.push(event("alloc", BASE + 64 * MIB, 128 * MIB, scratch.clone()));
+            trace.push(event(
+                "free_requested",
+                BASE + 64 * MIB,
+                128 * MIB,
+                scratch.clone(),
+            ));
+            trace.push(event(
+                "free_completed",
+                BASE + 64 * MIB,
+                128 * MIB,
+                scratch.clone(),
+            ));
+        }
+        for token in 0..8 {
+            trace.push(event(
+                "free_requested",
+                BASE + token * 4 * MIB,
+                4 * MIB,
+                cache.clone(),
+            ));
+            trace.push(event(
+                "free_completed",
+                BASE + token * 4 * MIB,
+                4 * MIB,
+                cache.clone(),
+            ));
+        }
+    }
+    let pool = segment(
+        0,
+        BASE,
+        256 * MIB,
+        "large",
+        vec![block(BASE, 256 * MIB, "inactive", None)],
+    );
+    let model = segment(
+        0,
+        weights,
+        100 * MIB,
+        "large",
+        vec![block(weights, 100 * MIB, "active_allocated", Some(loader))],
+    );
+    let findings = analyze(&load(&top(vec![pool, model], vec![trace])));
+    let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.summary
+            .contains("comes back to the same lowest point (100 MiB)")
+            && !peak
+                .summary
+                .contains("is not judged: blocks made in one repetition"),
+        "{}",
+        peak.summary
+    );
+}

@@ -553,11 +553,26 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
     // lowest level are what say nothing accumulates, where they reach from the trace's first
     // quarter to its last.
     let n = cx.device.trace.len();
-    let floor: Vec<(u32, i64)> = lows
+    let mut floor: Vec<(u32, i64)> = lows
         .iter()
         .copied()
         .filter(|&(_, level)| level - lo <= flat)
         .collect();
+    // The trace may end back at that level, where nothing rises after it to make a low point
+    // (a held-out inference file: three requests, each back to the weights exactly, the last
+    // at the trace's end, read as "a low point … moves from 2.30 to 2.50 GiB").
+    let allocated = cx.replay.allocated_bytes();
+    if let (Some(&(last_at, _)), Some(&end_level)) = (floor.last(), allocated.last()) {
+        let left_since = allocated[last_at as usize..].iter().any(|&a| a - lo > flat);
+        if (end_level - lo).abs() <= flat && left_since {
+            // Where the curve last came down to the level it ends at.
+            let mut at = allocated.len() - 1;
+            while at > last_at as usize && allocated[at - 1] <= end_level {
+                at -= 1;
+            }
+            floor.push((at as u32, allocated[at]));
+        }
+    }
     let spans_the_trace = floor.len() >= 3
         && floor.first().is_some_and(|&(at, _)| (at as usize) * 4 <= n)
         && floor
