@@ -3567,8 +3567,38 @@ fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forw
         "large",
         vec![block(BASE + 256 * MIB, 32 * MIB, "active_allocated", None)],
     );
-    let findings = analyze(&load(&top(vec![pool, weight], vec![trace])));
+    let file = top(vec![pool, weight], vec![trace]);
+    let findings = analyze(&load(&file));
     let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.suggestion
+            .contains("(zero_grad(set_to_none=False), or no zero_grad call at all)"),
+        "{}",
+        peak.suggestion
+    );
+    // With zero_grad shown running (its annotation), it is not missing: it frees nothing.
+    let Py::Dict(mut entries) = file else {
+        unreachable!("top() writes a dict")
+    };
+    entries.push((
+        "external_annotations",
+        Py::List(vec![Py::Dict(vec![
+            ("name", Py::Str("Optimizer.zero_grad#AdamW.zero_grad")),
+            ("stage", Py::Str("START")),
+            ("device", Py::Int(0)),
+            ("time_us", Py::Int(0)),
+        ])]),
+    ));
+    let findings = analyze(&load(&Py::Dict(entries)));
+    let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.suggestion.contains(
+            "(zero_grad runs, as the file shows, and frees nothing: \
+             zero_grad(set_to_none=False), which zeroes them in place)"
+        ),
+        "{}",
+        peak.suggestion
+    );
     assert!(
         peak.suggestion.starts_with(
             "Gradients from an earlier step (32.0 MiB, 25% of the peak) stay allocated through \

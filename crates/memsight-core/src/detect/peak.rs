@@ -1965,12 +1965,29 @@ fn stale_gradient_advice(
     };
     // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
     let lifetime = if freed == 0 {
+        // Where the file shows zero_grad running (its annotation or frames), it is not missing:
+        // it zeroes them in place.
+        let zero_grad_runs = cx
+            .snapshot
+            .annotations
+            .iter()
+            .any(|a| a.name.starts_with("Optimizer.zero_grad"))
+            || cx
+                .snapshot
+                .frames
+                .iter()
+                .any(|f| cx.snapshot.str(f.name) == "zero_grad");
         format!(
             "Gradients from an earlier step ({}, {}% of the peak) stay allocated through this \
-             whole forward pass and are never freed in the trace: the program keeps them \
-             (zero_grad(set_to_none=False), or no zero_grad call at all).",
+             whole forward pass and are never freed in the trace: the program keeps them ({}).",
             format_bytes(stale as i64),
-            percent(stale)
+            percent(stale),
+            if zero_grad_runs {
+                "zero_grad runs, as the file shows, and frees nothing: \
+                 zero_grad(set_to_none=False), which zeroes them in place"
+            } else {
+                "zero_grad(set_to_none=False), or no zero_grad call at all"
+            }
         )
     } else {
         format!(
