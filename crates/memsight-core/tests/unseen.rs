@@ -3425,7 +3425,7 @@ fn one_loop_leaking_from_several_call_sites_is_one_leak_at_its_true_rate() {
     assert_eq!(leaks.len(), 1, "{findings:#?}");
     let leak = leaks[0];
     assert_eq!(
-        leak.title, "Leak: 768 KiB per iteration from 2 call sites",
+        leak.title, "Leak: 768 KiB per iteration from 2 call stacks",
         "{leak:#?}"
     );
     assert!(
