@@ -3489,12 +3489,9 @@ fn a_peak_after_the_last_optimizer_step_is_said_to_be_in_the_next_iteration() {
     );
 }
 
-/// Gradients made by the first step's backward pass and never freed (`zero_grad()` with
-/// `set_to_none=False`, which zeroes them in place) are still allocated at the next step's
-/// forward peak: 32 MiB of a 128 MiB peak. The advice says so and what `set_to_none=True` saves
-/// (a held-out generated file kept 1.32 GiB that way, unsaid).
-#[test]
-fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forward_peak() {
+/// The file of the test below: 3 steps, a 32 MiB gradient made by the first backward pass and
+/// never freed, its 32 MiB weight from before the trace.
+fn kept_gradients_file() -> Py {
     let forward = two_frames(
         ("forward", "/w/model.py", 10),
         ("<module>", "/w/train.py", 90),
@@ -3567,7 +3564,16 @@ fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forw
         "large",
         vec![block(BASE + 256 * MIB, 32 * MIB, "active_allocated", None)],
     );
-    let file = top(vec![pool, weight], vec![trace]);
+    top(vec![pool, weight], vec![trace])
+}
+
+/// Gradients made by the first step's backward pass and never freed (`zero_grad()` with
+/// `set_to_none=False`, which zeroes them in place) are still allocated at the next step's
+/// forward peak: 32 MiB of a 128 MiB peak. The advice says so and what `set_to_none=True` saves
+/// (a held-out generated file kept 1.32 GiB that way, unsaid).
+#[test]
+fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forward_peak() {
+    let file = kept_gradients_file();
     let findings = analyze(&load(&file));
     let peak = of_kind(&findings, FindingKind::Peak)[0];
     assert!(

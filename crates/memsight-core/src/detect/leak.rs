@@ -430,7 +430,7 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
             .map(|l| {
                 format!(
                     "{} {} per iteration",
-                    crate::frames::headline_frame(&cx.snapshot, l.stack)
+                    crate::frames::headline_frame(cx.snapshot, l.stack)
                         .unwrap_or_else(|| "blocks without a call stack".to_string()),
                     format_bytes(l.per_iteration as i64)
                 )
@@ -440,7 +440,7 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
         format!(
             "from {} call stacks{}: {}{}",
             leaking.len(),
-            crate::frames::common_user_frame(&cx.snapshot, &stacks)
+            crate::frames::common_user_frame(cx.snapshot, &stacks)
                 .map_or_else(String::new, |frame| format!(", every one under {frame}")),
             named.join("; "),
             if more > 0 {

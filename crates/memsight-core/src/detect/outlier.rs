@@ -73,10 +73,6 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             kind: FindingKind::OutlierAllocation,
             severity: if at_peak { Severity::Warning } else { Severity::Info },
             device: device.ordinal,
-            devices: Vec::new(),
-            stacks: Vec::new(),
-            source_lines: None,
-            evidence: Vec::new(),
             title: format!(
                 "Outlier allocation: {} from a call site that usually asks {}",
                 format_bytes(largest as i64),
@@ -108,15 +104,11 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
                 outliers.iter().map(|&(_, e)| e).max().unwrap_or(largest_event),
             ),
             focus_event: Some(largest_event),
-            rank: None,
-            time_range_us: None,
             stack,
-            breakdown: Vec::new(),
-            owners: Vec::new(),
-            rules: Vec::new(),
             suggestion: "Check the input behind these requests (a sequence or batch far above the usual, an expand or \
                          broadcast before a cast): cap or bucket input sizes, or split the operation into chunks."
                 .to_string(),
+            ..Finding::new(FindingKind::OutlierAllocation, Severity::Info, device.ordinal)
         });
     }
 

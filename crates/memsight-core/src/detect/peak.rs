@@ -2057,7 +2057,8 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
 /// Bytes at `event`, in a forward pass, of gradients the program still holds: `(freed, kept,
 /// unstepped)`: gradients that `zero_grad` frees before the next optimizer step (the optimizer
 /// has not used them yet); gradients from before the trace, or from before the last optimizer
-/// step, that it never frees (`zero_grad()` without `set_to_none`, or none); and of the freed ones, those no optimizer step used at all
+/// step, that it never frees (`zero_grad()` without `set_to_none`, or none); and of the freed
+/// ones, those no optimizer step used at all
 /// (made after the last step before `event`, or with none before it), with the stack of the
 /// first such free (a held-out gradient-accumulation example whose inner `zero_grad` discarded
 /// the first micro-step's 2.64 GiB before the second backward pass: not "last step's
@@ -2068,7 +2069,7 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
     let Some(e) = event.filter(|&e| match cx.categories.phase_at(e) {
         Phase::Forward => true,
         Phase::Backward => backward_begins(cx, e),
-        _ => false,
+        Phase::Optimizer => false,
     }) else {
         return (0, 0, None);
     };

@@ -414,7 +414,7 @@ fn unaccounted(rank: &Rank) -> Option<Finding> {
 
 /// "; at that moment CANN components held 496 MiB of it: HCCL 404 MiB, …; the other 90.7 MiB is
 /// in none of them": what `components` (largest first) hold of the gap of `gap_bytes`, and the
-/// part of it that is GE's beyond memory_record.csv's GE figure (`ge_beyond_bytes`).
+/// part of it that is GE's beyond `memory_record.csv`'s GE figure (`ge_beyond_bytes`).
 fn components_words(components: &[(&str, f64)], ge_beyond_bytes: f64, gap_bytes: f64) -> String {
     let explained: f64 = components.iter().map(|c| c.1).sum();
     let named = components
@@ -832,20 +832,11 @@ fn peak(rank: &Rank) -> Option<Finding> {
     f.focus_event = Some(i as u32);
     f.time_range_us = Some((t, t));
     let top: Vec<&str> = totals.iter().take(PEAK_OPERATORS).map(|t| t.0).collect();
-    let phase = if apart_us.is_none() {
-        phase_at(rank, t)
-    } else {
-        None
-    };
+    let phase = apart_us.is_none().then(|| phase_at(rank, t)).flatten();
     if let Some(phase) = &phase {
         f.summary += &phase_words(rank, phase, t);
     }
-    let figures = match &phase {
-        Some(Phase::Forward { first_backward }) => {
-            forward_bound_words(rank, curve, &alive, first_backward, peak_bytes)
-        }
-        _ => (alive_words(alive_bytes, peak_bytes), String::new()),
-    };
+    let figures = advice_figures(rank, curve, &alive, phase.as_ref(), peak_bytes);
     f.suggestion = peak_advice(rank, apart_us.is_some(), &top, phase.as_ref(), &figures);
     Some(f)
 }
@@ -995,6 +986,23 @@ fn forward_bound_words(
             )
         });
     (rows, bound)
+}
+
+/// The figures the peak's advice quotes: the rows alive at the peak, and for a forward-pass
+/// peak how far it can fall (see [`forward_bound_words`]).
+fn advice_figures(
+    rank: &Rank,
+    curve: &Curve,
+    alive: &[&OperatorRow],
+    phase: Option<&Phase>,
+    peak_bytes: f64,
+) -> (String, String) {
+    if let Some(Phase::Forward { first_backward }) = phase {
+        forward_bound_words(rank, curve, alive, first_backward, peak_bytes)
+    } else {
+        let alive_bytes: i64 = alive.iter().map(|o| o.size_bytes).sum();
+        (alive_words(alive_bytes, peak_bytes), String::new())
+    }
 }
 
 /// "98.3 MiB, 8% of the peak": the operator rows alive at the peak.
