@@ -3342,6 +3342,37 @@ fn two_frames(
     Py::List(vec![frame(inner), frame(outer)])
 }
 
+/// A training step's frames in the tests below: the model's forward (`train.py:90`), autograd's
+/// backward (`train.py:91`) and `AdamW.step` (`train.py:92`).
+fn forward_frames() -> Py {
+    two_frames(
+        ("forward", "/w/model.py", 10),
+        ("<module>", "/w/train.py", 90),
+    )
+}
+
+fn backward_frames() -> Py {
+    two_frames(
+        (
+            "backward",
+            "/env/lib/python3.11/site-packages/torch/autograd/__init__.py",
+            200,
+        ),
+        ("<module>", "/w/train.py", 91),
+    )
+}
+
+fn optimizer_frames() -> Py {
+    two_frames(
+        (
+            "step",
+            "/env/lib/python3.11/site-packages/torch/optim/adamw.py",
+            200,
+        ),
+        ("<module>", "/w/train.py", 92),
+    )
+}
+
 /// A loop that, after each optimizer step, runs a probe forward outside `no_grad` and keeps its
 /// output (`losses.append(model(probe))`, `train.py:97`): two call sites inside the model keep
 /// 512 and 256 KiB every step, 6 steps. One leak of 768 KiB per iteration from two call sites,
@@ -3351,18 +3382,8 @@ fn two_frames(
 #[test]
 fn one_loop_leaking_from_several_call_sites_is_one_leak_at_its_true_rate() {
     const STEPS: i128 = 6;
-    let activations = two_frames(
-        ("forward", "/w/model.py", 10),
-        ("<module>", "/w/train.py", 90),
-    );
-    let optimizer = two_frames(
-        (
-            "step",
-            "/env/lib/python3.11/site-packages/torch/optim/adamw.py",
-            200,
-        ),
-        ("<module>", "/w/train.py", 92),
-    );
+    let activations = forward_frames();
+    let optimizer = optimizer_frames();
     let probe = |line| {
         two_frames(
             ("forward", "/w/model.py", line),
@@ -3444,18 +3465,8 @@ fn one_loop_leaking_from_several_call_sites_is_one_leak_at_its_true_rate() {
 /// iteration the trace holds only in part.
 #[test]
 fn a_peak_after_the_last_optimizer_step_is_said_to_be_in_the_next_iteration() {
-    let forward = two_frames(
-        ("forward", "/w/model.py", 10),
-        ("<module>", "/w/train.py", 90),
-    );
-    let optimizer = two_frames(
-        (
-            "step",
-            "/env/lib/python3.11/site-packages/torch/optim/adamw.py",
-            200,
-        ),
-        ("<module>", "/w/train.py", 92),
-    );
+    let forward = forward_frames();
+    let optimizer = optimizer_frames();
     let trace = vec![
         event("segment_alloc", BASE, 128 * MIB, forward.clone()),
         event("alloc", BASE, 32 * MIB, forward.clone()),
@@ -3492,26 +3503,9 @@ fn a_peak_after_the_last_optimizer_step_is_said_to_be_in_the_next_iteration() {
 /// The file of the test below: 3 steps, a 32 MiB gradient made by the first backward pass and
 /// never freed, its 32 MiB weight from before the trace.
 fn kept_gradients_file() -> Py {
-    let forward = two_frames(
-        ("forward", "/w/model.py", 10),
-        ("<module>", "/w/train.py", 90),
-    );
-    let backward = two_frames(
-        (
-            "backward",
-            "/env/lib/python3.11/site-packages/torch/autograd/__init__.py",
-            200,
-        ),
-        ("<module>", "/w/train.py", 91),
-    );
-    let optimizer = two_frames(
-        (
-            "step",
-            "/env/lib/python3.11/site-packages/torch/optim/adamw.py",
-            200,
-        ),
-        ("<module>", "/w/train.py", 92),
-    );
+    let forward = forward_frames();
+    let backward = backward_frames();
+    let optimizer = optimizer_frames();
     let (activation, gradient, temporary) = (BASE, BASE + 64 * MIB, BASE + 96 * MIB);
     let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, forward.clone())];
     for step in 0..3 {
