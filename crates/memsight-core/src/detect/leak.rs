@@ -498,12 +498,64 @@ fn not_judged(cx: &DeviceContext, steps: &Steps) -> Finding {
         steps.describe()
     );
     f.events = (0, cx.device.trace.len().saturating_sub(1) as u32);
+    if let Some(sentence) = two_iteration_ends(cx, steps) {
+        f.summary.push_str(&sentence);
+    }
     f.suggestion = format!(
         "Record over at least {MIN_LEAKING_ITERATIONS} training steps: call \
          torch.cuda.memory._record_memory_history() (torch_npu: torch.npu.memory._record_memory_history()) before \
          the loop and dump the snapshot after step {MIN_LEAKING_ITERATIONS} or later."
     );
     f
+}
+
+/// Two iterations that each end in the trace (optimizer steps, their annotations, backward
+/// passes): what the second kept, as the allocated level where each ends shows it. The same level
+/// (within the flat margin) says the second kept nothing beyond what the first left (a held-out
+/// key: gradient accumulation over two steps, "no leak", where the doctor said only that it could
+/// not judge); a higher one is named with both causes it can have. `None` where the iterations do
+/// not both end in the trace (iterations that start at their marks run to the dump).
+fn two_iteration_ends(cx: &DeviceContext, steps: &Steps) -> Option<String> {
+    let last_end = steps.last_end?;
+    if steps.count() != 2 {
+        return None;
+    }
+    let allocated = cx.replay.allocated_bytes();
+    let level_at = |end: u32| allocated.get((end as usize).checked_sub(1)?).copied();
+    let (first_end, second_end) = (steps.bounds[1], last_end);
+    let (first, second) = (level_at(first_end)?, level_at(second_end)?);
+    let flat = (FLAT_LOW_BYTES).max(cx.replay.peak_allocated.bytes * FLAT_LOW_PERCENT / 100);
+    Some(if (second - first).abs() <= flat {
+        format!(
+            " Both end at the same allocated level ({} after event {} and {} after event {}): \
+             the second kept nothing beyond what the first left. Two are still too few to rule a \
+             leak out: one that begins later, or keeps something every few iterations, needs \
+             more of them.",
+            format_bytes(first),
+            first_end - 1,
+            format_bytes(second),
+            second_end - 1
+        )
+    } else if second > first {
+        format!(
+            " The second ends {} higher than the first ({} after event {}, {} after event {}): \
+             something it made outlived it — a leak, or state a program makes once in its second \
+             step; a third iteration would tell them apart.",
+            format_bytes(second - first),
+            format_bytes(first),
+            first_end - 1,
+            format_bytes(second),
+            second_end - 1
+        )
+    } else {
+        format!(
+            " The second ends lower than the first ({} after event {}, {} after event {}).",
+            format_bytes(first),
+            first_end - 1,
+            format_bytes(second),
+            second_end - 1
+        )
+    })
 }
 
 /// Where no leak was found and the trace holds fewer iterations than a verdict takes, the peak

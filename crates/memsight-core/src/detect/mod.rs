@@ -437,12 +437,14 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings.extend(integrity);
         findings.extend(peak);
         findings.extend(leaks);
-        findings.extend(fragmentation::detect(cx));
+        let fragmentation = fragmentation::detect(cx);
+        let fragmented = fragmentation.iter().any(|f| f.severity > Severity::Info);
+        findings.extend(fragmentation);
         findings.extend(oom::detect(cx));
         findings.extend(outlier::detect(cx));
         findings.extend(stall::detect(cx));
         findings.extend(inefficient::detect(cx));
-        findings.extend(pool_state::detect(cx));
+        findings.extend(pool_state::detect(cx, fragmented));
     }
     findings.extend(imbalance::detect(&contexts));
     link_imbalance_to_oom(&mut findings);

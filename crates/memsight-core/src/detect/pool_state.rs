@@ -1,9 +1,16 @@
-//! State-only recordings: a device whose trace allocates nothing (no trace, or the one event an
-//! old `_record_memory_history(True)` keeps) shows only its pool at dump time. What that pool can
-//! say is said here, once per device: how full it is, who holds it (call sites with their bytes,
-//! what their frames name — a KV cache, a model load, an optimizer — and the remainder without a
-//! stack), how much cached memory no block uses (an idle-cache finding when that is much), and
-//! how the file was recorded and how to record what would settle the rest.
+//! The pool at dump time. State-only recordings: a device whose trace allocates nothing (no
+//! trace, or the one event an old `_record_memory_history(True)` keeps) shows only its pool at dump
+//! time. What that pool can say is said here, once per device: how full it is, who holds it (call
+//! sites with their bytes, what their frames name — a KV cache, a model load, an optimizer — and
+//! the remainder without a stack), how much cached memory no block uses (an idle-cache finding when
+//! that is much), and how the file was recorded and how to record what would settle the rest.
+//!
+//! Traced recordings: much cached memory in no block when the trace ends is said too (the
+//! question behind "nvidia-smi shows 20 GB but my tensors take 4"): how much, how much of it
+//! `empty_cache()` could return (whole free segments) and how much it could not (free pieces of
+//! segments that hold live blocks), and where the pool last grew, as the trace shows it. Not a
+//! leak (no block holds it) and nothing to change for a process alone on its device. Skipped
+//! with expandable segments, whose pages `empty_cache()` unmaps piece by piece.
 
 use std::fmt::Write as _;
 
@@ -21,37 +28,96 @@ const FULL_POOL_PERCENT: u64 = 95;
 /// Call sites named for the live blocks.
 const TOP_SITES: usize = 3;
 
-pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
+/// The cached memory of a pool that no block uses, at dump time.
+struct Idle {
+    reserved_bytes: u64,
+    /// Segments with no live block: `empty_cache()` returns them.
+    empty_segments: usize,
+    empty_bytes: u64,
+    /// Free blocks inside segments that still hold live blocks.
+    holed_segments: usize,
+    hole_bytes: u64,
+}
+
+impl Idle {
+    fn of(device: &crate::model::Device) -> Self {
+        let mut idle = Self {
+            reserved_bytes: 0,
+            empty_segments: 0,
+            empty_bytes: 0,
+            holed_segments: 0,
+            hole_bytes: 0,
+        };
+        for s in &device.segments {
+            idle.reserved_bytes += s.total_size_bytes;
+            let free: u64 = s
+                .blocks
+                .iter()
+                .filter(|b| b.state == BlockState::Inactive)
+                .map(|b| b.size_bytes)
+                .sum();
+            if free == 0 {
+                continue;
+            }
+            if free >= s.total_size_bytes {
+                idle.empty_segments += 1;
+                idle.empty_bytes += s.total_size_bytes;
+            } else {
+                idle.holed_segments += 1;
+                idle.hole_bytes += free;
+            }
+        }
+        idle
+    }
+
+    fn bytes(&self) -> u64 {
+        self.empty_bytes + self.hole_bytes
+    }
+
+    /// Much of the pool, and much in bytes: below either, it is the cache's normal overhead.
+    fn worth_a_note(&self) -> bool {
+        self.bytes() * 100 >= self.reserved_bytes.max(1) * MIN_IDLE_PERCENT
+            && self.bytes() >= MIN_IDLE_BYTES
+    }
+
+    /// "3.00 GiB in 2 completely free segments, and 1.00 GiB in free gaps inside 1 segment that
+    /// still holds live blocks".
+    fn words(&self) -> String {
+        let whole = format!(
+            "{} in {} completely free segment{}",
+            format_bytes(self.empty_bytes as i64),
+            self.empty_segments,
+            if self.empty_segments == 1 { "" } else { "s" },
+        );
+        let gaps = format!(
+            "{} in free gaps inside {} segment{} that still hold{} live blocks",
+            format_bytes(self.hole_bytes as i64),
+            self.holed_segments,
+            if self.holed_segments == 1 { "" } else { "s" },
+            if self.holed_segments == 1 { "s" } else { "" },
+        );
+        match (self.empty_segments, self.holed_segments) {
+            (_, 0) => whole,
+            (0, _) => gaps,
+            _ => format!("{whole}, and {gaps}"),
+        }
+    }
+}
+
+/// `fragmented`: the device has a fragmentation warning, whose reserve the idle cache at the end
+/// of a trace is part of.
+pub fn detect(cx: &DeviceContext, fragmented: bool) -> Vec<Finding> {
     let device = cx.device;
-    if !cx.state_only || device.segments.is_empty() {
+    if device.segments.is_empty() {
         return Vec::new();
     }
-    let (recorded, record_better) = how_recorded(cx);
-    let reserved: u64 = device.segments.iter().map(|s| s.total_size_bytes).sum();
-    let free_of = |s: &crate::model::Segment| -> u64 {
-        s.blocks
-            .iter()
-            .filter(|b| b.state == BlockState::Inactive)
-            .map(|b| b.size_bytes)
-            .sum()
-    };
-    let (mut empty_segments, mut empty_bytes) = (0usize, 0u64);
-    let (mut holed_segments, mut hole_bytes) = (0usize, 0u64);
-    for s in &device.segments {
-        let free = free_of(s);
-        if free == 0 {
-            continue;
-        }
-        if free >= s.total_size_bytes {
-            empty_segments += 1;
-            empty_bytes += s.total_size_bytes;
-        } else {
-            holed_segments += 1;
-            hole_bytes += free;
-        }
+    if !cx.state_only {
+        return at_trace_end(cx, fragmented).into_iter().collect();
     }
-    let idle = empty_bytes + hole_bytes;
-    if idle * 100 < reserved.max(1) * MIN_IDLE_PERCENT || idle < MIN_IDLE_BYTES {
+    let (recorded, record_better) = how_recorded(cx);
+    let pool = Idle::of(device);
+    let (reserved, idle) = (pool.reserved_bytes, pool.bytes());
+    if !pool.worth_a_note() {
         // Nothing to report of the pool: say what cannot be judged, so silence does not read
         // as "checked and clean".
         let mut f = Finding::new(FindingKind::Iterations, Severity::Info, device.ordinal);
@@ -95,17 +161,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         format_bytes(reserved as i64)
     );
     f.summary = format!(
-        "When this snapshot was taken, the pool reserved {} and {} of it ({}%) held no tensor: {} \
-         in {empty_segments} completely free segment{}, and {} in free gaps inside {holed_segments} \
-         segment{} that still hold live blocks. The file has no trace, so it cannot tell whether \
-         the program will reuse this memory.",
+        "When this snapshot was taken, the pool reserved {} and {} of it ({}%) held no tensor: \
+         {}. The file has no trace, so it cannot tell whether the program will reuse this memory.",
         format_bytes(reserved as i64),
         format_bytes(idle as i64),
         percent(idle, reserved),
-        format_bytes(empty_bytes as i64),
-        if empty_segments == 1 { "" } else { "s" },
-        format_bytes(hole_bytes as i64),
-        if holed_segments == 1 { "" } else { "s" },
+        pool.words(),
     );
     f.summary.push_str(&live_sites(cx));
     f.summary.push(' ');
@@ -118,10 +179,124 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
          inside used segments stay until those segments are empty. If the program itself runs \
          again, it reuses the cache and nothing needs to change. To see where the gaps come \
          from, the next file needs a trace. {}",
-        format_bytes(empty_bytes as i64),
+        format_bytes(pool.empty_bytes as i64),
         record_better
     );
     vec![f]
+}
+
+/// A traced device's pool holding much cached memory in no block when the trace ends.
+fn at_trace_end(cx: &DeviceContext, fragmented: bool) -> Option<Finding> {
+    let device = cx.device;
+    let trace = &device.trace;
+    if trace.is_empty() || device.segments.iter().any(|s| s.is_expandable) {
+        return None;
+    }
+    let pool = Idle::of(device);
+    if !pool.worth_a_note() {
+        return None;
+    }
+    let (reserved, idle) = (pool.reserved_bytes, pool.bytes());
+    let last = trace.len() as u32 - 1;
+    let (module, smi) = if cx.snapshot.is_npu() {
+        ("torch.npu", "npu-smi")
+    } else {
+        ("torch.cuda", "nvidia-smi")
+    };
+    let mut f = Finding::new(FindingKind::IdleCache, Severity::Info, device.ordinal);
+    f.title = format!(
+        "Idle cache at the end: {} of the {} reserved is in no block",
+        format_bytes(idle as i64),
+        format_bytes(reserved as i64)
+    );
+    f.summary = format!(
+        "When the snapshot was written (the trace's last event is {last}), the pool reserved {} \
+         and {} of it ({}%) held no tensor: {}. No block holds this memory, so it is not a leak: \
+         the caching allocator keeps what it once reserved to serve later requests without \
+         asking the device again; {smi} counts it as used.",
+        format_bytes(reserved as i64),
+        format_bytes(idle as i64),
+        percent(idle, reserved),
+        pool.words(),
+    );
+    f.summary.push_str(&last_growth(cx));
+    f.bytes = idle;
+    f.events = (last, last);
+    f.focus_event = Some(last);
+    let release = if pool.empty_segments == 0 {
+        format!(
+            "{module}.empty_cache() cannot help: every segment still holds a live block, and a \
+             segment is returned only when it is empty."
+        )
+    } else {
+        format!(
+            "{module}.empty_cache() returns the completely free segments ({}); the free gaps \
+             inside used segments stay until those segments are empty, and the requests that \
+             follow call the device's allocator again.",
+            format_bytes(pool.empty_bytes as i64)
+        )
+    };
+    f.suggestion = if fragmented {
+        f.summary.push_str(
+            " The fragmentation finding on this device is about this reserve: the pool grew \
+             although its free pieces covered the requests.",
+        );
+        format!(
+            "What lowers the reserve is in the fragmentation finding. Where another process or \
+             library needs the memory meanwhile, {release}"
+        )
+    } else {
+        format!(
+            "The idle cache itself needs no change for a process alone on its device. Where \
+             another process or library needs the memory, {release}"
+        )
+    };
+    f.evidence = vec![format!(
+        "pool at the dump: {} segments, {reserved} bytes reserved, {idle} bytes in free blocks",
+        device.segments.len()
+    )];
+    Some(f)
+}
+
+/// " The pool last grew at event 4512 (a segment_alloc), in iteration 2 of the trace's 4: the
+/// 2 iterations after it ran on what was cached." Empty where the trace makes no segment.
+fn last_growth(cx: &DeviceContext) -> String {
+    use crate::model::Action;
+    let trace = &cx.device.trace;
+    let Some(e) = trace
+        .action
+        .iter()
+        .rposition(|a| matches!(a, Action::SegmentAlloc | Action::SegmentMap))
+    else {
+        return " The trace makes no segment: the pool was this size before it began.".to_string();
+    };
+    let e = e as u32;
+    let mut words = format!(" The pool last grew at event {e} (a segment_alloc)");
+    if let Some(steps) = &cx.steps {
+        let n = steps.count();
+        let first = steps.bounds.first().copied().unwrap_or(0);
+        let after = if e < first {
+            Some(n)
+        } else {
+            steps.step_of(e).map(|k| {
+                let _ = write!(words, ", in iteration {} of the trace's {n}", k + 1);
+                n - (k + 1)
+            })
+        };
+        if let Some(after) = after.filter(|&a| a > 0) {
+            let _ = write!(
+                words,
+                ": {} after it ran on what was cached",
+                if after == 1 {
+                    "the iteration".to_string()
+                } else {
+                    format!("the {after} iterations")
+                }
+            );
+        }
+    }
+    words.push('.');
+    words
 }
 
 /// The facts the recording's description rests on.

@@ -192,7 +192,13 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
             }
 
             idle.injected += usize::from(truth.idle.is_some());
-            for f in of_kind(FindingKind::IdleCache) {
+            // A traced pool's idle cache at the end is not what this row scores.
+            let traceless = |ordinal: u32| {
+                s.devices.iter().any(|d| {
+                    d.ordinal == ordinal && !d.trace.action.contains(&crate::model::Action::Alloc)
+                })
+            };
+            for f in of_kind(FindingKind::IdleCache).filter(|f| traceless(f.device)) {
                 if truth.idle.as_ref().is_some_and(|t| t.idle_bytes == f.bytes) {
                     idle.found += 1;
                 } else {
