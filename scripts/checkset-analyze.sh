@@ -7,6 +7,7 @@
 #   MEMSIGHT_CHECKSETn  batch n, for n = 2..15 (default /work/checkset/publicn);
 #   MEMSIGHT_CHECKSET14H the fourteenth search's one file (default /work/checkset/public14h)
 #   MEMSIGHT_CHECKSET16  batch 16, generated snapshots (default /work/checkset/synth16)
+#   MEMSIGHT_CHECKSET17  batch 17, generated snapshots (default /work/checkset/synth17)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -22,6 +23,7 @@ done
 batches+=("public14h=${MEMSIGHT_CHECKSET14H:-/work/checkset/public14h}")
 # Batch 16: generated snapshots (a helper's simulator, docs/check-set.md).
 batches+=("synth16=${MEMSIGHT_CHECKSET16:-/work/checkset/synth16}")
+batches+=("synth17=${MEMSIGHT_CHECKSET17:-/work/checkset/synth17}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
