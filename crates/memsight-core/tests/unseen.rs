@@ -3831,3 +3831,99 @@ fn two_iterations_say_where_each_ends() {
         "{kept}"
     );
 }
+
+/// An out-of-memory error in the second iteration's forward whose failing line's output from
+/// the first iteration is still alive (batch 16's held-out key: "step-1 logits 2.94 GiB still
+/// referenced by `out`: `del out` saves 2.94 GiB"; the doctor named the bytes "retained" and
+/// never tied them to the failure): a 512 MiB block made by the failing line's own stack at
+/// event 1, an optimizer step, then the same request fails at event 7 with 128 MiB free on the
+/// device and 320 MiB cached (1,088 MiB reserved, 768 MiB allocated): it lacked 64 MiB, and the
+/// previous result frees 512. Without the optimizer step between them the block is this
+/// iteration's own, and nothing is said of it.
+#[test]
+fn an_oom_beside_its_line_s_previous_result_names_it() {
+    let run = |with_step: bool| {
+        let logits = two_frames(
+            ("forward", "/w/model.py", 855),
+            ("<module>", "/w/train.py", 55),
+        );
+        let (a, b) = (BASE, BASE + (1 << 32));
+        let mut trace = vec![
+            event("segment_alloc", a, 1024 * MIB, logits.clone()),
+            event("alloc", a, 512 * MIB, logits.clone()),
+        ];
+        let stepper = if with_step {
+            optimizer_frames()
+        } else {
+            forward_frames()
+        };
+        trace.extend([
+            event("segment_alloc", b, 64 * MIB, stepper.clone()),
+            event("alloc", b, 64 * MIB, stepper.clone()),
+            event("free_requested", b, 64 * MIB, stepper.clone()),
+            event("free_completed", b, 64 * MIB, stepper),
+            event("alloc", a + 512 * MIB, 256 * MIB, forward_frames()),
+            Py::Dict(vec![
+                ("action", Py::Str("oom")),
+                ("size", Py::Int(512 * MIB)),
+                ("device_free", Py::Int(128 * MIB)),
+                ("stream", Py::Int(0)),
+                ("frames", logits.clone()),
+            ]),
+        ]);
+        let segments = vec![
+            segment(
+                0,
+                a,
+                1024 * MIB,
+                "large",
+                vec![
+                    block(a, 512 * MIB, "active_allocated", Some(logits)),
+                    block(
+                        a + 512 * MIB,
+                        256 * MIB,
+                        "active_allocated",
+                        Some(forward_frames()),
+                    ),
+                    block(a + 768 * MIB, 256 * MIB, "inactive", None),
+                ],
+            ),
+            segment(
+                0,
+                b,
+                64 * MIB,
+                "large",
+                vec![block(b, 64 * MIB, "inactive", None)],
+            ),
+        ];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let oom = of_kind(&findings, FindingKind::Oom);
+        assert_eq!(oom.len(), 1, "{findings:#?}");
+        oom[0].clone()
+    };
+    let oom = run(true);
+    assert!(
+        oom.summary.contains("a full device")
+            && oom.summary.contains(
+                "1 block of the failing request's call stack and size, made at event 1 before \
+                 the optimizer step that starts at event"
+            )
+            && oom
+                .summary
+                .contains("the previous iteration's result of this line"),
+        "{}",
+        oom.summary
+    );
+    assert!(
+        oom.suggestion
+            .contains("that frees 512 MiB before this request, more than it lacked (64.0 MiB)"),
+        "{}",
+        oom.suggestion
+    );
+    let same_iteration = run(false);
+    assert!(
+        !same_iteration.summary.contains("previous iteration")
+            && !same_iteration.suggestion.contains("Drop that reference"),
+        "{same_iteration:#?}"
+    );
+}

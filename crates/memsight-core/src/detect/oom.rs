@@ -67,6 +67,43 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         };
         let mut suggestion = suggestion.to_string();
         let mut evidence = Vec::new();
+        let mut cause_words = String::new();
+        if let Some(previous) = previous_result_of_the_line(cx, i as u32) {
+            let lacked = requested.saturating_sub(device_free + cached_free);
+            cause_words = format!(
+                " {} block{} of the failing request's call stack and size, made at event {} \
+                 before the optimizer step that starts at event {}, {} still alive: the previous \
+                 iteration's result of this line, still referenced (Python frees a variable's old \
+                 value only when the new one is assigned: `logits = model(x)` in a loop holds \
+                 the last step's logits while the next forward makes new ones).",
+                previous.blocks,
+                if previous.blocks == 1 { "" } else { "s" },
+                previous.made,
+                previous.step.start,
+                if previous.blocks == 1 { "is" } else { "are" },
+            );
+            suggestion = format!(
+                "Drop that reference once the iteration is done with it (`del` the outputs or \
+                 logits after backward and logging, or keep only `loss.item()`): that frees {} \
+                 before this request{}. {suggestion}",
+                format_bytes(previous.bytes as i64),
+                if previous.bytes >= lacked {
+                    format!(", more than it lacked ({})", format_bytes(lacked as i64))
+                } else {
+                    format!(" of the {} it lacked", format_bytes(lacked as i64))
+                },
+            );
+            evidence.push(format!(
+                "previous result: {} bytes in {} block{} with the failing request's stack and \
+                 size, made at event {}, an optimizer step from event {} on between them and the \
+                 request",
+                previous.bytes,
+                previous.blocks,
+                if previous.blocks == 1 { "" } else { "s" },
+                previous.made,
+                previous.step.start,
+            ));
+        }
         if let Some(frame) = data_parallel_frame(cx.snapshot, trace.stack[i]) {
             suggestion.push_str(
                 " The failing request runs under nn.DataParallel, which replicates the model \
@@ -86,7 +123,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             evidence,
             title: format!("Out of memory: {} requested", format_bytes(requested as i64)),
             summary: format!(
-                "At event {i} a request of {} failed with {} free on the device, {} reserved and {} allocated: {cause}.",
+                "At event {i} a request of {} failed with {} free on the device, {} reserved and {} allocated: {cause}.{cause_words}",
                 format_bytes(requested as i64),
                 format_bytes(device_free as i64),
                 format_bytes(reserved as i64),
@@ -106,6 +143,67 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         });
     }
     findings
+}
+
+/// Blocks alive at an `oom` that the failing line made in an earlier iteration.
+struct PreviousResult {
+    blocks: usize,
+    bytes: u64,
+    /// The earliest of them.
+    made: u32,
+    /// The optimizer step between it and the failure (the last such).
+    step: crate::category::PhaseRun,
+}
+
+/// The failing line's result from an earlier iteration, still held at the `oom` event: live
+/// blocks with the failing request's own call stack and requested size, made in a forward pass
+/// with an optimizer step between them and the failure (a held-out OOM in a fine-tune's second
+/// forward: the first step's 2.94 GiB logits, kept by the loop's variable, beside the new
+/// request of the same 2.94 GiB). The same stack and size is the same line's output again;
+/// the optimizer step between them puts them in different iterations.
+fn previous_result_of_the_line(cx: &DeviceContext, oom: u32) -> Option<PreviousResult> {
+    let trace = &cx.device.trace;
+    let (stack, size) = (trace.stack[oom as usize], trace.size_bytes[oom as usize]);
+    if stack == crate::model::NO_STACK {
+        return None;
+    }
+    let replay = cx.replay;
+    let mut found: Option<PreviousResult> = None;
+    for &(_, id) in &replay.live_after(cx.device, Some(oom)) {
+        let l = &replay.lifetimes[id as usize];
+        let Some(made) = l.alloc_event else {
+            continue;
+        };
+        if l.stack != stack
+            || l.requested_size_bytes != size
+            || l.state_after(Some(oom)) != crate::model::BlockState::ActiveAllocated
+            || cx.categories.phase_at(made) != crate::category::Phase::Forward
+        {
+            continue;
+        }
+        let Some(step) = cx
+            .categories
+            .optimizer_steps()
+            .filter(|r| r.start > made && r.end <= oom)
+            .last()
+            .copied()
+        else {
+            continue;
+        };
+        let p = found.get_or_insert(PreviousResult {
+            blocks: 0,
+            bytes: 0,
+            made,
+            step,
+        });
+        p.blocks += 1;
+        p.bytes += size;
+        if made < p.made {
+            p.made = made;
+            p.step = step;
+        }
+    }
+    found
 }
 
 /// The frame of `stack` that runs it under `nn.DataParallel` (`parallel_apply`, its

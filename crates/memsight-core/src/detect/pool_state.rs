@@ -1,9 +1,10 @@
 //! The pool at dump time. State-only recordings: a device whose trace allocates nothing (no
-//! trace, or the one event an old `_record_memory_history(True)` keeps) shows only its pool at dump
-//! time. What that pool can say is said here, once per device: how full it is, who holds it (call
-//! sites with their bytes, what their frames name — a KV cache, a model load, an optimizer — and
-//! the remainder without a stack), how much cached memory no block uses (an idle-cache finding when
-//! that is much), and how the file was recorded and how to record what would settle the rest.
+//! trace, or the one event an old `_record_memory_history(True)` keeps) shows only its pool at
+//! dump time. What that pool can say is said here, once per device: how full it is, who holds
+//! it (call sites with their bytes, what their frames name — a KV cache, a model load, an
+//! optimizer — and the remainder without a stack), how much cached memory no block uses (an
+//! idle-cache finding when that is much), and how the file was recorded and how to record what
+//! would settle the rest.
 //!
 //! Traced recordings: much cached memory in no block when the trace ends is said too (the
 //! question behind "nvidia-smi shows 20 GB but my tensors take 4"): how much, how much of it
