@@ -443,13 +443,19 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
         // name elsewhere moves inputs (`BatchEncoding.to`, a graph's `Data.to()`), not weights.
         let module_file = file.contains("/nn/modules/") || file.contains("\\nn\\modules\\");
-        // FSDP2's `fully_shard` makes each rank's shard of a weight (`FSDPParam`).
-        let fsdp_shard = name == "_init_sharded_param" && file.contains("fsdp");
+        // FSDP2's `fully_shard` makes each rank's shard of a weight (`FSDPParam`); FSDP1's
+        // `FlatParamHandle` flattens a unit's weights into its flat parameter.
+        let fsdp_shard = matches!(
+            name,
+            "_init_sharded_param" | "_init_flat_param_and_metadata"
+        ) && file.contains("fsdp");
+        // `convert` is the function `Module.to()` applies to every weight (a held-out file's
+        // stacks keep it and not `_apply`: 219 weights "unknown").
         marks.parameter_init |= matches!(
             name,
             "_apply" | "load_state_dict" | "_load_from_state_dict" | "reset_parameters"
         ) || (module_file
-            && matches!(name, "__init__" | "to" | "cuda" | "npu"))
+            && matches!(name, "__init__" | "to" | "cuda" | "npu" | "convert"))
             || fsdp_shard;
     }
     marks

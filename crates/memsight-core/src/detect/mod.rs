@@ -49,6 +49,9 @@ pub enum FindingKind {
     EmptyCache,
     /// The iterations found, when too few to judge a leak; or no trace at all.
     Iterations,
+    /// Blocks kept from iteration to iteration that stopped accumulating: the allocated low point
+    /// rose, then stayed flat for as many iterations again (a cache that filled), not a leak.
+    BoundedGrowth,
     /// The same call sites allocating very different amounts on different devices or ranks.
     Imbalance,
     /// msMemScope recordings: blocks allocated early, freed late or left idle, with what they
@@ -431,7 +434,8 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         }
         let leaks = leak::detect(cx);
         link_leaks_to_peak(cx, &leaks, &mut peak);
-        if leaks.is_empty() {
+        // Growth that stopped is no leak: the peak may still say what the low points show.
+        if leaks.iter().all(|f| f.kind == FindingKind::BoundedGrowth) {
             leak::note_unjudged(cx, &mut peak);
         }
         findings.extend(integrity);

@@ -24,6 +24,7 @@ pub fn commands_for(finding: &Finding, replay: &DeviceReplay) -> Vec<Command> {
     let range_is_evidence = matches!(
         finding.kind,
         FindingKind::Leak
+            | FindingKind::BoundedGrowth
             | FindingKind::Fragmentation
             | FindingKind::AllocatorStall
             | FindingKind::EmptyCache
@@ -38,7 +39,7 @@ pub fn commands_for(finding: &Finding, replay: &DeviceReplay) -> Vec<Command> {
     // or the flagged block an inefficiency finding names.
     let block_event = match finding.kind {
         FindingKind::OutlierAllocation | FindingKind::InefficientMemory => finding.focus_event,
-        FindingKind::Leak => Some(first),
+        FindingKind::Leak | FindingKind::BoundedGrowth => Some(first),
         _ => None,
     };
     let block = block_event
