@@ -97,10 +97,11 @@
 //!   that step freed a parameter of its size: the weight's new tensor, not the optimizer's
 //!   state (`replaced_parameters`; which of the step's same-sized blocks is the weight the
 //!   trace cannot tell, the earliest made are taken, and the bytes are right).
-//! - **activation, every layer's**: in a trace with no backward pass, a block freed in it,
-//!   made inside a module's forward by a call stack with four or more blocks alive at once (one
-//!   per layer: autograd keeps the graph, or the previous pass's graph is held until its output
-//!   is dropped), not a temporary (`layers_kept_without_backward`).
+//! - **activation, every layer's**: a block freed with no backward pass beginning while it
+//!   lived (in a trace with no backward pass, every freed block), made inside a module's forward
+//!   by a call stack with four or more such blocks alive at once (one per layer: autograd keeps
+//!   the graph, or the previous pass's graph is held until its output is dropped; an evaluation
+//!   without `no_grad` inside a training run), not a temporary (`layers_kept_without_backward`).
 //! - **workspace, the backward thread's**: a block of exactly cuBLAS's default workspace made in
 //!   a backward pass with no Python frame and never freed (a few at most) is the workspace of
 //!   that thread's cuBLAS handle, not a gradient (`workspaces_of_the_backward_thread`).
@@ -615,9 +616,7 @@ fn last_rules(
     categories: &mut Categories,
 ) {
     let (runs, of_lifetime) = (&categories.runs, &mut categories.of_lifetime);
-    if runs.iter().all(|r| r.phase != Phase::Backward) {
-        layers_kept_without_backward(snapshot, replay, of_lifetime);
-    }
+    layers_kept_without_backward(snapshot, replay, runs, of_lifetime);
     workspaces_of_the_backward_thread(snapshot, replay, runs, of_lifetime);
     held_at_the_failure(device, replay, runs, of_lifetime);
     // Where the trace trains, what it holds from before it without a stack is the model's. An
@@ -1305,16 +1304,37 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
 /// Blocks from one call stack alive at once from this many on are many layers' (one per layer).
 const LAYER_BLOCKS: usize = 4;
 
-/// In a trace with no backward pass, a block freed in it, made inside a module's forward by a
-/// call stack that had many blocks alive at once, is one layer's output among every layer's, kept while later layers ran (autograd
-/// records the graph: a forward pass without `no_grad`, or the previous pass's graph held until
-/// its output is dropped): an activation, not a temporary. Under `no_grad` a layer's tensors go
-/// once the next layer has used them, so a stack has one or two alive.
+/// A block freed with no backward pass beginning while it lived (in a trace with no backward
+/// pass, any freed block), made inside a module's forward by a call stack that had many such
+/// blocks alive at once, is one layer's output among every layer's, kept while later layers ran
+/// (autograd records the graph: a forward pass without `no_grad`, or the previous pass's graph
+/// held until its output is dropped): an activation, not a temporary. Under `no_grad` a layer's
+/// tensors go once the next layer has used them, so a stack has one or two alive. Counting only
+/// such blocks keeps a training run's layers (alive until their backward) from making its
+/// `no_grad` evaluation's blocks look kept (batch 17's held-out audit: an evaluation without
+/// `no_grad` inside training, 29.4 GiB of two batches' graphs, was "temporary").
 fn layers_kept_without_backward(
     snapshot: &Snapshot,
     replay: &DeviceReplay,
+    runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) {
+    let backward_starts: Vec<u32> = runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| r.start)
+        .collect();
+    // Freed, and no backward pass began between its allocation and its free.
+    let without_backward = |l: &crate::replay::Lifetime| -> bool {
+        let (Some(alloc), Some(freed)) = (
+            l.alloc_event,
+            l.free_requested_event.or(l.free_completed_event),
+        ) else {
+            return false;
+        };
+        let next = backward_starts.partition_point(|&b| b <= alloc);
+        backward_starts.get(next).is_none_or(|&b| b > freed)
+    };
     // Made inside a module's forward (a per-parameter loop of an optimizer or an estimator
     // keeps many blocks of one line too, and they are no layers').
     let mut in_forward: FxHashMap<StackId, bool> = FxHashMap::default();
@@ -1341,7 +1361,7 @@ fn layers_kept_without_backward(
         .max()
         .map_or(0, |e| e as usize + 1);
     let mut changes: Vec<(i8, StackId)> = vec![(0, NO_STACK); events];
-    for l in &replay.lifetimes {
+    for l in replay.lifetimes.iter().filter(|l| without_backward(l)) {
         let (Some(alloc), false) = (l.alloc_event, l.stack == NO_STACK) else {
             continue;
         };
@@ -1361,10 +1381,8 @@ fn layers_kept_without_backward(
         }
     }
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
-        let freed = l.free_requested_event.or(l.free_completed_event).is_some();
         if matches!(*c, Category::Temporary | Category::Unknown)
-            && l.alloc_event.is_some()
-            && freed
+            && without_backward(l)
             && alive
                 .get(&l.stack)
                 .is_some_and(|&(_, most)| most >= LAYER_BLOCKS)

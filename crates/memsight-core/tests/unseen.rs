@@ -4048,3 +4048,104 @@ fn module_to_s_convert_makes_parameters() {
     assert_eq!(by_mib[0], (3, "parameter"), "{by_mib:?}");
     assert_ne!(by_mib[1].1, "parameter", "{by_mib:?}");
 }
+
+/// An evaluation without `no_grad` inside a training run keeps every layer's tensors for a
+/// backward pass that never comes (batch 17's held-out audit: 29.4 GiB of two evaluation
+/// batches' graphs called "temporary", with advice to compute in place): a training step whose
+/// forward keeps 4 layers' 8 MiB blocks until its backward pass (which makes and frees a 1 MiB
+/// gradient), then an evaluation forward
+/// whose 6 layers' 16 MiB blocks (96 MiB, the peak) are alive at once and freed with no
+/// backward pass, then another training step. They are activations, the peak says no backward
+/// pass follows, and the advice is `no_grad`; the same evaluation under `no_grad` (each block
+/// freed before the next is made) stays temporary.
+#[test]
+fn an_evaluation_that_records_autograd_is_named() {
+    let run = |kept: bool| {
+        let layer = || {
+            two_frames(
+                ("forward", "/w/model.py", 40),
+                ("_call_impl", "/py/torch/nn/modules/module.py", 1750),
+            )
+        };
+        let eval = || {
+            two_frames(
+                ("forward", "/w/model.py", 40),
+                ("evaluate", "/w/train.py", 125),
+            )
+        };
+        let backward = backward_frames();
+        let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, layer())];
+        let train_step = |trace: &mut Vec<Py>| {
+            for k in 0..4 {
+                trace.push(event("alloc", BASE + k * 8 * MIB, 8 * MIB, layer()));
+            }
+            // The backward pass: a gradient made and freed, the layers' blocks freed.
+            let grad = BASE + 240 * MIB;
+            trace.push(event("alloc", grad, MIB, backward.clone()));
+            for k in 0..4 {
+                let addr = BASE + k * 8 * MIB;
+                trace.push(event("free_requested", addr, 8 * MIB, backward.clone()));
+                trace.push(event("free_completed", addr, 8 * MIB, backward.clone()));
+            }
+            trace.push(event("free_requested", grad, MIB, backward.clone()));
+            trace.push(event("free_completed", grad, MIB, backward.clone()));
+        };
+        train_step(&mut trace);
+        for k in 0..6 {
+            let addr = BASE + (k + 2) * 16 * MIB;
+            trace.push(event("alloc", addr, 16 * MIB, eval()));
+            if !kept {
+                trace.push(event("free_requested", addr, 16 * MIB, eval()));
+                trace.push(event("free_completed", addr, 16 * MIB, eval()));
+            }
+        }
+        if kept {
+            for k in 0..6 {
+                let addr = BASE + (k + 2) * 16 * MIB;
+                trace.push(event("free_requested", addr, 16 * MIB, eval()));
+                trace.push(event("free_completed", addr, 16 * MIB, eval()));
+            }
+        }
+        train_step(&mut trace);
+        let segments = vec![segment(
+            0,
+            BASE,
+            256 * MIB,
+            "large",
+            vec![block(BASE, 256 * MIB, "inactive", None)],
+        )];
+        let file = top(segments, vec![trace]);
+        (categories_of(&file), analyze(&load(&file)))
+    };
+    let (categories, findings) = run(true);
+    let eval: Vec<&str> = categories
+        .iter()
+        .filter(|&&(mib, _)| mib == 16)
+        .map(|&(_, c)| c)
+        .collect();
+    assert_eq!(eval, ["activation"; 6], "{categories:?}");
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    assert!(
+        peak[0]
+            .summary
+            .contains("in a forward pass that no backward pass follows"),
+        "{}",
+        peak[0].summary
+    );
+    assert!(
+        peak[0].suggestion.contains("torch.no_grad()")
+            && peak[0]
+                .suggestion
+                .starts_with("Most of the peak (96.0 MiB in 6 blocks"),
+        "{}",
+        peak[0].suggestion
+    );
+    let (categories, _) = run(false);
+    let eval: Vec<&str> = categories
+        .iter()
+        .filter(|&&(mib, _)| mib == 16)
+        .map(|&(_, c)| c)
+        .collect();
+    assert_eq!(eval, ["temporary"; 6], "{categories:?}");
+}

@@ -207,7 +207,19 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let mut largest: Vec<&Held> = held.iter().collect();
     largest.sort_by_key(|h| (std::cmp::Reverse(h.1), h.3));
 
-    let phase = phase_words(cx, peak.event);
+    let activation_bytes: u64 = held
+        .iter()
+        .filter(|h| h.0 == Category::Activation)
+        .map(|h| h.1)
+        .sum();
+    // Most of the activations a forward pass keeps, freed with no backward pass after it: an
+    // evaluation that records autograd.
+    let no_backward = kept_for_no_backward(cx, peak.event)
+        .filter(|k| k.bytes * 2 >= activation_bytes && k.bytes * 4 >= total);
+    let phase = match &no_backward {
+        Some(k) => k.phase_words(),
+        None => phase_words(cx, peak.event),
+    };
     let mut f = Finding::new(FindingKind::Peak, Severity::Info, cx.device.ordinal);
     f.title = format!(
         "Peak: {} allocated, {}% {}",
@@ -269,6 +281,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     }
     add_owners(cx, &mut f);
     f.suggestion = suggestion(cx, (&parts, total), &facts, peak.event);
+    if let Some(k) = &no_backward
+        && parts[0].category == Category::Activation
+    {
+        f.suggestion = k.advice(share(k.bytes));
+        f.evidence.push(k.evidence());
+    }
     if total < SMALL_PEAK_BYTES {
         f.suggestion = format!(
             "{} At {}, this peak is small for today's GPUs and NPUs: lowering it matters on a \
@@ -280,6 +298,99 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         );
     }
     vec![f]
+}
+
+/// Activations at the peak of a training trace that no backward pass consumes: freed with no
+/// backward pass beginning while they lived (category's `layers_kept_without_backward`: one
+/// line's blocks of every layer, alive at once). A forward pass that records autograd for a
+/// backward that never comes: an evaluation or validation without `no_grad` (batch 17's
+/// held-out audit: 29.4 GiB of two evaluation batches' graphs, told "in the forward pass,
+/// before backward" with activation-checkpointing advice).
+struct KeptForNoBackward {
+    bytes: u64,
+    blocks: usize,
+    /// The last of them freed.
+    freed_by: u32,
+    /// The first backward pass to begin after the peak, if any.
+    next_backward: Option<u32>,
+}
+
+fn kept_for_no_backward(cx: &DeviceContext, event: Option<u32>) -> Option<KeptForNoBackward> {
+    let peak = event?;
+    let backward_starts: Vec<u32> = cx
+        .categories
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| r.start)
+        .collect();
+    if backward_starts.is_empty() || cx.categories.phase_at(peak) != Phase::Forward {
+        return None;
+    }
+    let replay = cx.replay;
+    let mut kept = KeptForNoBackward {
+        bytes: 0,
+        blocks: 0,
+        freed_by: 0,
+        next_backward: backward_starts
+            .get(backward_starts.partition_point(|&b| b <= peak))
+            .copied(),
+    };
+    for &(_, id) in &replay.live_after(cx.device, event) {
+        let l = &replay.lifetimes[id as usize];
+        let (Some(alloc), Some(freed)) = (
+            l.alloc_event,
+            l.free_requested_event.or(l.free_completed_event),
+        ) else {
+            continue;
+        };
+        if cx.categories.of_lifetime[id as usize] != Category::Activation
+            || l.state_after(event) != BlockState::ActiveAllocated
+        {
+            continue;
+        }
+        let next = backward_starts.partition_point(|&b| b <= alloc);
+        if backward_starts.get(next).is_some_and(|&b| b <= freed) {
+            continue;
+        }
+        kept.bytes += l.requested_size_bytes;
+        kept.blocks += 1;
+        kept.freed_by = kept.freed_by.max(freed);
+    }
+    (kept.blocks > 0).then_some(kept)
+}
+
+impl KeptForNoBackward {
+    fn phase_words(&self) -> String {
+        format!(
+            "in a forward pass that no backward pass follows: what it keeps is freed by event {}{}",
+            self.freed_by,
+            self.next_backward.map_or_else(String::new, |b| format!(
+                ", before the next backward pass begins at event {b}"
+            ))
+        )
+    }
+
+    fn advice(&self, percent: u64) -> String {
+        format!(
+            "Most of the peak ({} in {} blocks, {percent}%) is what a forward pass keeps for a \
+             backward pass that never comes: one line's blocks of every layer alive at once, \
+             freed with no backward pass between. That is autograd recording a pass that does not \
+             train (an evaluation or validation loop): run it under torch.no_grad() or \
+             torch.inference_mode(), and each layer's tensors are freed once the next layer has \
+             used them.",
+            format_bytes(self.bytes as i64),
+            self.blocks
+        )
+    }
+
+    fn evidence(&self) -> String {
+        format!(
+            "no backward: {} bytes of activations at the peak in {} blocks, every one freed (the \
+             last at event {}) with no backward pass beginning while it lived",
+            self.bytes, self.blocks, self.freed_by
+        )
+    }
 }
 
 /// The evidence line of a trace where no iteration was found: each kind of mark looked for.
