@@ -292,7 +292,36 @@ impl Workload {
             ));
         }
         let steps = runs(crate::category::Phase::Optimizer).count();
-        if steps > 0 {
+        // Steps after the first may allocate nothing (state made once, updates in place): the
+        // annotations count them all (a held-out file: "1 optimizer step" where 3 ran).
+        // Only those inside the trace's time span: a ring buffer holds the last events of a
+        // run whose annotations are all kept.
+        let times = &cx.device.trace.time_us;
+        let span = times.iter().filter(|&&t| t != crate::model::NO_TIME).fold(
+            None,
+            |span: Option<(i64, i64)>, &t| {
+                Some(span.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+            },
+        );
+        let annotated = span.map_or(0, |(first, last)| {
+            cx.snapshot
+                .annotations
+                .iter()
+                .filter(|a| {
+                    a.name.starts_with("Optimizer.step")
+                        && a.stage == crate::model::AnnotationStage::Start
+                        && (a.device < 0 || a.device == i64::from(cx.device.ordinal))
+                        && (first..=last).contains(&a.time_us)
+                })
+                .count()
+        });
+        if annotated > steps {
+            shown.push(format!(
+                "{annotated} optimizer step{} (Optimizer.step annotations in the trace's time), \
+                 {steps} of them allocating (frames of torch/optim or of an optimizer's step)",
+                if annotated == 1 { "" } else { "s" }
+            ));
+        } else if steps > 0 {
             shown.push(format!(
                 "{steps} optimizer step{} (frames of torch/optim or of an optimizer's step)",
                 if steps == 1 { "" } else { "s" }
