@@ -4212,8 +4212,7 @@ fn a_pipeline_s_micro_batches_in_flight_are_activations() {
         by_mib
             .iter()
             .find(|&&(m, _)| m == mib)
-            .map(|&(_, c)| c)
-            .unwrap_or("none")
+            .map_or("none", |&(_, c)| c)
     };
     assert_eq!(
         [of(8), of(20), of(40), of(2)],

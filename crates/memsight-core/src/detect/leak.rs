@@ -443,7 +443,7 @@ fn bounded_finding(
     );
     let place = if bounded.len() == 1 {
         crate::frames::headline_frame(cx.snapshot, bounded[0].stack)
-            .map_or_else(|| "one call stack".to_string(), |frame| frame)
+            .unwrap_or_else(|| "one call stack".to_string())
     } else {
         format!(
             "{} call stacks{}",
@@ -583,39 +583,8 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
         format_bytes(lows[last_k]),
         format_bytes(per_iteration as i64)
     );
-    // Blocks of the same stacks alive before the trace and never freed in it: the leak's
-    // earlier iterations, where the trace does not hold the run's start (a held-out ring
-    // buffer of 100,000 events: 141 more leaked blocks than the 99 iterations it held).
-    let (before, before_bytes) = cx
-        .replay
-        .lifetimes
-        .iter()
-        .filter(|l| {
-            l.alloc_event.is_none()
-                && l.free_requested_event.is_none()
-                && l.free_completed_event.is_none()
-                && stacks.contains(&l.stack)
-        })
-        .fold((0u64, 0u64), |(n, b), l| {
-            (n + 1, b + l.requested_size_bytes)
-        });
-    if before > 0 {
-        let _ = write!(
-            f.summary,
-            " {before} more block{} ({}) from {} were already alive when the trace began and \
-             never freed: the same leak before the recorded window, so the pool holds {} blocks \
-             ({}) of it.",
-            if before == 1 { "" } else { "s" },
-            format_bytes(before_bytes as i64),
-            if stacks.len() == 1 {
-                "this call stack"
-            } else {
-                "these call stacks"
-            },
-            count + before,
-            format_bytes((bytes + before_bytes) as i64),
-        );
-    }
+    f.summary
+        .push_str(&before_the_trace(cx, &stacks, count, bytes));
     f.bytes = bytes;
     f.events = (
         leaking.iter().map(|l| l.site.first).min().unwrap_or(0),
@@ -634,6 +603,43 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
                     drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."
         .to_string();
     f
+}
+
+/// " 283 more blocks (138 MiB) from these call stacks were already alive when the trace began
+/// …": blocks of the leaking `stacks` alive before the trace and never freed in it, the leak's
+/// earlier iterations where the trace does not hold the run's start (a held-out ring buffer of
+/// 100,000 events: 141 more leaked blocks than the 99 iterations it held). Empty where there are
+/// none. `count` and `bytes`: what the trace shows leaking.
+fn before_the_trace(cx: &DeviceContext, stacks: &[StackId], count: u64, bytes: u64) -> String {
+    let (before, before_bytes) = cx
+        .replay
+        .lifetimes
+        .iter()
+        .filter(|l| {
+            l.alloc_event.is_none()
+                && l.free_requested_event.is_none()
+                && l.free_completed_event.is_none()
+                && stacks.contains(&l.stack)
+        })
+        .fold((0u64, 0u64), |(n, b), l| {
+            (n + 1, b + l.requested_size_bytes)
+        });
+    if before == 0 {
+        return String::new();
+    }
+    format!(
+        " {before} more block{} ({}) from {} were already alive when the trace began and never \
+         freed: the same leak before the recorded window, so the pool holds {} blocks ({}) of it.",
+        if before == 1 { "" } else { "s" },
+        format_bytes(before_bytes as i64),
+        if stacks.len() == 1 {
+            "this call stack"
+        } else {
+            "these call stacks"
+        },
+        count + before,
+        format_bytes((bytes + before_bytes) as i64),
+    )
 }
 
 /// Too few iterations for a verdict: say so, and how to record enough.

@@ -70,39 +70,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         let mut cause_words = String::new();
         if let Some(previous) = previous_result_of_the_line(cx, i as u32) {
             let lacked = requested.saturating_sub(device_free + cached_free);
-            cause_words = format!(
-                " {} block{} of the failing request's call stack and size, made at event {} \
-                 before the optimizer step that starts at event {}, {} still alive: the previous \
-                 iteration's result of this line, still referenced (Python frees a variable's old \
-                 value only when the new one is assigned: `logits = model(x)` in a loop holds \
-                 the last step's logits while the next forward makes new ones).",
-                previous.blocks,
-                if previous.blocks == 1 { "" } else { "s" },
-                previous.made,
-                previous.step.start,
-                if previous.blocks == 1 { "is" } else { "are" },
-            );
-            suggestion = format!(
-                "Drop that reference once the iteration is done with it (`del` the outputs or \
-                 logits after backward and logging, or keep only `loss.item()`): that frees {} \
-                 before this request{}. {suggestion}",
-                format_bytes(previous.bytes as i64),
-                if previous.bytes >= lacked {
-                    format!(", more than it lacked ({})", format_bytes(lacked as i64))
-                } else {
-                    format!(" of the {} it lacked", format_bytes(lacked as i64))
-                },
-            );
-            evidence.push(format!(
-                "previous result: {} bytes in {} block{} with the failing request's stack and \
-                 size, made at event {}, an optimizer step from event {} on between them and the \
-                 request",
-                previous.bytes,
-                previous.blocks,
-                if previous.blocks == 1 { "" } else { "s" },
-                previous.made,
-                previous.step.start,
-            ));
+            cause_words = previous.sentence();
+            suggestion = format!("{} {suggestion}", previous.advice(lacked));
+            evidence.push(previous.evidence());
         }
         if let Some(frame) = data_parallel_frame(cx.snapshot, trace.stack[i]) {
             suggestion.push_str(
@@ -153,6 +123,51 @@ struct PreviousResult {
     made: u32,
     /// The optimizer step between it and the failure (the last such).
     step: crate::category::PhaseRun,
+}
+
+impl PreviousResult {
+    fn sentence(&self) -> String {
+        format!(
+            " {} block{} of the failing request's call stack and size, made at event {} before \
+             the optimizer step that starts at event {}, {} still alive: the previous \
+             iteration's result of this line, still referenced (Python frees a variable's old \
+             value only when the new one is assigned: `logits = model(x)` in a loop holds the \
+             last step's logits while the next forward makes new ones).",
+            self.blocks,
+            if self.blocks == 1 { "" } else { "s" },
+            self.made,
+            self.step.start,
+            if self.blocks == 1 { "is" } else { "are" },
+        )
+    }
+
+    /// What dropping it frees, against the `lacked` bytes the request needed beyond what the
+    /// device and the cache had free.
+    fn advice(&self, lacked: u64) -> String {
+        format!(
+            "Drop that reference once the iteration is done with it (`del` the outputs or logits \
+             after backward and logging, or keep only `loss.item()`): that frees {} before this \
+             request{}.",
+            format_bytes(self.bytes as i64),
+            if self.bytes >= lacked {
+                format!(", more than it lacked ({})", format_bytes(lacked as i64))
+            } else {
+                format!(" of the {} it lacked", format_bytes(lacked as i64))
+            },
+        )
+    }
+
+    fn evidence(&self) -> String {
+        format!(
+            "previous result: {} bytes in {} block{} with the failing request's stack and size, \
+             made at event {}, an optimizer step from event {} on between them and the request",
+            self.bytes,
+            self.blocks,
+            if self.blocks == 1 { "" } else { "s" },
+            self.made,
+            self.step.start,
+        )
+    }
 }
 
 /// The failing line's result from an earlier iteration, still held at the `oom` event: live

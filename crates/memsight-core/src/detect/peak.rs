@@ -207,15 +207,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let mut largest: Vec<&Held> = held.iter().collect();
     largest.sort_by_key(|h| (std::cmp::Reverse(h.1), h.3));
 
-    let activation_bytes: u64 = held
-        .iter()
-        .filter(|h| h.0 == Category::Activation)
-        .map(|h| h.1)
-        .sum();
-    // Most of the activations a forward pass keeps, freed with no backward pass after it: an
-    // evaluation that records autograd.
-    let no_backward = kept_for_no_backward(cx, peak.event)
-        .filter(|k| k.bytes * 2 >= activation_bytes && k.bytes * 4 >= total);
+    let no_backward = kept_for_no_backward(cx, peak.event, &held);
     let phase = match &no_backward {
         Some(k) => k.phase_words(),
         None => phase_words(cx, peak.event),
@@ -315,8 +307,20 @@ struct KeptForNoBackward {
     next_backward: Option<u32>,
 }
 
-fn kept_for_no_backward(cx: &DeviceContext, event: Option<u32>) -> Option<KeptForNoBackward> {
+/// The peak's activations kept for no backward pass, where they are most of its activations and
+/// a quarter of it or more.
+fn kept_for_no_backward(
+    cx: &DeviceContext,
+    event: Option<u32>,
+    held: &[Held],
+) -> Option<KeptForNoBackward> {
     let peak = event?;
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    let activation_bytes: u64 = held
+        .iter()
+        .filter(|h| h.0 == Category::Activation)
+        .map(|h| h.1)
+        .sum();
     let backward_starts: Vec<u32> = cx
         .categories
         .runs
@@ -357,7 +361,8 @@ fn kept_for_no_backward(cx: &DeviceContext, event: Option<u32>) -> Option<KeptFo
         kept.blocks += 1;
         kept.freed_by = kept.freed_by.max(freed);
     }
-    (kept.blocks > 0).then_some(kept)
+    (kept.blocks > 0 && kept.bytes * 2 >= activation_bytes && kept.bytes * 4 >= total)
+        .then_some(kept)
 }
 
 impl KeptForNoBackward {

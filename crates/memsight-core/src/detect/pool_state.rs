@@ -259,7 +259,7 @@ fn at_trace_end(cx: &DeviceContext, fragmented: bool) -> Option<Finding> {
     Some(f)
 }
 
-/// " The pool last grew at event 4512 (a segment_alloc), in iteration 2 of the trace's 4: the
+/// " The pool last grew at event 4512 (a `segment_alloc`), in iteration 2 of the trace's 4: the
 /// 2 iterations after it ran on what was cached." Empty where the trace makes no segment.
 fn last_growth(cx: &DeviceContext) -> String {
     use crate::model::Action;
