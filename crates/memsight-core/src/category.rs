@@ -201,7 +201,8 @@ impl Category {
             Self::OptimizerState => {
                 "made inside an optimizer step (frames of torch/optim or an optimizer's step) and \
                  alive when the step ends, or by the constructor of a file named for an \
-                 optimizer and kept; or, from before the trace with no stack, the blocks beyond \
+                 optimizer or a function that builds one (build_optimizer, …) and kept; or, \
+                 from before the trace with no stack, the blocks beyond \
                  one per weight where each weight's size is held two or three times (momentum, \
                  Adam's moments)"
             }
@@ -360,7 +361,9 @@ struct StackMarks {
     /// block such a stack makes and keeps is a weight.
     model_load: bool,
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
-    /// hand-written optimizer making its state up front.
+    /// hand-written optimizer making its state up front; or a function that builds the
+    /// optimizer (`build_optimizer`, `create_optimizer`, `configure_optimizers`): what it makes
+    /// and keeps is the optimizer's (mixed precision's fp32 master weights, state made up front).
     optimizer_constructor: bool,
     /// An optimizer's frames above a call of the model or a closure: the step runs the forward
     /// and backward (`optimizer.step(closure)`); those frames made nothing of the optimizer's.
@@ -440,7 +443,8 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             .iter()
             .chain(&MODEL_BUILDING)
             .any(|w| lower_name.contains(w));
-        marks.optimizer_constructor |= name == "__init__" && names_an_optimizer(file);
+        marks.optimizer_constructor |=
+            (name == "__init__" && names_an_optimizer(file)) || builds_an_optimizer(&lower_name);
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
         // name elsewhere moves inputs (`BatchEncoding.to`, a graph's `Data.to()`), not weights.
         let module_file = file.contains("/nn/modules/") || file.contains("\\nn\\modules\\");
@@ -478,6 +482,24 @@ pub(crate) const MODEL_LOADING: [&str; 7] = [
 /// keep is its weights and buffers, as a loader's is (a held-out 2.7B benchmark recorded from
 /// `_build_model` on: 12.6 GiB its modules' constructors made, "long lived").
 const MODEL_BUILDING: [&str; 2] = ["build_model", "create_model"];
+
+/// Whether a function's name (lower case) says it builds an optimizer: `build_optimizer`,
+/// `create_optimizer`, `configure_optimizers`, `setup_optimizer`, `make_optimizer`,
+/// `init_optimizer` (a held-out pipeline stage: 6.52 GiB of fp32 master weights made by
+/// `build_optimizer`, "unknown").
+fn builds_an_optimizer(lower_name: &str) -> bool {
+    [
+        "build_",
+        "create_",
+        "configure_",
+        "setup_",
+        "make_",
+        "init_",
+    ]
+    .iter()
+    .any(|verb| lower_name.starts_with(verb))
+        && lower_name.contains("optim")
+}
 
 /// Whether a source file's name says it holds an optimizer (`optimizer.py`, `adamw.py`,
 /// `my_sgd.py`): its file name, not its folder, so that a project's `optim/` folder of data
@@ -1832,6 +1854,8 @@ fn before_the_trace(
         {
             Category::Temporary
         }
+        // Never freed, made where the optimizer is built: its master weights or state.
+        None if m.optimizer_constructor => Category::OptimizerState,
         // Never freed: weights and buffers, unless the stack says it was made for something else.
         None if m.parameter_init || m.model_load || (!has_stack && m == StackMarks::default()) => {
             Category::Parameter

@@ -384,6 +384,9 @@ fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
         findings.push(leak_finding(cx, steps, &lows, &leaking));
     }
     if !bounded.is_empty() {
+        // Largest first: the title's place and the block the app pins are the biggest cache's.
+        let mut bounded = bounded;
+        bounded.sort_by_key(|l| (std::cmp::Reverse(l.site.bytes), l.stack));
         findings.push(bounded_finding(cx, steps, &lows, &bounded));
     }
     findings
