@@ -3943,7 +3943,12 @@ fn a_cache_that_stops_growing_is_no_leak() {
             ("get_mask", "/w/model.py", 69),
             ("<module>", "/w/train.py", 90),
         );
-        let mut trace = vec![event("segment_alloc", BASE, 1024 * MIB, activations.clone())];
+        let mut trace = vec![event(
+            "segment_alloc",
+            BASE,
+            1024 * MIB,
+            activations.clone(),
+        )];
         let mut kept = Vec::new();
         for step in 0..STEPS {
             trace.push(event("alloc", BASE, 512 * MIB, activations.clone()));
@@ -3952,8 +3957,18 @@ fn a_cache_that_stops_growing_is_no_leak() {
                 trace.push(event("alloc", addr, MIB, mask.clone()));
                 kept.push(addr);
             }
-            trace.push(event("free_requested", BASE, 512 * MIB, activations.clone()));
-            trace.push(event("free_completed", BASE, 512 * MIB, activations.clone()));
+            trace.push(event(
+                "free_requested",
+                BASE,
+                512 * MIB,
+                activations.clone(),
+            ));
+            trace.push(event(
+                "free_completed",
+                BASE,
+                512 * MIB,
+                activations.clone(),
+            ));
             let temp = BASE + 512 * MIB;
             trace.push(event("alloc", temp, 8 * MIB, optimizer.clone()));
             trace.push(event("free_requested", temp, 8 * MIB, optimizer.clone()));
