@@ -1326,6 +1326,29 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
 /// Blocks from one call stack alive at once from this many on are many layers' (one per layer).
 const LAYER_BLOCKS: usize = 4;
 
+/// Where each backward pass of `runs` begins, in trace order.
+pub(crate) fn backward_starts(runs: &[PhaseRun]) -> Vec<u32> {
+    runs.iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| r.start)
+        .collect()
+}
+
+/// The event that freed `l`, where it was freed and no backward pass (of `backward_starts`) began
+/// between its allocation and that free: what a forward pass made and let go of with no
+/// backward pass using it.
+pub(crate) fn freed_without_backward(backward_starts: &[u32], l: &Lifetime) -> Option<u32> {
+    let (alloc, freed) = (
+        l.alloc_event?,
+        l.free_requested_event.or(l.free_completed_event)?,
+    );
+    let next = backward_starts.partition_point(|&b| b <= alloc);
+    backward_starts
+        .get(next)
+        .is_none_or(|&b| b > freed)
+        .then_some(freed)
+}
+
 /// A block freed with no backward pass beginning while it lived (in a trace with no backward
 /// pass, any freed block), made inside a module's forward by a call stack that had many such
 /// blocks alive at once, is one layer's output among every layer's, kept while later layers ran
@@ -1341,22 +1364,8 @@ fn layers_kept_without_backward(
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) {
-    let backward_starts: Vec<u32> = runs
-        .iter()
-        .filter(|r| r.phase == Phase::Backward)
-        .map(|r| r.start)
-        .collect();
-    // Freed, and no backward pass began between its allocation and its free.
-    let without_backward = |l: &crate::replay::Lifetime| -> bool {
-        let (Some(alloc), Some(freed)) = (
-            l.alloc_event,
-            l.free_requested_event.or(l.free_completed_event),
-        ) else {
-            return false;
-        };
-        let next = backward_starts.partition_point(|&b| b <= alloc);
-        backward_starts.get(next).is_none_or(|&b| b > freed)
-    };
+    let backward_starts = backward_starts(runs);
+    let without_backward = |l: &Lifetime| freed_without_backward(&backward_starts, l).is_some();
     // Made inside a module's forward (a per-parameter loop of an optimizer or an estimator
     // keeps many blocks of one line too, and they are no layers').
     let mut in_forward: FxHashMap<StackId, bool> = FxHashMap::default();

@@ -70,6 +70,14 @@ pub fn live_after(made: Option<u32>, gone: Option<u32>, n: Option<u32>) -> bool 
 }
 
 impl Lifetime {
+    /// Alive before the trace began and never freed in it: the trace shows neither its
+    /// allocation nor its free.
+    pub fn spans_the_trace(&self) -> bool {
+        self.alloc_event.is_none()
+            && self.free_requested_event.is_none()
+            && self.free_completed_event.is_none()
+    }
+
     /// Whether the block is live right after event `n` (`None`: before the first event).
     pub fn is_live_after(&self, n: Option<u32>) -> bool {
         live_after(self.alloc_event, self.free_completed_event, n)

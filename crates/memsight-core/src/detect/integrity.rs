@@ -123,11 +123,7 @@ fn why_late(replay: &crate::replay::DeviceReplay) -> (String, &'static str) {
     let (before, stacked) = replay
         .lifetimes
         .iter()
-        .filter(|l| {
-            l.alloc_event.is_none()
-                && l.free_requested_event.is_none()
-                && l.free_completed_event.is_none()
-        })
+        .filter(|l| l.spans_the_trace())
         .fold((0usize, 0usize), |(n, k), l| {
             (n + 1, k + usize::from(l.stack != crate::model::NO_STACK))
         });

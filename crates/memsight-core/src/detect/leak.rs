@@ -618,12 +618,7 @@ fn before_the_trace(cx: &DeviceContext, stacks: &[StackId], count: u64, bytes: u
         .replay
         .lifetimes
         .iter()
-        .filter(|l| {
-            l.alloc_event.is_none()
-                && l.free_requested_event.is_none()
-                && l.free_completed_event.is_none()
-                && stacks.contains(&l.stack)
-        })
+        .filter(|l| l.spans_the_trace() && stacks.contains(&l.stack))
         .fold((0u64, 0u64), |(n, b), l| {
             (n + 1, b + l.requested_size_bytes)
         });

@@ -321,13 +321,7 @@ fn kept_for_no_backward(
         .filter(|h| h.0 == Category::Activation)
         .map(|h| h.1)
         .sum();
-    let backward_starts: Vec<u32> = cx
-        .categories
-        .runs
-        .iter()
-        .filter(|r| r.phase == Phase::Backward)
-        .map(|r| r.start)
-        .collect();
+    let backward_starts = crate::category::backward_starts(&cx.categories.runs);
     if backward_starts.is_empty() || cx.categories.phase_at(peak) != Phase::Forward {
         return None;
     }
@@ -342,21 +336,14 @@ fn kept_for_no_backward(
     };
     for &(_, id) in &replay.live_after(cx.device, event) {
         let l = &replay.lifetimes[id as usize];
-        let (Some(alloc), Some(freed)) = (
-            l.alloc_event,
-            l.free_requested_event.or(l.free_completed_event),
-        ) else {
-            continue;
-        };
         if cx.categories.of_lifetime[id as usize] != Category::Activation
             || l.state_after(event) != BlockState::ActiveAllocated
         {
             continue;
         }
-        let next = backward_starts.partition_point(|&b| b <= alloc);
-        if backward_starts.get(next).is_some_and(|&b| b <= freed) {
+        let Some(freed) = crate::category::freed_without_backward(&backward_starts, l) else {
             continue;
-        }
+        };
         kept.bytes += l.requested_size_bytes;
         kept.blocks += 1;
         kept.freed_by = kept.freed_by.max(freed);
