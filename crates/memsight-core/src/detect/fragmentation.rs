@@ -56,6 +56,8 @@ const NOTE_GAP_BYTES: u64 = 64 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragmentedGrowth {
     pub segment_alloc_event: u32,
+    /// The `alloc` the segment was made for.
+    pub request_event: u32,
     pub segment_bytes: u64,
     pub requested_bytes: u64,
     pub cached_free_bytes: u64,
@@ -107,6 +109,7 @@ pub fn fragmented_growth(
                     if same_pool && cached >= needed {
                         growth.push(FragmentedGrowth {
                             segment_alloc_event: i as u32,
+                            request_event: j as u32,
                             segment_bytes: size,
                             requested_bytes: trace.size_bytes[j],
                             cached_free_bytes: cached,
@@ -367,6 +370,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let Some(severity) = severity_of(gap_bytes, cycle.peak_reserved_bytes.max(1) as u64) else {
         return Vec::new();
     };
+    if let Some(phase) = one_stretch(cx, cycle, in_cycle) {
+        return vec![phase.finding(cx, in_cycle, stack)];
+    }
     let spread = request_spread(device);
     let flushes = cycles.len().saturating_sub(1);
     let mut f = Finding::new(FindingKind::Fragmentation, severity, device.ordinal);
@@ -415,6 +421,199 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = stack;
     f.suggestion = advice(cx, gap_bytes);
     vec![f]
+}
+
+/// A reserve one stretch of the trace added and later work never needed: every fragmented
+/// growth of the cycle falls in one stretch that needed less at once than the pool had already
+/// served before it, the pool never grows after it, and what the cycle allocates after it fits
+/// in what the pool reserved before it (a validation pass with a larger batch, an export). The
+/// memory is idle cache, not pieces every iteration leaves: a held-out training run with one
+/// large validation batch was told "fragmentation" and to bucket inputs whose lengths never
+/// varied.
+struct OneStretch {
+    /// The first fragmented `segment_alloc` and the request the last one was made for.
+    events: (u32, u32),
+    /// Reserved before the stretch's first growth and after its last.
+    reserved_before_bytes: i64,
+    reserved_after_bytes: i64,
+    /// The most allocated at once before the stretch (in the cycle), within it, and after it.
+    served_before_bytes: i64,
+    stretch_high_bytes: i64,
+    high_after_bytes: i64,
+    /// The first event after the pool's last growth before the stretch: from there to the
+    /// stretch it served `served_before_bytes` on `reserved_before_bytes` without growing.
+    steady_from: u32,
+    /// The outermost line of the user's code the stretch's largest growth runs in that no
+    /// allocation before the stretch passed through (`validate (main.py:181)`).
+    entered: String,
+}
+
+fn one_stretch(
+    cx: &DeviceContext,
+    cycle: &Cycle,
+    growth: &[FragmentedGrowth],
+) -> Option<OneStretch> {
+    let trace = &cx.device.trace;
+    let (first, last) = (
+        growth.first()?.segment_alloc_event as usize,
+        growth.last()?.request_event as usize,
+    );
+    let (start, end) = (cycle.start as usize, cycle.end as usize);
+    if (last + 1..end).any(|i| trace.action[i] == Action::SegmentAlloc) {
+        return None;
+    }
+    let (allocated, reserved) = (cx.replay.allocated_bytes(), cx.replay.reserved_bytes());
+    let high = |range: std::ops::Range<usize>| allocated[range].iter().copied().max();
+    let served_before_bytes = high(start..first)?;
+    let served_at = (start..first).rfind(|&i| allocated[i] == served_before_bytes)?;
+    let stretch_high_bytes = high(first..last + 1)?;
+    let high_after_bytes = high(last + 1..end)?;
+    let reserved_before_bytes = if first > 0 {
+        reserved[first - 1]
+    } else {
+        return None;
+    };
+    // The pool as it was before the stretch already served what comes after it: since its last
+    // growth before the stretch it reached as much allocated without growing again.
+    let steady_from = (start..first)
+        .rfind(|&i| trace.action[i] == Action::SegmentAlloc)
+        .map_or(start, |i| i + 1);
+    let steady_high_bytes = high(steady_from..first).unwrap_or(0);
+    let holds = stretch_high_bytes < served_before_bytes
+        // Work after it: at least what the stretch itself needed.
+        && high_after_bytes >= stretch_high_bytes
+        && steady_high_bytes >= high_after_bytes;
+    if !holds {
+        return None;
+    }
+    // A phase of its own: its growth runs in code the work before it never ran (a second
+    // pass of the same loop growing the pool is fragmentation).
+    let entered = entered_line(cx, served_at, place_of_growth(cx, growth))?;
+    Some(OneStretch {
+        events: (first as u32, last as u32),
+        reserved_before_bytes,
+        reserved_after_bytes: reserved[last],
+        served_before_bytes,
+        stretch_high_bytes,
+        high_after_bytes,
+        steady_from: steady_from as u32,
+        entered,
+    })
+}
+
+/// The outermost frame of the user's code in `stack` whose function no allocation up to event
+/// `before` ran in (the moment the pool served the most before the stretch: the stretch's own
+/// first allocations may come earlier than its first growth): the phase the stack entered
+/// (`validate`), as `name (file:line)`.
+fn entered_line(cx: &DeviceContext, before: usize, stack: StackId) -> Option<String> {
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    let mut seen_stacks = rustc_hash::FxHashSet::default();
+    let mut seen_functions = rustc_hash::FxHashSet::default();
+    for i in 0..=before {
+        if trace.action[i] == Action::Alloc && seen_stacks.insert(trace.stack[i]) {
+            seen_functions.extend(snapshot.stack_frames(trace.stack[i]).map(|f| f.name));
+        }
+    }
+    let frames: Vec<_> = snapshot.stack_frames(stack).collect();
+    frames
+        .into_iter()
+        .rev()
+        .filter(|f| {
+            crate::frames::is_python(snapshot, f) && !crate::frames::is_internal(snapshot, f)
+        })
+        .find(|f| !seen_functions.contains(&f.name))
+        .map(|f| {
+            format!(
+                "{} ({}:{})",
+                snapshot.str(f.name),
+                snapshot.str(f.filename),
+                f.line
+            )
+        })
+}
+
+impl OneStretch {
+    fn finding(&self, cx: &DeviceContext, growth: &[FragmentedGrowth], stack: StackId) -> Finding {
+        let device = cx.device;
+        let added_bytes = self.reserved_after_bytes - self.reserved_before_bytes;
+        let module = if cx.snapshot.is_npu() {
+            "torch.npu"
+        } else {
+            "torch.cuda"
+        };
+        let mut f = Finding::new(FindingKind::Fragmentation, Severity::Info, device.ordinal);
+        f.title = format!(
+            "Reserve one stretch added: {} that later work never needed",
+            format_bytes(added_bytes)
+        );
+        let iterations_after = cx.steps.as_ref().map_or(String::new(), |steps| {
+            let after = steps.bounds[..steps.count()]
+                .iter()
+                .filter(|&&b| b > self.events.1)
+                .count()
+                .min(steps.count());
+            if after == 0 {
+                String::new()
+            } else {
+                format!(
+                    " ({after} iteration{} of the trace's {})",
+                    if after == 1 { "" } else { "s" },
+                    steps.count()
+                )
+            }
+        });
+        f.summary = format!(
+            "Events {}–{}, in {}, grew the pool from {} to {} reserved: {} of their {} segment_alloc \
+             calls were made although the free bytes cached in the same pool covered the \
+             request, just not in one piece. That stretch needed at most {} allocated at once, \
+             less than the {} the pool had already served before it: its blocks came in sizes \
+             the cached pieces did not fit. Before it, from event {} on, the pool had served that \
+             much on {} reserved without growing; after it the pool never grew again, and the \
+             work after it{} reached {} allocated. So the {} it added is idle cache that later \
+             work did not need, not pieces every iteration leaves.",
+            self.events.0,
+            self.events.1,
+            self.entered,
+            format_bytes(self.reserved_before_bytes),
+            format_bytes(self.reserved_after_bytes),
+            growth.len(),
+            (self.events.0..=self.events.1)
+                .filter(|&i| device.trace.action[i as usize] == Action::SegmentAlloc)
+                .count(),
+            format_bytes(self.stretch_high_bytes),
+            format_bytes(self.served_before_bytes),
+            self.steady_from,
+            format_bytes(self.reserved_before_bytes),
+            iterations_after,
+            format_bytes(self.high_after_bytes),
+            format_bytes(added_bytes),
+        );
+        f.bytes = added_bytes.max(0) as u64;
+        f.events = self.events;
+        f.focus_event = Some(self.events.1);
+        f.stack = stack;
+        f.suggestion = format!(
+            "Nothing to change for a process alone on its device: later requests are served from \
+             this cache. Where other processes or libraries need the memory, call \
+             {module}.empty_cache() after that stretch (it returns the segments left completely \
+             free), or run the stretch with the shapes the rest of the run uses (the same batch \
+             size) so its blocks fit the cached segments."
+        );
+        f.evidence = vec![format!(
+            "one stretch: fragmented segment_allocs (and their requests) at events {}–{} only; no segment_alloc in \
+             events {}–{} or after event {}; most allocated at once {} bytes before it, {} within \
+             it, {} after it",
+            self.events.0,
+            self.events.1,
+            self.steady_from,
+            self.events.0.saturating_sub(1),
+            self.events.1,
+            self.served_before_bytes,
+            self.stretch_high_bytes,
+            self.high_after_bytes,
+        )];
+        f
+    }
 }
 
 /// The call site (as findings name it) whose requests grew the pool most, by the segments they
