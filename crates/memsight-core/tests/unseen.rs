@@ -4505,3 +4505,79 @@ fn a_reserve_one_phase_added_is_idle_cache_not_fragmentation() {
         grown[0].title
     );
 }
+
+/// Weights (1000 MiB, before the trace), then six denoising steps, each making 100 MiB, then
+/// 50 MiB, freeing the 50 MiB and making another 50 MiB (a dip of a third of the step's swing)
+/// before freeing all, and then one decode of 1000 MiB: the decode sets the curve's range, and
+/// each step's 150 MiB swing is less than a fifth of it.
+fn steps_then_one_decode() -> Py {
+    let step_stack = || frames("denoise", "/srv/gen/pipe.py", 30);
+    let decode_stack = || frames("decode", "/srv/gen/pipe.py", 50);
+    let weights = BASE;
+    let (a, b, decoded) = (BASE + 1024 * MIB, BASE + 1124 * MIB, BASE + 2048 * MIB);
+    let mut trace = vec![event("segment_alloc", a, 1024 * MIB, step_stack())];
+    for _ in 0..6 {
+        trace.push(event("alloc", a, 100 * MIB, step_stack()));
+        trace.push(event("alloc", b, 50 * MIB, step_stack()));
+        free_block(&mut trace, b, 50 * MIB, step_stack());
+        trace.push(event("alloc", b, 50 * MIB, step_stack()));
+        free_block(&mut trace, b, 50 * MIB, step_stack());
+        free_block(&mut trace, a, 100 * MIB, step_stack());
+    }
+    trace.push(event("segment_alloc", decoded, 1000 * MIB, decode_stack()));
+    trace.push(event("alloc", decoded, 1000 * MIB, decode_stack()));
+    free_block(&mut trace, decoded, 1000 * MIB, decode_stack());
+    let segments = vec![
+        segment(
+            0,
+            weights,
+            1000 * MIB,
+            "large",
+            vec![block(
+                weights,
+                1000 * MIB,
+                "active_allocated",
+                Some(frames("load_pipeline", "/srv/gen/pipe.py", 10)),
+            )],
+        ),
+        segment(
+            0,
+            a,
+            1024 * MIB,
+            "large",
+            vec![block(a, 1024 * MIB, "inactive", None)],
+        ),
+        segment(
+            0,
+            decoded,
+            1000 * MIB,
+            "large",
+            vec![block(decoded, 1000 * MIB, "inactive", None)],
+        ),
+    ];
+    top(segments, vec![trace])
+}
+
+/// Batch 17's held-out audit: thirty denoising steps, each back to the weights exactly, then a
+/// VAE decode 2 GiB above them, read "no repeating shape of its allocated curve was recognised".
+/// The steps are found beside the one excursion that sets the curve's range, and the peak is
+/// said to be that excursion, after them.
+#[test]
+fn repetitions_beside_one_larger_excursion_are_recognised() {
+    let findings = analyze(&load(&steps_then_one_decode()));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let summary = &peak[0].summary;
+    assert!(
+        summary.contains("comes back to the same low point 6 times")
+            && summary.contains("nothing leaks across those repetitions")
+            && !summary.contains("no repeating shape"),
+        "{summary}"
+    );
+    // The steps reach 1000 + 150 MiB; the decode 2000 MiB, 850 MiB above.
+    assert!(
+        summary
+            .contains("comes after the last of them, 850 MiB above the most they reach (1.12 GiB)"),
+        "{summary}"
+    );
+}

@@ -752,6 +752,12 @@ pub fn note_unjudged(cx: &DeviceContext, peak: &mut [Finding]) {
 /// repeats is read from the curve alone (see [`super::steps::recurring_lows`]). `false` where the
 /// curve does not repeat.
 fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
+    // A curve that rises above the pool's reserve contradicts it (frees the file never
+    // allocated): its shape is no evidence (the casebook's cuda_snapviewer).
+    let (allocated, reserved) = (cx.replay.allocated_bytes(), cx.replay.reserved_bytes());
+    if allocated.iter().zip(reserved).any(|(a, r)| a > r) {
+        return false;
+    }
     let lows = super::steps::recurring_lows(cx.replay.allocated_bytes());
     let (Some(&(first_at, first)), Some(&(last_at, last))) = (lows.first(), lows.last()) else {
         return false;
@@ -783,6 +789,7 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
             floor.push((at as u32, allocated[at]));
         }
     }
+    let mut repeats_over = (first_at, last_at, lows.len());
     let spans_the_trace = floor.len() >= 3
         && floor.first().is_some_and(|&(at, _)| (at as usize) * 4 <= n)
         && floor
@@ -790,6 +797,7 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
             .is_some_and(|&(at, _)| (at as usize) * 4 >= n * 3);
     let sentence = if hi - lo > flat && spans_the_trace {
         let (f0, f1) = (floor[0].0, floor[floor.len() - 1].0);
+        repeats_over = (f0, f1, floor.len());
         format!(
             " The allocated curve comes back to the same lowest point ({}) {} times, from event \
              {f0} to event {f1}, with shallower dips in between: whatever repeats frees what it \
@@ -806,7 +814,7 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
              so nothing leaks across those repetitions. The trace marks no training iteration, \
              so leaks from one training step to the next are not judged.",
             lows.len(),
-            if hi == lo {
+            if format_bytes(hi) == format_bytes(lo) {
                 format_bytes(lo)
             } else {
                 format!("{} to {}", format_bytes(lo), format_bytes(hi))
@@ -828,10 +836,52 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
             format_bytes(last),
         )
     };
+    let (from, to, repetitions) = repeats_over;
+    let sentence = sentence + &peak_beside_the_repetitions(cx, (from, to), repetitions);
     for f in peak {
         f.summary.push_str(&sentence);
     }
     true
+}
+
+/// " The peak (event 21508) comes after the last of them, 1.94 GiB above the most they reach
+/// (6.65 GiB): one stretch of its own, not every repetition." Where the peak lies outside the
+/// `repetitions`, from event `first_at` to the one that `last_at` begins (a diffusion
+/// pipeline's VAE decode after its denoising steps), and above all they reach; empty otherwise.
+fn peak_beside_the_repetitions(
+    cx: &DeviceContext,
+    (first_at, last_at): (u32, u32),
+    repetitions: usize,
+) -> String {
+    let allocated = cx.replay.allocated_bytes();
+    let peak = &cx.replay.peak_allocated;
+    let Some(peak_at) = peak.event else {
+        return String::new();
+    };
+    // Each low point starts a repetition: the last runs on from the last low point for as
+    // many events as they take on average.
+    let span = (last_at - first_at) as usize / repetitions.saturating_sub(1).max(1);
+    let end = (last_at as usize + span.max(1)).min(allocated.len());
+    let their_high = allocated[first_at as usize..end]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let flat = FLAT_LOW_BYTES.max(peak.bytes * FLAT_LOW_PERCENT / 100);
+    if (first_at..end as u32).contains(&peak_at) || peak.bytes - their_high <= flat {
+        return String::new();
+    }
+    format!(
+        " The peak (event {peak_at}) comes {} them, {} above the most they reach ({}): one \
+         stretch of its own, not every repetition.",
+        if peak_at < first_at {
+            "before the first of"
+        } else {
+            "after the last of"
+        },
+        format_bytes(peak.bytes - their_high),
+        format_bytes(their_high)
+    )
 }
 
 /// Low points of iterations after the first within this much of each other are flat …

@@ -267,6 +267,66 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
 /// climb sets the curve's range and hides them; they are then looked for from where the curve
 /// first reaches the lowest level of its second half.
 pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
+    let lows = lows_of_the_whole_or_after_a_climb(allocated);
+    if !lows.is_empty() {
+        return lows;
+    }
+    beside_the_highest_excursion(allocated)
+}
+
+/// Where one excursion above everything else sets the curve's range (a diffusion model's VAE
+/// decode, 2 GiB above 30 denoising steps that each swing 0.2 GiB: batch 17's held-out audit
+/// read "no repeating shape"), the repetitions before it, or after it, are looked for alone:
+/// up to the last moment before the curve's highest point that it sat at its lowest level
+/// until then, or from the first moment after it that it is back at its lowest level since.
+/// They must still move at least [`MIN_REPEATED_SWING_PERCENT`] of the peak.
+fn beside_the_highest_excursion(allocated: &[i64]) -> Vec<(u32, i64)> {
+    let Some((peak_at, &peak)) = allocated
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, &a)| (a, std::cmp::Reverse(i)))
+    else {
+        return Vec::new();
+    };
+    let before = allocated[..peak_at].iter().min().and_then(|&floor| {
+        let last = allocated[..peak_at].iter().rposition(|&a| a == floor)?;
+        Some((0, last + 1))
+    });
+    let after = allocated[peak_at..].iter().min().and_then(|&floor| {
+        let first = allocated[peak_at..].iter().position(|&a| a == floor)? + peak_at;
+        Some((first, allocated.len()))
+    });
+    let mut parts: Vec<(usize, usize)> = before.into_iter().chain(after).collect();
+    // The longer part first.
+    parts.sort_by_key(|&(from, to)| std::cmp::Reverse(to - from));
+    for (from, to) in parts {
+        let part = &allocated[from..to];
+        let (Some(&lo), Some(&hi)) = (part.iter().min(), part.iter().max()) else {
+            continue;
+        };
+        if (hi - lo) * 100 < peak * MIN_REPEATED_SWING_PERCENT || hi - lo < MIN_REPEATED_SWING_BYTES
+        {
+            continue;
+        }
+        // Inside each repetition the curve may dip part of the way back (a denoising step's
+        // layers: dips of half the step's swing beside returns to its floor), which a fifth of
+        // the range counts as low points at other levels; half of it counts the returns.
+        for share in [SWING_SHARE_PERCENT, 50] {
+            let lows: Vec<(u32, i64)> = low_points_by(part, share)
+                .into_iter()
+                .map(|(at, level)| (at + from as u32, level))
+                .collect();
+            if lows.len() >= MIN_CURVE_LOWS && !steps_down(&lows, hi - lo) {
+                return lows;
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// [`recurring_lows`] over the whole curve, or after a climb to the level its repetitions
+/// return to.
+fn lows_of_the_whole_or_after_a_climb(allocated: &[i64]) -> Vec<(u32, i64)> {
     let lows = low_points(allocated);
     if lows.len() >= MIN_CURVE_LOWS {
         let (lo, hi) = (
@@ -319,10 +379,15 @@ fn steps_down(lows: &[(u32, i64)], range: i64) -> bool {
 }
 
 fn low_points(allocated: &[i64]) -> Vec<(u32, i64)> {
+    low_points_by(allocated, SWING_SHARE_PERCENT)
+}
+
+/// The low points of `allocated` where a swing is `swing_share_percent` of its range.
+fn low_points_by(allocated: &[i64], swing_share_percent: i64) -> Vec<(u32, i64)> {
     let (Some(&lo), Some(&hi)) = (allocated.iter().min(), allocated.iter().max()) else {
         return Vec::new();
     };
-    let swing = (hi - lo) * SWING_SHARE_PERCENT / 100;
+    let swing = (hi - lo) * swing_share_percent / 100;
     if swing <= 0 {
         return Vec::new();
     }
