@@ -8,6 +8,7 @@
 #   MEMSIGHT_CHECKSET14H the fourteenth search's one file (default /work/checkset/public14h)
 #   MEMSIGHT_CHECKSET16  batch 16, generated snapshots (default /work/checkset/synth16)
 #   MEMSIGHT_CHECKSET17  batch 17, generated snapshots (default /work/checkset/synth17)
+#   MEMSIGHT_CHECKSET18  batch 18, generated snapshots (default /work/checkset/synth18)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -24,6 +25,7 @@ batches+=("public14h=${MEMSIGHT_CHECKSET14H:-/work/checkset/public14h}")
 # Batch 16: generated snapshots (a helper's simulator, docs/check-set.md).
 batches+=("synth16=${MEMSIGHT_CHECKSET16:-/work/checkset/synth16}")
 batches+=("synth17=${MEMSIGHT_CHECKSET17:-/work/checkset/synth17}")
+batches+=("synth18=${MEMSIGHT_CHECKSET18:-/work/checkset/synth18}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |
