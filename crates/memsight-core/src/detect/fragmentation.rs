@@ -371,7 +371,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         return Vec::new();
     };
     if let Some(phase) = one_stretch(cx, cycle, in_cycle) {
-        return vec![phase.finding(cx, in_cycle, stack)];
+        return vec![phase.finding(cx)];
     }
     let spread = request_spread(device);
     let flushes = cycles.len().saturating_sub(1);
@@ -431,8 +431,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 /// large validation batch was told "fragmentation" and to bucket inputs whose lengths never
 /// varied.
 struct OneStretch {
-    /// The first fragmented `segment_alloc` and the request the last one was made for.
+    /// The stretch's first `segment_alloc` and the request its last was made for.
     events: (u32, u32),
+    /// Its `segment_alloc`s made although the cached free bytes covered the request.
+    fragmented: usize,
     /// Reserved before the stretch's first growth and after its last.
     reserved_before_bytes: i64,
     reserved_after_bytes: i64,
@@ -440,12 +442,16 @@ struct OneStretch {
     served_before_bytes: i64,
     stretch_high_bytes: i64,
     high_after_bytes: i64,
-    /// The first event after the pool's last growth before the stretch: from there to the
-    /// stretch it served `served_before_bytes` on `reserved_before_bytes` without growing.
+    /// The first event after the pool's last growth before the stretch: from there to
+    /// `served_at`, the last moment before the stretch that it served `served_before_bytes`,
+    /// it did so on `reserved_before_bytes` without growing.
     steady_from: u32,
+    served_at: u32,
     /// The outermost line of the user's code the stretch's largest growth runs in that no
     /// allocation before the stretch passed through (`validate (main.py:181)`).
     entered: String,
+    /// The stack of the call site whose requests grew the pool most in the stretch.
+    stack: StackId,
 }
 
 fn one_stretch(
@@ -454,50 +460,62 @@ fn one_stretch(
     growth: &[FragmentedGrowth],
 ) -> Option<OneStretch> {
     let trace = &cx.device.trace;
-    let (first, last) = (
-        growth.first()?.segment_alloc_event as usize,
-        growth.last()?.request_event as usize,
-    );
     let (start, end) = (cycle.start as usize, cycle.end as usize);
+    let last_growth = growth.last()?;
+    let last = last_growth.request_event as usize;
     if (last + 1..end).any(|i| trace.action[i] == Action::SegmentAlloc) {
         return None;
     }
     let (allocated, reserved) = (cx.replay.allocated_bytes(), cx.replay.reserved_bytes());
     let high = |range: std::ops::Range<usize>| allocated[range].iter().copied().max();
-    let served_before_bytes = high(start..first)?;
-    let served_at = (start..first).rfind(|&i| allocated[i] == served_before_bytes)?;
+    // The most the pool served before its last growth, and the last moment it did: the stretch
+    // is what grew the pool after that moment.
+    let last_segment_alloc = last_growth.segment_alloc_event as usize;
+    let served_before_bytes = high(start..last_segment_alloc)?;
+    let served_at = (start..last_segment_alloc).rfind(|&i| allocated[i] == served_before_bytes)?;
+    let first =
+        (served_at + 1..=last_segment_alloc).find(|&i| trace.action[i] == Action::SegmentAlloc)?;
+    let in_stretch: Vec<FragmentedGrowth> = growth
+        .iter()
+        .filter(|g| g.segment_alloc_event as usize >= first)
+        .copied()
+        .collect();
     let stretch_high_bytes = high(first..last + 1)?;
     let high_after_bytes = high(last + 1..end)?;
-    let reserved_before_bytes = if first > 0 {
-        reserved[first - 1]
-    } else {
+    let reserved_before_bytes = reserved[served_at];
+    // What the pool reserved beyond the most it served before the stretch is the cache's
+    // ordinary overhead: the stretch's growth is the whole story.
+    let overhead_bytes = (reserved_before_bytes - served_before_bytes).max(0) as u64;
+    if severity_of(overhead_bytes, reserved_before_bytes.max(1) as u64).is_some() {
         return None;
-    };
-    // The pool as it was before the stretch already served what comes after it: since its last
-    // growth before the stretch it reached as much allocated without growing again.
-    let steady_from = (start..first)
+    }
+    let steady_from = (start..=served_at)
         .rfind(|&i| trace.action[i] == Action::SegmentAlloc)
         .map_or(start, |i| i + 1);
-    let steady_high_bytes = high(steady_from..first).unwrap_or(0);
     let holds = stretch_high_bytes < served_before_bytes
-        // Work after it: at least what the stretch itself needed.
+        // Work after it: at least what the stretch itself needed, and no more than the pool
+        // served before it.
         && high_after_bytes >= stretch_high_bytes
-        && steady_high_bytes >= high_after_bytes;
+        && high_after_bytes <= served_before_bytes;
     if !holds {
         return None;
     }
     // A phase of its own: its growth runs in code the work before it never ran (a second
     // pass of the same loop growing the pool is fragmentation).
-    let entered = entered_line(cx, served_at, place_of_growth(cx, growth))?;
+    let stack = place_of_growth(cx, &in_stretch);
+    let entered = entered_line(cx, served_at, stack)?;
     Some(OneStretch {
         events: (first as u32, last as u32),
+        fragmented: in_stretch.len(),
         reserved_before_bytes,
         reserved_after_bytes: reserved[last],
         served_before_bytes,
         stretch_high_bytes,
         high_after_bytes,
         steady_from: steady_from as u32,
+        served_at: served_at as u32,
         entered,
+        stack,
     })
 }
 
@@ -533,7 +551,7 @@ fn entered_line(cx: &DeviceContext, before: usize, stack: StackId) -> Option<Str
 }
 
 impl OneStretch {
-    fn finding(&self, cx: &DeviceContext, growth: &[FragmentedGrowth], stack: StackId) -> Finding {
+    fn finding(&self, cx: &DeviceContext) -> Finding {
         let device = cx.device;
         let added_bytes = self.reserved_after_bytes - self.reserved_before_bytes;
         let module = if cx.snapshot.is_npu() {
@@ -567,8 +585,8 @@ impl OneStretch {
              calls were made although the free bytes cached in the same pool covered the \
              request, just not in one piece. That stretch needed at most {} allocated at once, \
              less than the {} the pool had already served before it: its blocks came in sizes \
-             the cached pieces did not fit. Before it, from event {} on, the pool had served that \
-             much on {} reserved without growing; after it the pool never grew again, and the \
+             the cached pieces did not fit. Before it, from event {} to event {}, the pool had \
+             served that much on {} reserved without growing; after it the pool never grew again, and the \
              work after it{} reached {} allocated. So the {} it added is idle cache that later \
              work did not need, not pieces every iteration leaves.",
             self.events.0,
@@ -576,13 +594,14 @@ impl OneStretch {
             self.entered,
             format_bytes(self.reserved_before_bytes),
             format_bytes(self.reserved_after_bytes),
-            growth.len(),
+            self.fragmented,
             (self.events.0..=self.events.1)
                 .filter(|&i| device.trace.action[i as usize] == Action::SegmentAlloc)
                 .count(),
             format_bytes(self.stretch_high_bytes),
             format_bytes(self.served_before_bytes),
             self.steady_from,
+            self.served_at,
             format_bytes(self.reserved_before_bytes),
             iterations_after,
             format_bytes(self.high_after_bytes),
@@ -591,7 +610,7 @@ impl OneStretch {
         f.bytes = added_bytes.max(0) as u64;
         f.events = self.events;
         f.focus_event = Some(self.events.1);
-        f.stack = stack;
+        f.stack = self.stack;
         f.suggestion = format!(
             "Nothing to change for a process alone on its device: later requests are served from \
              this cache. Where other processes or libraries need the memory, call \
@@ -600,15 +619,18 @@ impl OneStretch {
              size) so its blocks fit the cached segments."
         );
         f.evidence = vec![format!(
-            "one stretch: fragmented segment_allocs (and their requests) at events {}–{} only; no segment_alloc in \
-             events {}–{} or after event {}; most allocated at once {} bytes before it, {} within \
-             it, {} after it",
+            "one stretch: segment_allocs at events {}–{}, {} of them fragmented; none in events \
+             {}–{} or after event {}; most allocated at once {} bytes before it (event {}, on {} \
+             bytes reserved), {} within it, {} after it",
             self.events.0,
             self.events.1,
+            self.fragmented,
             self.steady_from,
-            self.events.0.saturating_sub(1),
+            self.served_at,
             self.events.1,
             self.served_before_bytes,
+            self.served_at,
+            self.reserved_before_bytes,
             self.stretch_high_bytes,
             self.high_after_bytes,
         )];
