@@ -4581,3 +4581,57 @@ fn repetitions_beside_one_larger_excursion_are_recognised() {
         "{summary}"
     );
 }
+
+/// Batch 18's held-out audit: a fused `AdamW` step allocates nothing, so no frame names Adam; only
+/// the annotations (`Optimizer.step#AdamW.step`) do. The weights from before the trace still come
+/// with two moments each: as in `adam_moments_from_before_the_trace_are_optimizer_state`, with no
+/// optimizer allocation in the trace, 32 MiB of weights and 64 MiB of state — not 64 MiB of
+/// weights and 32 MiB of "momentum" (the two swapped). Without the annotation nothing says
+/// Adam, and the three blocks per size stay as they were.
+#[test]
+fn adam_named_only_by_annotations_keeps_its_moments() {
+    let at = |k: i128| BASE + k * 16 * MIB;
+    let forward = || frames("forward", "/w/model.py", 12);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let summary = |annotated: bool| {
+        let mut trace = vec![event("alloc", at(8), 32 * MIB, forward())];
+        for k in [6, 7] {
+            trace.push(event("alloc", at(k), 16 * MIB, backward()));
+        }
+        for action in ["free_requested", "free_completed"] {
+            trace.push(event(action, at(8), 32 * MIB, backward()));
+        }
+        let mut blocks: Vec<Py> = (0..6)
+            .map(|k| block(at(k), 16 * MIB, "active_allocated", None))
+            .collect();
+        blocks.extend([6, 7].map(|k| block(at(k), 16 * MIB, "active_allocated", Some(backward()))));
+        blocks.push(block(at(8), 128 * MIB, "inactive", None));
+        let Py::Dict(mut entries) = top(
+            vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+            vec![trace],
+        ) else {
+            unreachable!("top() writes a dict")
+        };
+        if annotated {
+            let marks = [("START", 1), ("END", 2)].map(|(stage, time)| {
+                Py::Dict(vec![
+                    ("name", Py::Str("Optimizer.step#AdamW.step")),
+                    ("stage", Py::Str(stage)),
+                    ("device", Py::Int(0)),
+                    ("time_us", Py::Int(time)),
+                ])
+            });
+            entries.push(("external_annotations", Py::List(marks.to_vec())));
+        }
+        let findings = analyze(&load(&Py::Dict(entries)));
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert_eq!(peak.len(), 1, "{findings:#?}");
+        peak[0].summary.clone()
+    };
+    let named = summary(true);
+    for words in ["64.0 MiB optimizer state (40%)", "32.0 MiB parameter (20%)"] {
+        assert!(named.contains(words), "{words}: {named}");
+    }
+    let unnamed = summary(false);
+    assert!(!unnamed.contains("64.0 MiB optimizer state"), "{unnamed}");
+}
