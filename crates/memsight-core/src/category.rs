@@ -603,25 +603,14 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         |stack| marks(stack).optimizer,
         &mut categories.of_lifetime,
     );
-    // `zero_grad(set_to_none=True)` frees every gradient, so none is carried into the next
-    // step: the pairs of weight-sized blocks from before the trace are something else.
-    if !zero_grad_frees {
-        categories.kept_gradient_blocks = gradients_kept_from_an_earlier_step(
-            replay,
-            &categories.runs,
-            &mut categories.of_lifetime,
-        );
-    }
-    // An Adam step the annotations name but no frame shows (fused or foreach) made no state
-    // the trace can see: its moments can only be among the blocks from before it.
-    let adam_unseen =
-        || annotates_adam(snapshot) && !categories.of_lifetime.contains(&Category::OptimizerState);
-    if runs_adam(device, &mut marks) || adam_unseen() {
-        adam_moments_before_the_trace(replay, &mut categories.of_lifetime);
-        adam_state_is_made_by_init_group(replay, &mut marks, &mut categories.of_lifetime);
-    } else if zero_grad_frees {
-        momentum_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
-    }
+    state_from_before_the_trace(
+        snapshot,
+        device,
+        replay,
+        &mut marks,
+        zero_grad_frees,
+        &mut categories,
+    );
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
     replaced_parameters(replay, &categories.runs, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
@@ -713,6 +702,39 @@ fn runs_a_closure(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks
 fn runs_adam(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> bool {
     let trace = &device.trace;
     (0..trace.len()).any(|i| trace.action[i] == Action::Alloc && marks(trace.stack[i]).adam)
+}
+
+/// Gradients and optimizer state among the stackless blocks from before the trace taken for
+/// weights: last step's gradients where `zero_grad` does not free them; Adam's two moments per
+/// weight where the trace runs Adam, else one state per weight where `zero_grad` frees the
+/// gradients.
+fn state_from_before_the_trace(
+    snapshot: &Snapshot,
+    device: &Device,
+    replay: &DeviceReplay,
+    marks: &mut impl FnMut(StackId) -> StackMarks,
+    zero_grad_frees: bool,
+    categories: &mut Categories,
+) {
+    // `zero_grad(set_to_none=True)` frees every gradient, so none is carried into the next
+    // step: the pairs of weight-sized blocks from before the trace are something else.
+    if !zero_grad_frees {
+        categories.kept_gradient_blocks = gradients_kept_from_an_earlier_step(
+            replay,
+            &categories.runs,
+            &mut categories.of_lifetime,
+        );
+    }
+    // An Adam step the annotations name but no frame shows (fused or foreach) made no state
+    // the trace can see: its moments can only be among the blocks from before it.
+    let adam_unseen =
+        || annotates_adam(snapshot) && !categories.of_lifetime.contains(&Category::OptimizerState);
+    if runs_adam(device, marks) || adam_unseen() {
+        adam_moments_before_the_trace(replay, &mut categories.of_lifetime);
+        adam_state_is_made_by_init_group(replay, marks, &mut categories.of_lifetime);
+    } else if zero_grad_frees {
+        momentum_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
+    }
 }
 
 /// Whether the profiler's annotations name an Adam step (`Optimizer.step#AdamW.step`): a fused
