@@ -423,19 +423,22 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     vec![f]
 }
 
-/// A reserve one stretch of the trace added and later work never needed: every fragmented
-/// growth of the cycle falls in one stretch that needed less at once than the pool had already
-/// served before it, the pool never grows after it, and what the cycle allocates after it fits
-/// in what the pool reserved before it (a validation pass with a larger batch, an export). The
-/// memory is idle cache, not pieces every iteration leaves: a held-out training run with one
-/// large validation batch was told "fragmentation" and to bucket inputs whose lengths never
-/// varied.
+/// A reserve one stretch of the trace added and later work never needed. The stretch is what
+/// grew the pool after the last moment it served its most (a first iteration's warm-up growth
+/// comes before): it runs code the work before it never ran (a validation pass with a larger
+/// batch, an export), needed less at once than the pool had served, on a reserve then no more
+/// than the cache's ordinary overhead above that; the pool never grows after it, and the work
+/// after it reaches at least what the stretch needed and no more than the pool served before.
+/// The memory is idle cache, not pieces every iteration leaves: held-out training runs with one
+/// large validation or evaluation batch were told "fragmentation" and to bucket inputs whose
+/// lengths never varied.
 struct OneStretch {
     /// The stretch's first `segment_alloc` and the request its last was made for.
     events: (u32, u32),
     /// Its `segment_alloc`s made although the cached free bytes covered the request.
     fragmented: usize,
-    /// Reserved before the stretch's first growth and after its last.
+    /// Reserved when the pool last served its most before the stretch (and up to the stretch's
+    /// first growth), and after the stretch's last.
     reserved_before_bytes: i64,
     reserved_after_bytes: i64,
     /// The most allocated at once before the stretch (in the cycle), within it, and after it.
@@ -450,6 +453,9 @@ struct OneStretch {
     /// The outermost line of the user's code the stretch's largest growth runs in that no
     /// allocation before the stretch passed through (`validate (main.py:181)`).
     entered: String,
+    /// Allocations in that same function, after other work followed the stretch, placed in the
+    /// segments the stretch added: the phase run again (a second evaluation) reuses them.
+    allocs_again: usize,
     /// The stack of the call site whose requests grew the pool most in the stretch.
     stack: StackId,
 }
@@ -503,7 +509,36 @@ fn one_stretch(
     // A phase of its own: its growth runs in code the work before it never ran (a second
     // pass of the same loop growing the pool is fragmentation).
     let stack = place_of_growth(cx, &in_stretch);
-    let entered = entered_line(cx, served_at, stack)?;
+    let (entered, function) = entered_line(cx, served_at, stack)?;
+    // The phase run again after the stretch (a second evaluation), once other work came
+    // between: its allocations placed in the segments the stretch added.
+    let mut stacks_in_phase: FxHashMap<StackId, bool> = FxHashMap::default();
+    let mut in_phase = |i: usize| {
+        *stacks_in_phase.entry(trace.stack[i]).or_insert_with(|| {
+            cx.snapshot
+                .stack_frames(trace.stack[i])
+                .any(|f| f.name == function)
+        })
+    };
+    let added: Vec<(u64, u64)> = (first..=last)
+        .filter(|&i| trace.action[i] == Action::SegmentAlloc)
+        .map(|i| {
+            (
+                trace.addr[i],
+                trace.addr[i].saturating_add(trace.size_bytes[i]),
+            )
+        })
+        .collect();
+    let allocs = |from: usize| (from..end).filter(|&i| trace.action[i] == Action::Alloc);
+    let first_run_ends = allocs(last + 1).find(|&i| !in_phase(i)).unwrap_or(end);
+    let allocs_again = allocs(first_run_ends)
+        .filter(|&i| in_phase(i))
+        .filter(|&i| {
+            added
+                .iter()
+                .any(|&(lo, hi)| (lo..hi).contains(&trace.addr[i]))
+        })
+        .count();
     Some(OneStretch {
         events: (first as u32, last as u32),
         fragmented: in_stretch.len(),
@@ -515,6 +550,7 @@ fn one_stretch(
         steady_from: steady_from as u32,
         served_at: served_at as u32,
         entered,
+        allocs_again,
         stack,
     })
 }
@@ -523,7 +559,11 @@ fn one_stretch(
 /// `before` ran in (the moment the pool served the most before the stretch: the stretch's own
 /// first allocations may come earlier than its first growth): the phase the stack entered
 /// (`validate`), as `name (file:line)`.
-fn entered_line(cx: &DeviceContext, before: usize, stack: StackId) -> Option<String> {
+fn entered_line(
+    cx: &DeviceContext,
+    before: usize,
+    stack: StackId,
+) -> Option<(String, crate::model::StrId)> {
     let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
     let mut seen_stacks = rustc_hash::FxHashSet::default();
     let mut seen_functions = rustc_hash::FxHashSet::default();
@@ -541,11 +581,14 @@ fn entered_line(cx: &DeviceContext, before: usize, stack: StackId) -> Option<Str
         })
         .find(|f| !seen_functions.contains(&f.name))
         .map(|f| {
-            format!(
-                "{} ({}:{})",
-                snapshot.str(f.name),
-                snapshot.str(f.filename),
-                f.line
+            (
+                format!(
+                    "{} ({}:{})",
+                    snapshot.str(f.name),
+                    snapshot.str(f.filename),
+                    f.line
+                ),
+                f.name,
             )
         })
 }
@@ -560,10 +603,18 @@ impl OneStretch {
             "torch.cuda"
         };
         let mut f = Finding::new(FindingKind::Fragmentation, Severity::Info, device.ordinal);
-        f.title = format!(
-            "Reserve one stretch added: {} that later work never needed",
-            format_bytes(added_bytes)
-        );
+        let again = self.allocs_again > 0;
+        f.title = if again {
+            format!(
+                "Reserve one phase added once: {}, reused when it runs again",
+                format_bytes(added_bytes)
+            )
+        } else {
+            format!(
+                "Reserve one stretch added: {} that later work never needed",
+                format_bytes(added_bytes)
+            )
+        };
         let iterations_after = cx.steps.as_ref().map_or(String::new(), |steps| {
             let after = steps.bounds[..steps.count()]
                 .iter()
@@ -587,8 +638,7 @@ impl OneStretch {
              less than the {} the pool had already served before it: its blocks came in sizes \
              the cached pieces did not fit. Before it, from event {} to event {}, the pool had \
              served that much on {} reserved without growing; after it the pool never grew again, and the \
-             work after it{} reached {} allocated. So the {} it added is idle cache that later \
-             work did not need, not pieces every iteration leaves.",
+             work after it{} reached {} allocated. {}",
             self.events.0,
             self.events.1,
             self.entered,
@@ -605,19 +655,13 @@ impl OneStretch {
             format_bytes(self.reserved_before_bytes),
             iterations_after,
             format_bytes(self.high_after_bytes),
-            format_bytes(added_bytes),
+            self.verdict(added_bytes),
         );
         f.bytes = added_bytes.max(0) as u64;
         f.events = self.events;
         f.focus_event = Some(self.events.1);
         f.stack = self.stack;
-        f.suggestion = format!(
-            "Nothing to change for a process alone on its device: later requests are served from \
-             this cache. Where other processes or libraries need the memory, call \
-             {module}.empty_cache() after that stretch (it returns the segments left completely \
-             free), or run the stretch with the shapes the rest of the run uses (the same batch \
-             size) so its blocks fit the cached segments."
-        );
+        f.suggestion = self.advice(module);
         f.evidence = vec![format!(
             "one stretch: segment_allocs at events {}–{}, {} of them fragmented; none in events \
              {}–{} or after event {}; most allocated at once {} bytes before it (event {}, on {} \
@@ -635,6 +679,49 @@ impl OneStretch {
             self.high_after_bytes,
         )];
         f
+    }
+
+    /// What the reserve is: reused by the phase's later runs, or idle cache later work did not
+    /// need.
+    fn verdict(&self, added_bytes: i64) -> String {
+        let again = self.allocs_again > 0;
+        if again {
+            format!(
+                "The same phase runs again later, and {} of its allocations in {} are placed \
+                     in the segments the stretch added: the {} is that phase's reserve, made once \
+                     and reused, not pieces every iteration leaves.",
+                self.allocs_again,
+                self.entered,
+                format_bytes(added_bytes)
+            )
+        } else {
+            format!(
+                "So the {} it added is idle cache that later work did not need, not pieces \
+                     every iteration leaves.",
+                format_bytes(added_bytes)
+            )
+        }
+    }
+
+    /// What to do about it (`module`: `torch.cuda` or `torch.npu`).
+    fn advice(&self, module: &str) -> String {
+        let again = self.allocs_again > 0;
+        if again {
+            "Nothing to change: the phase's later runs reuse this reserve without asking the \
+             device again, and releasing it after each run (empty_cache()) would only make the \
+             next run allocate it again. Where memory is short, running that phase with the \
+             shapes the rest of the run uses (the same batch size) lets its blocks fit the cached \
+             segments."
+                .to_string()
+        } else {
+            format!(
+                "Nothing to change for a process alone on its device: later requests are served from \
+             this cache. Where other processes or libraries need the memory, call \
+             {module}.empty_cache() after that stretch (it returns the segments left completely \
+             free), or run the stretch with the shapes the rest of the run uses (the same batch \
+             size) so its blocks fit the cached segments."
+            )
+        }
     }
 }
 

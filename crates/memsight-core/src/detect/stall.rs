@@ -563,9 +563,12 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     f.focus_event = Some(first.last as u32);
     f.stack = trace.stack[first.first];
     f.suggestion = match &callers {
-        Some(_) => "Nothing to change in the program: the library releases the cache itself, for \
-                    its own purpose; the program does not call empty_cache()."
-            .to_string(),
+        Some(callers) => format!(
+            "Nothing in the program's own code calls empty_cache(): {callers} does. Where the \
+             library does so because of a setting of the program's (a trainer's option to \
+             release the cache every N steps), that setting is what to change; otherwise nothing \
+             is."
+        ),
         None => empty_cache_advice(flushes.len()),
     };
     Some(f)

@@ -279,10 +279,10 @@ pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
 }
 
 /// Where the trace ends in a long stretch that never falls below the lowest level of its second
-/// half, nor rises above it by more than twice what its last quarter does (a serving loop after its warm-up: 200 scheduler steps swinging 0.3 GiB over a 54.6 GiB
-/// KV cache and the weights, or 1,500 decode steps after CUDA-graph captures at other batch
-/// sizes: batch 18's held-out audit read "no repeating shape"), its repetitions are looked for
-/// there alone, with that stretch's own range, where it holds at least half the trace and its
+/// half, nor rises above it by more than twice what its last quarter does (a serving loop after
+/// its warm-up: 200 scheduler steps swinging 0.3 GiB over a 54.6 GiB KV cache and the weights,
+/// or 1,500 decode steps after CUDA-graph captures at other batch sizes: batch 18's held-out
+/// audit read "no repeating shape"), its repetitions are looked for there alone, with that stretch's own range, where it holds at least half the trace and its
 /// low points all sit at one level. Such a stretch moves little against the memory it sits
 /// on, so no share of the peak is asked of it: only [`MIN_REPEATED_SWING_BYTES`].
 fn in_the_settled_end(allocated: &[i64]) -> Vec<(u32, i64)> {
