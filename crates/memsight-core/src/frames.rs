@@ -104,13 +104,7 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
         if internal && !keep_internal {
             continue;
         }
-        let name = snapshot.str(frame.name);
-        let file = snapshot.str(frame.filename);
-        let text = if file == "??" {
-            name.to_string()
-        } else {
-            format!("{name} ({file}:{})", frame.line)
-        };
+        let text = frame_text(snapshot, frame);
         match lines.last_mut() {
             Some(last) if last.text == text => last.repeat += 1,
             _ => lines.push(FrameLine {
@@ -121,6 +115,27 @@ pub fn display_frames(snapshot: &Snapshot, stack: StackId, with_internal: bool) 
         }
     }
     lines
+}
+
+/// One frame as people read it: `name (file:line)`, or `name` where the file is unknown.
+pub fn frame_text(snapshot: &Snapshot, frame: &Frame) -> String {
+    let name = snapshot.str(frame.name);
+    let file = snapshot.str(frame.filename);
+    if file == "??" {
+        name.to_string()
+    } else {
+        format!("{name} ({file}:{})", frame.line)
+    }
+}
+
+/// A library file's path from its package on (`bitsandbytes/autograd/_functions.py`,
+/// `torch/cuda/graphs.py`): a file name alone does not say which library it is. Where neither
+/// an install directory (`site-packages/`) nor `torch/` is in the path, the file name.
+pub fn package_path(file: &str) -> &str {
+    file.rsplit_once("-packages/")
+        .map(|(_, p)| p)
+        .or_else(|| file.find("/torch/").map(|at| &file[at + 1..]))
+        .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(file))
 }
 
 /// The innermost frame of the user's code that every one of `stacks` passes through, as
@@ -159,12 +174,8 @@ pub fn headline_frame(snapshot: &Snapshot, stack: StackId) -> Option<String> {
                     && !file.contains("/torch_npu/")
             })
         {
-            // From the package on (`bitsandbytes/autograd/_functions.py`): a file name alone
-            // does not say which library it is.
             let file = snapshot.str(library.filename).replace('\\', "/");
-            let short = file
-                .rsplit_once("-packages/")
-                .map_or_else(|| file.rsplit('/').next().unwrap_or(&file), |(_, p)| p);
+            let short = package_path(&file);
             return Some(format!(
                 "{} ({short}:{}) in {}",
                 snapshot.str(library.name),

@@ -580,17 +580,7 @@ fn entered_line(
             crate::frames::is_python(snapshot, f) && !crate::frames::is_internal(snapshot, f)
         })
         .find(|f| !seen_functions.contains(&f.name))
-        .map(|f| {
-            (
-                format!(
-                    "{} ({}:{})",
-                    snapshot.str(f.name),
-                    snapshot.str(f.filename),
-                    f.line
-                ),
-                f.name,
-            )
-        })
+        .map(|f| (crate::frames::frame_text(snapshot, f), f.name))
 }
 
 impl OneStretch {
@@ -603,8 +593,7 @@ impl OneStretch {
             "torch.cuda"
         };
         let mut f = Finding::new(FindingKind::Fragmentation, Severity::Info, device.ordinal);
-        let again = self.allocs_again > 0;
-        f.title = if again {
+        f.title = if self.runs_again() {
             format!(
                 "Reserve one phase added once: {}, reused when it runs again",
                 format_bytes(added_bytes)
@@ -681,11 +670,15 @@ impl OneStretch {
         f
     }
 
+    /// Whether the phase runs again later on the segments the stretch added.
+    fn runs_again(&self) -> bool {
+        self.allocs_again > 0
+    }
+
     /// What the reserve is: reused by the phase's later runs, or idle cache later work did not
     /// need.
     fn verdict(&self, added_bytes: i64) -> String {
-        let again = self.allocs_again > 0;
-        if again {
+        if self.runs_again() {
             format!(
                 "The same phase runs again later, and {} of its allocations in {} are placed \
                      in the segments the stretch added: the {} is that phase's reserve, made once \
@@ -705,8 +698,7 @@ impl OneStretch {
 
     /// What to do about it (`module`: `torch.cuda` or `torch.npu`).
     fn advice(&self, module: &str) -> String {
-        let again = self.allocs_again > 0;
-        if again {
+        if self.runs_again() {
             "Nothing to change: the phase's later runs reuse this reserve without asking the \
              device again, and releasing it after each run (empty_cache()) would only make the \
              next run allocate it again. Where memory is short, running that phase with the \

@@ -634,14 +634,12 @@ fn library_callers(
             return None;
         }
         let file = snapshot.str(caller.filename).replace('\\', "/");
-        // From the package on (`torch/cuda/graphs.py`, `vllm/v1/worker/gpu_worker.py`).
-        let short = file
-            .rsplit_once("-packages/")
-            .map(|(_, p)| p)
-            .or_else(|| file.find("/torch/").map(|at| &file[at + 1..]))
-            .unwrap_or_else(|| file.rsplit('/').next().unwrap_or(&file))
-            .to_string();
-        let words = format!("{} ({short}:{})", snapshot.str(caller.name), caller.line);
+        let words = format!(
+            "{} ({}:{})",
+            snapshot.str(caller.name),
+            crate::frames::package_path(&file),
+            caller.line
+        );
         if !callers.contains(&words) {
             callers.push(words);
         }
