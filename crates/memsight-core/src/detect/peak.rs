@@ -536,22 +536,34 @@ fn optimizer_temporaries(cx: &DeviceContext, held: &[Held]) -> (u64, bool) {
     (bytes, foreach)
 }
 
-/// Whether event `e` is among the first allocations of a backward pass (the loss and logits
-/// gradients), which come while the forward pass's activations are all still alive.
-fn backward_begins(cx: &DeviceContext, e: u32) -> bool {
-    cx.categories
+/// Where event `e` is among the first allocations of a backward pass (the loss and logits
+/// gradients), which come while the forward pass's activations are all still alive: the event
+/// that backward pass begins at, and `e`'s place among its allocations (1 for the first).
+fn backward_begins(cx: &DeviceContext, e: u32) -> Option<(u32, usize)> {
+    let run = cx
+        .categories
         .runs
         .iter()
-        .find(|r| r.phase == Phase::Backward && r.start <= e && e < r.end)
-        .is_some_and(|r| {
-            let is_alloc =
-                |&i: &u32| cx.device.trace.action[i as usize] == crate::model::Action::Alloc;
-            let allocs_before = (r.start..e).filter(is_alloc).count();
-            // In a backward pass of a few allocations the first ones are most of it
-            // (a loss alone: its last step made the peak, an auditor found).
-            let allocs = (r.start..r.end).filter(is_alloc).count();
-            allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs
-        })
+        .find(|r| r.phase == Phase::Backward && r.start <= e && e < r.end)?;
+    let is_alloc = |&i: &u32| cx.device.trace.action[i as usize] == crate::model::Action::Alloc;
+    let allocs_before = (run.start..e).filter(is_alloc).count();
+    // In a backward pass of a few allocations the first ones are most of it
+    // (a loss alone: its last step made the peak, an auditor found).
+    let allocs = (run.start..run.end).filter(is_alloc).count();
+    (allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs)
+        .then_some((run.start, allocs_before + 1))
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, …
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Where in the iteration the peak event falls, in words.
@@ -560,12 +572,15 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
         None if cx.device.trace.is_empty() => "in the pool at dump time".to_string(),
         None => "before the trace's first event".to_string(),
         Some(e) => {
-            let backward_begins = backward_begins(cx, e);
-            let mut words = match cx.categories.phase_at(e) {
-                Phase::Backward if backward_begins => {
-                    "at the end of the forward pass, as backward begins".to_string()
-                }
-                Phase::Forward
+            let mut words = match (cx.categories.phase_at(e), backward_begins(cx, e)) {
+                // In the backward pass, not at the forward's end: auditors of five generated
+                // files found the peak 1–4 events after `_make_grads`, at the loss's gradient.
+                (Phase::Backward, Some((start, nth))) => format!(
+                    "at the backward pass's {} allocation (it begins at event {start}, at the end of \
+                     the forward pass)",
+                    ordinal(nth)
+                ),
+                (Phase::Forward, _)
                     if cx
                         .categories
                         .runs
@@ -576,7 +591,7 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 }
                 // No backward pass, no optimizer: no phase of a training step to name; the
                 // function that allocated is what the file shows.
-                Phase::Forward if cx.workload == Workload::Inference => {
+                (Phase::Forward, _) if cx.workload == Workload::Inference => {
                     let stack = cx.device.trace.stack[e as usize];
                     let place = headline_frame(cx.snapshot, stack)
                         .map_or_else(String::new, |f| format!("in {f}, "));
@@ -585,8 +600,8 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                          forward pass recorded alone, or training that uses neither)"
                     )
                 }
-                Phase::Forward => "outside backward and the optimizer step".to_string(),
-                phase => format!("in the {}", phase.name()),
+                (Phase::Forward, _) => "outside backward and the optimizer step".to_string(),
+                (phase, _) => format!("in the {}", phase.name()),
             };
             if let Some((k, steps)) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
                 // Of the trace's: a ring-buffered trace holds the last of a run's iterations.
@@ -2171,7 +2186,7 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
     // held-out generated file's peak, with 1.32 GiB of gradients kept for good, unsaid).
     let Some(e) = event.filter(|&e| match cx.categories.phase_at(e) {
         Phase::Forward => true,
-        Phase::Backward => backward_begins(cx, e),
+        Phase::Backward => backward_begins(cx, e).is_some(),
         Phase::Optimizer => false,
     }) else {
         return (0, 0, None);
