@@ -5,7 +5,10 @@
 //! The rules, in order (the first that applies wins):
 //! 1. **workspace**: a frame names a workspace (`torch_npu`'s workspace allocator, cuBLAS / cuDNN
 //!    workspaces); or, alive before the trace with no stack and never freed, it has exactly the
-//!    size of a workspace the trace made (cuBLAS makes one per stream and thread).
+//!    size of a workspace the trace made (cuBLAS makes one per stream and thread). Then
+//!    **communication**: made below `DistributedDataParallel`'s `_ddp_init_helper` (its reducer's
+//!    gradient buckets) or `_pre_forward` (their rebuild in gradient-ready order), not below a
+//!    call of the model: kept by design, whatever its lifetime.
 //! 2. **parameter**: made by a module's `.to()` / `.cuda()` / `.npu()` (`Module._apply`) /
 //!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
 //!    optimizer (a method named `to` elsewhere moves an input: `BatchEncoding.to`); or made and
@@ -149,11 +152,14 @@ pub enum Category {
     /// temporary (no phase frees it) and not retained (no iteration made it).
     LongLived,
     Workspace,
+    /// Made by `DistributedDataParallel`'s reducer for its gradient buckets, the buffers
+    /// all-reduce runs on: kept by design, rebuilt once in gradient-ready order.
+    Communication,
     Unknown,
 }
 
 impl Category {
-    pub const ALL: [Category; 10] = [
+    pub const ALL: [Category; 11] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
@@ -163,6 +169,7 @@ impl Category {
         Category::Temporary,
         Category::LongLived,
         Category::Workspace,
+        Category::Communication,
         Category::Unknown,
     ];
 
@@ -178,6 +185,7 @@ impl Category {
             Self::Temporary => "temporary",
             Self::LongLived => "long_lived",
             Self::Workspace => "workspace",
+            Self::Communication => "communication",
             Self::Unknown => "unknown",
         }
     }
@@ -231,6 +239,11 @@ impl Category {
                  with no backward pass, or through every backward pass of one with them"
             }
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
+            Self::Communication => {
+                "made where DistributedDataParallel builds its reducer's gradient buckets \
+                 (_ddp_init_helper) or rebuilds them (_pre_forward): the buffers the gradients' \
+                 all-reduce runs on, kept by design"
+            }
             Self::Unknown => {
                 "what the file shows does not say: alive before the trace with a stack that says \
                  nothing of its use, or with none, in a trace that does not train, and nothing of its \
@@ -243,11 +256,15 @@ impl Category {
     }
 
     /// Kept by design (weights, their gradients, optimizer state, autocast's copies of the
-    /// weights): never a leak, never an outlier.
+    /// weights, data parallelism's gradient buckets): never a leak, never an outlier.
     pub fn is_model_state(self) -> bool {
         matches!(
             self,
-            Self::Parameter | Self::Gradient | Self::OptimizerState | Self::WeightCopy
+            Self::Parameter
+                | Self::Gradient
+                | Self::OptimizerState
+                | Self::WeightCopy
+                | Self::Communication
         )
     }
 }
@@ -339,6 +356,9 @@ impl Categories {
 )]
 struct StackMarks {
     workspace: bool,
+    /// `DistributedDataParallel` building its reducer's gradient buckets (`_ddp_init_helper`)
+    /// or rebuilding them (`_pre_forward`), not below a call of the model.
+    communication: bool,
     accumulate_grad: bool,
     backward: bool,
     optimizer: bool,
@@ -413,6 +433,12 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || (name == "backward"
                 && (file.ends_with("autograd/__init__.py") || file.ends_with("_tensor.py")));
         marks.workspace |= lower_name.contains("workspace");
+        // DDP's forward runs the model below `_pre_forward`'s caller, never inside it; the
+        // reducer's buckets are made in C++ below these two Python frames.
+        marks.communication |= !runs_the_model
+            && matches!(name, "_ddp_init_helper" | "_pre_forward")
+            && (file.ends_with("nn/parallel/distributed.py")
+                || file.ends_with("nn\\parallel\\distributed.py"));
         marks.accumulate_grad |=
             name.contains("AccumulateGrad") || file.ends_with("accumulate_grad.cpp");
         marks.backward |= name.contains("autograd::Engine")
@@ -1669,6 +1695,8 @@ fn lifetime_category(
     let freed = l.free_requested_event.or(l.free_completed_event);
     if m.workspace {
         Category::Workspace
+    } else if m.communication {
+        Category::Communication
     } else if let Some(alloc) = l.alloc_event {
         let run = run_at(runs, alloc);
         let freed_in_run = |run: &PhaseRun| freed.is_some_and(|f| f < run.end);

@@ -107,6 +107,7 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
         Category::Temporary => 0.15,
         Category::LongLived => 0.70,
         Category::Workspace => 0.50,
+        Category::Communication => 0.25,
         Category::Unknown => {
             return Color32::from_gray([175, 160, 190, 168][(allocation % 4) as usize]);
         }

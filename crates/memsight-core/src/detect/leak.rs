@@ -758,7 +758,16 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
     if allocated.iter().zip(reserved).any(|(a, r)| a > r) {
         return false;
     }
-    let lows = super::steps::recurring_lows(cx.replay.allocated_bytes());
+    let super::steps::RecurringLows {
+        points: lows,
+        swing_bytes,
+    } = super::steps::recurring_lows(cx.replay.allocated_bytes());
+    // How a return is counted, so that the count can be checked: a held-out audit could not
+    // recount "1237 times" on a serving loop whose steps dip inside.
+    let counted = format!(
+        "counting low points that a rise of at least {} and a fall as large separate",
+        format_bytes(swing_bytes)
+    );
     let (Some(&(first_at, first)), Some(&(last_at, last))) = (lows.first(), lows.last()) else {
         return false;
     };
@@ -800,7 +809,8 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         repeats_over = (f0, f1, floor.len());
         format!(
             " The allocated curve comes back to the same lowest point ({}) {} times, from event \
-             {f0} to event {f1}, with shallower dips in between: whatever repeats frees what it \
+             {f0} to event {f1} ({counted}), with shallower dips in between: whatever repeats \
+             frees what it \
              makes, so nothing accumulates from one of these returns to the next. The trace \
              marks no training iteration, so leaks from one training step to the next are not \
              judged.",
@@ -810,7 +820,7 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
     } else if hi - lo <= flat {
         format!(
             " The allocated curve comes back to the same low point {} times (events {first_at} \
-             to {last_at}; {}): whatever repeats (layers, steps or batches) frees what it makes, \
+             to {last_at}; {}; {counted}): whatever repeats (layers, steps or batches) frees what it makes, \
              so nothing leaks across those repetitions. The trace marks no training iteration, \
              so leaks from one training step to the next are not judged.",
             lows.len(),
@@ -828,7 +838,7 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         };
         format!(
             " The allocated curve comes back to a low point {} times (events {first_at} to \
-             {last_at}), and that low point moves from {} to {}{range}. The trace marks no training iteration, so whether \
+             {last_at}; {counted}), and that low point moves from {} to {}{range}. The trace marks no training iteration, so whether \
              that is a leak is not judged: blocks made in one repetition and still alive at the \
              end of the trace are what to look at in the lifecycle chart.",
             lows.len(),

@@ -2387,6 +2387,11 @@ fn advice(
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."
             .to_string(),
+        Category::Communication => "Most of the peak is DistributedDataParallel's gradient \
+             buckets. Their total follows the gradients' (bucket_cap_mb sets how they are cut, \
+             not their sum); gradient_as_bucket_view=True makes the gradients views into the \
+             buckets, so the two are not held twice."
+            .to_string(),
         Category::Unknown => unknown_advice(facts),
     };
     if most {

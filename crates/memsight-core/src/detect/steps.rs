@@ -266,16 +266,32 @@ fn curve_lows(allocated: &[i64]) -> Vec<u32> {
 /// loaded inside the trace: 9.5 GiB of weights, then three forward passes of 0.4 GiB each), the
 /// climb sets the curve's range and hides them; they are then looked for from where the curve
 /// first reaches the lowest level of its second half.
-pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
+pub fn recurring_lows(allocated: &[i64]) -> RecurringLows {
     let lows = lows_of_the_whole_or_after_a_climb(allocated);
-    if !lows.is_empty() {
+    if !lows.points.is_empty() {
         return lows;
     }
     let lows = beside_the_highest_excursion(allocated);
-    if !lows.is_empty() {
+    if !lows.points.is_empty() {
         return lows;
     }
     in_the_settled_end(allocated)
+}
+
+/// Low points the curve comes back to, and the swing that separates two of them: the curve
+/// rose at least `swing_bytes` above one low point and fell as much again before the next (the
+/// rule that makes the count reproducible: batch 18's auditors could not recount "1237 times").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecurringLows {
+    /// `(event, allocated bytes)` of each low point, in trace order.
+    pub points: Vec<(u32, i64)>,
+    pub swing_bytes: i64,
+}
+
+impl RecurringLows {
+    fn none() -> Self {
+        Self::default()
+    }
 }
 
 /// Where the trace ends in a long stretch that never falls below the lowest level of its second
@@ -285,10 +301,10 @@ pub fn recurring_lows(allocated: &[i64]) -> Vec<(u32, i64)> {
 /// audit read "no repeating shape"), its repetitions are looked for there alone, with that stretch's own range, where it holds at least half the trace and its
 /// low points all sit at one level. Such a stretch moves little against the memory it sits
 /// on, so no share of the peak is asked of it: only [`MIN_REPEATED_SWING_BYTES`].
-fn in_the_settled_end(allocated: &[i64]) -> Vec<(u32, i64)> {
+fn in_the_settled_end(allocated: &[i64]) -> RecurringLows {
     let n = allocated.len();
     let Some(&floor) = allocated[n / 2..].iter().min() else {
-        return Vec::new();
+        return RecurringLows::none();
     };
     // The stretch stays between that level and twice what the last quarter swings above it: a
     // warm-up's larger allocations (a graph captured at the largest batch) come before it.
@@ -303,22 +319,22 @@ fn in_the_settled_end(allocated: &[i64]) -> Vec<(u32, i64)> {
         .rposition(|&a| a < floor || a > ceiling)
         .map_or(0, |i| i + 1);
     if (n - from) * 2 < n {
-        return Vec::new();
+        return RecurringLows::none();
     }
     let rest = &allocated[from..];
     let hi = rest.iter().max().copied().unwrap_or(floor);
     if hi - floor < MIN_REPEATED_SWING_BYTES {
-        return Vec::new();
+        return RecurringLows::none();
     }
     let lows = lows_at_either_swing(rest, from, hi - floor);
     // Settled: every low point at one level (within 1 MiB or 1 % of the peak). A low point
     // that moves here is a decode loop's growing cache or a checkpointed pass unwinding, whose
     // shape this stretch alone does not explain.
     let peak = allocated.iter().max().copied().unwrap_or(0);
-    let levels = lows.iter().map(|&(_, level)| level);
+    let levels = lows.points.iter().map(|&(_, level)| level);
     let spread = levels.clone().max().unwrap_or(0) - levels.min().unwrap_or(0);
     if spread > (peak / 100).max(MIN_REPEATED_SWING_BYTES) {
-        return Vec::new();
+        return RecurringLows::none();
     }
     lows
 }
@@ -328,17 +344,20 @@ fn in_the_settled_end(allocated: &[i64]) -> Vec<(u32, i64)> {
 /// way back (a denoising step's layers, a decode step's batch-sized temporaries), which a fifth
 /// of the range counts as low points at other levels; half of it counts the returns. At least
 /// [`MIN_CURVE_LOWS`] that do not step down, or none.
-fn lows_at_either_swing(part: &[i64], from: usize, range: i64) -> Vec<(u32, i64)> {
+fn lows_at_either_swing(part: &[i64], from: usize, range: i64) -> RecurringLows {
     for share in [SWING_SHARE_PERCENT, 50] {
         let lows: Vec<(u32, i64)> = low_points_by(part, share)
             .into_iter()
             .map(|(at, level)| (at + from as u32, level))
             .collect();
         if lows.len() >= MIN_CURVE_LOWS && !steps_down(&lows, range) {
-            return lows;
+            return RecurringLows {
+                points: lows,
+                swing_bytes: swing_of(part, share),
+            };
         }
     }
-    Vec::new()
+    RecurringLows::none()
 }
 
 /// Where one excursion above everything else sets the curve's range (a diffusion model's VAE
@@ -347,13 +366,13 @@ fn lows_at_either_swing(part: &[i64], from: usize, range: i64) -> Vec<(u32, i64)
 /// up to the last moment before the curve's highest point that it sat at its lowest level
 /// until then, or from the first moment after it that it is back at its lowest level since.
 /// They must still move at least [`MIN_REPEATED_SWING_PERCENT`] of the peak.
-fn beside_the_highest_excursion(allocated: &[i64]) -> Vec<(u32, i64)> {
+fn beside_the_highest_excursion(allocated: &[i64]) -> RecurringLows {
     let Some((peak_at, &peak)) = allocated
         .iter()
         .enumerate()
         .max_by_key(|&(i, &a)| (a, std::cmp::Reverse(i)))
     else {
-        return Vec::new();
+        return RecurringLows::none();
     };
     let before = allocated[..peak_at].iter().min().and_then(|&floor| {
         let last = allocated[..peak_at].iter().rposition(|&a| a == floor)?;
@@ -376,16 +395,16 @@ fn beside_the_highest_excursion(allocated: &[i64]) -> Vec<(u32, i64)> {
             continue;
         }
         let lows = lows_at_either_swing(part, from, hi - lo);
-        if !lows.is_empty() {
+        if !lows.points.is_empty() {
             return lows;
         }
     }
-    Vec::new()
+    RecurringLows::none()
 }
 
 /// [`recurring_lows`] over the whole curve, or after a climb to the level its repetitions
 /// return to.
-fn lows_of_the_whole_or_after_a_climb(allocated: &[i64]) -> Vec<(u32, i64)> {
+fn lows_of_the_whole_or_after_a_climb(allocated: &[i64]) -> RecurringLows {
     let lows = low_points(allocated);
     if lows.len() >= MIN_CURVE_LOWS {
         let (lo, hi) = (
@@ -393,15 +412,18 @@ fn lows_of_the_whole_or_after_a_climb(allocated: &[i64]) -> Vec<(u32, i64)> {
             allocated.iter().max().copied().unwrap_or(0),
         );
         return if steps_down(&lows, hi - lo) {
-            Vec::new()
+            RecurringLows::none()
         } else {
-            lows
+            RecurringLows {
+                points: lows,
+                swing_bytes: swing_of(allocated, SWING_SHARE_PERCENT),
+            }
         };
     }
     let floor = allocated[allocated.len() / 2..].iter().min().copied();
     let start = floor.and_then(|floor| allocated.iter().position(|&a| a >= floor));
     let Some(start) = start.filter(|&start| start > 0) else {
-        return Vec::new();
+        return RecurringLows::none();
     };
     // What repeats after the climb must move memory that counts: not a few kilobytes of
     // bookkeeping over a 250 MiB input that one pass holds.
@@ -411,16 +433,19 @@ fn lows_of_the_whole_or_after_a_climb(allocated: &[i64]) -> Vec<(u32, i64)> {
         rest.iter().max().copied().unwrap_or(0),
     );
     if (hi - lo) * 100 < hi * MIN_REPEATED_SWING_PERCENT || hi - lo < MIN_REPEATED_SWING_BYTES {
-        return Vec::new();
+        return RecurringLows::none();
     }
     let lows: Vec<(u32, i64)> = low_points(rest)
         .into_iter()
         .map(|(at, level)| (at + start as u32, level))
         .collect();
     if lows.len() < MIN_CURVE_LOWS || steps_down(&lows, hi - lo) {
-        return Vec::new();
+        return RecurringLows::none();
     }
-    lows
+    RecurringLows {
+        points: lows,
+        swing_bytes: swing_of(rest, SWING_SHARE_PERCENT),
+    }
 }
 
 /// Whether `lows` (over a curve whose range is `range` bytes), after the first (where a climb
@@ -441,12 +466,20 @@ fn low_points(allocated: &[i64]) -> Vec<(u32, i64)> {
     low_points_by(allocated, SWING_SHARE_PERCENT)
 }
 
+/// A swing of `swing_share_percent` of `allocated`'s range, in bytes.
+fn swing_of(allocated: &[i64], swing_share_percent: i64) -> i64 {
+    let (Some(&lo), Some(&hi)) = (allocated.iter().min(), allocated.iter().max()) else {
+        return 0;
+    };
+    (hi - lo) * swing_share_percent / 100
+}
+
 /// The low points of `allocated` where a swing is `swing_share_percent` of its range.
 fn low_points_by(allocated: &[i64], swing_share_percent: i64) -> Vec<(u32, i64)> {
     let (Some(&lo), Some(&hi)) = (allocated.iter().min(), allocated.iter().max()) else {
         return Vec::new();
     };
-    let swing = (hi - lo) * swing_share_percent / 100;
+    let swing = swing_of(allocated, swing_share_percent);
     if swing <= 0 {
         return Vec::new();
     }
@@ -492,7 +525,7 @@ mod tests {
         for _ in 0..3 {
             curve.extend([104, 108, 110, 106, 100].map(|m| m * mib));
         }
-        let lows = recurring_lows(&curve);
+        let lows = recurring_lows(&curve).points;
         assert_eq!(lows.len(), 3, "{lows:?}");
         assert!(
             lows.iter()
@@ -501,13 +534,13 @@ mod tests {
         );
         // A curve that only climbs repeats nothing.
         let climb: Vec<i64> = (0..200).collect();
-        assert!(recurring_lows(&climb).is_empty());
+        assert!(recurring_lows(&climb).points.is_empty());
         // Passes that move a few bytes of a large block repeat nothing that counts.
         let mut small: Vec<i64> = vec![0, 250 * mib];
         for _ in 0..4 {
             small.extend([250 * mib + 8192, 250 * mib]);
         }
-        assert!(recurring_lows(&small).is_empty());
+        assert!(recurring_lows(&small).points.is_empty());
     }
 
     #[test]
@@ -520,7 +553,7 @@ mod tests {
             .map(|m| m * mib)
             .collect();
         assert!(
-            recurring_lows(&curve).is_empty(),
+            recurring_lows(&curve).points.is_empty(),
             "{:?}",
             recurring_lows(&curve)
         );
