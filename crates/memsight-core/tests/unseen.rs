@@ -4922,3 +4922,123 @@ fn empty_cache_inside_a_library_is_the_library_s() {
         "{advice}"
     );
 }
+
+/// A stack of `(function, file, line)` frames, innermost first.
+fn stack_of(frames: &[(&'static str, &'static str, i128)]) -> Py {
+    Py::List(
+        frames
+            .iter()
+            .map(|&(name, file, line)| {
+                Py::Dict(vec![
+                    ("name", Py::Str(name)),
+                    ("filename", Py::Str(file)),
+                    ("line", Py::Int(line)),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// Batch 19's held-out audit: in files that record Python frames alone, the autograd engine's
+/// thread allocates with no stack, and a backward pass given no `_make_grads` allocation on the
+/// main thread was "outside backward and the optimizer step" in six files. Here two iterations
+/// of a forward pass (Python frames), a backward pass (no stack; its peak at the second of its
+/// allocations, as the logits' gradient comes) and an Adam step (`torch/optim` frames).
+#[test]
+fn backward_passes_of_the_engine_s_thread_are_found_in_python_only_files() {
+    let forward = || {
+        stack_of(&[
+            ("forward", "/src/model.py", 40),
+            ("<module>", "/src/train.py", 90),
+        ])
+    };
+    let step = || {
+        stack_of(&[
+            ("step", "/py/torch/optim/adam.py", 200),
+            ("<module>", "/src/train.py", 95),
+        ])
+    };
+    let engine = || Py::List(vec![]);
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, forward())];
+    for _ in 0..2 {
+        trace.push(event("alloc", BASE, 8 * MIB, forward()));
+        trace.push(event("alloc", BASE + 8 * MIB, 8 * MIB, forward()));
+        trace.push(event("alloc", BASE + 16 * MIB, 8 * MIB, engine()));
+        trace.push(event("alloc", BASE + 24 * MIB, 8 * MIB, engine()));
+        for addr in [BASE, BASE + 8 * MIB, BASE + 16 * MIB, BASE + 24 * MIB] {
+            free_block(&mut trace, addr, 8 * MIB, engine());
+        }
+        for _ in 0..4 {
+            trace.push(event("alloc", BASE, MIB, engine()));
+            free_block(&mut trace, BASE, MIB, engine());
+        }
+        trace.push(event("alloc", BASE + 32 * MIB, MIB, step()));
+        free_block(&mut trace, BASE + 32 * MIB, MIB, step());
+    }
+    let pool = segment(
+        0,
+        BASE,
+        64 * MIB,
+        "large",
+        vec![block(BASE, 64 * MIB, "inactive", None)],
+    );
+    let peak = the_peak(pool, trace);
+    assert!(
+        peak.summary.contains(
+            "event 4, at the backward pass's 2nd allocation (it begins at event 3, at the end \
+             of the forward pass)"
+        ),
+        "{}",
+        peak.summary
+    );
+    let evidence = peak.evidence.join("\n");
+    assert!(
+        evidence.contains(
+            "backward passes at events 3–51 (allocations without a stack, in a file that \
+             records Python frames alone: autograd's engine thread)"
+        ),
+        "{evidence}"
+    );
+}
+
+/// Batch 18's audit, file 2: a weight, its gradient kept from the last step (the backward pass
+/// adds a new one into it) and a fused `AdamW`'s two moments, four blocks of each weight's size
+/// from before the trace with no stack, where nothing in the trace names the optimizer: all
+/// four were "parameter". One per weight is the weight, one its gradient; what else is kept
+/// beside them the file does not say.
+#[test]
+fn four_blocks_per_weight_from_before_the_trace_are_not_all_weights() {
+    let forward = || frames("forward", "/src/model.py", 40);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let scratch = BASE + 32 * MIB;
+    let mut trace = vec![event("alloc", scratch, MIB, forward())];
+    for size in [3 * MIB, 5 * MIB] {
+        trace.push(event("alloc", scratch + MIB, size, backward()));
+        free_block(&mut trace, scratch + MIB, size, backward());
+    }
+    free_block(&mut trace, scratch, MIB, forward());
+    trace.push(event("alloc", scratch, MIB, forward()));
+    let mut blocks = Vec::new();
+    let mut at = BASE;
+    for size in [3 * MIB, 5 * MIB] {
+        for _ in 0..4 {
+            blocks.push(block(at, size, "active_allocated", None));
+            at += size;
+        }
+    }
+    blocks.push(block(scratch, MIB, "active_allocated", Some(forward())));
+    blocks.push(block(scratch + MIB, 31 * MIB, "inactive", None));
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
+    let count = |mib: u64, name: &str| by_mib.iter().filter(|&&c| c == (mib, name)).count();
+    for mib in [3, 5] {
+        assert_eq!(
+            (
+                count(mib, "parameter"),
+                count(mib, "gradient"),
+                count(mib, "unknown")
+            ),
+            (1, 1, 2),
+            "{by_mib:?}"
+        );
+    }
+}

@@ -286,9 +286,15 @@ impl Workload {
                 end -= 1;
             }
             shown.push(format!(
-                "backward passes at events {}–{} (autograd frames)",
+                "backward passes at events {}–{} ({})",
                 first.start,
-                end - 1
+                end - 1,
+                if cx.categories.backward_by_thread {
+                    "allocations without a stack, in a file that records Python frames alone: \
+                     autograd's engine thread"
+                } else {
+                    "autograd frames"
+                }
             ));
         }
         let steps = runs(crate::category::Phase::Optimizer).count();
