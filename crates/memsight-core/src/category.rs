@@ -129,7 +129,10 @@
 //! a `*Backward*` node, `torch/autograd/__init__.py: backward`, `Tensor.backward`); an
 //! *optimizer step* a run of allocations under `torch/optim/`. A run ends at the first allocation
 //! of another kind; its frees belong to it until then. Allocations without a call stack take the
-//! phase of the run they fall in.
+//! phase of the run they fall in — except in a file that records Python frames alone and trains,
+//! where they are the autograd engine thread's, a backward pass's, as are those whose stack
+//! does not begin where the main thread's do (a hook on that thread); `save_on_cpu`'s unpack hook
+//! marks a backward pass too (`stackless_allocations_are_the_engine_s`).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
