@@ -5042,3 +5042,61 @@ fn four_blocks_per_weight_from_before_the_trace_are_not_all_weights() {
         );
     }
 }
+
+/// Batch 19's held-out audit: a cache keyed by sequence length misses ever more rarely (its
+/// blocks kept in iterations 1–5, 7, 9 and 12 of 20, the waits growing to 3), then keeps
+/// nothing for the last 8 iterations, fewer than its 12-iteration stretch but more than twice
+/// its longest wait: growth that stopped, not "a leak".
+#[test]
+fn a_cache_whose_misses_grow_rarer_is_no_leak() {
+    const STEPS: i128 = 20;
+    const CACHED: [i128; 8] = [0, 1, 2, 3, 4, 6, 8, 11];
+    let (activations, optimizer) = (forward_frames(), optimizer_frames());
+    let bias = two_frames(
+        ("build_alibi_bias", "/w/model.py", 212),
+        ("<module>", "/w/train.py", 90),
+    );
+    let mut trace = vec![event(
+        "segment_alloc",
+        BASE,
+        1024 * MIB,
+        activations.clone(),
+    )];
+    let mut blocks = vec![block(BASE, 520 * MIB, "inactive", None)];
+    for step in 0..STEPS {
+        trace.push(event("alloc", BASE, 512 * MIB, activations.clone()));
+        if let Some(k) = CACHED.iter().position(|&c| c == step) {
+            let addr = BASE + 520 * MIB + k as i128 * 16 * MIB;
+            trace.push(event("alloc", addr, 16 * MIB, bias.clone()));
+            blocks.push(block(
+                addr,
+                16 * MIB,
+                "active_allocated",
+                Some(bias.clone()),
+            ));
+        }
+        free_block(&mut trace, BASE, 512 * MIB, activations.clone());
+        let temp = BASE + 512 * MIB;
+        trace.push(event("alloc", temp, 8 * MIB, optimizer.clone()));
+        free_block(&mut trace, temp, 8 * MIB, optimizer.clone());
+    }
+    let end = BASE + 520 * MIB + 8 * 16 * MIB;
+    blocks.push(block(end, BASE + 1024 * MIB - end, "inactive", None));
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 1024 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    assert!(
+        of_kind(&findings, FindingKind::Leak).is_empty(),
+        "{findings:#?}"
+    );
+    let notes = of_kind(&findings, FindingKind::BoundedGrowth);
+    assert_eq!(notes.len(), 1, "{findings:#?}");
+    assert!(
+        notes[0]
+            .summary
+            .contains("but none in the 8 iterations after"),
+        "{}",
+        notes[0].summary
+    );
+}
