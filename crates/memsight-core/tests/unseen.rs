@@ -5100,3 +5100,97 @@ fn a_cache_whose_misses_grow_rarer_is_no_leak() {
         notes[0].summary
     );
 }
+
+/// Batch 19's held-out audit: a QLoRA run's peak, its 4-bit weights and 121 MiB of `AdamW8bit`
+/// state, was told "an 8-bit optimizer or sharding (ZeRO / FSDP) lowers it". The model-state
+/// advice says what each part holds, an 8-bit optimizer only where the optimizer's state is a
+/// quarter of it or more and none is named already, and sharding for the largest part.
+#[test]
+fn model_state_advice_rests_on_its_parts() {
+    let file = |annotated: bool| {
+        let load = || {
+            stack_of(&[
+                ("_apply", "/py/torch/nn/modules/module.py", 930),
+                ("to", "/py/torch/nn/modules/module.py", 1340),
+                ("<module>", "/src/train.py", 10),
+            ])
+        };
+        let forward = || frames("forward", "/src/model.py", 40);
+        let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+        let step = || {
+            stack_of(&[
+                ("_init_group", "/py/torch/optim/adamw.py", 170),
+                ("step", "/py/torch/optim/adamw.py", 200),
+                ("<module>", "/src/train.py", 95),
+            ])
+        };
+        let zero_grad = || {
+            stack_of(&[
+                ("zero_grad", "/py/torch/optim/optimizer.py", 900),
+                ("<module>", "/src/train.py", 96),
+            ])
+        };
+        let mut trace = vec![
+            event("segment_alloc", BASE, 256 * MIB, load()),
+            event("alloc", BASE, 64 * MIB, load()),
+        ];
+        for iteration in 0..2 {
+            trace.push(event("alloc", BASE + 64 * MIB, 8 * MIB, forward()));
+            trace.push(event("alloc", BASE + 72 * MIB, 64 * MIB, backward()));
+            free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, backward());
+            if iteration == 0 {
+                trace.push(event("alloc", BASE + 136 * MIB, 4 * MIB, step()));
+                free_block(&mut trace, BASE + 72 * MIB, 64 * MIB, zero_grad());
+            }
+        }
+        let blocks = vec![
+            block(BASE, 64 * MIB, "active_allocated", Some(load())),
+            block(BASE + 64 * MIB, 8 * MIB, "inactive", None),
+            block(
+                BASE + 72 * MIB,
+                64 * MIB,
+                "active_allocated",
+                Some(backward()),
+            ),
+            block(BASE + 136 * MIB, 4 * MIB, "active_allocated", Some(step())),
+            block(BASE + 140 * MIB, 116 * MIB, "inactive", None),
+        ];
+        let Py::Dict(mut entries) = top(
+            vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+            vec![trace],
+        ) else {
+            unreachable!("top() writes a dict")
+        };
+        if annotated {
+            entries.push((
+                "external_annotations",
+                Py::List(vec![Py::Dict(vec![
+                    ("name", Py::Str("Optimizer.step#AdamW8bit.step")),
+                    ("stage", Py::Str("START")),
+                    ("device", Py::Int(0)),
+                    ("time_us", Py::Int(0)),
+                ])]),
+            ));
+        }
+        Py::Dict(entries)
+    };
+    let advice = |annotated| {
+        let findings = analyze(&load(&file(annotated)));
+        of_kind(&findings, FindingKind::Peak)[0].suggestion.clone()
+    };
+    let plain = advice(false);
+    assert!(
+        plain.contains(
+            "model state: 64.0 MiB of weights, 64.0 MiB of gradients, 4.00 MiB of optimizer \
+             state. The optimizer's share is small (3%): a leaner optimizer would change little. \
+             For a model trained on several devices, sharding the weights (FSDP / ZeRO-3)"
+        ) && !plain.contains("An 8-bit optimizer"),
+        "{plain}"
+    );
+    let eight_bit = advice(true);
+    assert!(
+        eight_bit
+            .contains("The optimizer is already an 8-bit one (its annotations name AdamW8bit)"),
+        "{eight_bit}"
+    );
+}
