@@ -5273,3 +5273,31 @@ fn another_stream_s_idle_cache_is_no_fragmentation() {
         "{findings:#?}"
     );
 }
+
+/// Batch 19's held-out audit: a state-only file whose stacks hold Python frames alone had 784
+/// blocks without a stack "made before history was recorded"; 392 of them were gradients that
+/// autograd's engine thread (which runs no Python code) made after recording began. With Python
+/// frames alone, the pool finding says either may be so.
+#[test]
+fn stackless_blocks_beside_python_frames_alone_may_be_the_engine_s() {
+    let mut pool = serving_pool(0);
+    let at = BASE + 8 * 512 * MIB;
+    pool.push(segment(
+        0,
+        at,
+        96 * MIB,
+        "large",
+        (0..3)
+            .map(|k| block(at + k * 32 * MIB, 32 * MIB, "active_allocated", None))
+            .collect(),
+    ));
+    let findings = analyze(&load(&top(pool, vec![vec![]])));
+    let text: String = findings.iter().map(|f| f.summary.as_str()).collect();
+    assert!(
+        text.contains(
+            "96.0 MiB in 3 blocks carry no call stack (made before history was recorded, or on \
+             a thread that runs no Python code, as autograd's engine does)"
+        ) && text.contains("the file cannot tell which"),
+        "{text}"
+    );
+}

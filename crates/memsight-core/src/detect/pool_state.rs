@@ -407,14 +407,42 @@ fn how_recorded(cx: &DeviceContext) -> (String, String) {
             live.len()
         )
     } else {
+        let why = if python_frames_only(cx) {
+            "history was switched on shortly before the dump (the blocks made earlier have \
+             none), or, as the stacks hold Python frames alone, the others were made on a thread \
+             that runs no Python code (autograd's engine makes a backward pass's gradients \
+             there); the file cannot tell which"
+        } else {
+            "history was switched on shortly before the dump, so the blocks made earlier have \
+             none"
+        };
         format!(
             "The file is what {api}._dump_snapshot() (or _snapshot()) writes, with {trace_words}; \
-             only {stacked} of its {} live blocks carry call stacks: history was switched on \
-             shortly before the dump, so the blocks made earlier have none.",
+             only {stacked} of its {} live blocks carry call stacks: {why}.",
             live.len()
         )
     };
     (said, from_the_start)
+}
+
+/// Whether the live blocks' stacks hold Python frames alone (none native): a recording where a
+/// thread that runs no Python code (autograd's engine) leaves its blocks with no stack.
+fn python_frames_only(cx: &DeviceContext) -> bool {
+    let snapshot = cx.snapshot;
+    let mut stacks = cx
+        .device
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state != BlockState::Inactive && b.stack != NO_STACK)
+        .map(|b| b.stack)
+        .peekable();
+    stacks.peek().is_some()
+        && stacks.all(|stack| {
+            snapshot
+                .stack_frames(stack)
+                .all(|f| crate::frames::is_python(snapshot, f))
+        })
 }
 
 /// " The call sites holding most of the live blocks: …." (empty where no block has a stack): what
@@ -448,10 +476,15 @@ fn live_sites(cx: &DeviceContext) -> String {
     if stackless > 0 {
         let _ = write!(
             words,
-            " {} in {stackless_blocks} block{} carry no call stack (made before history was \
-             recorded).",
+            " {} in {stackless_blocks} block{} carry no call stack ({}).",
             format_bytes(stackless as i64),
-            if stackless_blocks == 1 { "" } else { "s" }
+            if stackless_blocks == 1 { "" } else { "s" },
+            if python_frames_only(cx) {
+                "made before history was recorded, or on a thread that runs no Python code, as \
+                 autograd's engine does"
+            } else {
+                "made before history was recorded"
+            }
         );
     }
     let roles = roles(cx, &live);
