@@ -176,7 +176,25 @@ fn replayed_advice(
         )
     });
     tried.dedup_by_key(|t| t.why);
+    // A setting another advised one beats on every count is not advised beside it (batch 19's
+    // held-out audit, file 5: max_split_size_mb, predicted to add 19 stalls, was advised beside
+    // expandable segments, which removed the OOM and every stall and lowered the reserve).
+    let all: Vec<Outcome> = tried.iter().map(|t| t.outcome).collect();
+    tried.retain(|t| !all.iter().any(|other| dominates(other, &t.outcome)));
     Some((base, tried))
+}
+
+/// Whether `a` is at least as good as `b` on OOMs, stalls and peak reserved, and better on one.
+fn dominates(a: &Outcome, b: &Outcome) -> bool {
+    let counts = |o: &Outcome| {
+        (
+            o.ooms.unwrap_or(0),
+            o.stalls.unwrap_or(0),
+            o.peak_reserved_bytes,
+        )
+    };
+    let (a, b) = (counts(a), counts(b));
+    a.0 <= b.0 && a.1 <= b.1 && a.2 <= b.2 && a != b
 }
 
 const EXPANDABLE_WHY: &str = "segments grow in place, so free memory is not split into pieces and the allocator does not \
@@ -298,8 +316,10 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         title: format!("Settings: {} could help", advice.len()),
         summary: format!(
             "This advice is based on these findings: {based_on}. The trace replayed through the caching-allocator model \
-             reproduces the recording under its own settings (peak reserved {}); under each \
-             setting advised it does better. {} The file's allocator settings {}.",
+             reproduces the recording under its own settings (peak reserved {}); each setting \
+             advised does better there, judged in this order: fewer out-of-memory errors, then \
+             fewer stalls, then a peak reserved at least 1 % lower. {} The file's allocator \
+             settings {}.",
             format_bytes(base.peak_reserved_bytes as i64),
             capacity.map_or_else(
                 || "The device's capacity is not known, so no stall or OOM is predicted."
@@ -335,6 +355,28 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
+    /// Batch 19's held-out audit, file 5: max_split_size_mb (OOMs 1 → 0, stalls 3 → 22, peak
+    /// reserved +0.0 %) was advised beside expandable segments (OOMs 1 → 0, stalls 3 → 0, −1.5 %).
+    #[test]
+    fn a_setting_beaten_on_every_count_is_not_advised() {
+        use crate::whatif::Outcome;
+        let outcome = |ooms, stalls, gib: u64| Outcome {
+            ooms: Some(ooms),
+            stalls: Some(stalls),
+            peak_reserved_bytes: gib << 30,
+            ..Outcome::default()
+        };
+        let expandable = outcome(0, 0, 38);
+        let max_split = outcome(0, 22, 39);
+        assert!(super::dominates(&expandable, &max_split));
+        assert!(!super::dominates(&max_split, &expandable));
+        // Fewer stalls but a higher reserve: neither beats the other on every count.
+        assert!(!super::dominates(&outcome(0, 1, 40), &max_split));
+        assert!(!super::dominates(&max_split, &outcome(0, 1, 40)));
+        // The same outcome beats nothing.
+        assert!(!super::dominates(&expandable, &expandable));
+    }
+
     use crate::detect::test_support::generated;
     use crate::detect::{FindingKind, analyze};
     use crate::r#gen::Scenario;
