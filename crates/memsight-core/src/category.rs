@@ -1794,15 +1794,19 @@ fn phase_runs(
             continue;
         }
         let m = marks(trace.stack[i]);
-        let phase = if trace.stack[i] == NO_STACK || on_another_thread(trace.stack[i]) {
-            Phase::Backward
-        } else if m.optimizer {
-            Phase::Optimizer
-        } else if m.backward || m.accumulate_grad {
-            Phase::Backward
-        } else {
-            Phase::Forward
-        };
+        // The engine's thread runs backward hooks, never an optimizer's step (a stack cut
+        // short in an optimizer is still the optimizer's: batch 19's re-audit, file 6, read 560
+        // steps where 3 ran).
+        let phase =
+            if trace.stack[i] == NO_STACK || !m.optimizer && on_another_thread(trace.stack[i]) {
+                Phase::Backward
+            } else if m.optimizer {
+                Phase::Optimizer
+            } else if m.backward || m.accumulate_grad {
+                Phase::Backward
+            } else {
+                Phase::Forward
+            };
         match open {
             Some(run) if run.phase == phase => {}
             _ => {

@@ -4952,12 +4952,10 @@ fn backward_passes_of_the_engine_s_thread_are_found_in_python_only_files() {
             ("<module>", "/src/train.py", 90),
         ])
     };
-    let step = || {
-        stack_of(&[
-            ("step", "/py/torch/optim/adam.py", 200),
-            ("<module>", "/src/train.py", 95),
-        ])
-    };
+    // A stack cut short (it does not reach `<module>`) that runs an optimizer's step is still
+    // the optimizer's, not a hook on the engine's thread (batch 19's re-audit: 560 steps read
+    // where 3 ran).
+    let step = || stack_of(&[("step", "/py/torch/optim/adam.py", 200)]);
     let engine = || Py::List(vec![]);
     let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, forward())];
     for _ in 0..2 {
@@ -4995,9 +4993,41 @@ fn backward_passes_of_the_engine_s_thread_are_found_in_python_only_files() {
     assert!(
         evidence.contains(
             "backward passes at events 3–51 (allocations without a stack, in a file that \
-             records Python frames alone: autograd's engine thread)"
+             records Python frames alone: autograd's engine thread); 2 optimizer steps"
         ),
         "{evidence}"
+    );
+}
+
+/// Batch 19's held-out audit, file 5: a serving engine's per-batch K/V, made by `allocate_kv`,
+/// was 13.9 GiB of "activation" at an inference peak, unsaid. The peak says what the frames name.
+#[test]
+fn an_inference_peak_says_which_blocks_its_frames_name_a_kv_cache() {
+    let kv = || {
+        stack_of(&[
+            ("allocate_kv", "/srv/engine.py", 171),
+            ("<module>", "/srv/serve.py", 9),
+        ])
+    };
+    let forward = || frames("forward", "/srv/model.py", 40);
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, kv())];
+    trace.push(event("alloc", BASE, 32 * MIB, kv()));
+    trace.push(event("alloc", BASE + 32 * MIB, 8 * MIB, forward()));
+    free_block(&mut trace, BASE + 32 * MIB, 8 * MIB, forward());
+    free_block(&mut trace, BASE, 32 * MIB, kv());
+    let pool = segment(
+        0,
+        BASE,
+        64 * MIB,
+        "large",
+        vec![block(BASE, 64 * MIB, "inactive", None)],
+    );
+    let peak = the_peak(pool, trace);
+    assert!(
+        peak.summary
+            .contains("Of these, the frames name a KV cache (32.0 MiB in 1 block, allocate_kv)."),
+        "{}",
+        peak.summary
     );
 }
 

@@ -247,6 +247,17 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = peak.event.map_or(crate::model::NO_STACK, |e| {
         cx.device.trace.stack[e as usize]
     });
+    // What the frames name, where the trace has no backward pass: a serving engine's per-batch
+    // K/V read as activations alone (batch 19's held-out audit, file 5: 13.9 GiB made by
+    // `allocate_kv`).
+    if cx.workload == Workload::Inference {
+        let live: Vec<(StackId, u64)> = held.iter().map(|h| (h.2, h.1)).collect();
+        let roles = super::pool_state::roles(cx, &live);
+        if let Some(kv) = roles.iter().find(|r| r.starts_with("a KV cache")) {
+            f.summary
+                .push_str(&format!(" Of these, the frames name {kv}."));
+        }
+    }
     if parts.iter().any(|p| p.category == Category::Retained) {
         f.summary.push_str(
             " ('Retained' is memory made outside backward and the optimizer step and still held \

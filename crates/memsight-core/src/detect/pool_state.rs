@@ -497,7 +497,7 @@ fn live_sites(cx: &DeviceContext) -> String {
 /// What the live blocks' frames say they are for, with the bytes of each: "a KV cache (2.00 GiB
 /// in 64 blocks, `allocate_kv_cache`)". Only what a frame's function name says: a block whose
 /// frames name none of these is not guessed at.
-fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
+pub(super) fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
     use rustc_hash::FxHashMap;
     const ROLES: [(&str, &[&str]); 3] = [
         (
@@ -510,6 +510,7 @@ fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
                 "value_cache",
                 "cache_k",
                 "cache_v",
+                "allocate_kv",
             ],
         ),
         ("a model load", &crate::category::MODEL_LOADING),
@@ -527,7 +528,12 @@ fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
     let mut found: Vec<(u64, usize, String)> = vec![(0, 0, String::new()); ROLES.len()];
     for &(stack, bytes) in live.iter().filter(|&&(s, _)| s != NO_STACK) {
         let role = of_stack.entry(stack).or_insert_with(|| {
+            // Python frames only: a native kernel named for a KV cache (flash-attn's
+            // `mha_fwd_kvcache`) works on one; what it allocates is its output.
             cx.snapshot.stack_frames(stack).find_map(|frame| {
+                if !crate::frames::is_python(cx.snapshot, frame) {
+                    return None;
+                }
                 let name = cx.snapshot.str(frame.name);
                 let lower = name.to_ascii_lowercase();
                 ROLES
