@@ -249,7 +249,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     });
     // What the frames name, where the trace has no backward pass: a serving engine's per-batch
     // K/V read as activations alone (batch 19's held-out audit, file 5: 13.9 GiB made by
-    // `allocate_kv`).
+    // `allocate_kv`). Not an attention kernel's output (`flash_attn_with_kvcache`'s).
     if cx.workload == Workload::Inference {
         let live: Vec<(StackId, u64)> = held.iter().map(|h| (h.2, h.1)).collect();
         let roles = super::pool_state::roles(cx, &live);

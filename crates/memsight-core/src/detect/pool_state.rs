@@ -528,14 +528,18 @@ pub(super) fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> 
     let mut found: Vec<(u64, usize, String)> = vec![(0, 0, String::new()); ROLES.len()];
     for &(stack, bytes) in live.iter().filter(|&&(s, _)| s != NO_STACK) {
         let role = of_stack.entry(stack).or_insert_with(|| {
-            // Python frames only: a native kernel named for a KV cache (flash-attn's
-            // `mha_fwd_kvcache`) works on one; what it allocates is its output.
+            // Python frames only, and no attention function: an attention kernel named for a
+            // KV cache (flash-attn's `mha_fwd_kvcache`, its `flash_attn_with_kvcache` wrapper)
+            // works on one; what it allocates is its output.
             cx.snapshot.stack_frames(stack).find_map(|frame| {
-                if !crate::frames::is_python(cx.snapshot, frame) {
-                    return None;
-                }
                 let name = cx.snapshot.str(frame.name);
                 let lower = name.to_ascii_lowercase();
+                if !crate::frames::is_python(cx.snapshot, frame)
+                    || lower.contains("attn")
+                    || lower.contains("attention")
+                {
+                    return None;
+                }
                 ROLES
                     .iter()
                     .position(|(_, marks)| marks.iter().any(|m| lower.contains(m)))
