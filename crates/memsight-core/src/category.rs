@@ -312,6 +312,10 @@ pub struct PhaseRun {
 
 /// Every lifetime's category on one device, and the backward / optimizer runs they came from.
 #[derive(Clone, Debug, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per thing the trace shows of how the run trains"
+)]
 pub struct Categories {
     /// By lifetime id (the order of [`DeviceReplay::lifetimes`]).
     pub of_lifetime: Vec<Category>,
@@ -570,23 +574,11 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             .entry(stack)
             .or_insert_with(|| stack_marks(snapshot, stack))
     };
-    let annotated_step = snapshot
-        .annotations
-        .iter()
-        .any(|a| a.name.starts_with("Optimizer.step"));
-    let engine_thread =
-        stackless_allocations_are_the_engine_s(snapshot, device, annotated_step, &mut marks);
+    let engine_thread = stackless_allocations_are_the_engine_s(snapshot, device, &mut marks);
     let mut categories = Categories {
         of_lifetime: Vec::with_capacity(replay.lifetimes.len()),
         runs: phase_runs(snapshot, device, engine_thread, &mut marks),
-        // Said where no allocation's frames show a backward pass (`torch_npu`'s files show
-        // `_make_grads` under `Tensor.backward`).
-        backward_by_thread: engine_thread
-            && !(0..device.trace.len()).any(|i| {
-                device.trace.action[i] == Action::Alloc
-                    && device.trace.stack[i] != NO_STACK
-                    && marks(device.trace.stack[i]).backward
-            }),
+        backward_by_thread: engine_thread && !frames_show_backward(device, &mut marks),
         autocast: false,
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
@@ -1270,6 +1262,7 @@ fn gradients_kept_from_an_earlier_step(
 
 /// The blocks from before the trace taken for weights, by size, and what the first backward
 /// pass did at each size: blocks made and freed in it, sizes of which it kept some.
+#[derive(Clone, Copy)]
 struct WeightsHeld<'a> {
     held: &'a FxHashMap<u64, SizeHeld>,
     made_and_freed: &'a FxHashMap<u64, usize>,
@@ -1845,10 +1838,13 @@ fn phase_runs(
 fn stackless_allocations_are_the_engine_s(
     snapshot: &Snapshot,
     device: &Device,
-    annotated_step: bool,
     marks: &mut impl FnMut(StackId) -> StackMarks,
 ) -> bool {
     let trace = &device.trace;
+    let annotated_step = snapshot
+        .annotations
+        .iter()
+        .any(|a| a.name.starts_with("Optimizer.step"));
     let mut native: FxHashMap<StackId, bool> = FxHashMap::default();
     let (mut with_stack, mut without, mut trains) = (0usize, 0usize, annotated_step);
     for i in 0..trace.len() {
@@ -1905,6 +1901,27 @@ struct Passes<'a> {
     failed: bool,
 }
 
+/// Whether some allocation's frames show a backward pass (`torch_npu`'s files show `_make_grads`
+/// under `Tensor.backward`): where none does, the passes were told by their thread alone.
+fn frames_show_backward(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> bool {
+    (0..device.trace.len()).any(|i| {
+        device.trace.action[i] == Action::Alloc
+            && device.trace.stack[i] != NO_STACK
+            && marks(device.trace.stack[i]).backward
+    })
+}
+
+/// Workspace and communication buffers are what their frames say, whatever their lifetime.
+fn told_by_the_stack_alone(m: StackMarks) -> Option<Category> {
+    if m.workspace {
+        Some(Category::Workspace)
+    } else if m.communication {
+        Some(Category::Communication)
+    } else {
+        None
+    }
+}
+
 /// The category of one lifetime whose stack says `m` (see the module doc for the rules).
 fn lifetime_category(
     l: &Lifetime,
@@ -1921,10 +1938,8 @@ fn lifetime_category(
         failed,
     } = passes;
     let freed = l.free_requested_event.or(l.free_completed_event);
-    if m.workspace {
-        Category::Workspace
-    } else if m.communication {
-        Category::Communication
+    if let Some(by_stack) = told_by_the_stack_alone(m) {
+        by_stack
     } else if let Some(alloc) = l.alloc_event {
         let run = run_at(runs, alloc);
         let freed_in_run = |run: &PhaseRun| freed.is_some_and(|f| f < run.end);

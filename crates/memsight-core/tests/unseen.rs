@@ -5131,8 +5131,8 @@ fn a_cache_whose_misses_grow_rarer_is_no_leak() {
     );
 }
 
-/// Batch 19's held-out audit: a QLoRA run's peak, its 4-bit weights and 121 MiB of `AdamW8bit`
-/// state, was told "an 8-bit optimizer or sharding (ZeRO / FSDP) lowers it". The model-state
+/// Batch 19's held-out audit: a `QLoRA` run's peak, its 4-bit weights and 121 MiB of `AdamW8bit`
+/// state, was told "an 8-bit optimizer or sharding (`ZeRO` / FSDP) lowers it". The model-state
 /// advice says what each part holds, an 8-bit optimizer only where the optimizer's state is a
 /// quarter of it or more and none is named already, and sharding for the largest part.
 #[test]

@@ -264,6 +264,16 @@ impl Workload {
     }
 }
 
+/// How the backward passes were told: by autograd's frames, or by the thread that made them.
+fn backward_told_by(cx: &DeviceContext) -> &'static str {
+    if cx.categories.backward_by_thread {
+        "allocations without a stack, in a file that records Python frames alone: autograd's \
+         engine thread"
+    } else {
+        "autograd frames"
+    }
+}
+
 impl Workload {
     /// "workload: training — …": what in the trace shows the kind of run.
     pub fn evidence(self, cx: &DeviceContext) -> String {
@@ -289,12 +299,7 @@ impl Workload {
                 "backward passes at events {}–{} ({})",
                 first.start,
                 end - 1,
-                if cx.categories.backward_by_thread {
-                    "allocations without a stack, in a file that records Python frames alone: \
-                     autograd's engine thread"
-                } else {
-                    "autograd frames"
-                }
+                backward_told_by(cx)
             ));
         }
         let steps = runs(crate::category::Phase::Optimizer).count();

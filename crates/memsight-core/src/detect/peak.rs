@@ -4,6 +4,8 @@
 //! "why is my peak N GiB?". One info finding per device; its breakdown adds up to its bytes, the
 //! peak allocated bytes of `memsight stats`.
 
+use std::fmt::Write as _;
+
 use rustc_hash::FxHashMap;
 
 use crate::category::{Category, Phase};
@@ -247,17 +249,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = peak.event.map_or(crate::model::NO_STACK, |e| {
         cx.device.trace.stack[e as usize]
     });
-    // What the frames name, where the trace has no backward pass: a serving engine's per-batch
-    // K/V read as activations alone (batch 19's held-out audit, file 5: 13.9 GiB made by
-    // `allocate_kv`). Not an attention kernel's output (`flash_attn_with_kvcache`'s).
-    if cx.workload == Workload::Inference {
-        let live: Vec<(StackId, u64)> = held.iter().map(|h| (h.2, h.1)).collect();
-        let roles = super::pool_state::roles(cx, &live);
-        if let Some(kv) = roles.iter().find(|r| r.starts_with("a KV cache")) {
-            f.summary
-                .push_str(&format!(" Of these, the frames name {kv}."));
-        }
-    }
+    f.summary.push_str(&kv_cache_words(cx, &held));
     if parts.iter().any(|p| p.category == Category::Retained) {
         f.summary.push_str(
             " ('Retained' is memory made outside backward and the optimizer step and still held \
@@ -563,6 +555,23 @@ fn backward_begins(cx: &DeviceContext, e: u32) -> Option<(u32, usize)> {
     let allocs = (run.start..run.end).filter(is_alloc).count();
     (allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs)
         .then_some((run.start, allocs_before + 1))
+}
+
+/// " Of these, the frames name a KV cache (…)." where the trace has no backward pass and some
+/// blocks at the peak have a frame naming one, else empty: a serving engine's per-batch K/V read
+/// as activations alone (batch 19's held-out audit, file 5: 13.9 GiB made by `allocate_kv`). Not
+/// an attention kernel's output (`flash_attn_with_kvcache`'s).
+fn kv_cache_words(cx: &DeviceContext, held: &[Held]) -> String {
+    if cx.workload != Workload::Inference {
+        return String::new();
+    }
+    let live: Vec<(StackId, u64)> = held.iter().map(|h| (h.2, h.1)).collect();
+    super::pool_state::roles(cx, &live)
+        .iter()
+        .find(|r| r.starts_with("a KV cache"))
+        .map_or_else(String::new, |kv| {
+            format!(" Of these, the frames name {kv}.")
+        })
 }
 
 /// `1st`, `2nd`, `3rd`, `4th`, …
@@ -1090,8 +1099,8 @@ fn bytes_of(held: &[Held], category: Category) -> u64 {
 /// What lowers a peak whose largest part is the model's state, where the trace shows an
 /// optimizer: by its parts. An 8-bit optimizer only where the optimizer state is a quarter of
 /// that state or more and the file names no 8-bit optimizer already; sharding for the part that
-/// holds most. Batch 19's held-out audit: a QLoRA run's 6.94 GiB of 4-bit weights and 121 MiB of
-/// `AdamW8bit` state were told "an 8-bit optimizer or ZeRO lowers it".
+/// holds most. Batch 19's held-out audit: a `QLoRA` run's 6.94 GiB of 4-bit weights and 121 MiB
+/// of `AdamW8bit` state were told "an 8-bit optimizer or `ZeRO` lowers it".
 fn model_state_advice(facts: &PeakFacts) -> String {
     let ModelState {
         weights,
@@ -1110,16 +1119,18 @@ fn model_state_advice(facts: &PeakFacts) -> String {
     .collect();
     let mut text = format!("Most of the peak is model state: {}.", parts.join(", "));
     if let Some(class) = &facts.eight_bit_optimizer {
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             " The optimizer is already an 8-bit one (its annotations name {class})."
-        ));
+        );
     } else if optimizer * 4 >= total {
         text.push_str(" An 8-bit optimizer (where the device has one) shrinks its state.");
     } else {
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             " The optimizer's share is small ({}%): a leaner optimizer would change little.",
             (optimizer * 100 + total / 2) / total.max(1)
-        ));
+        );
     }
     let largest = if weights >= gradients.max(optimizer) {
         "the weights (FSDP / ZeRO-3)"
@@ -1128,10 +1139,11 @@ fn model_state_advice(facts: &PeakFacts) -> String {
     } else {
         "the gradients (ZeRO-2 or more)"
     };
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         " For a model trained on several devices, sharding {largest} splits its largest part \
          across them."
-    ));
+    );
     text
 }
 

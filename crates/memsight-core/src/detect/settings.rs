@@ -355,7 +355,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    /// Batch 19's held-out audit, file 5: max_split_size_mb (OOMs 1 → 0, stalls 3 → 22, peak
+    /// Batch 19's held-out audit, file 5: `max_split_size_mb` (OOMs 1 → 0, stalls 3 → 22, peak
     /// reserved +0.0 %) was advised beside expandable segments (OOMs 1 → 0, stalls 3 → 0, −1.5 %).
     #[test]
     fn a_setting_beaten_on_every_count_is_not_advised() {
