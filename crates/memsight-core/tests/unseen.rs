@@ -768,36 +768,22 @@ fn a_category_needs_what_the_file_shows() {
 #[test]
 fn ddp_s_gradient_buckets_are_communication_buffers() {
     let ddp = "/py/torch/nn/parallel/distributed.py";
-    let stack = |inner: Vec<(&'static str, &'static str, i128)>| {
-        Py::List(
-            inner
-                .into_iter()
-                .map(|(name, file, line)| {
-                    Py::Dict(vec![
-                        ("name", Py::Str(name)),
-                        ("filename", Py::Str(file)),
-                        ("line", Py::Int(line)),
-                    ])
-                })
-                .collect(),
-        )
-    };
     let init = || {
-        stack(vec![
+        stack_of(&[
             ("_ddp_init_helper", ddp, 1216),
             ("__init__", ddp, 850),
             ("main", "/src/train.py", 20),
         ])
     };
     let rebuild = || {
-        stack(vec![
+        stack_of(&[
             ("_pre_forward", ddp, 1563),
             ("forward", ddp, 1640),
             ("main", "/src/train.py", 30),
         ])
     };
     let model = || {
-        stack(vec![
+        stack_of(&[
             ("forward", "/src/model.py", 40),
             ("_call_impl", "/py/torch/nn/modules/module.py", 1750),
             ("_run_ddp_forward", ddp, 1600),
