@@ -8,7 +8,11 @@
 //!    size of a workspace the trace made (cuBLAS makes one per stream and thread). Then
 //!    **communication**: made below `DistributedDataParallel`'s `_ddp_init_helper` (its reducer's
 //!    gradient buckets) or `_pre_forward` (their rebuild in gradient-ready order), not below a
-//!    call of the model: kept by design, whatever its lifetime.
+//!    call of the model: kept by design, whatever its lifetime. Then **KV cache**: made below a
+//!    Python function whose name says KV cache (`allocate_kv`, `_allocate_kv_cache`,
+//!    `past_key_values`, `cache_k`; not an attention kernel's, such as `flash_attn_with_kvcache`),
+//!    not below a call of the model (a function that runs the model does not make its
+//!    activations a cache).
 //! 2. **parameter**: made by a module's `.to()` / `.cuda()` / `.npu()` (`Module._apply`) /
 //!    `load_state_dict` / a module's `__init__` / `reset_parameters`, outside backward and the
 //!    optimizer (a method named `to` elsewhere moves an input: `BatchEncoding.to`); or made and
@@ -164,11 +168,15 @@ pub enum Category {
     /// Made by `DistributedDataParallel`'s reducer for its gradient buckets, the buffers
     /// all-reduce runs on: kept by design, rebuilt once in gradient-ready order.
     Communication,
+    /// Made below a function of the program's whose name says KV cache (`allocate_kv`,
+    /// `_allocate_kv_cache`, `past_key_values`), not below a call of the model: the keys and
+    /// values an attention caches for the tokens already seen.
+    KvCache,
     Unknown,
 }
 
 impl Category {
-    pub const ALL: [Category; 11] = [
+    pub const ALL: [Category; 12] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
@@ -179,8 +187,17 @@ impl Category {
         Category::LongLived,
         Category::Workspace,
         Category::Communication,
+        Category::KvCache,
         Category::Unknown,
     ];
+
+    /// The words used in prose and on screen: the name with spaces, "KV cache" for `kv_cache`.
+    pub fn words(self) -> String {
+        match self {
+            Self::KvCache => "KV cache".to_string(),
+            _ => self.name().replace('_', " "),
+        }
+    }
 
     /// The word used in reports and in JSON.
     pub fn name(self) -> &'static str {
@@ -195,6 +212,7 @@ impl Category {
             Self::LongLived => "long_lived",
             Self::Workspace => "workspace",
             Self::Communication => "communication",
+            Self::KvCache => "kv_cache",
             Self::Unknown => "unknown",
         }
     }
@@ -254,6 +272,12 @@ impl Category {
                  (_ddp_init_helper) or rebuilds them (_pre_forward): the buffers the gradients' \
                  all-reduce runs on, kept by design"
             }
+            Self::KvCache => {
+                "made below a Python function whose name says KV cache (kv_cache, past_key_value, \
+                 key_cache / value_cache, cache_k / cache_v, allocate_kv; not an attention \
+                 kernel's), not below a call of the model: the keys and values kept for the \
+                 tokens already seen"
+            }
             Self::Unknown => {
                 "what the file shows does not say: alive before the trace with a stack that says \
                  nothing of its use, or with none, in a trace that does not train, and nothing of its \
@@ -307,7 +331,13 @@ impl Phase {
 pub struct PhaseRun {
     pub phase: Phase,
     pub start: u32,
+    /// The next phase's first allocation, or the trace's end.
     pub end: u32,
+    /// Where the run's own events end, for telling it: in the run the trace ends in, the first
+    /// free after its last allocation whose freeing stack shows another phase (the last
+    /// optimizer step's and `zero_grad`'s frees are not the backward pass's: batch 19's
+    /// re-audit read "backward passes at events 5871–38668", the trace's end); else `end`.
+    pub own_end: u32,
 }
 
 /// Every lifetime's category on one device, and the backward / optimizer runs they came from.
@@ -378,6 +408,8 @@ struct StackMarks {
     /// `DistributedDataParallel` building its reducer's gradient buckets (`_ddp_init_helper`)
     /// or rebuilding them (`_pre_forward`), not below a call of the model.
     communication: bool,
+    /// A Python function whose name says KV cache, not below a call of the model.
+    kv_cache: bool,
     accumulate_grad: bool,
     backward: bool,
     optimizer: bool,
@@ -458,6 +490,9 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             && matches!(name, "_ddp_init_helper" | "_pre_forward")
             && (file.ends_with("nn/parallel/distributed.py")
                 || file.ends_with("nn\\parallel\\distributed.py"));
+        // A function that runs the model (`generate_with_kv_cache(model, …)`) does not make
+        // every block below it a cache: only a frame below every call of the model counts.
+        marks.kv_cache |= !runs_the_model && names_a_kv_cache(snapshot, frame);
         marks.accumulate_grad |=
             name.contains("AccumulateGrad") || file.ends_with("accumulate_grad.cpp");
         // A saved-tensor hook unpacking on the engine's thread (`save_on_cpu`'s
@@ -519,6 +554,31 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
 
 /// Function names that load a model's weights (`PreTrainedModel.from_pretrained`, vLLM's
 /// `load_weights`, a sharded loader's `load_shard`, safetensors' `safe_open`).
+/// Function names that say KV cache (lower case).
+pub(crate) const KV_CACHE: [&str; 8] = [
+    "kv_cache",
+    "kvcache",
+    "past_key_value",
+    "key_cache",
+    "value_cache",
+    "cache_k",
+    "cache_v",
+    "allocate_kv",
+];
+
+/// Whether `frame` is a Python function whose name says KV cache ([`KV_CACHE`]) and not
+/// attention: an attention kernel named for a KV cache (flash-attn's `mha_fwd_kvcache`, its
+/// `flash_attn_with_kvcache` wrapper) works on one; what it allocates is its output.
+pub(crate) fn names_a_kv_cache(snapshot: &Snapshot, frame: &crate::model::Frame) -> bool {
+    if !crate::frames::is_python(snapshot, frame) {
+        return false;
+    }
+    let lower = snapshot.str(frame.name).to_ascii_lowercase();
+    !lower.contains("attn")
+        && !lower.contains("attention")
+        && KV_CACHE.iter().any(|m| lower.contains(m))
+}
+
 pub(crate) const MODEL_LOADING: [&str; 7] = [
     "from_pretrained",
     "load_checkpoint",
@@ -1776,22 +1836,19 @@ fn phase_runs(
                 .is_some_and(|f| f.filename != base.0 || f.name != base.1)
         })
     };
-    for i in 0..trace.len() {
-        if trace.action[i] != Action::Alloc {
-            continue;
+    // The phase a stack shows; none for a missing stack where the file gives no reason to
+    // read it (`torch_npu` records none for the backward thread, whose pass `_make_grads`
+    // opens).
+    let mut phase_of = |stack: StackId| {
+        if stack == NO_STACK && !engine_thread {
+            return None;
         }
-        // An allocation without a stack says nothing about its phase where the file gives no
-        // reason to read it (`torch_npu` records none for the backward thread, whose pass
-        // `_make_grads` opens): it neither opens nor closes a run.
-        if trace.stack[i] == NO_STACK && !engine_thread {
-            continue;
-        }
-        let m = marks(trace.stack[i]);
+        let m = marks(stack);
         // The engine's thread runs backward hooks, never an optimizer's step (a stack cut
         // short in an optimizer is still the optimizer's: batch 19's re-audit, file 6, read 560
         // steps where 3 ran).
-        let phase =
-            if trace.stack[i] == NO_STACK || !m.optimizer && on_another_thread(trace.stack[i]) {
+        Some(
+            if stack == NO_STACK || !m.optimizer && on_another_thread(stack) {
                 Phase::Backward
             } else if m.optimizer {
                 Phase::Optimizer
@@ -1799,12 +1856,29 @@ fn phase_runs(
                 Phase::Backward
             } else {
                 Phase::Forward
-            };
+            },
+        )
+    };
+    let mut last_alloc = 0;
+    // The stack each address was last allocated with: a free carrying it may be the block's
+    // own stack (`_record_memory_history(context="alloc")`), not the freeing call's.
+    let mut allocated_with: FxHashMap<u64, StackId> = FxHashMap::default();
+    for i in 0..trace.len() {
+        if trace.action[i] != Action::Alloc {
+            continue;
+        }
+        last_alloc = i;
+        allocated_with.insert(trace.addr[i], trace.stack[i]);
+        // An allocation whose stack shows no phase neither opens nor closes a run.
+        let Some(phase) = phase_of(trace.stack[i]) else {
+            continue;
+        };
         match open {
             Some(run) if run.phase == phase => {}
             _ => {
                 if let Some(mut run) = open.take() {
                     run.end = i as u32;
+                    run.own_end = run.end;
                     runs.push(run);
                 }
                 if phase != Phase::Forward {
@@ -1812,6 +1886,7 @@ fn phase_runs(
                         phase,
                         start: i as u32,
                         end: i as u32,
+                        own_end: i as u32,
                     });
                 }
             }
@@ -1819,6 +1894,18 @@ fn phase_runs(
     }
     if let Some(mut run) = open {
         run.end = trace.len() as u32;
+        run.own_end = run.end;
+        for j in last_alloc.max(run.start as usize) + 1..trace.len() {
+            if matches!(
+                trace.action[j],
+                Action::FreeRequested | Action::FreeCompleted
+            ) && allocated_with.get(&trace.addr[j]) != Some(&trace.stack[j])
+                && phase_of(trace.stack[j]).is_some_and(|p| p != run.phase)
+            {
+                run.own_end = j as u32;
+                break;
+            }
+        }
         runs.push(run);
     }
     runs
@@ -1911,12 +1998,15 @@ fn frames_show_backward(device: &Device, marks: &mut impl FnMut(StackId) -> Stac
     })
 }
 
-/// Workspace and communication buffers are what their frames say, whatever their lifetime.
+/// Workspace and communication buffers and KV caches are what their frames say, whatever their
+/// lifetime.
 fn told_by_the_stack_alone(m: StackMarks) -> Option<Category> {
     if m.workspace {
         Some(Category::Workspace)
     } else if m.communication {
         Some(Category::Communication)
+    } else if m.kv_cache {
+        Some(Category::KvCache)
     } else {
         None
     }

@@ -108,6 +108,7 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
         Category::LongLived => 0.70,
         Category::Workspace => 0.50,
         Category::Communication => 0.25,
+        Category::KvCache => 0.42,
         Category::Unknown => {
             return Color32::from_gray([175, 160, 190, 168][(allocation % 4) as usize]);
         }

@@ -91,7 +91,7 @@ fn the_view_menu_colours_allocations_by_category_and_tooltips_name_it() {
     harness.run_steps(60);
     let category = harness.state().documents()[0].data.category(0, id);
     harness.get_by_label("category");
-    harness.get_by_label(&category.name().replace('_', " "));
+    harness.get_by_label(&category.words());
 }
 
 #[test]

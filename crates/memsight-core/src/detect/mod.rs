@@ -286,7 +286,7 @@ impl Workload {
             // The last pass ends before the next phase's first allocation and the segment
             // the pool made for it (an auditor: "event 22 is already the optimizer step's").
             let action = &cx.device.trace.action;
-            let mut end = last.end;
+            let mut end = last.own_end;
             while end > last.start + 1
                 && matches!(
                     action[end as usize - 1],

@@ -27,6 +27,15 @@ const MIN_STALE_GRADIENT_BYTES: u64 = 256 << 20;
 const MIN_WEIGHT_COPY_PERCENT: u64 = 10;
 /// The optimizer's multi-tensor temporaries worth advice from this share (percent) of the peak.
 const MIN_OPTIMIZER_TEMPORARY_PERCENT: u64 = 10;
+/// A KV cache beside a larger part worth its levers from this share (percent) of the peak.
+const MIN_KV_CACHE_PERCENT: u64 = 25;
+
+/// What lowers a KV cache.
+const KV_CACHE_LEVERS: &str = "It grows with the number of sequences served at once and their \
+     length: admitting fewer at a time or capping their length bounds it; a pool allocated once \
+     and handed out in pages (vLLM's PagedAttention) keeps it from growing block by block; \
+     storing it in fp8 / int8 halves it.";
+
 /// A peak whose largest part is under this share (percent) has no part to advise on.
 const BALANCED_PERCENT: u64 = 35;
 /// Activations from one source line at the peak of a forward-only trace from this many blocks
@@ -114,7 +123,7 @@ fn largest_words(snapshot: &crate::model::Snapshot, largest: &[&Held]) -> String
             format!(
                 "{} {} ({})",
                 format_bytes(h.1 as i64),
-                h.0.name().replace('_', " "),
+                h.0.words(),
                 holder_name(snapshot, h)
             )
         })
@@ -219,7 +228,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         "Peak: {} allocated, {}% {}",
         format_bytes(total as i64),
         share(parts[0].bytes),
-        parts[0].category.name().replace('_', " ")
+        parts[0].category.words()
     );
     f.summary = format!(
         "At the peak ({} allocated{}, {phase}) the memory holds {}. The call sites holding most: {}. The largest \
@@ -232,7 +241,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             .map(|p| format!(
                 "{} {} ({}%)",
                 format_bytes(p.bytes as i64),
-                p.category.name().replace('_', " "),
+                p.category.words(),
                 share(p.bytes)
             ))
             .collect::<Vec<_>>()
@@ -249,7 +258,6 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.stack = peak.event.map_or(crate::model::NO_STACK, |e| {
         cx.device.trace.stack[e as usize]
     });
-    f.summary.push_str(&kv_cache_words(cx, &held));
     if parts.iter().any(|p| p.category == Category::Retained) {
         f.summary.push_str(
             " ('Retained' is memory made outside backward and the optimizer step and still held \
@@ -446,7 +454,7 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     for p in parts {
         lines.push(format!(
             "{}: {}",
-            p.category.name().replace('_', " "),
+            p.category.words(),
             p.category.definition()
         ));
     }
@@ -555,23 +563,6 @@ fn backward_begins(cx: &DeviceContext, e: u32) -> Option<(u32, usize)> {
     let allocs = (run.start..run.end).filter(is_alloc).count();
     (allocs_before < BACKWARD_BEGINS_ALLOCS && allocs_before * 4 < allocs)
         .then_some((run.start, allocs_before + 1))
-}
-
-/// " Of these, the frames name a KV cache (…)." where the trace has no backward pass and some
-/// blocks at the peak have a frame naming one, else empty: a serving engine's per-batch K/V read
-/// as activations alone (batch 19's held-out audit, file 5: 13.9 GiB made by `allocate_kv`). Not
-/// an attention kernel's output (`flash_attn_with_kvcache`'s).
-fn kv_cache_words(cx: &DeviceContext, held: &[Held]) -> String {
-    if cx.workload != Workload::Inference {
-        return String::new();
-    }
-    let live: Vec<(StackId, u64)> = held.iter().map(|h| (h.2, h.1)).collect();
-    super::pool_state::roles(cx, &live)
-        .iter()
-        .find(|r| r.starts_with("a KV cache"))
-        .map_or_else(String::new, |kv| {
-            format!(" Of these, the frames name {kv}.")
-        })
 }
 
 /// `1st`, `2nd`, `3rd`, `4th`, …
@@ -698,6 +689,8 @@ struct PeakFacts<'a> {
     model_state: ModelState,
     /// An 8-bit optimizer the annotations name (`Optimizer.step#AdamW8bit.step`): its class.
     eight_bit_optimizer: Option<String>,
+    /// The file shows a run over several devices: advice to shard across them rests on it.
+    several_devices: bool,
 }
 
 /// Bytes of each part of the model's state at the peak.
@@ -1078,6 +1071,7 @@ impl<'a> PeakFacts<'a> {
                     .contains("8bit")
                     .then(|| class.to_string())
             }),
+            several_devices: shows_several_devices(cx.snapshot),
             shown: Shown {
                 backward: cx.categories.has_backward()
                     || cx.categories.of_lifetime.contains(&Category::Gradient),
@@ -1101,6 +1095,47 @@ fn bytes_of(held: &[Held], category: Category) -> u64 {
 /// that state or more and the file names no 8-bit optimizer already; sharding for the part that
 /// holds most. Batch 19's held-out audit: a `QLoRA` run's 6.94 GiB of 4-bit weights and 121 MiB
 /// of `AdamW8bit` state were told "an 8-bit optimizer or `ZeRO` lowers it".
+/// Whether the file shows a run over several devices: more than one device allocates in it, or
+/// a frame is a distributed library's (`torch.distributed`, `DistributedDataParallel`,
+/// `DeepSpeed`, Megatron, FSDP) or a collective's (NCCL / HCCL, all-reduce, all-gather,
+/// reduce-scatter). A held-out single-card `QLoRA` run was told to shard its weights "for a model
+/// trained on several devices": the file showed one device and no collective.
+fn shows_several_devices(snapshot: &crate::model::Snapshot) -> bool {
+    const FILES: [&str; 6] = [
+        "torch/distributed/",
+        "nn/parallel/distributed.py",
+        "deepspeed",
+        "megatron",
+        "fairscale",
+        "colossalai",
+    ];
+    const NAMES: [&str; 9] = [
+        "nccl",
+        "hccl",
+        "all_reduce",
+        "allreduce",
+        "all_gather",
+        "allgather",
+        "reduce_scatter",
+        "reducescatter",
+        "fully_sharded",
+    ];
+    let allocating = snapshot
+        .devices
+        .iter()
+        .filter(|d| d.trace.action.contains(&Action::Alloc))
+        .count();
+    allocating > 1
+        || snapshot.frames.iter().any(|f| {
+            let file = snapshot
+                .str(f.filename)
+                .to_ascii_lowercase()
+                .replace('\\', "/");
+            let name = snapshot.str(f.name).to_ascii_lowercase();
+            FILES.iter().any(|p| file.contains(p)) || NAMES.iter().any(|n| name.contains(n))
+        })
+}
+
 fn model_state_advice(facts: &PeakFacts) -> String {
     let ModelState {
         weights,
@@ -1139,11 +1174,13 @@ fn model_state_advice(facts: &PeakFacts) -> String {
     } else {
         "the gradients (ZeRO-2 or more)"
     };
-    let _ = write!(
-        text,
-        " For a model trained on several devices, sharding {largest} splits its largest part \
-         across them."
-    );
+    if facts.several_devices {
+        let _ = write!(
+            text,
+            " The file shows a run over several devices: sharding {largest} splits its largest \
+             part across them."
+        );
+    }
     text
 }
 
@@ -1707,7 +1744,15 @@ struct CrossEntropyBlocks {
     largest_bytes: u64,
     /// What they are, per operator found, in [`CROSS_ENTROPY_OPERATORS`]' order.
     what: Vec<&'static str>,
+    /// Other blocks of the size of cross-entropy's largest, from just before its first one on:
+    /// the logits it reads and, in the backward pass, their gradients.
+    logits_bytes: u64,
+    logits_blocks: usize,
 }
+
+/// A block of a cross-entropy block's size made this many events before cross-entropy's first
+/// block or later is the logits it reads (made just before the call) or their gradient.
+const LOGITS_EVENTS_BEFORE_CROSS_ENTROPY: u32 = 64;
 
 /// The blocks at the peak made by cross-entropy's operators (`at::_ops::_log_softmax::…`,
 /// `nll_loss_backward`, `_log_softmax_backward_data`; with Python frames only, inside
@@ -1740,6 +1785,28 @@ fn cross_entropy_blocks(cx: &DeviceContext, held: &[Held]) -> Option<CrossEntrop
             operators[k] = true;
         }
     }
+    // The logits and their gradients have the log-probabilities' size (batch × tokens ×
+    // vocabulary): a held-out QLoRA run held the logits, cross-entropy's log-softmax and two
+    // gradients without a stack, 1000 MiB each, where cross-entropy's own block was 7 % of the
+    // peak and the four 27 %.
+    let made_by_cross_entropy = |h: &Held| of_stack.get(&h.2).copied().flatten().is_some();
+    let first = held
+        .iter()
+        .filter(|h| made_by_cross_entropy(h))
+        .filter_map(|h| h.3)
+        .min();
+    if let Some(first) = first {
+        for h in held {
+            if !made_by_cross_entropy(h)
+                && h.1 == found.largest_bytes
+                && h.3
+                    .is_some_and(|e| e + LOGITS_EVENTS_BEFORE_CROSS_ENTROPY >= first)
+            {
+                found.logits_bytes += h.1;
+                found.logits_blocks += 1;
+            }
+        }
+    }
     found.what = CROSS_ENTROPY_OPERATORS
         .iter()
         .map(|&(_, what)| what)
@@ -1748,8 +1815,8 @@ fn cross_entropy_blocks(cx: &DeviceContext, held: &[Held]) -> Option<CrossEntrop
         .filter_map(|(what, present)| present.then_some(what))
         .collect();
     let total: u64 = held.iter().map(|h| h.1).sum();
-    (found.bytes > 0 && found.bytes * 100 >= total.max(1) * MIN_CROSS_ENTROPY_PERCENT)
-        .then_some(found)
+    let bytes = found.bytes + found.logits_bytes;
+    (found.bytes > 0 && bytes * 100 >= total.max(1) * MIN_CROSS_ENTROPY_PERCENT).then_some(found)
 }
 
 /// The blocks at the peak made inside a function of the program's own whose name says
@@ -1924,7 +1991,7 @@ fn suggestion(
         format!(
             "No one part dominates this peak (the largest, {}, is {}%): the call sites above are \
              where to look first.",
-            largest.category.name().replace('_', " "),
+            largest.category.words(),
             percent(largest.bytes)
         )
     } else {
@@ -1950,6 +2017,17 @@ fn suggestion(
         );
     }
     advice = fused_kernel_advice(facts, total, advice);
+    let kv_cache = parts
+        .iter()
+        .find(|p| p.category == Category::KvCache)
+        .map_or(0, |p| p.bytes);
+    if largest.category != Category::KvCache && kv_cache * 100 >= total * MIN_KV_CACHE_PERCENT {
+        advice = format!(
+            "{advice} A KV cache also holds {} ({}% of the peak). {KV_CACHE_LEVERS}",
+            format_bytes(kv_cache as i64),
+            percent(kv_cache),
+        );
+    }
     let optimizer = facts.optimizer_temporary_bytes;
     if facts.foreach && optimizer * 100 >= total * MIN_OPTIMIZER_TEMPORARY_PERCENT {
         // Stepping one parameter at a time still holds about two temporaries of that
@@ -2033,9 +2111,22 @@ fn fused_kernel_advice(facts: &PeakFacts, total: u64, mut advice: String) -> Str
         );
     }
     if let Some(loss) = &facts.cross_entropy {
+        let logits = if loss.logits_blocks == 0 {
+            String::new()
+        } else {
+            format!(
+                " Blocks of the largest one's size made from just before the loss on by other \
+                 operators (the logits it reads, their gradients): {}, holding {}; {} ({}%) in \
+                 all.",
+                loss.logits_blocks,
+                format_bytes(loss.logits_bytes as i64),
+                format_bytes((loss.bytes + loss.logits_bytes) as i64),
+                percent(loss.bytes + loss.logits_bytes),
+            )
+        };
         advice = format!(
             "{advice} Cross-entropy's operators made {} of this peak ({}%) in {} block{} of up \
-             to {}: {}. A cross-entropy that computes the logits' gradient in their place in one \
+             to {}: {}.{logits} A cross-entropy that computes the logits' gradient in their place in one \
              pass (Liger Kernel's LigerCrossEntropyLoss) holds no log-probabilities or gradients \
              the size of the logits beside them; computing the loss over chunks of the \
              tokens holds one chunk's log-probabilities and their gradient at a time (the \
@@ -2232,8 +2323,8 @@ fn stale_gradient_advice(
 /// What removes autocast's weight copies, from the kind of run and what the trace shows of it
 /// (`AutogradSign::KeepsLayers`: autograd is recording a forward-only trace, and saves the copies for
 /// backward; `facts.shown.backward`: the trace has a backward pass or gradients).
-fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
-    match workload {
+fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> String {
+    let text = match workload {
         // Training by an annotation alone, with no backward in the trace: a forward pass of a
         // training program, or its evaluation.
         Workload::Training if !facts.shown.backward => {
@@ -2257,18 +2348,35 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> &'static str {
         // saved them (a held-out 2.7B run: all 225 copies; bf16 weights with fp32 master
         // weights, the usual cure, would hold as much).
         _ if facts.copies_freed.held_by_autograd() => {
-            "Autograd saves them for the backward pass, which frees each once it has used it \
-             (none is freed when autocast's region ends): like the activations, they are held \
-             from the forward pass to the backward pass. For a model trained on several \
-             devices, sharding the weights (FSDP with a bf16 mixed-precision policy) holds a \
-             layer's 16-bit weights only while that layer runs."
+            return with_fsdp_copies(
+                "Autograd saves them for the backward pass, which frees each once it has used it \
+                 (none is freed when autocast's region ends): like the activations, they are \
+                 held from the forward pass to the backward pass.",
+                facts,
+            );
         }
         _ => {
-            "Autocast keeps them until its region ends, so the forward pass of every step holds \
-             them. For a model trained on several devices, sharding the weights (FSDP with a \
-             bf16 mixed-precision policy) holds a layer's 16-bit weights only while that layer \
-             runs."
+            return with_fsdp_copies(
+                "Autocast keeps them until its region ends, so the forward pass of every step \
+                 holds them.",
+                facts,
+            );
         }
+    };
+    text.to_string()
+}
+
+/// `text`, and where the file shows several devices, what sharding the weights does to their
+/// 16-bit copies.
+fn with_fsdp_copies(text: &str, facts: &PeakFacts) -> String {
+    if facts.several_devices {
+        format!(
+            "{text} The file shows a run over several devices: sharding the weights (FSDP with \
+             a bf16 mixed-precision policy) holds a layer's 16-bit weights only while that \
+             layer runs."
+        )
+    } else {
+        text.to_string()
     }
 }
 
@@ -2385,6 +2493,22 @@ fn kept_inside_modules_advice(sign: AutogradSign) -> String {
 /// a training or an inference run, with or without `autocast` already on. Advice rests on what
 /// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
 /// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
+/// A peak of weights and gradients where the trace shows no optimizer: sharding only where the
+/// file shows several devices.
+fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
+    let text = "Most of the peak is the model's weights and gradients. The trace shows a \
+         backward pass but no optimizer step and no optimizer state, so what an optimizer adds \
+         is not judged here.";
+    if facts.several_devices {
+        format!(
+            "{text} The file shows a run over several devices: sharding (FSDP / ZeRO-3) splits \
+             weights and gradients across them."
+        )
+    } else {
+        text.to_string()
+    }
+}
+
 /// precision is advised only as a condition, "if they are fp32").
 fn advice(
     largest_category: Category,
@@ -2453,11 +2577,7 @@ fn advice(
         Category::Parameter | Category::Gradient | Category::OptimizerState
             if facts.shown.backward =>
         {
-            "Most of the peak is the model's weights and gradients. The trace shows a backward \
-             pass but no optimizer step and no optimizer state, so what an optimizer adds is not \
-             judged here. For a model trained on several devices, sharding (FSDP / ZeRO-3) \
-             splits weights and gradients across them."
-                .to_string()
+            weights_and_gradients_advice(facts)
         }
         Category::Parameter | Category::Gradient | Category::OptimizerState => "Most of the peak \
              is the model's weights. The file names an optimizer (an Optimizer.* annotation), \
@@ -2484,6 +2604,10 @@ fn advice(
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
              (cuBLAS / cuDNN / CANN workspace settings)."
             .to_string(),
+        Category::KvCache => format!(
+            "Most of the peak is a KV cache: the keys and values kept for the tokens of the \
+             sequences in flight (its frames name it). {KV_CACHE_LEVERS}"
+        ),
         Category::Communication => "Most of the peak is DistributedDataParallel's gradient \
              buckets. Their total follows the gradients' (bucket_cap_mb sets how they are cut, \
              not their sum); gradient_as_bucket_view=True makes the gradients views into the \

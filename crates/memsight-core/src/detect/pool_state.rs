@@ -500,19 +500,7 @@ fn live_sites(cx: &DeviceContext) -> String {
 pub(super) fn roles(cx: &DeviceContext, live: &[(StackId, u64)]) -> Vec<String> {
     use rustc_hash::FxHashMap;
     const ROLES: [(&str, &[&str]); 3] = [
-        (
-            "a KV cache",
-            &[
-                "kv_cache",
-                "kvcache",
-                "past_key_value",
-                "key_cache",
-                "value_cache",
-                "cache_k",
-                "cache_v",
-                "allocate_kv",
-            ],
-        ),
+        ("a KV cache", &crate::category::KV_CACHE),
         ("a model load", &crate::category::MODEL_LOADING),
         (
             "an optimizer",

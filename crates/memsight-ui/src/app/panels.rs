@@ -367,11 +367,7 @@ impl MemsightApp {
                 "left behind by category: {}",
                 by_category
                     .iter()
-                    .map(|c| format!(
-                        "{} {}",
-                        c.category.name().replace('_', " "),
-                        format_bytes(c.bytes as i64)
-                    ))
+                    .map(|c| format!("{} {}", c.category.words(), format_bytes(c.bytes as i64)))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));

@@ -404,13 +404,7 @@ fn summary_ui(ui: &mut Ui, doc: &mut CompareDoc, d: &DeviceDiff) {
         .categories
         .iter()
         .filter(|c| c.delta_bytes != 0)
-        .map(|c| {
-            format!(
-                "{} {}",
-                c.category.name().replace('_', " "),
-                signed(c.delta_bytes)
-            )
-        })
+        .map(|c| format!("{} {}", c.category.words(), signed(c.delta_bytes)))
         .collect();
     for note in &d.notes {
         ui.colored_label(palette::WARNING_TEXT, note);

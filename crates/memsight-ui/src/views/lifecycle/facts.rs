@@ -97,7 +97,7 @@ pub fn lifetime_facts_ui(ui: &mut Ui, data: &Prepared, device: usize, id: Lifeti
                 ui.end_row();
             }
             ui.label("category");
-            ui.label(data.category(device, id).name().replace('_', " "));
+            ui.label(data.category(device, id).words());
             ui.end_row();
             ui.label("stream");
             ui.label(format!(

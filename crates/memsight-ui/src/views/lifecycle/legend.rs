@@ -27,8 +27,8 @@ pub(super) fn legend_rows(data: &Prepared, state: &LifecycleState) -> Vec<Legend
             .iter()
             .map(|&c| LegendRow {
                 color: palette::category_color(c, 0),
-                label: c.name().replace('_', " "),
-                detail: format!("category: {}", c.name().replace('_', " ")),
+                label: c.words(),
+                detail: format!("category: {}", c.words()),
                 key: LegendKey::Category(c),
             })
             .collect(),
