@@ -5479,7 +5479,48 @@ fn stackless_blocks_beside_python_frames_alone_may_be_the_engine_s() {
         text.contains(
             "96.0 MiB in 3 blocks carry no call stack (made before history was recorded, or on \
              a thread that runs no Python code, as autograd's engine does)"
-        ) && text.contains("the file cannot tell which"),
+        ) && text.contains("there), or both."),
         "{text}"
+    );
+}
+
+/// Batch 18's file 11 and batch 19's file 12: blocks a side stream's work still used when
+/// their tensors were freed (`record_stream`) are `active_pending_free` at the dump; neither
+/// audit found them mentioned, and a reader counting active blocks takes them for a leak. The
+/// peak's evidence says how many there are, that they are not allocated, and no leak.
+#[test]
+fn pending_frees_at_the_dump_are_said() {
+    let forward = || frames("forward", "/src/model.py", 40);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 32 * MIB, forward()),
+        event("alloc", BASE, 8 * MIB, forward()),
+        event("alloc", BASE + 8 * MIB, 8 * MIB, forward()),
+    ];
+    free_block(&mut trace, BASE, 8 * MIB, forward());
+    trace.push(event("free_requested", BASE + 8 * MIB, 8 * MIB, forward()));
+    let pool = segment(
+        0,
+        BASE,
+        32 * MIB,
+        "large",
+        vec![
+            block(BASE, 8 * MIB, "inactive", None),
+            block(
+                BASE + 8 * MIB,
+                8 * MIB,
+                "active_pending_free",
+                Some(forward()),
+            ),
+            block(BASE + 16 * MIB, 16 * MIB, "inactive", None),
+        ],
+    );
+    let evidence = the_peak(pool, trace).evidence.join("\n");
+    assert!(
+        evidence.contains(
+            "pending frees at the dump: 1 block (8.00 MiB) freed by their tensors and waiting \
+             for work queued on another stream that used them (record_stream): active, not \
+             allocated, and no leak"
+        ),
+        "{evidence}"
     );
 }

@@ -568,6 +568,30 @@ fn merge_across_devices(findings: Vec<Finding>) -> Vec<Finding> {
 
 /// "devices 0–3", "devices 0, 2 and 5", "device 1": the devices a finding is about, for a
 /// sentence or a heading.
+/// "pending frees at the dump: …" where blocks in the final pool are `active_pending_free`:
+/// freed by their tensors, held until work queued on another stream that used them is done
+/// (`record_stream`). Active, not allocated: no leak, and no tensor's (batch 18's file 11 and
+/// batch 19's file 12 held six and more; neither audit found them mentioned).
+pub fn pending_frees_words(device: &crate::model::Device) -> Option<String> {
+    let (blocks, bytes) = device
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == crate::model::BlockState::ActivePendingFree)
+        .fold((0usize, 0u64), |(n, bytes), b| {
+            (n + 1, bytes + b.size_bytes)
+        });
+    (blocks > 0).then(|| {
+        format!(
+            "pending frees at the dump: {blocks} block{} ({}) freed by their tensors and waiting \
+             for work queued on another stream that used them (record_stream): active, not \
+             allocated, and no leak",
+            if blocks == 1 { "" } else { "s" },
+            crate::units::format_bytes(bytes as i64)
+        )
+    })
+}
+
 pub fn devices_words(device: u32, devices: &[u32]) -> String {
     if devices.len() < 2 {
         return format!("device {device}");

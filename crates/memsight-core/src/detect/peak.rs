@@ -266,6 +266,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     }
     f.breakdown.clone_from(&parts);
     f.evidence = evidence(cx, &parts);
+    f.evidence.extend(super::pending_frees_words(cx.device));
     let largest_temporary = largest.iter().find(|h| h.0 == Category::Temporary);
     let recomputed =
         largest_temporary.is_some_and(|h| crate::category::is_recomputation(cx.snapshot, h.2));

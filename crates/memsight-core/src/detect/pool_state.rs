@@ -153,6 +153,7 @@ pub fn detect(cx: &DeviceContext, fragmented: bool) -> Vec<Finding> {
         }
         f.suggestion = record_better;
         f.evidence = recording_evidence(cx);
+        f.evidence.extend(super::pending_frees_words(cx.device));
         return vec![f];
     }
     let mut f = Finding::new(FindingKind::IdleCache, Severity::Info, device.ordinal);
@@ -174,6 +175,7 @@ pub fn detect(cx: &DeviceContext, fragmented: bool) -> Vec<Finding> {
     f.summary.push_str(&recorded);
     f.bytes = idle;
     f.evidence = recording_evidence(cx);
+    f.evidence.extend(super::pending_frees_words(cx.device));
     f.suggestion = format!(
         "Other processes and libraries cannot use cached memory. If one needs it, call \
          empty_cache() before it does: that returns the completely free segments ({}); the gaps \
@@ -408,10 +410,13 @@ fn how_recorded(cx: &DeviceContext) -> (String, String) {
         )
     } else {
         let why = if python_frames_only(cx) {
+            // Both, often: batch 19's re-audit, file 11, held each weight size twice without a
+            // stack beside its momentum buffer with one (a weight made before recording, its
+            // gradient made on the engine's thread), and graded "cannot tell which" debatable.
             "history was switched on shortly before the dump (the blocks made earlier have \
              none), or, as the stacks hold Python frames alone, the others were made on a thread \
              that runs no Python code (autograd's engine makes a backward pass's gradients \
-             there); the file cannot tell which"
+             there), or both"
         } else {
             "history was switched on shortly before the dump, so the blocks made earlier have \
              none"
