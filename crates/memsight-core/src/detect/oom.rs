@@ -13,6 +13,54 @@ use super::{DeviceContext, Finding, FindingKind, Severity};
 pub(super) const FRAGMENTATION_CAUSE: &str =
     "fragmentation: the cached free bytes would cover it, but not in one piece";
 
+/// How an OOM summary begins where the memory an optimizer step was still to make exceeds all
+/// the free memory: no allocator setting removes it (the settings detector says so).
+pub(super) const STATE_TO_COME_CAUSE: &str =
+    "a full device: the optimizer step was making Adam's state";
+
+/// Adam's state still to be made at an OOM in an optimizer step: two moments per weight with a
+/// gradient (each the gradient's size at least: mixed precision keeps fp32 moments of bf16
+/// gradients), less the optimizer state alive; `(made, to_come)` bytes where the file names
+/// Adam. Batch 20's held-out file 5: a first Adam step failed with 17.9 GiB of 20.8 GiB made
+/// and 0.7 GiB free; "fragmentation" was said, and expandable segments predicted to fix it.
+fn adam_state_to_come(cx: &DeviceContext, event: u32) -> Option<(u64, u64)> {
+    use crate::category::{Category, Phase};
+    if cx.categories.phase_at(event) != Phase::Optimizer || !names_adam(cx.snapshot) {
+        return None;
+    }
+    let (mut gradients, mut state) = (0u64, 0u64);
+    for (_, id) in cx.replay.live_after(cx.device, Some(event)) {
+        let l = &cx.replay.lifetimes[id as usize];
+        if l.state_after(Some(event)) != crate::model::BlockState::ActiveAllocated {
+            continue;
+        }
+        match cx.categories.of_lifetime[id as usize] {
+            Category::Gradient => gradients += l.requested_size_bytes,
+            Category::OptimizerState => state += l.requested_size_bytes,
+            _ => {}
+        }
+    }
+    (gradients > 0).then(|| (state, (2 * gradients).saturating_sub(state)))
+}
+
+/// Whether the file names Adam (`Optimizer.step#AdamW.step`, `torch/optim/adam.py`,
+/// `_fused_adam`), not an 8-bit one (its state is a quarter of the moments' size).
+fn names_adam(snapshot: &crate::model::Snapshot) -> bool {
+    let adam = |s: &str| {
+        let lower = s.to_ascii_lowercase();
+        lower.contains("adam") && !lower.contains("8bit")
+    };
+    snapshot
+        .annotations
+        .iter()
+        .any(|a| a.name.starts_with("Optimizer.step#") && adam(&a.name))
+        || snapshot.frames.iter().any(|f| {
+            let file = snapshot.str(f.filename);
+            (file.contains("optim") && adam(file.rsplit(['/', '\\']).next().unwrap_or(file)))
+                || adam(snapshot.str(f.name)) && snapshot.str(f.name).contains("_adam")
+        })
+}
+
 pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let (device, replay) = (cx.device, cx.replay);
     let expandable = super::stall::uses_expandable_segments(cx.snapshot, device);
@@ -34,37 +82,13 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             at.allocated_bytes.max(0) as u64,
         );
         let cached_free = reserved.saturating_sub(allocated);
-        let (cause, suggestion) = if requested > reserved + device_free {
-            (
-                "a single request larger than everything the device could offer",
-                "Look at this call site: a tensor this large usually comes from an unexpected shape (an expand or \
-                 broadcast before a cast, a batch or sequence far above the usual).",
-            )
-        } else if cached_free >= requested {
-            (
-                FRAGMENTATION_CAUSE,
-                if expandable {
-                    "Expandable segments are already on: lower the peak or, where inputs vary in size, bucket \
-                     them so requests fit the pieces."
-                } else if cx.snapshot.recorded_on_windows() {
-                    "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole (expandable \
-                     segments are not available on Windows, where this file was recorded)."
-                } else {
-                    "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks \
-                     whole."
-                },
-            )
-        } else if cx.workload == super::Workload::Training {
-            (
-                "a full device: live tensors hold the memory",
-                "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.",
-            )
-        } else {
-            (
-                "a full device: live tensors hold the memory",
-                "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.",
-            )
-        };
+        let (cause, suggestion) = cause_and_advice(
+            cx,
+            i as u32,
+            (requested, device_free),
+            (reserved, cached_free),
+            expandable,
+        );
         let mut suggestion = suggestion.to_string();
         let mut evidence = Vec::new();
         let mut cause_words = String::new();
@@ -113,6 +137,71 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         });
     }
     findings
+}
+
+/// Why the request at `event` failed, and what to do: `(cause, suggestion)`.
+fn cause_and_advice(
+    cx: &DeviceContext,
+    event: u32,
+    (requested, device_free): (u64, u64),
+    (reserved, cached_free): (u64, u64),
+    expandable: bool,
+) -> (String, &'static str) {
+    let state_to_come =
+        adam_state_to_come(cx, event).filter(|&(_, to_come)| to_come > cached_free + device_free);
+    let state_words = state_to_come.map(|(made, to_come)| {
+        format!(
+            "{STATE_TO_COME_CAUSE}, two moments per weight with a gradient: {} of at least {} \
+             made, so at least {} more was to come, with {} of the pool reserved and not \
+             allocated and {} free on the device. Whether or not this one request fits in a cached piece, the step does not \
+             fit: no allocator setting makes room for it",
+            format_bytes(made as i64),
+            format_bytes((made + to_come) as i64),
+            format_bytes(to_come as i64),
+            format_bytes(cached_free as i64),
+            format_bytes(device_free as i64),
+        )
+    });
+    if let Some(words) = state_words {
+        (
+            words,
+            "Lower the model state: an 8-bit optimizer (bitsandbytes' AdamW8bit keeps a \
+             quarter of Adam's fp32 moments), fewer trainable weights (a smaller model, or \
+             adapters such as LoRA on a frozen one), optimizer state kept in host memory \
+             (DeepSpeed's ZeRO-Offload), or, on several devices, the state sharded across \
+             them (ZeRO-1, FSDP).",
+        )
+    } else if requested > reserved + device_free {
+        (
+            "a single request larger than everything the device could offer".to_string(),
+            "Look at this call site: a tensor this large usually comes from an unexpected shape (an expand or \
+             broadcast before a cast, a batch or sequence far above the usual).",
+        )
+    } else if cached_free >= requested {
+        (
+            FRAGMENTATION_CAUSE.to_string(),
+            if expandable {
+                "Expandable segments are already on: lower the peak or, where inputs vary in size, bucket \
+                 them so requests fit the pieces."
+            } else if cx.snapshot.recorded_on_windows() {
+                "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole (expandable \
+                 segments are not available on Windows, where this file was recorded)."
+            } else {
+                "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks \
+                 whole."
+            },
+        )
+    } else if cx.workload == super::Workload::Training {
+        (
+            "a full device: live tensors hold the memory".to_string(),
+            "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.",
+        )
+    } else {
+        (
+            "a full device: live tensors hold the memory".to_string(),
+            "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.",
+        )
+    }
 }
 
 /// Blocks alive at an `oom` that the failing line made in an earlier iteration.

@@ -242,6 +242,31 @@ fn advice_lines(tried: &[Tried], base: &Outcome, npu: bool, capacity_bytes: u64)
         .collect()
 }
 
+/// The replay's OOM counts left out of `base` and `tried`, and the settings that then help no
+/// more dropped.
+fn leave_out_the_ooms(base: &mut Outcome, tried: &mut Vec<Tried>) {
+    base.ooms = None;
+    for t in tried.iter_mut() {
+        t.outcome.ooms = None;
+    }
+    tried.retain(|t| helps(&t.outcome, base));
+}
+
+/// Where the device's capacity comes from, or that it is not known.
+fn capacity_words(capacity: Option<&whatif::Capacity>) -> String {
+    capacity.map_or_else(
+        || "The device's capacity is not known, so no stall or OOM is predicted.".to_string(),
+        |c| {
+            let (from, how) = c.source.split_once(": ").unwrap_or((&c.source, ""));
+            format!(
+                "The device's capacity, {}, comes from {from} ({how}); a setting that needs no \
+                 more memory than the recording did is the surer prediction.",
+                format_bytes(c.bytes as i64)
+            )
+        },
+    )
+}
+
 /// Setting advice backed by `findings` (the other detectors' results for this file) and by the
 /// what-if replay: a setting is advised only where the replay, which reproduces the recording
 /// under its own settings, predicts that it helps (fewer OOMs, fewer stalls, or a lower peak
@@ -286,7 +311,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     let recording = Recording::of(loaded, index);
     let capacity = whatif::capacity_from_file(&recording);
     let capacity_bytes = capacity.as_ref().map_or(0, |c| c.bytes);
-    let Some((base, tried)) = replayed_advice(
+    let Some((mut base, mut tried)) = replayed_advice(
         &recording,
         &have,
         !fragmentation.is_empty(),
@@ -294,6 +319,14 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     ) else {
         return Vec::new();
     };
+    // An OOM the program's own need causes (an optimizer step whose state does not fit) is one
+    // the replay cannot follow past: it stops needing memory there. Its OOM count is not quoted
+    // and wins nothing (batch 20's held-out file 5: "OOMs 1 → 0" for expandable segments).
+    let beyond_the_device = of_kind(FindingKind::Oom)
+        .any(|f| f.device == device && f.summary.contains(super::oom::STATE_TO_COME_CAUSE));
+    if beyond_the_device {
+        leave_out_the_ooms(&mut base, &mut tried);
+    }
     if tried.is_empty() {
         return Vec::new();
     }
@@ -318,21 +351,16 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
             "This advice is based on these findings: {based_on}. The trace replayed through the caching-allocator model \
              reproduces the recording under its own settings (peak reserved {}); each setting \
              advised does better there, judged in this order: fewer out-of-memory errors, then \
-             fewer stalls, then a peak reserved at least 1 % lower. {} The file's allocator \
+             fewer stalls, then a peak reserved at least 1 % lower.{} {} The file's allocator \
              settings {}.",
             format_bytes(base.peak_reserved_bytes as i64),
-            capacity.map_or_else(
-                || "The device's capacity is not known, so no stall or OOM is predicted."
-                    .to_string(),
-                |c| {
-                    let (from, how) = c.source.split_once(": ").unwrap_or((&c.source, ""));
-                    format!(
-                        "The device's capacity, {}, comes from {from} ({how}); a setting that \
-                         needs no more memory than the recording did is the surer prediction.",
-                        format_bytes(c.bytes as i64)
-                    )
-                }
-            ),
+            if beyond_the_device {
+                " The out-of-memory error is one no setting removes (its finding says why): the \
+                 replay, which cannot follow the program past it, is not quoted on it."
+            } else {
+                ""
+            },
+            capacity_words(capacity.as_ref()),
             if have.known {
                 "show none of the advised options on"
             } else {
