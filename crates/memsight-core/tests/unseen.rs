@@ -5803,3 +5803,67 @@ fn attention_by_hand_is_told_by_its_matmul_and_softmax() {
         "{advice}"
     );
 }
+
+/// Batch 20's held-out audit, file 10: eight micro-batches' losses summed with their graphs
+/// (`total_loss += loss`) before one backward pass kept every pass's activations, 36.5 GiB of a
+/// 41.2 GiB peak, and checkpointing was advised. Passes of the model from one line, each ended
+/// by a loss computed outside it, before one backward pass, lead the advice; a model applied
+/// again to its own output (no loss between its calls) is one pass.
+#[test]
+fn forward_passes_kept_for_one_backward_pass_are_named() {
+    let advice = |loss_after_each: bool| {
+        let model = || {
+            stack_of(&[
+                ("forward", "/src/model.py", 40),
+                ("_call_impl", "/py/torch/nn/modules/module.py", 1762),
+                ("<module>", "/src/train.py", 50),
+            ])
+        };
+        let loss = || {
+            stack_of(&[
+                ("cross_entropy", "/py/torch/nn/functional.py", 3100),
+                ("<module>", "/src/train.py", 51),
+            ])
+        };
+        let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+        let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, model())];
+        let mut made = Vec::new();
+        for k in 0..3 {
+            let at = BASE + k * 40 * MIB;
+            trace.push(event("alloc", at, 32 * MIB, model()));
+            made.push((at, 32 * MIB));
+            if loss_after_each || k == 2 {
+                trace.push(event("alloc", at + 32 * MIB, MIB, loss()));
+                made.push((at + 32 * MIB, MIB));
+            }
+        }
+        // The backward pass frees what the forward passes kept for it.
+        trace.push(event("alloc", BASE + 120 * MIB, 16 * MIB, backward()));
+        made.push((BASE + 120 * MIB, 16 * MIB));
+        for (at, size) in made {
+            free_block(&mut trace, at, size, backward());
+        }
+        let pool = segment(
+            0,
+            BASE,
+            256 * MIB,
+            "large",
+            vec![block(BASE, 256 * MIB, "inactive", None)],
+        );
+        the_peak(pool, trace).suggestion
+    };
+    let summed = advice(true);
+    assert!(
+        summed.starts_with(
+            "Most of the peak is the activations of 3 forward passes kept at once: <module> \
+             (/src/train.py:50) called the model 3 times with no backward pass between, and \
+             what the first 2 made still holds 66.0 MiB (57% of the peak)."
+        ),
+        "{summed}"
+    );
+    let chained = advice(false);
+    assert!(
+        !chained.contains("forward passes kept at once"),
+        "{chained}"
+    );
+}

@@ -273,6 +273,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let largest_temporary = largest_temporary.map_or_else(String::new, |h| name(h.2));
     let mut facts = PeakFacts::of(cx, &held, &largest_temporary);
     facts.largest_temporary_recomputed = recomputed;
+    f.evidence
+        .extend(facts.kept_forwards.as_ref().map(KeptForwards::evidence));
     if let Some(grown) = &facts.grown_by_copy {
         f.summary.push(' ');
         f.summary.push_str(&grown.sentence(share(grown.old_bytes)));
@@ -670,6 +672,8 @@ struct PeakFacts<'a> {
     math_attention_bytes: Option<u64>,
     /// Blocks at the peak made by cross-entropy's operators, if they hold enough of it.
     cross_entropy: Option<CrossEntropyBlocks>,
+    /// Forward passes whose activations are alive at once before one backward pass.
+    kept_forwards: Option<KeptForwards>,
     /// A statement's previous result held through its next call, if it holds enough.
     previous_result: Option<PreviousResult>,
     /// A tensor grown by copying (`torch.cat` onto a cache), its old copy alive at the peak.
@@ -1037,6 +1041,11 @@ impl<'a> PeakFacts<'a> {
             attention: hand_written_attention(cx, held),
             math_attention_bytes: math_attention(cx, held),
             cross_entropy: cross_entropy_blocks(cx, held),
+            kept_forwards: cx
+                .replay
+                .peak_allocated
+                .event
+                .and_then(|peak| kept_forward_passes(cx, held, peak)),
             previous_result: previous_result(cx, cx.replay.peak_allocated.event),
             grown_by_copy: grown_by_copy(cx, cx.replay.peak_allocated.event),
             unknown_bytes: held
@@ -1989,6 +1998,160 @@ fn scores_then_softmax(cx: &DeviceContext) -> rustc_hash::FxHashSet<PythonFuncti
     found
 }
 
+/// Forward passes through the model whose activations are alive at once, with no backward pass
+/// between them: a loss summed over micro-batches with its graph (`total_loss += loss`) before
+/// one backward pass.
+struct KeptForwards {
+    /// How many times the model was called from `site` before the backward pass.
+    passes: usize,
+    /// The line that calls the model (`train_epoch (train.py:121)`).
+    site: String,
+    /// Where each pass began.
+    starts: Vec<u32>,
+    /// Activations at the peak made before the last pass began.
+    kept_bytes: u64,
+}
+
+impl KeptForwards {
+    /// "forward passes kept: `train_epoch` (train.py:121) called the model at events 2, 561, …".
+    fn evidence(&self) -> String {
+        const SHOWN: usize = 8;
+        let mut events: Vec<String> = self.starts.iter().take(SHOWN).map(u32::to_string).collect();
+        if self.starts.len() > SHOWN {
+            events.push("…".to_string());
+        }
+        format!(
+            "forward passes kept: {} called the model at events {}, with no backward pass \
+             between (a pass: allocations under a call of an nn.Module from that line, after a \
+             loss computed outside it)",
+            self.site,
+            events.join(", ")
+        )
+    }
+}
+
+/// Whether a frame of `stack` computes a loss: a Python function named for one (`*loss*`,
+/// `cross_entropy`) or a loss operator (`at::_ops::nll_loss…`, `mse_loss`, `…cross_entropy…`).
+fn computes_a_loss(snapshot: &crate::model::Snapshot, stack: StackId) -> bool {
+    snapshot.stack_frames(stack).any(|f| {
+        let name = snapshot.str(f.name).to_ascii_lowercase();
+        name.contains("loss") || name.contains("cross_entropy")
+    })
+}
+
+/// Activations kept from earlier forward passes worth advice from this share (percent) of the
+/// peak.
+const MIN_KEPT_FORWARDS_PERCENT: u64 = 25;
+
+/// The Python frame that called the model: the caller of the outermost `nn.Module` call
+/// (`_call_impl` / `_wrapped_call_impl` in `torch/nn/modules/module.py`).
+fn model_call_site(
+    snapshot: &crate::model::Snapshot,
+    stack: StackId,
+) -> Option<crate::model::Frame> {
+    let frames: Vec<&crate::model::Frame> = snapshot
+        .stack_frames(stack)
+        .filter(|f| crate::frames::is_python(snapshot, f))
+        .collect();
+    let outermost = frames.iter().rposition(|f| {
+        let file = snapshot.str(f.filename);
+        matches!(snapshot.str(f.name), "_call_impl" | "_wrapped_call_impl")
+            && (file.ends_with("nn/modules/module.py") || file.ends_with("nn\\modules\\module.py"))
+    })?;
+    frames.get(outermost + 1).map(|f| **f)
+}
+
+/// Where the model is called from: a file and a line.
+type Site = (crate::model::StrId, i64);
+
+/// The forward passes through the model since the last backward pass before `peak` (each
+/// begins with an allocation under a call of the model from one line, after a loss computed
+/// outside that call), where two or more ran before the backward pass that follows and the
+/// activations the earlier ones made are alive at the peak. A model applied again to its own
+/// output (an unrolled recurrence, a GNN's layers called in a loop) computes no loss between
+/// its calls; an evaluation has no backward pass to wait for. Batch 20's held-out file 10: eight
+/// micro-batches' graphs, kept by a loss summed with them, were 36.5 GiB of a 41.2 GiB peak;
+/// checkpointing was advised.
+fn kept_forward_passes(cx: &DeviceContext, held: &[Held], peak: u32) -> Option<KeptForwards> {
+    let snapshot = cx.snapshot;
+    let trace = &cx.device.trace;
+    let backward = || {
+        cx.categories
+            .runs
+            .iter()
+            .filter(|r| r.phase == Phase::Backward)
+    };
+    let start = backward()
+        .filter(|r| r.end <= peak)
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0);
+    // The activations wait for a backward pass: the peak is in one, or one follows it.
+    let next = backward().find(|r| peak < r.end)?;
+    let end = if next.start <= peak {
+        next.start
+    } else {
+        peak + 1
+    };
+    let mut site_of: FxHashMap<StackId, (Option<Site>, bool)> = FxHashMap::default();
+    // Per call site of the model: where each pass began, and whether a loss was computed
+    // outside that call since its last allocation (a pass ends with its loss).
+    let mut runs: FxHashMap<Site, (Vec<u32>, bool)> = FxHashMap::default();
+    for i in start..end {
+        let i = i as usize;
+        if trace.action[i] != Action::Alloc {
+            continue;
+        }
+        let (site, loss) = *site_of.entry(trace.stack[i]).or_insert_with(|| {
+            (
+                model_call_site(snapshot, trace.stack[i]).map(|f| (f.filename, f.line)),
+                computes_a_loss(snapshot, trace.stack[i]),
+            )
+        });
+        if loss {
+            for (other, (_, loss_since)) in &mut runs {
+                *loss_since |= Some(*other) != site;
+            }
+        }
+        if let Some(site) = site {
+            let (starts, loss_since) = runs.entry(site).or_default();
+            if starts.is_empty() || *loss_since {
+                starts.push(i as u32);
+                *loss_since = false;
+            }
+        }
+    }
+    let runs: FxHashMap<Site, Vec<u32>> = runs.into_iter().map(|(k, (v, _))| (k, v)).collect();
+    let (site, starts) = runs
+        .into_iter()
+        .max_by_key(|(site, starts)| (starts.len(), std::cmp::Reverse(*site)))?;
+    let (&first, &last) = (starts.first()?, starts.last()?);
+    if starts.len() < 2 {
+        return None;
+    }
+    let kept_bytes: u64 = held
+        .iter()
+        .filter(|h| h.0 == Category::Activation && h.3.is_some_and(|e| (first..last).contains(&e)))
+        .map(|h| h.1)
+        .sum();
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    if kept_bytes * 100 < total.max(1) * MIN_KEPT_FORWARDS_PERCENT {
+        return None;
+    }
+    let frame = trace
+        .stack
+        .get(first as usize)
+        .and_then(|&s| model_call_site(snapshot, s))
+        .filter(|f| (f.filename, f.line) == site)?;
+    let file = snapshot.str(frame.filename);
+    Some(KeptForwards {
+        passes: starts.len(),
+        site: format!("{} ({file}:{})", snapshot.str(frame.name), frame.line),
+        starts,
+        kept_bytes,
+    })
+}
+
 /// What to do where the largest part of the peak is temporaries.
 fn temporary_advice(facts: &PeakFacts) -> String {
     // Recomputed by a checkpoint inside backward: its inputs are held by design, and chunking
@@ -2114,6 +2277,32 @@ fn suggestion(
         );
     }
     advice = fused_kernel_advice(facts, total, advice, largest.category);
+    if let Some(kept) = &facts.kept_forwards
+        && largest.category == Category::Activation
+    {
+        advice = format!(
+            "Most of the peak is the activations of {n} forward passes kept at once: {site} \
+             called the model {n} times with no backward pass between, and what the first {m} \
+             made still holds {bytes} ({p}% of the peak). Their autograd graphs wait for one \
+             backward pass over the sum of their losses (total_loss += loss): calling backward \
+             on each pass's loss (divided by {n}) as it comes frees each graph before the next \
+             pass, for the same gradients; keep the sum for logging with loss.detach() or \
+             loss.item(). (A loss that needs every pass at once, such as a contrastive loss over \
+             the whole batch, cannot be split this way.) {}",
+            // The activations' own first sentence ("Most of the peak is activations …") is
+            // this one's.
+            advice
+                .strip_prefix(
+                    "Most of the peak is activations (kept by the forward pass for backward). "
+                )
+                .unwrap_or(&advice),
+            n = kept.passes,
+            m = kept.passes - 1,
+            site = kept.site,
+            bytes = format_bytes(kept.kept_bytes as i64),
+            p = percent(kept.kept_bytes),
+        );
+    }
     let kv_cache = parts
         .iter()
         .find(|p| p.category == Category::KvCache)
