@@ -348,7 +348,19 @@ fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
             // high when divided).
             let mut per = site.iteration_bytes.clone();
             per.sort_unstable();
+            // Blocks of many sizes (a batch of varying size kept each step): the mean is the
+            // rate, with its range (a held-out GNN: 2.5–38.6 MiB a step, 17.6 on average, read
+            // "about 15.9 MiB every iteration", the median).
+            // The median decides (below); the mean is told where they vary.
+            let varies = per[per.len() * 9 / 10] > 2 * per[per.len() / 10].max(1);
             let per_iteration = per[per.len() / 2];
+            let range = varies.then(|| {
+                (
+                    per.iter().sum::<u64>() / per.len() as u64,
+                    per[0],
+                    per[per.len() - 1],
+                )
+            });
             let (first_k, last_k) = (site.iterations[0], *site.iterations.last()?);
             // What the site left behind before its last leaking iteration must show in the low
             // points: from the first leaking iteration to the last one.
@@ -364,7 +376,8 @@ fn leaks(cx: &DeviceContext, steps: &Steps) -> Vec<Finding> {
             Some(Leaking {
                 stack,
                 site,
-                per_iteration,
+                per_iteration: range.map_or(per_iteration, |(mean, _, _)| mean),
+                range: range.map(|(_, least, most)| (least, most)),
                 from_k,
                 last_k,
             })
@@ -515,8 +528,12 @@ fn bounded_finding(
 struct Leaking {
     stack: StackId,
     site: Site,
-    /// The median bytes it left behind per leaking iteration.
+    /// The bytes it left behind per leaking iteration: the median, or the mean where they vary
+    /// (the highest tenth over twice the lowest tenth; the median still decides whether the
+    /// low points rose enough).
     per_iteration: u64,
+    /// Where they vary: the least and the most one iteration left.
+    range: Option<(u64, u64)>,
     /// The iterations over which the low point's rise was measured.
     from_k: usize,
     last_k: usize,
@@ -587,7 +604,7 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
     f.summary = format!(
         "{count} blocks ({}) allocated in {} of the trace's {} were still alive {ITERATIONS_ALIVE} \
          iterations later or never freed, {whence}; the allocated low point rose by {} from \
-         iteration {} to iteration {} ({} to {}): memory grows by about {} every iteration.",
+         iteration {} to iteration {} ({} to {}): memory grows by about {} every iteration{}.",
         format_bytes(bytes as i64),
         iterations.len(),
         steps.describe(),
@@ -596,7 +613,18 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
         last_k + 1,
         format_bytes(lows[from_k]),
         format_bytes(lows[last_k]),
-        format_bytes(per_iteration as i64)
+        format_bytes(per_iteration as i64),
+        match leaking {
+            [one] => one.range.map_or_else(String::new, |(least, most)| {
+                format!(
+                    " on average (from {} to {} in one iteration: the blocks vary in size)",
+                    format_bytes(least as i64),
+                    format_bytes(most as i64)
+                )
+            }),
+            _ if leaking.iter().any(|l| l.range.is_some()) => " on average".to_string(),
+            _ => String::new(),
+        }
     );
     f.summary
         .push_str(&before_the_trace(cx, &stacks, count, bytes));
