@@ -552,8 +552,6 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     marks
 }
 
-/// Function names that load a model's weights (`PreTrainedModel.from_pretrained`, vLLM's
-/// `load_weights`, a sharded loader's `load_shard`, safetensors' `safe_open`).
 /// Function names that say KV cache (lower case).
 pub(crate) const KV_CACHE: [&str; 8] = [
     "kv_cache",
@@ -579,6 +577,8 @@ pub(crate) fn names_a_kv_cache(snapshot: &Snapshot, frame: &crate::model::Frame)
         && KV_CACHE.iter().any(|m| lower.contains(m))
 }
 
+/// Function names that load a model's weights (`PreTrainedModel.from_pretrained`, vLLM's
+/// `load_weights`, a sharded loader's `load_shard`, safetensors' `safe_open`).
 pub(crate) const MODEL_LOADING: [&str; 7] = [
     "from_pretrained",
     "load_checkpoint",

@@ -566,8 +566,6 @@ fn merge_across_devices(findings: Vec<Finding>) -> Vec<Finding> {
     merged
 }
 
-/// "devices 0–3", "devices 0, 2 and 5", "device 1": the devices a finding is about, for a
-/// sentence or a heading.
 /// "pending frees at the dump: …" where blocks in the final pool are `active_pending_free`:
 /// freed by their tensors, held until work queued on another stream that used them is done
 /// (`record_stream`). Active, not allocated: no leak, and no tensor's (batch 18's file 11 and
@@ -592,6 +590,8 @@ pub fn pending_frees_words(device: &crate::model::Device) -> Option<String> {
     })
 }
 
+/// "devices 0–3", "devices 0, 2 and 5", "device 1": the devices a finding is about, for a
+/// sentence or a heading.
 pub fn devices_words(device: u32, devices: &[u32]) -> String {
     if devices.len() < 2 {
         return format!("device {device}");

@@ -1109,11 +1109,6 @@ fn bytes_of(held: &[Held], category: Category) -> u64 {
     held.iter().filter(|h| h.0 == category).map(|h| h.1).sum()
 }
 
-/// What lowers a peak whose largest part is the model's state, where the trace shows an
-/// optimizer: by its parts. An 8-bit optimizer only where the optimizer state is a quarter of
-/// that state or more and the file names no 8-bit optimizer already; sharding for the part that
-/// holds most. Batch 19's held-out audit: a `QLoRA` run's 6.94 GiB of 4-bit weights and 121 MiB
-/// of `AdamW8bit` state were told "an 8-bit optimizer or `ZeRO` lowers it".
 /// Whether the file shows a run over several devices: more than one device allocates in it, or
 /// a frame is a distributed library's (`torch.distributed`, `DistributedDataParallel`,
 /// `DeepSpeed`, Megatron, FSDP) or a collective's (NCCL / HCCL, all-reduce, all-gather,
@@ -1183,6 +1178,12 @@ fn sharding_in_use(snapshot: &crate::model::Snapshot) -> Option<(&'static str, &
     })
 }
 
+/// What lowers a peak whose largest part is the model's state, where the trace shows an
+/// optimizer: by its parts. An 8-bit optimizer only where the optimizer state is a quarter of
+/// that state or more and the file names no 8-bit optimizer already; sharding for the part that
+/// holds most, where the file shows several devices and no sharding library at work (else what
+/// that library shards already). Batch 19's held-out audit: a `QLoRA` run's 6.94 GiB of 4-bit weights and 121 MiB
+/// of `AdamW8bit` state were told "an 8-bit optimizer or `ZeRO` lowers it".
 fn model_state_advice(facts: &PeakFacts) -> String {
     let ModelState {
         weights,
@@ -2845,10 +2846,6 @@ fn kept_inside_modules_advice(sign: AutogradSign) -> String {
     )
 }
 
-/// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run, with or without `autocast` already on. Advice rests on what
-/// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
-/// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
 /// A peak of weights and gradients where the trace shows no optimizer: sharding only where the
 /// file shows several devices.
 fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
@@ -2865,6 +2862,10 @@ fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
     }
 }
 
+/// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
+/// a training or an inference run, with or without `autocast` already on. Advice rests on what
+/// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
+/// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
 /// precision is advised only as a condition, "if they are fp32").
 fn advice(
     largest_category: Category,
