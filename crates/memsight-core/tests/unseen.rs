@@ -6021,3 +6021,44 @@ fn a_workspace_far_above_its_call_site_s_usual_is_no_outlier() {
     assert_eq!(outliers(false), 1);
     assert_eq!(outliers(true), 0);
 }
+
+/// Batch 20's held-out audit, file 1: every allocation of a Megatron rank runs below
+/// `forward_backward_no_pipelining`, a schedule that runs both passes; its name read as a
+/// backward pass's put the loss's peak at the end of the forward pass "in the backward pass"
+/// and the passes at "events 1–25061".
+#[test]
+fn a_schedule_running_both_passes_is_no_backward_pass() {
+    let under_schedule = |name: &'static str, file: &'static str, line: i128| {
+        stack(&[
+            (name, file, line),
+            (
+                "forward_backward_no_pipelining",
+                "/m/megatron/core/pipeline_parallel/schedules.py",
+                480,
+            ),
+            ("train_step", "/m/megatron/training/training.py", 700),
+        ])
+    };
+    let forward = || under_schedule("forward", "/m/model.py", 40);
+    let backward = || under_schedule("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 64 * MIB, forward()),
+        event("alloc", BASE, 32 * MIB, forward()),
+        event("alloc", BASE + 32 * MIB, 8 * MIB, backward()),
+    ];
+    free_block(&mut trace, BASE, 32 * MIB, backward());
+    free_block(&mut trace, BASE + 32 * MIB, 8 * MIB, backward());
+    let pool = segment(
+        0,
+        BASE,
+        64 * MIB,
+        "large",
+        vec![block(BASE, 64 * MIB, "inactive", None)],
+    );
+    let peak = the_peak(pool, trace);
+    let evidence = peak.evidence.join("\n");
+    assert!(
+        evidence.contains("backward passes at events 2–6 (autograd frames)"),
+        "{evidence}"
+    );
+}
