@@ -2306,10 +2306,13 @@ fn suggestion(
             cx.categories.autocast,
         )
     };
-    let copies = parts
-        .iter()
-        .find(|p| p.category == Category::WeightCopy)
-        .map_or(0, |p| p.bytes);
+    let bytes_in = |category: Category| {
+        parts
+            .iter()
+            .find(|p| p.category == category)
+            .map_or(0, |p| p.bytes)
+    };
+    let copies = bytes_in(Category::WeightCopy);
     if largest.category != Category::WeightCopy && copies * 100 >= total * MIN_WEIGHT_COPY_PERCENT {
         advice = format!(
             "{advice} Autocast also made a 16-bit copy of each fp32 weight ({}, {}% of the peak). \
@@ -2332,12 +2335,13 @@ fn suggestion(
              pass, for the same gradients; keep the sum for logging with loss.detach() or \
              loss.item(). (A loss that needs every pass at once, such as a contrastive loss over \
              the whole batch, cannot be split this way.) {}",
-            // The activations' own first sentence ("Most of the peak is activations …") is
-            // this one's.
-            advice
-                .strip_prefix(
-                    "Most of the peak is activations (kept by the forward pass for backward). "
-                )
+            // The activations' own first sentence ("Most of the peak is activations …", or "The
+            // largest part …" under half) is this one's.
+            ["Most of the peak", "The largest part of the peak"]
+                .iter()
+                .find_map(|head| advice.strip_prefix(&format!(
+                    "{head} is activations (kept by the forward pass for backward). "
+                )))
                 .unwrap_or(&advice),
             n = kept.passes,
             m = kept.passes - 1,
@@ -2346,10 +2350,7 @@ fn suggestion(
             p = percent(kept.kept_bytes),
         );
     }
-    let kv_cache = parts
-        .iter()
-        .find(|p| p.category == Category::KvCache)
-        .map_or(0, |p| p.bytes);
+    let kv_cache = bytes_in(Category::KvCache);
     if largest.category != Category::KvCache && kv_cache * 100 >= total * MIN_KV_CACHE_PERCENT {
         advice = format!(
             "{advice} A KV cache also holds {} ({}% of the peak). {KV_CACHE_LEVERS}",
