@@ -6172,6 +6172,96 @@ fn a_leak_of_varying_blocks_is_told_by_its_mean_and_range() {
     );
 }
 
+/// Twelve optimizer steps, each with a 512 MiB forward and an 8 MiB optimizer temporary, and a
+/// 1 MiB block per `push` made by `stack`, `pushes` a step, of which the oldest is freed once a
+/// step where `pops` is set: a queue drained more slowly than it is filled.
+fn queue_steps(pushes: i128, pops: bool, stack: &Py) -> Vec<Finding> {
+    const STEPS: i128 = 12;
+    let (activations, optimizer) = (forward_frames(), optimizer_frames());
+    let mut trace = vec![event(
+        "segment_alloc",
+        BASE,
+        1024 * MIB,
+        activations.clone(),
+    )];
+    let at = |k: i128| BASE + 520 * MIB + k * MIB;
+    let (mut made, mut freed) = (0, 0);
+    for _ in 0..STEPS {
+        trace.push(event("alloc", BASE, 512 * MIB, activations.clone()));
+        for _ in 0..pushes {
+            trace.push(event("alloc", at(made), MIB, stack.clone()));
+            made += 1;
+        }
+        free_block(&mut trace, BASE, 512 * MIB, activations.clone());
+        if pops {
+            free_block(&mut trace, at(freed), MIB, stack.clone());
+            freed += 1;
+        }
+        trace.push(event("alloc", BASE + 512 * MIB, 8 * MIB, optimizer.clone()));
+        free_block(&mut trace, BASE + 512 * MIB, 8 * MIB, optimizer.clone());
+    }
+    let mut blocks = vec![block(BASE, at(freed) - BASE, "inactive", None)];
+    blocks
+        .extend((freed..made).map(|k| block(at(k), MIB, "active_allocated", Some(stack.clone()))));
+    blocks.push(block(
+        at(made),
+        BASE + 1024 * MIB - at(made),
+        "inactive",
+        None,
+    ));
+    analyze(&load(&top(
+        vec![segment(0, BASE, 1024 * MIB, "large", blocks)],
+        vec![trace],
+    )))
+}
+
+/// Batch 21's held-out audit: a prefetcher put two batches on the device each step and the loop
+/// took one, and the leak read "5.28 MiB every iteration", what was made, where memory grew by
+/// half that. Blocks kept iterations and then freed are a backlog: its rate is the low point's
+/// rise (1 MiB a step here, 2 MiB made), and the advice is to bound the queue.
+#[test]
+fn a_queue_filled_faster_than_it_is_drained_grows_by_the_difference() {
+    let prefetch = two_frames(
+        ("_to_device", "/w/data/prefetcher.py", 58),
+        ("<module>", "/w/train.py", 80),
+    );
+    let findings = queue_steps(2, true, &prefetch);
+    let leaks = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leaks.len(), 1, "{findings:#?}");
+    assert!(
+        leaks[0].title.starts_with("Leak: 1.00 MiB per iteration")
+            && leaks[0]
+                .summary
+                .contains("each iteration makes about 2.00 MiB here")
+            && leaks[0].suggestion.contains("bound it"),
+        "{:#?}",
+        leaks[0]
+    );
+}
+
+/// Batch 21's held-out audit: a forward hook's clone, kept by a tensor hook registered on it and
+/// never removed, leaked one block a step, and the advice spoke only of "a list, a cache". A leak
+/// made inside a hook says so, and how hooks are removed.
+#[test]
+fn a_leak_made_inside_a_hook_names_the_hook() {
+    let hook = two_frames(
+        ("forward_hook", "/w/probes.py", 40),
+        ("<module>", "/w/train.py", 80),
+    );
+    let findings = queue_steps(1, false, &hook);
+    let leaks = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leaks.len(), 1, "{findings:#?}");
+    assert!(
+        leaks[0].title.starts_with("Leak: 1.00 MiB per iteration")
+            && leaks[0]
+                .suggestion
+                .contains("made inside a hook (forward_hook (/w/probes.py:40))")
+            && leaks[0].suggestion.contains("handle.remove()"),
+        "{:#?}",
+        leaks[0]
+    );
+}
+
 /// Batch 20's held-out audit, file 7: cuDNN's benchmark tried algorithms with a 2.94 GiB
 /// workspace (`Workspace::Workspace` below `try_algorithms`) and the outlier finding said it
 /// matched no shape of the model and to check the input. A workspace is sized by the algorithm
