@@ -5954,6 +5954,70 @@ fn an_oom_making_adam_s_state_that_cannot_fit_is_no_fragmentation() {
     );
 }
 
+/// Batch 21's held-out audit, file 9: a batch far longer than the ones before failed in its
+/// fourth layer's attention softmax, three layers' scores alive, nine to come at 3.06 GiB each
+/// against 5.4 GiB free; expandable segments were predicted to remove the OOM (they would have
+/// fit that one request). Three iterations of `layers` 8 MiB softmax blocks a forward pass, then a
+/// pass whose first is 128 MiB and whose second fails with 8 MiB free on the device: with four
+/// layers, three more were to come (384 MiB), which no setting makes room for, and the input is
+/// 16× the line's largest before; with one layer nothing was to come.
+#[test]
+fn an_oom_with_more_of_the_pass_to_come_is_a_full_device() {
+    let oom = |layers: i128| {
+        let softmax = || {
+            two_frames(
+                ("softmax", "/py/torch/nn/functional.py", 2140),
+                ("forward", "/w/model.py", 129),
+            )
+        };
+        let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, softmax())];
+        for _ in 0..3 {
+            for k in 0..layers {
+                trace.push(event("alloc", BASE + k * 8 * MIB, 8 * MIB, softmax()));
+            }
+            trace.push(event("alloc", BASE + 80 * MIB, 8 * MIB, backward_frames()));
+            for k in 0..layers {
+                free_block(&mut trace, BASE + k * 8 * MIB, 8 * MIB, backward_frames());
+            }
+            free_block(&mut trace, BASE + 80 * MIB, 8 * MIB, backward_frames());
+            trace.push(event("alloc", BASE + 64 * MIB, 8 * MIB, optimizer_frames()));
+            free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, optimizer_frames());
+        }
+        trace.push(event("alloc", BASE, 128 * MIB, softmax()));
+        trace.push(Py::Dict(vec![
+            ("action", Py::Str("oom")),
+            ("size", Py::Int(128 * MIB)),
+            ("device_free", Py::Int(8 * MIB)),
+            ("stream", Py::Int(0)),
+            ("frames", softmax()),
+        ]));
+        let blocks = vec![
+            block(BASE, 128 * MIB, "active_allocated", Some(softmax())),
+            block(BASE + 128 * MIB, 128 * MIB, "inactive", None),
+        ];
+        let findings = analyze(&load(&top(
+            vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+            vec![trace],
+        )));
+        let oom = of_kind(&findings, FindingKind::Oom);
+        assert_eq!(oom.len(), 1, "{findings:#?}");
+        format!("{}\n{}", oom[0].summary, oom[0].suggestion)
+    };
+    let four = oom(4);
+    assert!(
+        four.contains(
+            "a full device: the pass was still making blocks of this line: its call stack holds \
+             1 such block made in this pass, and made 4 in the pass before, so 3 more of this \
+             size (at least 384 MiB) were to come, with 136 MiB free"
+        ) && four.contains("(16× smaller)")
+            && four.contains("attention scores")
+            && four.contains("cap or bucket input lengths"),
+        "{four}"
+    );
+    let one = oom(1);
+    assert!(!one.contains("still making"), "{one}");
+}
+
 /// Batch 20's held-out audit, file 4: attention computed by hand in a module's `forward` (its
 /// name says nothing of attention) held 27 GiB of a 34.5 GiB peak in its scores and
 /// probabilities, and checkpointing was advised. A softmax of the size of a matmul's output, or

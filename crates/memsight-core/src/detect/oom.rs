@@ -43,6 +43,70 @@ fn adam_state_to_come(cx: &DeviceContext, event: u32) -> Option<(u64, u64)> {
     (gradients > 0).then(|| (state, (2 * gradients).saturating_sub(state)))
 }
 
+/// How an OOM summary begins where the failing line was to make more blocks in this pass than
+/// the free memory could hold: no allocator setting removes it (the settings detector says so).
+pub(super) const PASS_TO_COME_CAUSE: &str =
+    "a full device: the pass was still making blocks of this line";
+
+/// What the failing line had still to make in the pass that failed: the blocks of its call stack
+/// alive at the OOM made since the last backward pass or optimizer step (`already`), the blocks
+/// it made in the pass before (`per_pass`: one per layer), and the largest request it made
+/// before this pass. Batch 21's held-out file 9: a batch of 3,584 tokens where earlier ones had
+/// at most 704 failed at its fourth layer's attention scores (3.06 GiB each, three alive), the
+/// twelve layers' needing 27 GiB more than the device had; "OOMs 1 → 0" was predicted for
+/// expandable segments, which only the one request would have fit.
+struct PassToCome {
+    already: usize,
+    per_pass: usize,
+    largest_before_bytes: u64,
+}
+
+fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
+    use crate::category::Phase;
+    let trace = &cx.device.trace;
+    let stack = trace.stack[event as usize];
+    if stack == crate::model::NO_STACK {
+        return None;
+    }
+    // The pass that failed began after the last backward pass or optimizer step before it; the
+    // forward pass before it ran up to the last backward pass, from the end of the one before.
+    let runs = &cx.categories.runs;
+    let this_pass = runs
+        .iter()
+        .filter(|r| r.phase != Phase::Forward && r.end <= event)
+        .map(|r| r.end)
+        .next_back()?;
+    let backward: Vec<&crate::category::PhaseRun> = runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward && r.end <= event)
+        .collect();
+    let &last_backward = backward.last()?;
+    let previous_pass = backward.len().checked_sub(2).map_or(0, |k| backward[k].end);
+    let allocs_between = |from: u32, to: u32| {
+        (from..to).filter(|&e| {
+            trace.action[e as usize] == Action::Alloc && trace.stack[e as usize] == stack
+        })
+    };
+    let per_pass = allocs_between(previous_pass, last_backward.start).count();
+    let largest_before_bytes = allocs_between(0, this_pass)
+        .map(|e| trace.size_bytes[e as usize])
+        .max()?;
+    let already = cx
+        .replay
+        .live_after(cx.device, Some(event))
+        .into_iter()
+        .filter(|&(_, id)| {
+            let l = &cx.replay.lifetimes[id as usize];
+            l.stack == stack && l.alloc_event.is_some_and(|a| a >= this_pass)
+        })
+        .count();
+    (per_pass > already).then_some(PassToCome {
+        already,
+        per_pass,
+        largest_before_bytes,
+    })
+}
+
 /// Whether the file names Adam (`Optimizer.step#AdamW.step`, `torch/optim/adam.py`,
 /// `_fused_adam`), not an 8-bit one (its state is a quarter of the moments' size).
 fn names_adam(snapshot: &crate::model::Snapshot) -> bool {
@@ -162,7 +226,21 @@ fn cause_and_advice(
             format_bytes(device_free as i64),
         )
     });
-    if let Some(words) = state_words {
+    let pass_words = if state_words.is_none() && requested <= reserved + device_free {
+        pass_to_come(cx, event)
+            .and_then(|p| pass_words(cx, event, requested, &p, cached_free + device_free))
+    } else {
+        None
+    };
+    if let Some(words) = pass_words {
+        (
+            words,
+            "Lower what one input needs: cap or bucket input lengths (a token budget per batch), \
+             or a smaller batch for long inputs; and where the line is attention's softmax, an \
+             attention that never makes the scores (scaled_dot_product_attention, \
+             FlashAttention) needs none of these blocks.",
+        )
+    } else if let Some(words) = state_words {
         (
             words,
             "Lower the model state: an 8-bit optimizer (bitsandbytes' AdamW8bit keeps a \
@@ -203,6 +281,59 @@ fn cause_and_advice(
         )
     }
 }
+
+/// The cause where the failing line was still to make more of its blocks in this pass than the
+/// free memory holds (`free`: the pool's cached free bytes and the device's), or `None`.
+fn pass_words(
+    cx: &DeviceContext,
+    event: u32,
+    requested: u64,
+    p: &PassToCome,
+    free: u64,
+) -> Option<String> {
+    // The blocks still to come, each taken at this one's size (one per layer).
+    let to_come = (p.per_pass - p.already) as u64 * requested;
+    if to_come <= free {
+        return None;
+    }
+    let softmax = cx
+        .snapshot
+        .stack_frames(cx.device.trace.stack[event as usize])
+        .any(|f| crate::frames::is_python(cx.snapshot, f) && cx.snapshot.str(f.name) == "softmax");
+    let mut words = format!(
+        "{PASS_TO_COME_CAUSE}: its call stack holds {} such block{} made in this pass, and made \
+         {} in the pass before, so {} more of this size (at least {}) were to come, with {} free \
+         in the pool and on the device. Whether or not this one request fits, the pass does not: \
+         no allocator setting makes room for it",
+        p.already,
+        if p.already == 1 { "" } else { "s" },
+        p.per_pass,
+        p.per_pass - p.already,
+        format_bytes(to_come as i64),
+        format_bytes(free as i64),
+    );
+    if requested >= SPIKE_RATIO * p.largest_before_bytes {
+        let _ = std::fmt::Write::write_fmt(
+            &mut words,
+            format_args!(
+                ". This line's largest request before this pass was {} ({}× smaller): this input \
+                 is far larger than the ones before it (a longer sequence or a larger batch){}",
+                format_bytes(p.largest_before_bytes as i64),
+                requested / p.largest_before_bytes.max(1),
+                if softmax {
+                    ", and a softmax's output (attention scores) grows with the square of the \
+                     sequence's length"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    Some(words)
+}
+
+/// A failing request this many times the line's largest before it is an input far larger.
+const SPIKE_RATIO: u64 = 4;
 
 /// Blocks alive at an `oom` that the failing line made in an earlier iteration.
 struct PreviousResult {

@@ -252,6 +252,17 @@ fn leave_out_the_ooms(base: &mut Outcome, tried: &mut Vec<Tried>) {
     tried.retain(|t| helps(&t.outcome, base));
 }
 
+/// Whether an OOM of `device` is the program's own need beyond the device (an optimizer step's
+/// state, or a pass's blocks, still to come exceed all free memory).
+fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
+    findings.iter().any(|f| {
+        f.kind == FindingKind::Oom
+            && f.device == device
+            && (f.summary.contains(super::oom::STATE_TO_COME_CAUSE)
+                || f.summary.contains(super::oom::PASS_TO_COME_CAUSE))
+    })
+}
+
 /// Where the device's capacity comes from, or that it is not known.
 fn capacity_words(capacity: Option<&whatif::Capacity>) -> String {
     capacity.map_or_else(
@@ -319,11 +330,10 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     ) else {
         return Vec::new();
     };
-    // An OOM the program's own need causes (an optimizer step whose state does not fit) is one
+    // An OOM the program's own need causes (an optimizer step's state or a pass that does not fit) is one
     // the replay cannot follow past: it stops needing memory there. Its OOM count is not quoted
     // and wins nothing (batch 20's held-out file 5: "OOMs 1 → 0" for expandable segments).
-    let beyond_the_device = of_kind(FindingKind::Oom)
-        .any(|f| f.device == device && f.summary.contains(super::oom::STATE_TO_COME_CAUSE));
+    let beyond_the_device = beyond_the_device(findings, device);
     if beyond_the_device {
         leave_out_the_ooms(&mut base, &mut tried);
     }
