@@ -6326,6 +6326,63 @@ fn a_leak_made_inside_a_hook_names_the_hook() {
     );
 }
 
+/// Batch 21's held-out audit, file 8: a conformer made an fp32 moving average of its bf16
+/// weights at step 3 (`ema.py`'s `__init__`), 1.93 GiB the peak called only "retained". Three
+/// steps over 64 MiB of weights and a 128 MiB moving average made after them: the peak names
+/// the average, twice the weights, and how to shrink it.
+#[test]
+fn a_moving_average_of_the_weights_is_named() {
+    let load = || {
+        two_frames(
+            ("_apply", "/py/torch/nn/modules/module.py", 930),
+            ("<module>", "/w/train.py", 10),
+        )
+    };
+    let ema = || {
+        two_frames(
+            ("__init__", "/w/utils/ema.py", 31),
+            ("<module>", "/w/train.py", 12),
+        )
+    };
+    let (activations, optimizer) = (forward_frames(), optimizer_frames());
+    let mut trace = vec![
+        event("segment_alloc", BASE, 1024 * MIB, load()),
+        event("alloc", BASE, 64 * MIB, load()),
+        event("alloc", BASE + 64 * MIB, 128 * MIB, ema()),
+    ];
+    for _ in 0..3 {
+        trace.push(event(
+            "alloc",
+            BASE + 256 * MIB,
+            256 * MIB,
+            activations.clone(),
+        ));
+        trace.push(event("alloc", BASE + 512 * MIB, 8 * MIB, backward_frames()));
+        free_block(&mut trace, BASE + 256 * MIB, 256 * MIB, backward_frames());
+        free_block(&mut trace, BASE + 512 * MIB, 8 * MIB, backward_frames());
+        trace.push(event("alloc", BASE + 520 * MIB, 8 * MIB, optimizer.clone()));
+        free_block(&mut trace, BASE + 520 * MIB, 8 * MIB, optimizer.clone());
+    }
+    let blocks = vec![
+        block(BASE, 64 * MIB, "active_allocated", Some(load())),
+        block(BASE + 64 * MIB, 128 * MIB, "active_allocated", Some(ema())),
+        block(BASE + 192 * MIB, 832 * MIB, "inactive", None),
+    ];
+    let peak = the_peak(segment(0, BASE, 1024 * MIB, "large", blocks), trace);
+    assert!(
+        peak.summary.contains(
+            "Of the peak, 128 MiB in 1 block was made below __init__ (/w/utils/ema.py:31): an \
+             exponential moving average of the weights, a copy the program keeps, twice the \
+             weights' 64.0 MiB"
+        ) && peak
+            .suggestion
+            .contains("A moving average of the weights kept in bf16"),
+        "{}\n{}",
+        peak.summary,
+        peak.suggestion
+    );
+}
+
 /// Batch 20's held-out audit, file 7: cuDNN's benchmark tried algorithms with a 2.94 GiB
 /// workspace (`Workspace::Workspace` below `try_algorithms`) and the outlier finding said it
 /// matched no shape of the model and to check the input. A workspace is sized by the algorithm
