@@ -251,7 +251,8 @@ impl Category {
                  from before the trace with no stack, the blocks beyond \
                  one per weight where each weight's size is held two or three times (momentum, \
                  Adam's moments), or four times with last step's gradient where the trace shows \
-                 Adam"
+                 Adam; or, where the trace shows Adam, two or three blocks of twice each \
+                 gradient's size per weight (fp32 moments, and a master copy, of 16-bit weights)"
             }
             Self::WeightCopy => {
                 "made by autocast's cached_cast (or freed by autocast's __exit__, which clears \

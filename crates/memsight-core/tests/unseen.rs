@@ -4010,8 +4010,9 @@ fn a_peak_after_the_last_optimizer_step_is_said_to_be_in_the_next_iteration() {
 }
 
 /// The file of the test below: 3 steps, a 32 MiB gradient made by the first backward pass and
-/// never freed, its 32 MiB weight from before the trace.
-fn kept_gradients_file() -> Py {
+/// never freed, its 32 MiB weight from before the trace; where `ends_in_a_forward`, a fourth
+/// step's forward pass (64 and 16 MiB) the trace ends in.
+fn kept_gradients_file(ends_in_a_forward: bool) -> Py {
     let forward = forward_frames();
     let backward = backward_frames();
     let optimizer = optimizer_frames();
@@ -4048,17 +4049,28 @@ fn kept_gradients_file() -> Py {
             optimizer.clone(),
         ));
     }
-    let pool = segment(
-        0,
-        BASE,
-        128 * MIB,
-        "large",
+    let blocks = if ends_in_a_forward {
+        trace.push(event("alloc", activation, 64 * MIB, forward.clone()));
+        trace.push(event("alloc", temporary, 16 * MIB, forward.clone()));
+        vec![
+            block(
+                activation,
+                64 * MIB,
+                "active_allocated",
+                Some(forward.clone()),
+            ),
+            block(gradient, 32 * MIB, "active_allocated", Some(backward)),
+            block(temporary, 16 * MIB, "active_allocated", Some(forward)),
+            block(temporary + 16 * MIB, 16 * MIB, "inactive", None),
+        ]
+    } else {
         vec![
             block(activation, 64 * MIB, "inactive", None),
             block(gradient, 32 * MIB, "active_allocated", Some(backward)),
             block(temporary, 32 * MIB, "inactive", None),
-        ],
-    );
+        ]
+    };
+    let pool = segment(0, BASE, 128 * MIB, "large", blocks);
     // The weight the gradient is of: allocated before the trace, no stack.
     let weight = segment(
         0,
@@ -4076,12 +4088,24 @@ fn kept_gradients_file() -> Py {
 /// (a held-out generated file kept 1.32 GiB that way, unsaid).
 #[test]
 fn gradients_a_backward_pass_made_and_zero_grad_keeps_are_named_at_the_next_forward_peak() {
-    let file = kept_gradients_file();
+    let file = kept_gradients_file(false);
     let findings = analyze(&load(&file));
     let peak = of_kind(&findings, FindingKind::Peak)[0];
     assert!(
         peak.suggestion
             .contains("(zero_grad(set_to_none=False), or no zero_grad call at all)"),
+        "{}",
+        peak.suggestion
+    );
+    // A trace that ends in the forward pass cannot show a zero_grad placed after it (the real
+    // check set's `cuda_hanmin_fwd`, whose sibling run calls it there).
+    let findings = analyze(&load(&kept_gradients_file(true)));
+    let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.suggestion.contains(
+            "(zero_grad(set_to_none=False), no zero_grad call at all, or one after this forward \
+             pass, which the trace ends before)"
+        ),
         "{}",
         peak.suggestion
     );

@@ -319,7 +319,7 @@ fn pass_words(
                 ". This line's largest request before this pass was {} ({}× smaller): this input \
                  is far larger than the ones before it (a longer sequence or a larger batch){}",
                 format_bytes(p.largest_before_bytes as i64),
-                requested / p.largest_before_bytes.max(1),
+                (requested + p.largest_before_bytes / 2) / p.largest_before_bytes.max(1),
                 if softmax {
                     ", and a softmax's output (attention scores) grows with the square of the \
                      sequence's length"

@@ -2794,6 +2794,12 @@ fn stale_gradient_advice(
         String::new()
     };
     // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
+    let ends_in_this_forward = event.is_some_and(|e| {
+        !cx.categories
+            .runs
+            .iter()
+            .any(|r| r.phase != crate::category::Phase::Forward && r.end > e)
+    });
     let lifetime = if freed == 0 {
         // Where the file shows zero_grad running (its annotation or frames), it is not missing:
         // it zeroes them in place.
@@ -2815,6 +2821,12 @@ fn stale_gradient_advice(
             if zero_grad_runs {
                 "zero_grad runs, as the file shows, and frees nothing: \
                  zero_grad(set_to_none=False), which zeroes them in place"
+            } else if ends_in_this_forward {
+                // The trace stops before the step's backward pass: a zero_grad() placed after
+                // the forward pass would not show (the real audit: `cuda_hanmin_fwd`, whose
+                // sibling run calls it there).
+                "zero_grad(set_to_none=False), no zero_grad call at all, or one after this \
+                 forward pass, which the trace ends before"
             } else {
                 "zero_grad(set_to_none=False), or no zero_grad call at all"
             }
