@@ -11,6 +11,8 @@
 #   MEMSIGHT_CHECKSET18  batch 18, generated snapshots (default /work/checkset/synth18)
 #   MEMSIGHT_CHECKSET19  batch 19, generated snapshots (default /work/checkset/synth19)
 #   MEMSIGHT_CHECKSET20  batch 20, generated snapshots (default /work/checkset/synth20)
+#   MEMSIGHT_CHECKSET21  batch 21, generated snapshots (default /work/checkset/synth21)
+#   MEMSIGHT_CHECKSET22  batch 22, generated snapshots (default /work/checkset/synth22)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -30,6 +32,8 @@ batches+=("synth17=${MEMSIGHT_CHECKSET17:-/work/checkset/synth17}")
 batches+=("synth18=${MEMSIGHT_CHECKSET18:-/work/checkset/synth18}")
 batches+=("synth19=${MEMSIGHT_CHECKSET19:-/work/checkset/synth19}")
 batches+=("synth20=${MEMSIGHT_CHECKSET20:-/work/checkset/synth20}")
+batches+=("synth21=${MEMSIGHT_CHECKSET21:-/work/checkset/synth21}")
+batches+=("synth22=${MEMSIGHT_CHECKSET22:-/work/checkset/synth22}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |

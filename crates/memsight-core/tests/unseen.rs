@@ -5326,6 +5326,47 @@ fn a_serving_loop_after_its_warm_up_is_recognised() {
     );
 }
 
+/// With expandable segments the pool unmaps pages and maps them again: any released page could
+/// have been one mapped again, so two 10 MiB unmapped by `empty_cache()` could have held the
+/// 16 MiB mapped after them, though no released piece is as large (the real check set's audit:
+/// `torch_npu`'s expandable pool, "about 242 MiB" of 372 MiB mapped again, by whole segments).
+#[test]
+fn pages_released_by_expandable_segments_could_all_be_mapped_again() {
+    let released = stack(&[
+        ("empty_cache", "/py/torch/cuda/memory.py", 222),
+        ("train", "/w/train.py", 40),
+    ]);
+    let user = || frames("train", "/w/train.py", 44);
+    let trace = vec![
+        event("segment_map", BASE, 20 * MIB, user()),
+        event("alloc", BASE, 20 * MIB, user()),
+        event("free_requested", BASE, 20 * MIB, user()),
+        event("free_completed", BASE, 20 * MIB, user()),
+        event("segment_unmap", BASE, 10 * MIB, released.clone()),
+        event("segment_unmap", BASE + 10 * MIB, 10 * MIB, released),
+        event("segment_map", BASE, 16 * MIB, user()),
+        event("alloc", BASE, 16 * MIB, user()),
+    ];
+    let pool = segment(
+        0,
+        BASE,
+        16 * MIB,
+        "large",
+        vec![block(BASE, 16 * MIB, "active_allocated", Some(user()))],
+    );
+    let findings = analyze(&load(&top(vec![pool], vec![trace])));
+    let notes = of_kind(&findings, FindingKind::EmptyCache);
+    assert_eq!(notes.len(), 1, "{findings:#?}");
+    assert!(
+        notes[0].summary.contains(
+            "could have held about 16.0 MiB of them (with expandable segments any page released \
+             could have been one mapped again)"
+        ),
+        "{}",
+        notes[0].summary
+    );
+}
+
 /// Batch 18's held-out audit: `torch.cuda.graph`'s `__enter__` calls `empty_cache()` before each
 /// capture; the note advised the program to call it less, and counted a side stream's released
 /// segment as room for the main stream's next one. Here a 20 MiB segment of stream 7 is
