@@ -1638,6 +1638,17 @@ fn momentum_before_the_trace(
             *gradients.entry(l.requested_size_bytes).or_default() += 1;
         }
     }
+    // Not for a size whose state a step in the trace makes: SGD makes a weight's momentum in its
+    // first step, so it did not exist before (batch 22's held-out audit: a momentum key
+    // encoder's copy of the weights, 175 MiB, taken for the momentum the trace's first step
+    // made, "349 MiB optimizer state").
+    let state_made_in_trace: FxHashSet<u64> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(l, &c)| c == Category::OptimizerState && l.alloc_event.is_some())
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect();
     // One state per gradient, where the size is held twice per gradient (a weight and its
     // state) or three times (with a buffer of the weight's size: batch norm's running mean and
     // variance beside its weight and bias).
@@ -1646,6 +1657,7 @@ fn momentum_before_the_trace(
             .get(&size)
             .copied()
             .filter(|&g| g > 0 && (held == 2 * g || held == 3 * g))
+            .filter(|_| !state_made_in_trace.contains(&size))
     });
 }
 

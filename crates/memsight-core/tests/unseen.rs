@@ -6448,6 +6448,62 @@ fn a_moving_average_of_the_weights_is_named() {
     );
 }
 
+/// Batch 22's held-out audit: SGD made its momentum in the first of 100 steps and allocated
+/// nothing after, and the file was read as "1 iteration", a leak not judged; a momentum key
+/// encoder's copy of the weights, from before the trace, was taken for momentum beside the
+/// momentum the first step made. Five steps, each backward pass making its 16 MiB gradient anew
+/// (`AccumulateGrad`) and `zero_grad` freeing it; SGD's momentum made in the first step only; two
+/// 16 MiB copies of the weights from before the trace. Five iterations, one allocating
+/// optimizer step said so, and both copies weights: 32 MiB of parameters, 16 MiB of momentum.
+#[test]
+fn backward_passes_making_gradients_anew_are_iterations() {
+    let at = |mib: i128| BASE + mib * MIB;
+    let gradient = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let zero_grad = || {
+        two_frames(
+            ("zero_grad", "/py/torch/optim/optimizer.py", 950),
+            ("<module>", "/w/train.py", 88),
+        )
+    };
+    let sgd = || {
+        two_frames(
+            ("_single_tensor_sgd", "/py/torch/optim/sgd.py", 300),
+            ("<module>", "/w/train.py", 92),
+        )
+    };
+    let mut trace = vec![event("segment_alloc", at(0), 256 * MIB, forward_frames())];
+    for step in 0..5 {
+        trace.push(event("alloc", at(64), 64 * MIB, forward_frames()));
+        trace.push(event("alloc", at(48), 16 * MIB, gradient()));
+        free_block(&mut trace, at(64), 64 * MIB, backward_frames());
+        if step == 0 {
+            trace.push(event("alloc", at(32), 16 * MIB, sgd()));
+        }
+        free_block(&mut trace, at(48), 16 * MIB, zero_grad());
+    }
+    let blocks = vec![
+        block(at(0), 16 * MIB, "active_allocated", None),
+        block(at(16), 16 * MIB, "active_allocated", None),
+        block(at(32), 16 * MIB, "active_allocated", Some(sgd())),
+        block(at(48), 208 * MIB, "inactive", None),
+    ];
+    let findings = analyze(&load(&top(
+        vec![segment(0, at(0), 256 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    let evidence = peak[0].evidence.join("\n");
+    assert!(
+        evidence.contains("5 iterations (from the backward passes)")
+            && evidence.contains("1 allocating optimizer step")
+            && peak[0].summary.contains("32.0 MiB parameter")
+            && peak[0].summary.contains("16.0 MiB optimizer state"),
+        "{}\n{evidence}",
+        peak[0].summary
+    );
+}
+
 /// Batch 20's held-out audit, file 7: cuDNN's benchmark tried algorithms with a 2.94 GiB
 /// workspace (`Workspace::Workspace` below `try_algorithms`) and the outlier finding said it
 /// matched no shape of the model and to check the input. A workspace is sized by the algorithm

@@ -303,41 +303,7 @@ impl Workload {
             ));
         }
         let steps = runs(crate::category::Phase::Optimizer).count();
-        // Steps after the first may allocate nothing (state made once, updates in place): the
-        // annotations count them all (a held-out file: "1 optimizer step" where 3 ran).
-        // Only those inside the trace's time span: a ring buffer holds the last events of a
-        // run whose annotations are all kept.
-        let times = &cx.device.trace.time_us;
-        let span = times.iter().filter(|&&t| t != crate::model::NO_TIME).fold(
-            None,
-            |span: Option<(i64, i64)>, &t| {
-                Some(span.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
-            },
-        );
-        let annotated = span.map_or(0, |(first, last)| {
-            cx.snapshot
-                .annotations
-                .iter()
-                .filter(|a| {
-                    a.name.starts_with("Optimizer.step")
-                        && a.stage == crate::model::AnnotationStage::Start
-                        && (a.device < 0 || a.device == i64::from(cx.device.ordinal))
-                        && (first..=last).contains(&a.time_us)
-                })
-                .count()
-        });
-        if annotated > steps {
-            shown.push(format!(
-                "{annotated} optimizer step{} (Optimizer.step annotations in the trace's time), \
-                 {steps} of them allocating (frames of torch/optim or of an optimizer's step)",
-                if annotated == 1 { "" } else { "s" }
-            ));
-        } else if steps > 0 {
-            shown.push(format!(
-                "{steps} optimizer step{} (frames of torch/optim or of an optimizer's step)",
-                if steps == 1 { "" } else { "s" }
-            ));
-        }
+        shown.extend(optimizer_steps_words(cx, steps));
         if let Some(a) = cx
             .snapshot
             .annotations
@@ -797,6 +763,63 @@ fn link_imbalance_to_oom(findings: &mut [Finding]) {
     let cause =
         format!(" A likely cause: the devices do not allocate alike (\"{imbalance_title}\").");
     findings[o].summary.push_str(&cause);
+}
+
+/// How many optimizer steps the workload line says there were, and how they were counted:
+/// `steps` optimizer steps allocated (frames of `torch/optim`), the annotations may count more.
+fn optimizer_steps_words(cx: &DeviceContext, steps: usize) -> Option<String> {
+    // Steps after the first may allocate nothing (state made once, updates in place): the
+    // annotations count them all (a held-out file: "1 optimizer step" where 3 ran).
+    // Only those inside the trace's time span: a ring buffer holds the last events of a
+    // run whose annotations are all kept.
+    let times = &cx.device.trace.time_us;
+    let span = times
+        .iter()
+        .filter(|&&t| t != crate::model::NO_TIME)
+        .fold(None, |span: Option<(i64, i64)>, &t| {
+            Some(span.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+        });
+    let annotated = span.map_or(0, |(first, last)| {
+        cx.snapshot
+            .annotations
+            .iter()
+            .filter(|a| {
+                a.name.starts_with("Optimizer.step")
+                    && a.stage == crate::model::AnnotationStage::Start
+                    && (a.device < 0 || a.device == i64::from(cx.device.ordinal))
+                    && (first..=last).contains(&a.time_us)
+            })
+            .count()
+    });
+    if annotated > steps {
+        Some(format!(
+            "{annotated} optimizer step{} (Optimizer.step annotations in the trace's time), \
+             {steps} of them allocating (frames of torch/optim or of an optimizer's step)",
+            if annotated == 1 { "" } else { "s" }
+        ))
+    } else if steps > 0
+        && cx
+            .steps
+            .as_ref()
+            .is_some_and(|s| s.source == steps::StepSource::BackwardPasses && s.count() > steps)
+    {
+        // Each backward pass made its gradients anew, so each is a step's: the optimizer
+        // steps after the first allocated nothing (batch 22's held-out audit: "1 optimizer
+        // step" where SGD ran 100, its momentum made in the first).
+        Some(format!(
+            "{steps} allocating optimizer step{} (frames of torch/optim or of an optimizer's \
+             step), though each backward pass made its gradients anew: the other steps \
+             allocate nothing, the optimizer's state made before them and updated in place",
+            if steps == 1 { "" } else { "s" }
+        ))
+    } else if steps > 0 {
+        Some(format!(
+            "{steps} optimizer step{} (frames of torch/optim or of an optimizer's step)",
+            if steps == 1 { "" } else { "s" }
+        ))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! per-parameter optimizer loop. A trace with none of the above has no iterations, and the
 //! detectors that need them say so or use evidence that needs none.
 
-use crate::category::{Categories, Phase};
+use crate::category::{Categories, Category, Phase};
 use crate::model::{Action, AnnotationStage, Device, NO_TIME, Snapshot};
 use crate::replay::DeviceReplay;
 
@@ -198,10 +198,11 @@ pub fn find(
         }
         return Some(steps);
     }
-    if let Some(steps) = ending(
-        categories.optimizer_steps().map(|run| run.end).collect(),
-        StepSource::OptimizerSteps,
-    ) {
+    let optimizer_ends: Vec<u32> = categories.optimizer_steps().map(|run| run.end).collect();
+    if let Some(ends) = passes_making_gradients(replay, categories, optimizer_ends.len()) {
+        return ending(ends, StepSource::BackwardPasses);
+    }
+    if let Some(steps) = ending(optimizer_ends, StepSource::OptimizerSteps) {
         return Some(steps);
     }
     // The curve's shape is an iteration's only where backward makes it fall: in a forward pass
@@ -215,6 +216,42 @@ pub fn find(
     }
     let ends = regular_backward_pass_ends(categories)?;
     ending(ends, StepSource::BackwardPasses)
+}
+
+/// The ends of the backward passes, where they outnumber the optimizer steps that allocate
+/// (`optimizer_steps`) and each makes its gradients anew (every one but a last, cut-short one
+/// allocates gradient blocks): the gradients were freed between them, so each pass is an
+/// iteration of its own, and the optimizer steps after the first allocate nothing (SGD's
+/// momentum made once; batch 22's held-out audit: 100 steps read as "1 iteration", 120 local
+/// steps of federated clients as 24). Passes that accumulate into kept gradients make them in
+/// the first pass of a step only, and are no iterations of their own.
+fn passes_making_gradients(
+    replay: &DeviceReplay,
+    categories: &Categories,
+    optimizer_steps: usize,
+) -> Option<Vec<u32>> {
+    let backward: Vec<&crate::category::PhaseRun> = categories
+        .runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .collect();
+    if backward.len() < MIN_CURVE_LOWS || backward.len() <= optimizer_steps {
+        return None;
+    }
+    let mut makes = vec![false; backward.len()];
+    for (l, &c) in replay.lifetimes.iter().zip(&categories.of_lifetime) {
+        let Some(alloc) = l.alloc_event.filter(|_| c == Category::Gradient) else {
+            continue;
+        };
+        let k = backward.partition_point(|r| r.start <= alloc);
+        if k > 0 && alloc < backward[k - 1].end {
+            makes[k - 1] = true;
+        }
+    }
+    makes[..makes.len() - 1]
+        .iter()
+        .all(|&m| m)
+        .then(|| backward.iter().map(|r| r.end).collect())
 }
 
 /// The ends of the backward passes, where three or more come at regular intervals: each ends an
