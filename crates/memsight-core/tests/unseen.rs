@@ -6504,6 +6504,95 @@ fn backward_passes_making_gradients_anew_are_iterations() {
     );
 }
 
+/// Batch 22's held-out audit, file 12: a GAN's image pool stored each step's `fake` with its
+/// graph, and at the out-of-memory error those blocks held 23.1 of 23.5 GiB; the error was
+/// called fragmentation (68 MiB cached in pieces covered the 8 MiB request), and three findings
+/// advised expandable segments. Eight steps, each keeping three 16 MiB blocks of three forward
+/// lines (384 MiB, all that is allocated at the end), then the allocator releases an empty
+/// 2 MiB segment and an 8 MiB request fails: the leak fills the device, its release is part of
+/// the error, no setting is advised, and the leak says what keeps a forward pass's tensors.
+#[test]
+fn an_oom_a_leak_fills_is_the_leak_s() {
+    let (activations, optimizer) = (forward_frames(), optimizer_frames());
+    let layer = |line: i128| match line {
+        0 => two_frames(
+            ("forward", "/w/nets.py", 40),
+            ("train_step", "/w/train.py", 131),
+        ),
+        1 => two_frames(
+            ("forward", "/w/nets.py", 41),
+            ("train_step", "/w/train.py", 131),
+        ),
+        _ => two_frames(
+            ("forward", "/w/nets.py", 42),
+            ("train_step", "/w/train.py", 131),
+        ),
+    };
+    let small = BASE + (1 << 32);
+    let mut trace = vec![
+        event("segment_alloc", BASE, 1024 * MIB, activations.clone()),
+        event("segment_alloc", small, 2 * MIB, activations.clone()),
+        event("alloc", small, MIB, activations.clone()),
+    ];
+    free_block(&mut trace, small, MIB, activations.clone());
+    let mut kept = Vec::new();
+    for step in 0..8 {
+        trace.push(event("alloc", BASE, 64 * MIB, activations.clone()));
+        for k in 0..3 {
+            let addr = BASE + 512 * MIB + (step * 3 + k) * 16 * MIB;
+            trace.push(event("alloc", addr, 16 * MIB, layer(k)));
+            kept.push(block(addr, 16 * MIB, "active_allocated", Some(layer(k))));
+        }
+        free_block(&mut trace, BASE, 64 * MIB, backward_frames());
+        trace.push(event("alloc", BASE + 64 * MIB, 8 * MIB, optimizer.clone()));
+        free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, optimizer.clone());
+    }
+    trace.push(event("segment_free", small, 2 * MIB, backward_frames()));
+    trace.push(Py::Dict(vec![
+        ("action", Py::Str("oom")),
+        ("size", Py::Int(8 * MIB)),
+        ("device_free", Py::Int(4 * MIB)),
+        ("stream", Py::Int(0)),
+        ("frames", backward_frames()),
+    ]));
+    let mut blocks = vec![block(BASE, 512 * MIB, "inactive", None)];
+    blocks.extend(kept);
+    blocks.push(block(BASE + 896 * MIB, 128 * MIB, "inactive", None));
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 1024 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let oom = of_kind(&findings, FindingKind::Oom);
+    assert_eq!(oom.len(), 1, "{findings:#?}");
+    assert!(
+        oom[0].summary.contains(
+            "a full device, filled by a leak: blocks the leak keeps hold 384 MiB of the 384 MiB \
+             allocated"
+        ) && oom[0].suggestion.starts_with("Fix the leak"),
+        "{:#?}",
+        oom[0]
+    );
+    let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+    assert!(
+        stalls
+            .iter()
+            .all(|s| s.severity == memsight_core::detect::Severity::Info),
+        "{stalls:#?}"
+    );
+    assert!(
+        of_kind(&findings, FindingKind::Settings).is_empty(),
+        "{findings:#?}"
+    );
+    let leak = of_kind(&findings, FindingKind::Leak);
+    assert!(
+        leak[0]
+            .suggestion
+            .contains("held by a tensor that still carries its autograd graph"),
+        "{:#?}",
+        leak[0]
+    );
+}
+
 /// Batch 20's held-out audit, file 7: cuDNN's benchmark tried algorithms with a 2.94 GiB
 /// workspace (`Workspace::Workspace` below `try_algorithms`) and the outlier finding said it
 /// matched no shape of the model and to check the input. A workspace is sized by the algorithm

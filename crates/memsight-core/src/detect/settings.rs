@@ -259,7 +259,8 @@ fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
         f.kind == FindingKind::Oom
             && f.device == device
             && (f.summary.contains(super::oom::STATE_TO_COME_CAUSE)
-                || f.summary.contains(super::oom::PASS_TO_COME_CAUSE))
+                || f.summary.contains(super::oom::PASS_TO_COME_CAUSE)
+                || f.summary.contains(super::oom::LEAK_CAUSE))
     })
 }
 
@@ -278,6 +279,26 @@ fn capacity_words(capacity: Option<&whatif::Capacity>) -> String {
     )
 }
 
+/// The findings a setting may answer: fragmentation warnings and OOMs from fragmentation, and
+/// allocator stalls. A fragmentation note (a small gap) is no reason to change settings; a
+/// warning is. Explicit `empty_cache()` calls are findings of their own kind, fixed in the
+/// program, not by a setting; a release that was part of an out-of-memory error no setting
+/// removes (an info note: in vain, or a leak's) is no stall to advise on.
+fn basis(findings: &[Finding]) -> (Vec<&Finding>, Vec<&Finding>) {
+    let of_kind = |kind: FindingKind| findings.iter().filter(move |f| f.kind == kind);
+    let fragmentation = of_kind(FindingKind::Fragmentation)
+        .filter(|f| f.severity >= Severity::Warning)
+        .chain(
+            of_kind(FindingKind::Oom)
+                .filter(|f| f.summary.contains(super::oom::FRAGMENTATION_CAUSE)),
+        )
+        .collect();
+    let stalls = of_kind(FindingKind::AllocatorStall)
+        .filter(|f| f.severity >= Severity::Warning)
+        .collect();
+    (fragmentation, stalls)
+}
+
 /// Setting advice backed by `findings` (the other detectors' results for this file) and by the
 /// what-if replay: a setting is advised only where the replay, which reproduces the recording
 /// under its own settings, predicts that it helps (fewer OOMs, fewer stalls, or a lower peak
@@ -285,18 +306,7 @@ fn capacity_words(capacity: Option<&whatif::Capacity>) -> String {
 pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
     let snapshot = &loaded.snapshot;
     let have = configured(snapshot);
-    let of_kind = |kind: FindingKind| findings.iter().filter(move |f| f.kind == kind);
-    // A fragmentation note (a small gap) is no reason to change settings; a warning is.
-    let fragmentation: Vec<&Finding> = of_kind(FindingKind::Fragmentation)
-        .filter(|f| f.severity >= Severity::Warning)
-        .chain(
-            of_kind(FindingKind::Oom)
-                .filter(|f| f.summary.contains(super::oom::FRAGMENTATION_CAUSE)),
-        )
-        .collect();
-    // Explicit empty_cache() calls are findings of their own kind: fixed in the program, not by
-    // a setting.
-    let stalls: Vec<&Finding> = of_kind(FindingKind::AllocatorStall).collect();
+    let (fragmentation, stalls) = basis(findings);
     let Some(first) = fragmentation
         .iter()
         .chain(&stalls)

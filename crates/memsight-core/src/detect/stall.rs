@@ -390,13 +390,14 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         };
         f.summary = format!(
             "{} time{} a request could not be served from the cache, so the allocator released cached segments and \
-             retried. The worst: events {}–{} released {} segments ({}; reserved fell from {} to {}, allocated \
+             retried. The worst: events {}–{} released {} segment{} ({}; reserved fell from {} to {}, allocated \
              stayed at {}), then {what_retried} at event {retry}{}.",
             stalls.len(),
             if stalls.len() == 1 { "" } else { "s" },
             worst.first,
             worst.last,
             worst.last + 1 - worst.first,
+            if worst.last == worst.first { "" } else { "s" },
             format_bytes(worst.freed_bytes as i64),
             format_bytes(before.reserved_bytes),
             format_bytes(after.reserved_bytes),
