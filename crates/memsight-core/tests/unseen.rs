@@ -6201,6 +6201,40 @@ fn forward_passes_kept_for_one_backward_pass_are_named() {
     );
 }
 
+/// Batch 22's held-out audit, file 4: a T5 beam search's caches (3.38 GiB, made inside
+/// transformers' `generate`, which runs under `no_grad`) were told "autograd is recording", with
+/// `inference_mode` advice. Twenty blocks of one line kept inside `_beam_search`: no autograd
+/// sign; the advice names the generation loop and what lowers its cache.
+#[test]
+fn blocks_a_generation_loop_keeps_are_not_autograd_recording() {
+    let layer = |line: i128| {
+        stack_of(&[
+            ("forward", "/py/transformers/models/t5/modeling_t5.py", line),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1762),
+            ("_beam_search", "/py/transformers/generation/utils.py", 2430),
+            ("generate", "/py/transformers/generation/utils.py", 2251),
+            ("<module>", "/src/summarize.py", 90),
+        ])
+    };
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, layer(549))];
+    let mut kept = Vec::new();
+    let scratch = BASE + 48 * MIB;
+    for k in 0..20 {
+        let stack = layer(549 + k % 3);
+        trace.push(event("alloc", BASE + k * MIB, MIB, stack.clone()));
+        kept.push(block(BASE + k * MIB, MIB, "active_allocated", Some(stack)));
+        trace.push(event("alloc", scratch, 2 * MIB, layer(600)));
+        free_block(&mut trace, scratch, 2 * MIB, layer(600));
+    }
+    kept.push(block(BASE + 20 * MIB, 44 * MIB, "inactive", None));
+    let advice = the_peak(segment(0, BASE, 64 * MIB, "large", kept), trace).suggestion;
+    assert!(
+        !advice.contains("autograd is recording")
+            && advice.contains("20.0 MiB were made inside _beam_search(), a generation loop"),
+        "{advice}"
+    );
+}
+
 /// Batch 20's held-out audit, file 8: detection inference under `no_grad` held a feature
 /// pyramid's twelve levels and outputs from its model's line at the peak, and was told
 /// "autograd is recording (every layer's tensors are still alive)". A network autograd records

@@ -760,6 +760,75 @@ fn moving_average_copies(cx: &DeviceContext, held: &[Held], total: u64) -> Optio
     })
 }
 
+/// What lowers activations kept in a trace with no backward pass and no sign of autograd: the
+/// program's own tensors; where a generation loop made them, its cache's levers.
+fn kept_in_inference_advice(facts: &PeakFacts, autocast: bool) -> String {
+    format!(
+        "Most of the peak is tensors made in this trace and kept to its end (or many of them \
+         held at once by one line), and the trace has no backward pass or optimizer step: the \
+         program's outputs, caches or inputs, and nothing shows autograd keeping them. The \
+         call sites above hold them; a smaller batch or shorter inputs{} lower it.{}",
+        if autocast {
+            ""
+        } else {
+            ", or bf16 tensors if they are fp32 (a snapshot does not record dtypes),"
+        },
+        facts
+            .generation
+            .as_ref()
+            .map_or_else(String::new, |(bytes, function)| format!(
+                " Of them, {} were made inside {function}, a generation loop that runs \
+                 under no_grad: the keys and values it keeps for every layer and step (one \
+                 copy per beam) grow with sequences × beams × length. Fewer beams or \
+                 sequences at once, shorter outputs, or a static or quantized KV cache \
+                 lower them.",
+                format_bytes(*bytes as i64)
+            )),
+    )
+}
+
+/// Functions of a library's generation loop (`transformers/generation/utils.py`: `generate` and
+/// the searches it runs), which runs under `no_grad`.
+const GENERATION_LOOP: [&str; 7] = [
+    "generate",
+    "_beam_search",
+    "beam_search",
+    "_sample",
+    "sample",
+    "_greedy_search",
+    "greedy_search",
+];
+
+/// Activations at the peak made below a generation loop's function in a file of a `generation`
+/// folder, where they are half of the activations or more: their bytes and that function. That
+/// loop runs under `no_grad`, so what it keeps is its cache, not autograd's (batch 22's held-out
+/// audit: a T5 beam search's 3.38 GiB of cross-attention and self-attention caches were told
+/// "autograd is recording", with `inference_mode` advice).
+fn made_in_a_generation_loop(cx: &DeviceContext, held: &[Held]) -> Option<(u64, String)> {
+    let snapshot = cx.snapshot;
+    let mut function_of: FxHashMap<StackId, Option<crate::model::StrId>> = FxHashMap::default();
+    let (mut bytes, mut activations, mut function) = (0, 0, None);
+    for h in held.iter().filter(|h| h.0 == Category::Activation) {
+        activations += h.1;
+        let found = *function_of.entry(h.2).or_insert_with(|| {
+            snapshot
+                .stack_frames(h.2)
+                .find(|f| {
+                    let file = snapshot.str(f.filename);
+                    (file.contains("/generation/") || file.contains("\\generation\\"))
+                        && GENERATION_LOOP.contains(&snapshot.str(f.name))
+                })
+                .map(|f| f.name)
+        });
+        if let Some(name) = found {
+            bytes += h.1;
+            function.get_or_insert(name);
+        }
+    }
+    let function = function?;
+    (bytes * 2 >= activations).then(|| (bytes, format!("{}()", snapshot.str(function))))
+}
+
 /// Long-lived blocks at the peak made below a Python function whose name says it dequantizes
 /// (`_dequant`, `dequantize_weight`): a quantized model's weights kept a second time in 16 bits
 /// (batch 21's held-out int8 server: 23.6 GiB of fp16 copies beside 11.8 GiB of int8 weights).
@@ -845,6 +914,9 @@ struct PeakFacts<'a> {
     /// Long-lived blocks at the peak made below a function named for dequantization: their
     /// bytes and that function.
     dequantized: Option<(u64, String)>,
+    /// Activations at the peak made inside a library's generation loop (`generate`, which runs
+    /// under `no_grad`), where they are half of the activations or more: bytes and function.
+    generation: Option<(u64, String)>,
     /// What the trace shows of training.
     shown: Shown,
     /// Where the weight copies alive at the peak are freed.
@@ -1186,10 +1258,12 @@ struct HandAttention {
 impl<'a> PeakFacts<'a> {
     fn of(cx: &DeviceContext, held: &[Held], largest_temporary: &'a str) -> Self {
         let (optimizer_temporary_bytes, foreach) = optimizer_temporaries(cx, held);
+        let generation = made_in_a_generation_loop(cx, held);
         Self {
+            generation: generation.clone(),
             largest_temporary,
             largest_temporary_recomputed: false,
-            autograd: if keeps_layers(cx, held) {
+            autograd: if generation.is_none() && keeps_layers(cx, held) {
                 AutogradSign::KeepsLayers
             } else if let Some(bytes) = kept_inside_modules(cx, held) {
                 let total: u64 = held.iter().map(|h| h.1).sum();
@@ -3066,17 +3140,7 @@ fn advice(
         // Nothing shows autograd keeping them (no line holds many layers' blocks): no_grad
         // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
         // copy).
-        Category::Activation if inference => format!(
-            "Most of the peak is tensors made in this trace and kept to its end (or many of them \
-             held at once by one line), and the trace has no backward pass or optimizer step: the \
-             program's outputs, caches or inputs, and nothing shows autograd keeping them. The \
-             call sites above hold them; a smaller batch or shorter inputs{} lower it.",
-            if autocast {
-                ""
-            } else {
-                ", or bf16 tensors if they are fp32 (a snapshot does not record dtypes),"
-            }
-        ),
+        Category::Activation if inference => kept_in_inference_advice(facts, autocast),
         Category::Activation => format!(
             "Most of the peak is activations (kept by the forward pass for backward). Activation \
              checkpointing or a smaller micro-batch or shorter inputs lowers it{}.",
