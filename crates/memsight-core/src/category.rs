@@ -9,8 +9,9 @@
 //!    **communication**: made below `DistributedDataParallel`'s `_ddp_init_helper` (its reducer's
 //!    gradient buckets) or `_pre_forward` (their rebuild in gradient-ready order), not below a
 //!    call of the model: kept by design, whatever its lifetime. Then **KV cache**: made below a
-//!    Python function whose name says KV cache (`allocate_kv`, `_allocate_kv_cache`,
-//!    `past_key_values`, `cache_k`; not an attention kernel's, such as `flash_attn_with_kvcache`),
+//!    Python function whose name (or its file's: `kv_cache.py`) says KV cache (`allocate_kv`,
+//!    `_allocate_kv_cache`, `past_key_values`, `cache_k`; not an attention kernel's, such as
+//!    `flash_attn_with_kvcache`),
 //!    not below a call of the model (a function that runs the model does not make its
 //!    activations a cache).
 //! 2. **parameter**: made by a module's `.to()` / `.cuda()` / `.npu()` (`Module._apply`) /
