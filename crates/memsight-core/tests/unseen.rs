@@ -6627,6 +6627,43 @@ fn an_oom_a_leak_fills_is_the_leak_s() {
     );
 }
 
+/// Batch 22's re-audit: iterations ended by backward passes (no optimizer frame: an LSTM updated
+/// its weights by hand) and a peak in the update after the last one, said to be "after the
+/// trace's last optimizer step … in the next iteration", where the file has no optimizer step.
+/// Four passes, each making its 8 MiB gradient anew (`zero_grad` frees it), then a 128 MiB block
+/// of the update: after the last backward pass, its update or the next iteration.
+#[test]
+fn a_peak_after_the_last_backward_pass_is_not_after_an_optimizer_step() {
+    let update = || frames("train", "/w/main.py", 188);
+    let gradient = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let zero_grad = || frames("zero_grad", "/py/torch/nn/modules/module.py", 2600);
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, forward_frames())];
+    for _ in 0..4 {
+        trace.push(event("alloc", BASE, 64 * MIB, forward_frames()));
+        trace.push(event("alloc", BASE + 64 * MIB, 8 * MIB, gradient()));
+        free_block(&mut trace, BASE, 64 * MIB, backward_frames());
+        free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, zero_grad());
+    }
+    trace.push(event("alloc", BASE + 128 * MIB, 128 * MIB, update()));
+    let blocks = vec![
+        block(BASE, 128 * MIB, "inactive", None),
+        block(
+            BASE + 128 * MIB,
+            128 * MIB,
+            "active_allocated",
+            Some(update()),
+        ),
+    ];
+    let peak = the_peak(segment(0, BASE, 256 * MIB, "large", blocks), trace);
+    assert!(
+        peak.summary
+            .contains("after the trace's last backward pass (it ends at event")
+            && !peak.summary.contains("optimizer step (it ends"),
+        "{}",
+        peak.summary
+    );
+}
+
 /// Batch 20's held-out audit, file 7: cuDNN's benchmark tried algorithms with a 2.94 GiB
 /// workspace (`Workspace::Workspace` below `try_algorithms`) and the outlier finding said it
 /// matched no shape of the model and to check the input. A workspace is sized by the algorithm

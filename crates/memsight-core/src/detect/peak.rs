@@ -13,6 +13,7 @@ use crate::frames::headline_frame;
 use crate::model::{Action, BlockState, NO_STACK, StackId};
 use crate::units::format_bytes;
 
+use super::steps::StepSource;
 use super::{DeviceContext, Finding, FindingKind, Severity, Workload, breakdown};
 
 /// Call sites and blocks named in the summary.
@@ -626,6 +627,20 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                     // After the last optimizer step: the next iteration, cut off by the dump
                     // (a held-out file's out-of-memory peak, in the second step's forward, was
                     // "iteration 1 of the trace's 1 iteration").
+                    // Iterations ended by backward passes: what follows the last one is its
+                    // update (a hand-written one allocates outside any optimizer frame) or the
+                    // next iteration (batch 22's re-audit: an LSTM's manual update after its
+                    // 30th backward pass was "after the trace's last optimizer step", where the
+                    // file has none).
+                    Some(last_end)
+                        if e >= last_end && steps.source == StepSource::BackwardPasses =>
+                    {
+                        format!(
+                            "{words}, after the trace's last backward pass (it ends at event \
+                             {last_end}): that iteration's update, or the next iteration, which \
+                             the trace holds only in part"
+                        )
+                    }
                     Some(last_end) if e >= last_end => format!(
                         "{words}, after the trace's last optimizer step (it ends at event \
                          {last_end}): in the next iteration, which the trace holds only in part"
