@@ -775,7 +775,7 @@ fn link_leaks_to_oom(
             .map(|l| l.requested_size_bytes)
             .sum();
         let allocated = replay.totals_after(event).allocated_bytes.max(0) as u64;
-        if leaked == 0 || leaked * 2 < allocated {
+        if leaked == 0 || leaked.saturating_mul(2) < allocated {
             continue;
         }
         let Some(cut) = oom.summary.find(" allocated: ") else {

@@ -296,7 +296,7 @@ fn pass_words(
     free: u64,
 ) -> Option<String> {
     // The blocks still to come, each taken at this one's size (one per layer).
-    let to_come = (p.per_pass - p.already) as u64 * requested;
+    let to_come = ((p.per_pass - p.already) as u64).saturating_mul(requested);
     if to_come <= free {
         return None;
     }
@@ -316,14 +316,15 @@ fn pass_words(
         format_bytes(to_come as i64),
         format_bytes(free as i64),
     );
-    if requested >= SPIKE_RATIO * p.largest_before_bytes {
+    if requested >= SPIKE_RATIO.saturating_mul(p.largest_before_bytes) {
         let _ = std::fmt::Write::write_fmt(
             &mut words,
             format_args!(
                 ". This line's largest request before this pass was {} ({}× smaller): this input \
                  is far larger than the ones before it (a longer sequence or a larger batch){}",
                 format_bytes(p.largest_before_bytes as i64),
-                (requested + p.largest_before_bytes / 2) / p.largest_before_bytes.max(1),
+                requested.saturating_add(p.largest_before_bytes / 2)
+                    / p.largest_before_bytes.max(1),
                 if softmax {
                     ", and a softmax's output (attention scores) grows with the square of the \
                      sequence's length"
