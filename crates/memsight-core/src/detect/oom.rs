@@ -65,6 +65,8 @@ struct PassToCome {
     largest_before_bytes: u64,
 }
 
+/// The failing line's blocks of the pass that failed (see [`PassToCome`]), where it made more in
+/// the pass before than it holds now; `None` without a stack or a backward pass before it.
 fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
     use crate::category::Phase;
     let trace = &cx.device.trace;

@@ -252,8 +252,8 @@ fn leave_out_the_ooms(base: &mut Outcome, tried: &mut Vec<Tried>) {
     tried.retain(|t| helps(&t.outcome, base));
 }
 
-/// Whether an OOM of `device` is the program's own need beyond the device (an optimizer step's
-/// state, or a pass's blocks, still to come exceed all free memory).
+/// Whether an OOM of `device` is the program's own need beyond the device: an optimizer step's
+/// state or a pass's blocks still to come exceed all free memory, or a leak's blocks fill it.
 fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
     findings.iter().any(|f| {
         f.kind == FindingKind::Oom
