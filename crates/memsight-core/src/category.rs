@@ -1450,6 +1450,42 @@ fn more_than_a_gradient_beside_each_weight(
     None
 }
 
+/// The sizes of the blocks of `category`, those made in the trace only where `made_in_trace`.
+fn sizes_of(
+    replay: &DeviceReplay,
+    of_lifetime: &[Category],
+    category: Category,
+    made_in_trace: bool,
+) -> FxHashSet<u64> {
+    replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime)
+        .filter(|&(l, &c)| c == category && (!made_in_trace || l.alloc_event.is_some()))
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect()
+}
+
+/// Per size, the gradient blocks the first backward pass makes (one per weight: their count is
+/// the weights'); `None` where the trace has no backward pass.
+fn first_backward_gradients(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &[Category],
+) -> Option<FxHashMap<u64, usize>> {
+    let backward = runs.iter().find(|r| r.phase == Phase::Backward)?;
+    let mut gradients: FxHashMap<u64, usize> = FxHashMap::default();
+    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime) {
+        if c == Category::Gradient
+            && l.alloc_event
+                .is_some_and(|a| (backward.start..=backward.end).contains(&a))
+        {
+            *gradients.entry(l.requested_size_bytes).or_default() += 1;
+        }
+    }
+    Some(gradients)
+}
+
 /// A weight's size and its Adam moments: three blocks of each size for each weight.
 const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 
@@ -1469,17 +1505,8 @@ fn adam_moments_before_the_trace(
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) {
-    let sizes_of = |category: Category, made_in_trace: bool| -> FxHashSet<u64> {
-        replay
-            .lifetimes
-            .iter()
-            .zip(of_lifetime.iter())
-            .filter(|&(l, &c)| c == category && (!made_in_trace || l.alloc_event.is_some()))
-            .map(|(l, _)| l.requested_size_bytes)
-            .collect()
-    };
-    let gradient_sizes = sizes_of(Category::Gradient, false);
-    let state_made_in_trace = sizes_of(Category::OptimizerState, true);
+    let gradient_sizes = sizes_of(replay, of_lifetime, Category::Gradient, false);
+    let state_made_in_trace = sizes_of(replay, of_lifetime, Category::OptimizerState, true);
     let found = state_among_untraced_weights(replay, of_lifetime, |size, held| {
         (held.is_multiple_of(ADAM_BLOCKS_PER_WEIGHT)
             && gradient_sizes.contains(&size)
@@ -1507,18 +1534,9 @@ fn fp32_state_of_half_precision_weights(
     state_made_in_trace: &FxHashSet<u64>,
     of_lifetime: &mut [Category],
 ) {
-    let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
+    let Some(weights_of_size) = first_backward_gradients(replay, runs, of_lifetime) else {
         return;
     };
-    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
-    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
-        if c == Category::Gradient
-            && l.alloc_event
-                .is_some_and(|a| (backward.start..backward.end).contains(&a))
-        {
-            *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
-        }
-    }
     let weights = |size: u64| weights_of_size.get(&size).copied().unwrap_or(0);
     state_among_untraced_weights(replay, of_lifetime, |size, held| {
         if state_made_in_trace.contains(&size) {
@@ -1627,29 +1645,14 @@ fn momentum_before_the_trace(
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) {
-    let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
+    let Some(gradients) = first_backward_gradients(replay, runs, of_lifetime) else {
         return;
     };
-    let mut gradients: FxHashMap<u64, usize> = FxHashMap::default();
-    for (l, &c) in replay.lifetimes.iter().zip(of_lifetime.iter()) {
-        if c == Category::Gradient
-            && l.alloc_event
-                .is_some_and(|a| (backward.start..=backward.end).contains(&a))
-        {
-            *gradients.entry(l.requested_size_bytes).or_default() += 1;
-        }
-    }
     // Not for a size whose state a step in the trace makes: SGD makes a weight's momentum in its
     // first step, so it did not exist before (batch 22's held-out audit: a momentum key
     // encoder's copy of the weights, 175 MiB, taken for the momentum the trace's first step
     // made, "349 MiB optimizer state").
-    let state_made_in_trace: FxHashSet<u64> = replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(l, &c)| c == Category::OptimizerState && l.alloc_event.is_some())
-        .map(|(l, _)| l.requested_size_bytes)
-        .collect();
+    let state_made_in_trace = sizes_of(replay, of_lifetime, Category::OptimizerState, true);
     // One state per gradient, where the size is held twice per gradient (a weight and its
     // state) or three times (with a buffer of the weight's size: batch norm's running mean and
     // variance beside its weight and bias).
