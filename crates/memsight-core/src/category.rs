@@ -366,6 +366,9 @@ pub struct Categories {
     pub runs: Vec<PhaseRun>,
     /// Some allocation was made by an autocast cast: the run uses mixed precision.
     pub autocast: bool,
+    /// Blocks from before the trace were found to be Adam's fp32 state of 16-bit weights (twice
+    /// each gradient's size): the weights are bf16 / fp16.
+    pub half_precision_weights: bool,
     /// Blocks from before the trace found to be gradients kept from an earlier step (paired
     /// with the weights, added into by backward), not weights.
     pub kept_gradient_blocks: usize,
@@ -693,6 +696,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         runs: phase_runs(snapshot, device, engine_thread, &mut marks),
         backward_by_thread: engine_thread && !frames_show_backward(device, &mut marks),
         autocast: false,
+        half_precision_weights: false,
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
         optimizer_frames: has_optimizer_frames(device, &mut marks),
@@ -911,7 +915,8 @@ fn state_from_before_the_trace(
         }
     }
     if adam {
-        adam_moments_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
+        categories.half_precision_weights =
+            adam_moments_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
         adam_state_is_made_by_init_group(replay, marks, &mut categories.of_lifetime);
     } else if zero_grad_frees {
         momentum_before_the_trace(replay, &categories.runs, &mut categories.of_lifetime);
@@ -1499,12 +1504,13 @@ const ADAM_BLOCKS_PER_WEIGHT: usize = 3;
 /// whose state a step in the trace makes: Adam makes a weight's moments in its first step, so
 /// they did not exist before (a held-out first training step of a 36-layer model, whose weight
 /// sizes all come in multiples of three: 2.34 GiB of its weights were "optimizer state" at a
-/// backward-pass peak before the step).
+/// backward-pass peak before the step). Where none fits so, the fp32 state of 16-bit weights is
+/// looked for: true where found (the weights are then bf16 / fp16).
 fn adam_moments_before_the_trace(
     replay: &DeviceReplay,
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
-) {
+) -> bool {
     let gradient_sizes = sizes_of(replay, of_lifetime, Category::Gradient, false);
     let state_made_in_trace = sizes_of(replay, of_lifetime, Category::OptimizerState, true);
     let found = state_among_untraced_weights(replay, of_lifetime, |size, held| {
@@ -1513,9 +1519,8 @@ fn adam_moments_before_the_trace(
             && !state_made_in_trace.contains(&size))
         .then(|| held / ADAM_BLOCKS_PER_WEIGHT * (ADAM_BLOCKS_PER_WEIGHT - 1))
     });
-    if found == 0 {
-        fp32_state_of_half_precision_weights(replay, runs, &state_made_in_trace, of_lifetime);
-    }
+    found == 0
+        && fp32_state_of_half_precision_weights(replay, runs, &state_made_in_trace, of_lifetime)
 }
 
 /// Adam's fp32 state of bf16 / fp16 weights among the blocks from before the trace taken for
@@ -1527,15 +1532,16 @@ fn adam_moments_before_the_trace(
 /// 90 % of those blocks' bytes counts so, the blocks beyond that size's own weights are
 /// optimizer state (the upper addresses; the bytes are right). Batch 21's held-out audit: a
 /// bf16 decoder and a bf16 conformer, `AdamW` loaded before recording, their 9.9 and 3.9 GiB of
-/// moments "parameter". Not for a size whose state a step in the trace makes.
+/// moments "parameter". Not for a size whose state a step in the trace makes. True where some
+/// block became state so (the weights are 16-bit).
 fn fp32_state_of_half_precision_weights(
     replay: &DeviceReplay,
     runs: &[PhaseRun],
     state_made_in_trace: &FxHashSet<u64>,
     of_lifetime: &mut [Category],
-) {
+) -> bool {
     let Some(weights_of_size) = first_backward_gradients(replay, runs, of_lifetime) else {
-        return;
+        return false;
     };
     let weights = |size: u64| weights_of_size.get(&size).copied().unwrap_or(0);
     state_among_untraced_weights(replay, of_lifetime, |size, held| {
@@ -1556,7 +1562,7 @@ fn fp32_state_of_half_precision_weights(
             .into_iter()
             .find(|&per_weight| held == own + per_weight * halves)
             .map(|per_weight| per_weight * halves)
-    });
+    }) > 0
 }
 
 /// Marks optimizer state among the blocks from before the trace taken for weights (stackless,

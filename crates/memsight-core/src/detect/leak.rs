@@ -678,50 +678,59 @@ fn rate_words(leaking: &[Leaking], backlog: Option<(u64, u64, u64)>) -> String {
     }
 }
 
-/// What to do about a leak: bound a backlog, or drop the reference; and, where the blocks are
-/// made inside a hook, how hooks keep them.
+/// What to do about a leak: bound a backlog; or, where the blocks show what keeps them (a kept
+/// autograd graph, a hook), that; or else drop the reference. A named holder replaces the
+/// generic list of holders, whose `.cpu()` copy of a tensor carrying its graph would still keep
+/// the graph (batch 22's re-audit: the generic sentence led the advice on an LSTM's carried
+/// hidden state and a GAN's image pool, and on a hook's leak in batch 21's).
 fn leak_advice(cx: &DeviceContext, leaking: &[Leaking], backlog: bool) -> String {
     let stack = leaking[0].stack;
     let in_forward = leaking
         .iter()
         .filter(|l| made_in_a_forward(cx, l.stack))
         .count();
-    let mut words = if backlog {
-        "Something takes these tensors more slowly than it makes them (a prefetch queue, a \
-         buffer of pending work): bound it (a queue with a maxsize, one prefetch per step \
-         consumed), or drop entries that will not be used."
-            .to_string()
-    } else {
-        "Something keeps a reference to these tensors (a list, a cache, a metrics accumulator): \
-         drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead of device tensors."
-            .to_string()
-    };
+    let mut said = Vec::new();
+    if backlog {
+        said.push(
+            "Something takes these tensors more slowly than it makes them (a prefetch queue, a \
+             buffer of pending work): bound it (a queue with a maxsize, one prefetch per step \
+             consumed), or drop entries that will not be used."
+                .to_string(),
+        );
+    }
     // Many of a forward pass's lines kept together each iteration: its saved tensors, which a
     // kept tensor's autograd graph holds (batch 22's held-out audit: an LSTM's hidden state
     // carried without detach, a GAN's image pool storing `fake` with its graph; told only "a
     // list, a cache").
     if leaking.len() >= GRAPH_STACKS && in_forward * 2 >= leaking.len() {
-        let _ = write!(
-            words,
-            " They come from {} call stacks, {in_forward} of them inside a module's forward, kept \
+        said.push(format!(
+            "They come from {} call stacks, {in_forward} of them inside a module's forward, kept \
              together each iteration: a forward pass's saved tensors, held by a tensor that \
              still carries its autograd graph (an output or a hidden state stored or carried to \
              the next step without .detach(), or backward(retain_graph=True)). Store \
-             .detach()ed tensors (or .item()), and detach a state carried from one step to the \
-             next.",
+             .detach()ed tensors (or .item()), detach a state carried from one step to the \
+             next, and drop retain_graph=True where nothing runs backward through the graph a \
+             second time.",
             leaking.len()
-        );
+        ));
     }
     if let Some(hook) = made_in_a_hook(cx, stack) {
-        let _ = write!(
-            words,
-            " They are made inside a hook ({hook}): what a hook keeps (in its closure, a list, \
+        said.push(format!(
+            "They are made inside a hook ({hook}): what a hook keeps (in its closure, a list, \
              or a tensor hook it registers) lives as long as the hook does, and a hook \
              registered again every step keeps one more each step. Register it once, or keep \
              the handle and call handle.remove() when done."
+        ));
+    }
+    if said.is_empty() {
+        said.push(
+            "Something keeps a reference to these tensors (a list, a cache, a metrics \
+             accumulator): drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) instead \
+             of device tensors."
+                .to_string(),
         );
     }
-    words
+    said.join(" ")
 }
 
 /// A leak from this many call stacks or more, half of them in a module's forward, is a kept

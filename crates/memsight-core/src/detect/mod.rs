@@ -450,10 +450,11 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         let mut ooms = oom::detect(cx);
         let mut stalls = stall::detect(cx);
         link_leaks_to_oom(cx, &leaks, &mut ooms, &mut stalls);
+        let mut fragmentation = fragmentation::detect(cx);
+        link_full_device_oom(cx, &ooms, &mut fragmentation, &mut stalls);
         findings.extend(integrity);
         findings.extend(peak);
         findings.extend(leaks);
-        let fragmentation = fragmentation::detect(cx);
         let fragmented = fragmentation.iter().any(|f| f.severity > Severity::Info);
         findings.extend(fragmentation);
         findings.extend(ooms);
@@ -802,6 +803,66 @@ fn link_leaks_to_oom(
             stall.suggestion = "Part of the out-of-memory error, not a cost of its own: the leak \
                                 holds the memory (see the Leak finding)."
                 .to_string();
+        }
+    }
+}
+
+/// An OOM that no allocator setting removes (the pass needed more than the device held, or a
+/// leak filled it) was not fragmentation's doing, and the allocator's release and retry in the
+/// pass that failed belongs to it: the fragmentation finding says it did not cause the OOM, and
+/// such a stall becomes a note (batch 21's re-audit: a batch of 3,584-token inputs needing 27 GiB
+/// more than the device held stood beside a fragmentation warning and a stall, both advising
+/// expandable segments, and neither said it did not bear on the OOM).
+fn link_full_device_oom(
+    cx: &DeviceContext,
+    ooms: &[Finding],
+    fragmentation: &mut [Finding],
+    stalls: &mut [Finding],
+) {
+    use crate::category::Phase;
+    for oom in ooms.iter().filter(|f| f.kind == FindingKind::Oom) {
+        let (reason, fix) = if oom.summary.contains(oom::PASS_TO_COME_CAUSE) {
+            (
+                "the pass that failed needed more than the pool and the device held together",
+                "what one pass needs must shrink (see the out-of-memory finding)",
+            )
+        } else if oom.summary.contains(oom::LEAK_CAUSE) {
+            (
+                "blocks a leak keeps filled the device",
+                "the leak must be fixed (see the Leak finding)",
+            )
+        } else {
+            continue;
+        };
+        let event = oom.events.0;
+        for f in fragmentation
+            .iter_mut()
+            .filter(|f| f.kind == FindingKind::Fragmentation && f.events.0 <= event)
+        {
+            let _ = write!(
+                f.summary,
+                " It did not cause the out-of-memory error at event {event}: {reason}."
+            );
+            let _ = write!(
+                f.suggestion,
+                " This lowers what the pool reserves, not the out-of-memory error at event {event}: for that, {fix}."
+            );
+        }
+        // In the pass that failed: no backward pass or optimizer step begins between the stall
+        // and the failure (a run ends only at the next allocation, after the release).
+        let runs = &cx.categories.runs;
+        for stall in stalls.iter_mut().filter(|f| {
+            f.kind == FindingKind::AllocatorStall
+                && f.severity > Severity::Info
+                && f.events.1 <= event
+                && !runs
+                    .iter()
+                    .any(|r| r.phase != Phase::Forward && r.start > f.events.0 && r.start <= event)
+        }) {
+            stall.severity = Severity::Info;
+            stall.suggestion = format!(
+                "Part of the pass that ran out of memory at event {event}, not a cost of its own: {reason}, so {fix}."
+            );
         }
     }
 }

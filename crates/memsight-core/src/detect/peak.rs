@@ -2555,7 +2555,7 @@ fn suggestion(
             facts,
             cx.workload,
             largest.bytes * 2 >= total,
-            cx.categories.autocast,
+            cx.categories.autocast || cx.categories.half_precision_weights,
         )
     };
     let bytes_in = |category: Category| {
@@ -3128,16 +3128,18 @@ fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
 }
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run, with or without `autocast` already on. Advice rests on what
+/// a training or an inference run, with or without 16-bit tensors shown. Advice rests on what
 /// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
 /// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
-/// precision is advised only as a condition, "if they are fp32").
+/// precision is advised only as a condition, "if they are fp32", and not where `sixteen_bit`:
+/// autocast is on, or the weights are shown 16-bit by their fp32 Adam state; batch 21's
+/// re-audit: a bf16 conformer told "autocast to bf16 if they are fp32").
 fn advice(
     largest_category: Category,
     facts: &PeakFacts,
     workload: Workload,
     most: bool,
-    autocast: bool,
+    sixteen_bit: bool,
 ) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
@@ -3155,11 +3157,11 @@ fn advice(
         // Nothing shows autograd keeping them (no line holds many layers' blocks): no_grad
         // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
         // copy).
-        Category::Activation if inference => kept_in_inference_advice(facts, autocast),
+        Category::Activation if inference => kept_in_inference_advice(facts, sixteen_bit),
         Category::Activation => format!(
             "Most of the peak is activations (kept by the forward pass for backward). Activation \
              checkpointing or a smaller micro-batch or shorter inputs lowers it{}.",
-            if autocast {
+            if sixteen_bit {
                 ""
             } else {
                 "; so does autocast to bf16 if they are fp32 (a snapshot does not record dtypes)"
