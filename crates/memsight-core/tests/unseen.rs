@@ -5808,6 +5808,63 @@ fn model_state_advice_rests_on_its_parts() {
     );
 }
 
+/// `value` with every `from` string replaced by `to` and every segment's device set to
+/// `device`.
+fn moved(value: &Py, device: i128, from: &'static str, to: &'static str) -> Py {
+    match value {
+        Py::Str(s) if *s == from => Py::Str(to),
+        Py::List(items) => Py::List(items.iter().map(|v| moved(v, device, from, to)).collect()),
+        Py::Dict(entries) => Py::Dict(
+            entries
+                .iter()
+                .map(|(k, v)| match (*k, v) {
+                    ("device", Py::Int(_)) => (*k, Py::Int(device)),
+                    _ => (*k, moved(v, device, from, to)),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A real two-device NPU demo whose second device ran other lines of the program (its weights
+/// made in `main`) was told "the file shows a run over several devices: sharding the optimizer
+/// state (ZeRO-1 or more) splits its largest part across them" for 180 MiB of state: two
+/// devices in one process running different code show no data-parallel run. The model-state
+/// file on device 0, and on device 1 either the same program or one from another file: only the
+/// same program on both is a run over several devices.
+#[test]
+fn sharding_is_advised_only_where_the_devices_run_the_same_program() {
+    let advice = |other_file: &'static str| {
+        let Py::Dict(mut entries) = model_state_file(false, None) else {
+            unreachable!("top() writes a dict")
+        };
+        for (key, value) in &mut entries {
+            if let Py::List(items) = value
+                && matches!(*key, "segments" | "device_traces")
+            {
+                // The one segment, and device 0's trace.
+                let program = moved(&items[0], 1, "/src/train.py", other_file);
+                let second = moved(&program, 1, "/src/model.py", other_file);
+                items.push(second);
+            }
+        }
+        let findings = analyze(&load(&Py::Dict(entries)));
+        of_kind(&findings, FindingKind::Peak)
+            .iter()
+            .map(|f| f.suggestion.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let same = advice("/src/train.py");
+    assert!(
+        same.contains("The file shows a run over several devices"),
+        "{same}"
+    );
+    let other = advice("/src/evaluate.py");
+    assert!(!other.contains("sharding"), "{other}");
+}
+
 /// Batch 19's held-out audit: an EMA update on a side stream left 2.55 GiB of a 3.44 GiB gap
 /// idle in that stream's own segments, which no request of the main stream can use and
 /// expandable segments would not give back; it was "fragmentation". Here the main stream grows

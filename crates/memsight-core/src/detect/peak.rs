@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::category::{Category, Phase};
 use crate::frames::headline_frame;
@@ -1361,11 +1361,14 @@ fn bytes_of(held: &[Held], category: Category) -> u64 {
     held.iter().filter(|h| h.0 == category).map(|h| h.1).sum()
 }
 
-/// Whether the file shows a run over several devices: more than one device allocates in it, or
-/// a frame is a distributed library's (`torch.distributed`, `DistributedDataParallel`,
-/// `DeepSpeed`, Megatron, FSDP) or a collective's (NCCL / HCCL, all-reduce, all-gather,
-/// reduce-scatter). A held-out single-card `QLoRA` run was told to shard its weights "for a model
-/// trained on several devices": the file showed one device and no collective.
+/// Whether the file shows a run over several devices: a frame is a distributed library's
+/// (`torch.distributed`, `DistributedDataParallel`, `DeepSpeed`, Megatron, FSDP) or a
+/// collective's (NCCL / HCCL, all-reduce, all-gather, reduce-scatter), or several devices
+/// allocate from the same code (most of the call stacks of the one that allocates from fewest
+/// are the others'). A held-out single-card `QLoRA` run was told to shard its weights "for
+/// a model trained on several devices": the file showed one device and no collective; a real
+/// two-device NPU demo whose devices ran different lines (device 1 made its weights in `main`)
+/// was told to shard 180 MiB of optimizer state across them.
 fn shows_several_devices(snapshot: &crate::model::Snapshot) -> bool {
     const FILES: [&str; 6] = [
         "torch/distributed/",
@@ -1386,20 +1389,46 @@ fn shows_several_devices(snapshot: &crate::model::Snapshot) -> bool {
         "reducescatter",
         "fully_sharded",
     ];
-    let allocating = snapshot
+    let distributed = snapshot.frames.iter().any(|f| {
+        let file = snapshot
+            .str(f.filename)
+            .to_ascii_lowercase()
+            .replace('\\', "/");
+        let name = snapshot.str(f.name).to_ascii_lowercase();
+        FILES.iter().any(|p| file.contains(p)) || NAMES.iter().any(|n| name.contains(n))
+    });
+    distributed || same_code_on_several_devices(snapshot)
+}
+
+/// Whether two or more devices allocate, and more than half of the allocating call stacks of
+/// the one with fewest are each other's (the same program on each; the real two-device NPU demo
+/// shares none of its 50 and 55).
+fn same_code_on_several_devices(snapshot: &crate::model::Snapshot) -> bool {
+    let stacks: Vec<FxHashSet<StackId>> = snapshot
         .devices
         .iter()
-        .filter(|d| d.trace.action.contains(&Action::Alloc))
-        .count();
-    allocating > 1
-        || snapshot.frames.iter().any(|f| {
-            let file = snapshot
-                .str(f.filename)
-                .to_ascii_lowercase()
-                .replace('\\', "/");
-            let name = snapshot.str(f.name).to_ascii_lowercase();
-            FILES.iter().any(|p| file.contains(p)) || NAMES.iter().any(|n| name.contains(n))
+        .map(|d| {
+            d.trace
+                .action
+                .iter()
+                .zip(&d.trace.stack)
+                .filter(|&(&a, &s)| a == Action::Alloc && s != NO_STACK)
+                .map(|(_, &s)| s)
+                .collect()
         })
+        .filter(|s: &FxHashSet<StackId>| !s.is_empty())
+        .collect();
+    let Some(fewest) = stacks.iter().min_by_key(|s| s.len()) else {
+        return false;
+    };
+    stacks.len() > 1
+        && stacks
+            .iter()
+            .filter(|s| !std::ptr::eq(*s, fewest))
+            .all(|other| {
+                let shared = fewest.iter().filter(|s| other.contains(s)).count();
+                shared * 2 >= fewest.len()
+            })
 }
 
 /// The sharding library the frames show at work, if any: `DeepSpeed`'s `ZeRO`
