@@ -3906,6 +3906,66 @@ fn optimizer_frames() -> Py {
     )
 }
 
+/// Batch 23's held-out audit: a loss line kept each step's 64 KiB per-token losses in a list (a
+/// leak) and made a 3.07 GiB log-softmax freed in the backward pass; at the peak the leak was
+/// said to keep 3.07 GiB, and "fix the leak first" led the advice. Eight steps of a 64 MiB
+/// block of the loss line freed in backward and a 1 MiB block of the same line kept: at the
+/// peak, the leak keeps the 8 MiB of kept blocks, not the 64 MiB block of this iteration.
+#[test]
+fn a_peak_block_of_the_leaking_line_freed_in_its_iteration_is_not_the_leak_s() {
+    let loss = || {
+        two_frames(
+            ("cross_entropy", "/py/torch/nn/functional.py", 3100),
+            ("train_step", "/w/train.py", 176),
+        )
+    };
+    let kept = |k: i128| BASE + 128 * MIB + k * 2 * MIB;
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, loss()),
+        event("segment_alloc", kept(0), 16 * MIB, loss()),
+    ];
+    for step in 0..8 {
+        trace.push(event("alloc", BASE, 64 * MIB, loss()));
+        trace.push(event("alloc", kept(step), MIB, loss()));
+        trace.push(event("alloc", BASE + 64 * MIB, 8 * MIB, backward_frames()));
+        free_block(&mut trace, BASE, 64 * MIB, backward_frames());
+        free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, backward_frames());
+        trace.push(event("alloc", BASE + 96 * MIB, 8 * MIB, optimizer_frames()));
+        free_block(&mut trace, BASE + 96 * MIB, 8 * MIB, optimizer_frames());
+    }
+    let mut small = Vec::new();
+    for k in 0..8 {
+        small.push(block(kept(k), MIB, "active_allocated", Some(loss())));
+        small.push(block(kept(k) + MIB, MIB, "inactive", None));
+    }
+    let findings = analyze(&load(&top(
+        vec![
+            segment(
+                0,
+                BASE,
+                128 * MIB,
+                "large",
+                vec![block(BASE, 128 * MIB, "inactive", None)],
+            ),
+            segment(0, kept(0), 16 * MIB, "large", small),
+        ],
+        vec![trace],
+    )));
+    assert_eq!(
+        of_kind(&findings, FindingKind::Leak).len(),
+        1,
+        "{findings:#?}"
+    );
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert!(
+        peak[0]
+            .summary
+            .contains("Of this, 8.00 MiB (10%) is blocks the leak keeps"),
+        "{:#?}",
+        peak[0]
+    );
+}
+
 /// A loop that, after each optimizer step, runs a probe forward outside `no_grad` and keeps its
 /// output (`losses.append(model(probe))`, `train.py:97`): two call sites inside the model keep
 /// 512 and 256 KiB every step, 6 steps. One leak of 768 KiB per iteration from two call sites,
@@ -6162,6 +6222,44 @@ fn an_oom_with_more_of_the_pass_to_come_is_a_full_device() {
     );
     let one = oom(1);
     assert!(!one.contains("still making"), "{one}");
+}
+
+/// Batch 23's held-out audit: a 32 GiB request (a similarity matrix broadcast to 2048³) failed
+/// with 18.8 GiB free and 20.5 GiB allocated, and was "a full device: live tensors hold the
+/// memory" with advice to reduce what is live. A 64 MiB request with 10 MiB allocated and 60 MiB
+/// free on the device: the request itself is what to look at.
+#[test]
+fn a_request_larger_than_everything_allocated_is_the_request_s_fault() {
+    let similarity = || frames("nt_xent", "/w/losses.py", 21);
+    let trace = vec![
+        event("segment_alloc", BASE, 12 * MIB, forward_frames()),
+        event("alloc", BASE, 10 * MIB, forward_frames()),
+        Py::Dict(vec![
+            ("action", Py::Str("oom")),
+            ("size", Py::Int(64 * MIB)),
+            ("device_free", Py::Int(60 * MIB)),
+            ("stream", Py::Int(0)),
+            ("frames", similarity()),
+        ]),
+    ];
+    let blocks = vec![
+        block(BASE, 10 * MIB, "active_allocated", Some(forward_frames())),
+        block(BASE + 10 * MIB, 2 * MIB, "inactive", None),
+    ];
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 12 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let oom = of_kind(&findings, FindingKind::Oom);
+    assert_eq!(oom.len(), 1, "{findings:#?}");
+    assert!(
+        oom[0].summary.contains(
+            "a single request larger than everything allocated (10.0 MiB; it is 6.4× that)"
+        ) && oom[0].suggestion.contains("unexpected shape")
+            && !oom[0].suggestion.contains("Reduce what is live"),
+        "{:#?}",
+        oom[0]
+    );
 }
 
 /// Batch 21's re-audit, file 9: the allocator released its cache and retried in the pass that

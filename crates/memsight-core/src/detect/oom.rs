@@ -275,6 +275,23 @@ fn cause_and_advice(
                  whole."
             },
         )
+    } else if requested > reserved.saturating_sub(cached_free) {
+        // Batch 23's held-out audit: a 32 GiB request from broadcasting in a similarity matrix,
+        // 1.56× all that was allocated, with 18.8 GiB free, was "live tensors hold the memory"
+        // with "reduce what is live" advice.
+        let allocated = reserved.saturating_sub(cached_free);
+        (
+            format!(
+                "a single request larger than everything allocated ({}; it is {:.1}× that): \
+                 this one tensor is what to look at, before what is live",
+                format_bytes(allocated as i64),
+                requested as f64 / allocated.max(1) as f64
+            ),
+            "Look at this call site: a tensor this large usually comes from an unexpected shape \
+             (an expand or broadcast before a reduction, a pairwise matrix of a large batch, a \
+             batch or sequence far above the usual); computing it in chunks holds one chunk at \
+             a time.",
+        )
     } else if cx.workload == super::Workload::Training {
         (
             "a full device: live tensors hold the memory".to_string(),
