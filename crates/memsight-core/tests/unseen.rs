@@ -570,6 +570,45 @@ fn fp32_moments_of_bf16_weights_from_before_the_trace_are_optimizer_state() {
     }
 }
 
+/// Batch 23's held-out audit: a bf16 model accumulating its gradients in fp32 (one block per
+/// weight at twice its size, made in backward and kept through the optimizer step) had them
+/// "unknown", beside 3 KiB of gradients. Two 8 MiB weights from before the trace, a 48 MiB
+/// activation, two 16 MiB gradients made in backward and kept: at the peak (96 MiB), 32 MiB of
+/// gradients, and no advice to cast to bf16.
+#[test]
+fn fp32_gradients_of_bf16_weights_are_gradients() {
+    let at = |mib: i128| BASE + mib * MIB;
+    let forward = || frames("forward", "/w/model.py", 12);
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let sgd = || frames("_single_tensor_sgd", "/py/torch/optim/sgd.py", 300);
+    let mut trace = vec![event("alloc", at(64), 48 * MIB, forward())];
+    for mib in [16, 32] {
+        trace.push(event("alloc", at(mib), 16 * MIB, backward()));
+    }
+    free_block(&mut trace, at(64), 48 * MIB, backward());
+    trace.push(event("alloc", at(112), 8 * MIB, sgd()));
+    free_block(&mut trace, at(112), 8 * MIB, sgd());
+    let mut blocks: Vec<Py> = [0, 8]
+        .map(|mib| block(at(mib), 8 * MIB, "active_allocated", None))
+        .into();
+    blocks
+        .extend([16, 32].map(|mib| block(at(mib), 16 * MIB, "active_allocated", Some(backward()))));
+    blocks.push(block(at(48), 80 * MIB, "inactive", None));
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    assert!(
+        peak[0].summary.contains("32.0 MiB gradient (33%)")
+            && !peak[0].summary.contains("unknown")
+            && !peak[0].suggestion.contains("bf16"),
+        "{:#?}",
+        peak[0]
+    );
+}
+
 /// Batch 21's re-audit: a bf16 model whose activations held most of the peak was told "autocast
 /// to bf16 if they are fp32"; its weights' fp32 Adam state (twice their size) shows them 16-bit,
 /// and so, most likely, its activations. With a 160 MiB activation (62 % of the peak): the
@@ -6257,6 +6296,68 @@ fn a_request_larger_than_everything_allocated_is_the_request_s_fault() {
             "a single request larger than everything allocated (10.0 MiB; it is 6.4× that)"
         ) && oom[0].suggestion.contains("unexpected shape")
             && !oom[0].suggestion.contains("Reduce what is live"),
+        "{:#?}",
+        oom[0]
+    );
+}
+
+/// Batch 23's held-out audit: a video model's clips grew 16× and a residual add failed with four
+/// of its blocks to come; its earlier passes made them at four sizes, and "4 more of this size"
+/// overstated them (368 MiB where they were 230). Three passes making 64, 64, 16 and 8 MiB at
+/// the line, then a pass 4× larger: 256, 256, and a failing 64 MiB request with 8 MiB free. The
+/// two to come are the pass before's 16 and 8 MiB grown 4×: about 96 MiB, not 128.
+#[test]
+fn the_rest_of_a_failing_pass_grows_as_its_first_blocks_did() {
+    let add = || frames("forward", "/w/video/r3d.py", 66);
+    let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
+    let mut trace = vec![event("segment_alloc", a, 160 * MIB, add())];
+    for _ in 0..3 {
+        let mut at = a;
+        for mib in [64, 64, 16, 8] {
+            trace.push(event("alloc", at, mib * MIB, add()));
+            at += mib * MIB;
+        }
+        trace.push(event("alloc", a + 152 * MIB, 8 * MIB, backward_frames()));
+        let mut at = a;
+        for mib in [64, 64, 16, 8] {
+            free_block(&mut trace, at, mib * MIB, backward_frames());
+            at += mib * MIB;
+        }
+        free_block(&mut trace, a + 152 * MIB, 8 * MIB, backward_frames());
+        trace.push(event("alloc", a, 8 * MIB, optimizer_frames()));
+        free_block(&mut trace, a, 8 * MIB, optimizer_frames());
+    }
+    trace.push(event("segment_free", a, 160 * MIB, add()));
+    for at in [b, c] {
+        trace.push(event("segment_alloc", at, 256 * MIB, add()));
+        trace.push(event("alloc", at, 256 * MIB, add()));
+    }
+    trace.push(Py::Dict(vec![
+        ("action", Py::Str("oom")),
+        ("size", Py::Int(64 * MIB)),
+        ("device_free", Py::Int(8 * MIB)),
+        ("stream", Py::Int(0)),
+        ("frames", add()),
+    ]));
+    let segments = [b, c]
+        .map(|at| {
+            segment(
+                0,
+                at,
+                256 * MIB,
+                "large",
+                vec![block(at, 256 * MIB, "active_allocated", Some(add()))],
+            )
+        })
+        .into();
+    let findings = analyze(&load(&top(segments, vec![trace])));
+    let oom = of_kind(&findings, FindingKind::Oom);
+    assert_eq!(oom.len(), 1, "{findings:#?}");
+    assert!(
+        oom[0].summary.contains(
+            "made 4 in the pass before, so 2 more (about 96.0 MiB, if they are 4× the pass \
+             before's, as this one is) were to come, with 8.00 MiB free"
+        ) && !oom[0].suggestion.contains("softmax"),
         "{:#?}",
         oom[0]
     );

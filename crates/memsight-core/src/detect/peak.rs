@@ -181,9 +181,10 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<Held> {
     held
 }
 
-/// A gradient has its weight's size, one per weight: at one moment, gradients of a size beyond
-/// the blocks of that size that may be weights break that bound, and the excess (the latest
-/// made) is counted as unknown: a gradient total above the weights is no finding.
+/// A gradient has its weight's size (or twice it, an fp32 gradient of a 16-bit weight), one per
+/// weight: at one moment, gradients beyond the blocks that may be their weights break that
+/// bound ([`crate::category::gradients_allowed`]), and the excess (the latest made) is counted
+/// as unknown: a gradient total above the weights is no finding.
 fn gradients_within_the_weights(held: &mut [Held]) {
     let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
     let mut gradients: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
@@ -194,8 +195,10 @@ fn gradients_within_the_weights(held: &mut [Held]) {
             *weights.entry(h.1).or_default() += 1;
         }
     }
+    let counts: FxHashMap<u64, usize> = gradients.iter().map(|(&s, ks)| (s, ks.len())).collect();
+    let allowed_of = crate::category::gradients_allowed(&counts, &weights);
     for (size, mut ks) in gradients {
-        let allowed = weights.get(&size).copied().unwrap_or(0);
+        let allowed = allowed_of.get(&size).copied().unwrap_or(0);
         ks.sort_by_key(|&k| (held[k].3.is_some(), held[k].3));
         for &k in ks.iter().skip(allowed) {
             held[k].0 = Category::Unknown;
