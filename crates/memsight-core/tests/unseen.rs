@@ -282,6 +282,14 @@ fn a_leak_between_cache_releases_is_found_without_iteration_marks() {
         "{}",
         leaks[0].title
     );
+    // The trace has no backward pass, but the blocks are made outside any module: no KV cache of
+    // one long request (batch 23's held-out audit: an evaluation loop's list of logits).
+    assert!(
+        leaks[0].severity == memsight_core::detect::Severity::Warning
+            && !leaks[0].summary.contains("KV cache"),
+        "{:#?}",
+        leaks[0]
+    );
     let peak = of_kind(&findings, FindingKind::Peak);
     assert_eq!(peak.len(), 1);
     assert!(
@@ -606,6 +614,50 @@ fn fp32_gradients_of_bf16_weights_are_gradients() {
             && !peak[0].suggestion.contains("bf16"),
         "{:#?}",
         peak[0]
+    );
+}
+
+/// Batch 23's held-out audit: a model whose layers ran through `torch.utils.checkpoint` was told
+/// "activation checkpointing … lowers it". A training step whose 64 MiB of activations are made
+/// under `checkpoint.py`, with 8 MiB gradients: the advice says checkpointing is on already.
+#[test]
+fn checkpointing_already_on_is_not_advised_as_new() {
+    let at = |mib: i128| BASE + mib * MIB;
+    let checkpointed = || {
+        stack_of(&[
+            ("forward", "/w/model.py", 40),
+            ("checkpoint", "/py/torch/utils/checkpoint.py", 495),
+            ("train_step", "/w/train.py", 90),
+        ])
+    };
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, checkpointed()),
+        event("alloc", at(0), 64 * MIB, checkpointed()),
+        event("alloc", at(64), 8 * MIB, backward_frames()),
+    ];
+    free_block(&mut trace, at(0), 64 * MIB, backward_frames());
+    trace.push(event("alloc", at(72), 8 * MIB, optimizer_frames()));
+    free_block(&mut trace, at(72), 8 * MIB, optimizer_frames());
+    let peak = the_peak(
+        segment(
+            0,
+            BASE,
+            128 * MIB,
+            "large",
+            vec![
+                block(at(0), 64 * MIB, "inactive", None),
+                block(at(64), 8 * MIB, "active_allocated", Some(backward_frames())),
+                block(at(72), 56 * MIB, "inactive", None),
+            ],
+        ),
+        trace,
+    );
+    assert!(
+        peak.suggestion.starts_with(
+            "Most of the peak is activations (kept by the forward pass for backward). \
+             Activation checkpointing is already on"
+        ),
+        "{peak:#?}"
     );
 }
 

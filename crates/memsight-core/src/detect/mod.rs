@@ -249,7 +249,10 @@ impl Workload {
     fn of(snapshot: &Snapshot, device: &Device, categories: &Categories) -> Self {
         let trace = &device.trace;
         // An `Optimizer.*` annotation (`Optimizer.zero_grad#AdamW.zero_grad`,
-        // `Optimizer.step#…`) shows an optimizer whether or not its memory is in the trace.
+        // `Optimizer.step#…`) shows an optimizer whether or not its memory is in the trace. Of
+        // any device: one process's annotations name the device current when they were made,
+        // and `nn.DataParallel` trains on the others too (`cuda_4gpu_expandable_oom`'s device 1;
+        // a generated file's second device that only validated is "training" by it too).
         let optimizer_annotated = snapshot
             .annotations
             .iter()

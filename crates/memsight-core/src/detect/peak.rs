@@ -1014,6 +1014,9 @@ struct Shown {
     backward: bool,
     /// An optimizer step in its stacks, or blocks of optimizer state.
     optimizer: bool,
+    /// Activation checkpointing: a frame of `torch/utils/checkpoint.py` (or `DeepSpeed`'s
+    /// `activation_checkpointing`) in the stacks.
+    checkpointing: bool,
 }
 
 /// What one statement of the program returned on its previous call, still held at the peak
@@ -1354,6 +1357,7 @@ impl<'a> PeakFacts<'a> {
                         .categories
                         .of_lifetime
                         .contains(&Category::OptimizerState),
+                checkpointing: checkpointing_on(cx.snapshot),
             },
         }
     }
@@ -1432,6 +1436,15 @@ fn same_code_on_several_devices(snapshot: &crate::model::Snapshot) -> bool {
                 let shared = fewest.iter().filter(|s| other.contains(s)).count();
                 shared * 2 >= fewest.len()
             })
+}
+
+/// Whether activation checkpointing is on: a frame of `torch/utils/checkpoint.py` or of
+/// `DeepSpeed`'s `activation_checkpointing` is in the file's stacks.
+fn checkpointing_on(snapshot: &crate::model::Snapshot) -> bool {
+    snapshot.frames.iter().any(|f| {
+        let file = snapshot.str(f.filename).replace('\\', "/");
+        file.ends_with("torch/utils/checkpoint.py") || file.contains("activation_checkpointing")
+    })
 }
 
 /// The sharding library the frames show at work, if any: `DeepSpeed`'s `ZeRO`
@@ -3190,6 +3203,18 @@ fn advice(
         // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
         // copy).
         Category::Activation if inference => kept_in_inference_advice(facts, sixteen_bit),
+        // Batch 23's held-out audit: a model whose stacks ran through checkpoint.py was told to
+        // turn checkpointing on.
+        Category::Activation if facts.shown.checkpointing => format!(
+            "Most of the peak is activations (kept by the forward pass for backward). Activation \
+             checkpointing is already on (torch.utils.checkpoint in the stacks): checkpointing \
+             more of the layers, a smaller micro-batch or shorter inputs lowers it{}.",
+            if sixteen_bit {
+                ""
+            } else {
+                "; so does autocast to bf16 if they are fp32 (a snapshot does not record dtypes)"
+            }
+        ),
         Category::Activation => format!(
             "Most of the peak is activations (kept by the forward pass for backward). Activation \
              checkpointing or a smaller micro-batch or shorter inputs lowers it{}.",

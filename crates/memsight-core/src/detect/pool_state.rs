@@ -164,7 +164,8 @@ pub fn detect(cx: &DeviceContext, fragmented: bool) -> Vec<Finding> {
     );
     f.summary = format!(
         "When this snapshot was taken, the pool reserved {} and {} of it ({}%) held no tensor: \
-         {}. The file has no trace, so it cannot tell whether the program will reuse this memory.",
+         {}. The file has no trace of allocations, so it cannot tell whether the program will \
+         reuse this memory.",
         format_bytes(reserved as i64),
         format_bytes(idle as i64),
         percent(idle, reserved),
