@@ -3997,6 +3997,54 @@ fn optimizer_frames() -> Py {
     )
 }
 
+/// Batch 23's held-out audit: a DQN's replay buffer on the device grew for its first
+/// iterations and then stayed at its cap; the peak said "growth that stopped" yet advised
+/// keeping `.item()` for logging. Twelve steps, the first six each adding a 16 MiB chunk to a
+/// buffer (`_new_chunk`), then none, with 8 MiB of activations per step: growth that stopped,
+/// and the retained buffer's advice is its capacity.
+#[test]
+fn a_buffer_that_filled_and_stopped_is_advised_by_its_capacity() {
+    let chunk = || {
+        two_frames(
+            ("_new_chunk", "/w/replay.py", 41),
+            ("push", "/w/replay.py", 60),
+        )
+    };
+    let at = |mib: i128| BASE + mib * MIB;
+    let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, forward_frames())];
+    for step in 0..12 {
+        if step < 6 {
+            trace.push(event("alloc", at(32 + step * 16), 16 * MIB, chunk()));
+        }
+        trace.push(event("alloc", at(0), 8 * MIB, forward_frames()));
+        trace.push(event("alloc", at(8), 4 * MIB, backward_frames()));
+        free_block(&mut trace, at(0), 8 * MIB, backward_frames());
+        free_block(&mut trace, at(8), 4 * MIB, backward_frames());
+        trace.push(event("alloc", at(16), 4 * MIB, optimizer_frames()));
+        free_block(&mut trace, at(16), 4 * MIB, optimizer_frames());
+    }
+    let mut blocks = vec![block(at(0), 32 * MIB, "inactive", None)];
+    blocks.extend(
+        (0..6).map(|k| block(at(32 + k * 16), 16 * MIB, "active_allocated", Some(chunk()))),
+    );
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 128 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    assert_eq!(
+        of_kind(&findings, FindingKind::BoundedGrowth).len(),
+        1,
+        "{findings:#?}"
+    );
+    let peak = of_kind(&findings, FindingKind::Peak)[0].clone();
+    assert!(
+        peak.suggestion
+            .contains("a smaller capacity, or keeping it on the host")
+            && !peak.suggestion.contains(".item()"),
+        "{peak:#?}"
+    );
+}
+
 /// Batch 23's held-out audit: a loss line kept each step's 64 KiB per-token losses in a list (a
 /// leak) and made a 3.07 GiB log-softmax freed in the backward pass; at the peak the leak was
 /// said to keep 3.07 GiB, and "fix the leak first" led the advice. Eight steps of a 64 MiB

@@ -1113,6 +1113,7 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
         if let Some(sentence) = growth_that_stopped(&lows, flat) {
             for f in peak {
                 f.summary.push_str(&sentence);
+                advise_capacity(f);
             }
         }
         return;
@@ -1151,6 +1152,24 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
     }
     for f in peak {
         f.summary.push_str(&sentence);
+    }
+}
+
+/// Where the growth of what the iterations keep stopped (the peak's note, or a `BoundedGrowth`
+/// finding) and retained memory is the peak's largest part, what filled is kept on purpose: its
+/// size is the lever, not a reference to drop (batch 23's held-out audit: a DQN's replay buffer
+/// on the device, capped at 24 chunks, was told to keep `.item()` for logging).
+pub(super) fn advise_capacity(peak: &mut Finding) {
+    if peak.breakdown.first().map(|b| b.category) == Some(Category::Retained)
+        && let Some(rest) = peak.suggestion.strip_prefix(super::peak::RETAINED_ADVICE)
+    {
+        peak.suggestion = format!(
+            "Most of the peak is tensors made outside backward and the optimizer step and still \
+             held after their iteration, and their growth stopped: what the first iterations \
+             filled (a buffer, a bank, a cache) is kept at the size the program lets it reach. \
+             The call sites above say which; a smaller capacity, or keeping it on the host, \
+             lowers it.{rest}"
+        );
     }
 }
 

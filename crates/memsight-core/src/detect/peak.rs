@@ -3172,6 +3172,13 @@ fn weights_and_gradients_advice(facts: &PeakFacts) -> String {
     }
 }
 
+/// What lowers a peak whose largest part is retained memory.
+pub(super) const RETAINED_ADVICE: &str = "Most of the peak is tensors made outside backward and \
+     the optimizer step and still held after their iteration: an input or dataset kept on the \
+     device, a cache or a leak. The call sites above say which; a tensor kept for later (a \
+     metric, a loss for logging) holds its memory until it is freed: keep a Python number \
+     (.item()) or a detached host copy instead.";
+
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
 /// a training or an inference run, with or without 16-bit tensors shown. Advice rests on what
 /// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
@@ -3260,12 +3267,7 @@ fn advice(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast made. {}",
             weight_copy_advice(workload, facts)
         ),
-        Category::Retained => "Most of the peak is tensors made outside backward and the \
-             optimizer step and still held after their iteration: an input or dataset kept on the \
-             device, a cache or a leak. The call sites above say \
-             which; a tensor kept for later (a metric, a loss for logging) holds its memory until \
-             it is freed: keep a Python number (.item()) or a detached host copy instead."
-            .to_string(),
+        Category::Retained => RETAINED_ADVICE.to_string(),
         Category::Temporary => temporary_advice(facts),
         Category::LongLived => long_lived_advice(facts),
         Category::Workspace => "Most of the peak is operator workspaces. Limit the workspace size \
