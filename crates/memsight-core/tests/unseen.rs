@@ -3997,6 +3997,39 @@ fn optimizer_frames() -> Py {
     )
 }
 
+/// Batch 23's held-out audit: most of the recall lost was "no problem" verdicts left unsaid (no
+/// fragmentation). A 100 MiB segment holding a 90 MiB activation and a 4 MiB gradient at the
+/// peak: the peak says there is no fragmentation to fix, with the figure; a pool reserving a
+/// quarter more than the peak does not get the sentence.
+#[test]
+fn no_fragmentation_is_said_with_its_figure() {
+    let peak_of = |segment_mib: i128| {
+        let at = |mib: i128| BASE + mib * MIB;
+        let mut trace = vec![
+            event("segment_alloc", BASE, segment_mib * MIB, forward_frames()),
+            event("alloc", at(0), 90 * MIB, forward_frames()),
+            event("alloc", at(90), 4 * MIB, backward_frames()),
+        ];
+        free_block(&mut trace, at(0), 90 * MIB, backward_frames());
+        let blocks = vec![
+            block(at(0), 90 * MIB, "inactive", None),
+            block(at(90), 4 * MIB, "active_allocated", Some(backward_frames())),
+            block(at(94), (segment_mib - 94) * MIB, "inactive", None),
+        ];
+        the_peak(segment(0, BASE, segment_mib * MIB, "large", blocks), trace)
+    };
+    let tight = peak_of(100);
+    assert!(
+        tight.summary.contains(
+            "No fragmentation to fix: at the peak the pool reserved 100 MiB, 6.00 MiB more than \
+             was allocated (6% of what it reserved)."
+        ),
+        "{tight:#?}"
+    );
+    let loose = peak_of(128);
+    assert!(!loose.summary.contains("No fragmentation"), "{loose:#?}");
+}
+
 /// Batch 23's held-out audit: a DQN's replay buffer on the device grew for its first
 /// iterations and then stayed at its cap; the peak said "growth that stopped" yet advised
 /// keeping `.item()` for logging. Twelve steps, the first six each adding a 16 MiB chunk to a
