@@ -1327,7 +1327,7 @@ pub(crate) fn gradients_allowed(
     let beyond_bytes: u64 = beyond
         .iter()
         .map(|&(size, n)| size.saturating_mul(n as u64))
-        .sum();
+        .fold(0, u64::saturating_add);
     let doubles: Vec<(u64, usize)> = beyond
         .iter()
         .filter(|&&(size, _)| size.is_multiple_of(2))
@@ -1342,14 +1342,14 @@ pub(crate) fn gradients_allowed(
     let double_bytes: u64 = doubles
         .iter()
         .map(|&(size, n)| size.saturating_mul(n as u64))
-        .sum();
+        .fold(0, u64::saturating_add);
     // Half the weights left without a gradient, by bytes, or more have one at twice their
     // size: one stray backward block of twice some weight's size is no fp32 gradient scheme (a
     // real Lightning trace's one 6.75 MiB block beside 124 MiB of weights).
     let unmatched_bytes: u64 = unmatched
         .iter()
         .map(|(&size, &n)| size.saturating_mul(n as u64))
-        .sum();
+        .fold(0, u64::saturating_add);
     if beyond_bytes == 0
         || double_bytes.saturating_mul(100) < beyond_bytes.saturating_mul(MIN_PAIRED_WEIGHT_PERCENT)
         || double_bytes < unmatched_bytes

@@ -231,10 +231,10 @@ fn unmarked_finding(
     // inference run's growth maybe no leak (batch 23's held-out audit: an evaluation loop
     // appending each batch's logits to a list, its stack outside any module, was "a cache that
     // grows during one long request" and a note).
-    let inference = cx.workload == super::Workload::Inference && made_in_a_forward(cx, stack);
+    let maybe_a_cache = cx.workload == super::Workload::Inference && made_in_a_forward(cx, stack);
     let mut f = Finding::new(
         FindingKind::Leak,
-        if inference {
+        if maybe_a_cache {
             Severity::Info
         } else {
             Severity::Warning
@@ -259,7 +259,7 @@ fn unmarked_finding(
         format_bytes(lows[1]),
         format_bytes(lows[WINDOWS - 1]),
         format_bytes(swing),
-        if inference {
+        if maybe_a_cache {
             " This trace has no backward pass (inference): if these blocks are a cache that grows \
              during one long request (a KV cache), they are freed when it ends, and this is no \
              leak."

@@ -856,7 +856,7 @@ fn say_no_fragmentation(cx: &DeviceContext, peaks: &mut [Finding]) {
             "the pool reserved {}, {} more than was allocated ({}% of what it reserved)",
             crate::units::format_bytes(reserved as i64),
             crate::units::format_bytes(gap as i64),
-            (gap * 100 + reserved / 2) / reserved.max(1)
+            gap.saturating_mul(100).saturating_add(reserved / 2) / reserved.max(1)
         )
     };
     for f in peaks.iter_mut().filter(|f| f.kind == FindingKind::Peak) {

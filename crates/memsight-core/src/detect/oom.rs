@@ -339,7 +339,9 @@ fn pass_words(
     let (to_come, how) = match rest {
         [counterpart, ..] if *counterpart > 0 && rest.iter().any(|s| s != counterpart) => {
             let scale = requested as f64 / *counterpart as f64;
-            let bytes = (rest.iter().sum::<u64>() as f64 * scale) as u64;
+            // A hostile file's sizes cannot overflow the sum (the cast saturates too).
+            let sum = rest.iter().fold(0u64, |a, &b| a.saturating_add(b));
+            let bytes = (sum as f64 * scale) as u64;
             (
                 bytes,
                 format!(
