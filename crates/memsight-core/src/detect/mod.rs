@@ -454,7 +454,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         }
         let mut ooms = oom::detect(cx);
         let mut stalls = stall::detect(cx);
-        link_leaks_to_oom(cx, &leaks, &mut ooms, &mut stalls);
+        link_leaks_to_oom(cx, &leaks, &mut ooms);
         let mut fragmentation = fragmentation::detect(cx);
         link_full_device_oom(cx, &ooms, &mut fragmentation, &mut stalls);
         if fragmentation.is_empty() && ooms.is_empty() {
@@ -747,16 +747,11 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
 
 /// An out-of-memory error where blocks the leak keeps hold half the allocated memory or more is
 /// the leak's: whatever this one request's fit, the next iteration needs more. Its cause and
-/// advice say so (not fragmentation, which a few cached pieces made it look like), and the
-/// allocator's release just before it is part of it, not a stall a setting removes (batch 22's
-/// held-out audit: a GAN's image pool kept each step's graph, 23.1 of 23.5 GiB at the failure,
-/// and three findings advised expandable segments).
-fn link_leaks_to_oom(
-    cx: &DeviceContext,
-    leaks: &[Finding],
-    ooms: &mut [Finding],
-    stalls: &mut [Finding],
-) {
+/// advice say so (not fragmentation, which a few cached pieces made it look like), and
+/// [`link_full_device_oom`] makes the allocator's release just before it part of it, not a stall
+/// a setting removes (batch 22's held-out audit: a GAN's image pool kept each step's graph, 23.1
+/// of 23.5 GiB at the failure, and three findings advised expandable segments).
+fn link_leaks_to_oom(cx: &DeviceContext, leaks: &[Finding], ooms: &mut [Finding]) {
     let Some(leak) = leaks.iter().find(|f| f.kind == FindingKind::Leak) else {
         return;
     };
@@ -792,15 +787,6 @@ fn link_leaks_to_oom(
         oom.suggestion = "Fix the leak (see the Leak finding): its blocks are what fills the \
                           device."
             .to_string();
-        for stall in stalls
-            .iter_mut()
-            .filter(|f| f.kind == FindingKind::AllocatorStall && f.events.1 == oom.events.0)
-        {
-            stall.severity = Severity::Info;
-            stall.suggestion = "Part of the out-of-memory error, not a cost of its own: the leak \
-                                holds the memory (see the Leak finding)."
-                .to_string();
-        }
     }
 }
 
