@@ -164,8 +164,14 @@ pub enum Category {
     /// A 16-bit copy of a weight that autocast keeps for the whole autocast region.
     WeightCopy,
     Activation,
-    /// Made in a forward pass and still held when its iteration was over: an input batch, a
-    /// cache, or a leak.
+    /// Made by the training loop itself (no frame calls the model, steps an optimizer or
+    /// constructs an object) after the previous backward pass and before this iteration's
+    /// forward pass calls the model, alive when it does, and freed by the next iteration's
+    /// backward pass: the batch moved to the device and what the loop made of it (labels, masks,
+    /// noise, on-device augmentation). `PyTorch`'s memory timeline calls these `INPUT`.
+    Input,
+    /// Made in a forward pass and still held when its iteration was over: a cache, a buffer
+    /// kept on purpose, or a leak.
     Retained,
     Temporary,
     /// Made by an object's constructor (an `__init__` other than a `torch.nn` module's) and
@@ -186,12 +192,13 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 12] = [
+    pub const ALL: [Category; 13] = [
         Category::Parameter,
         Category::Gradient,
         Category::OptimizerState,
         Category::WeightCopy,
         Category::Activation,
+        Category::Input,
         Category::Retained,
         Category::Temporary,
         Category::LongLived,
@@ -217,6 +224,7 @@ impl Category {
             Self::OptimizerState => "optimizer_state",
             Self::WeightCopy => "weight_copy",
             Self::Activation => "activation",
+            Self::Input => "input",
             Self::Retained => "retained",
             Self::Temporary => "temporary",
             Self::LongLived => "long_lived",
@@ -264,6 +272,14 @@ impl Category {
                  starts (or, with no backward pass at all, kept to the end of the trace or the \
                  failure, or made by a line with many blocks alive at once: every layer's, as \
                  autograd keeps them)"
+            }
+            Self::Input => {
+                "made in a trace with backward passes by a stack with Python frames none of which \
+                 calls the model, steps an optimizer, builds an object or loads weights, after the \
+                 previous backward pass and before this iteration's first allocation that calls the \
+                 model, alive when that allocation is made, and freed before the backward pass \
+                 after the next (or, made for the trace's last backward pass, kept): the batch on \
+                 the device and what the loop made of it"
             }
             Self::Retained => {
                 "made outside backward and the optimizer step (or by a checkpoint's recomputation \
@@ -461,6 +477,9 @@ struct StackMarks {
     /// `torch.optim`'s `_init_group`, where Adam and `AdamW` make their state (`exp_avg`,
     /// `exp_avg_sq`) the first time a parameter is stepped.
     state_init: bool,
+    /// Some frame calls the model (`Module._call_impl`), a closure, a `training_step` or
+    /// `backward()`: the block was made by the model's passes, not by the loop around them.
+    runs_the_model: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -569,6 +588,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             && matches!(name, "__init__" | "to" | "cuda" | "npu" | "convert"))
             || fsdp_shard;
     }
+    marks.runs_the_model = runs_the_model;
     marks
 }
 
@@ -803,6 +823,7 @@ fn last_rules(
     categories: &mut Categories,
 ) {
     let (runs, of_lifetime) = (&categories.runs, &mut categories.of_lifetime);
+    inputs_of_each_iteration(snapshot, device, replay, runs, of_lifetime);
     layers_kept_without_backward(snapshot, replay, runs, of_lifetime);
     workspaces_of_the_backward_thread(snapshot, replay, runs, of_lifetime);
     held_at_the_failure(device, replay, runs, of_lifetime);
@@ -1127,6 +1148,154 @@ fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
         *left = left.saturating_sub(2);
         of_lifetime[id] = Category::Parameter;
     }
+}
+
+/// What the training loop puts on the device for an iteration before the model runs: made by a
+/// stack with Python frames that neither calls the model nor steps an optimizer, builds an
+/// object, loads weights or names a cache or workspace, whose innermost Python function is the
+/// one that then calls the model (the loop); after the previous backward pass ended and before
+/// the iteration's first allocation that calls the model; still alive when that allocation is
+/// made; freed before the backward pass after the next (a batch is dropped when the next one
+/// replaces it), or kept where no later backward pass is recorded, and only where no other block
+/// of its line is kept longer (a line whose blocks pile up is a buffer or a leak, not the loop's
+/// inputs). Batch 23's held-out audit: a video clip's 551 MiB on the device (fp32 and its fp16
+/// copy, made in `train_one_epoch`) counted as activations; a DQN's 832 KiB of states as
+/// "retained". An iteration whose forward pass failed (an out-of-memory error) ends at the
+/// failure.
+fn inputs_of_each_iteration(
+    snapshot: &Snapshot,
+    device: &Device,
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) {
+    let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = runs
+        .iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| (r.start, r.end))
+        .unzip();
+    let failure = device
+        .trace
+        .action
+        .iter()
+        .position(|&a| a == Action::Oom)
+        .map(|e| e as u32);
+    if backward_starts.is_empty() && failure.is_none() {
+        return;
+    }
+    let mut marks_of: FxHashMap<StackId, StackMarks> = FxHashMap::default();
+    let mut marks = |stack: StackId| {
+        *marks_of
+            .entry(stack)
+            .or_insert_with(|| stack_marks(snapshot, stack))
+    };
+    let mut model_allocs: Vec<(u32, StackId)> = replay
+        .lifetimes
+        .iter()
+        .filter(|l| l.stack != NO_STACK && marks(l.stack).runs_the_model)
+        .filter_map(|l| Some((l.alloc_event?, l.stack)))
+        .collect();
+    model_allocs.sort_unstable();
+    // By stack: the candidates, and whether any of them was kept past its time.
+    let mut by_stack: FxHashMap<StackId, (Vec<usize>, bool)> = FxHashMap::default();
+    for (id, (l, c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
+        if !matches!(
+            c,
+            Category::Activation | Category::Retained | Category::Unknown | Category::Temporary
+        ) || l.stack == NO_STACK
+        {
+            continue;
+        }
+        let Some(alloc) = l.alloc_event else {
+            continue;
+        };
+        if !made_by_the_loop_alone(marks(l.stack)) {
+            continue;
+        }
+        // The iteration's backward pass: the first to start after the block was made; or the
+        // allocation that failed in its forward pass, which ended the trace before it.
+        let k = backward_starts.partition_point(|&s| s <= alloc);
+        let Some(next_backward) = backward_starts
+            .get(k)
+            .copied()
+            .or(failure.filter(|&f| f > alloc))
+        else {
+            continue;
+        };
+        let previous_end = k.checked_sub(1).map_or(0, |j| backward_ends[j]);
+        let next_model = model_allocs.partition_point(|&(e, _)| e <= alloc);
+        let Some(&(forward, forward_stack)) = model_allocs.get(next_model) else {
+            continue;
+        };
+        let forward_already_began = next_model
+            .checked_sub(1)
+            .is_some_and(|j| model_allocs[j].0 >= previous_end);
+        if alloc < previous_end
+            || forward >= next_backward
+            || forward_already_began
+            || !the_loop_calls_the_model(snapshot, l.stack, forward_stack)
+        {
+            continue;
+        }
+        let freed = l.free_requested_event.or(l.free_completed_event);
+        let dropped_in_time = match (freed, backward_starts.get(k + 1)) {
+            (Some(f), _) if f <= forward => continue,
+            (Some(f), Some(&after_next)) => f < after_next,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        let entry = by_stack.entry(l.stack).or_default();
+        entry.0.push(id);
+        entry.1 |= !dropped_in_time;
+    }
+    for (ids, kept_too_long) in by_stack.into_values() {
+        if !kept_too_long {
+            for id in ids {
+                of_lifetime[id] = Category::Input;
+            }
+        }
+    }
+}
+
+/// Whether a stack's marks leave it to the loop around the model: nothing calls the model, runs
+/// a backward pass or an optimizer, builds an object, loads weights, names a cache or a
+/// workspace, or casts for autocast.
+fn made_by_the_loop_alone(m: StackMarks) -> bool {
+    !(m.runs_the_model
+        || m.backward
+        || m.optimizer
+        || m.closure_in_optimizer
+        || m.constructor
+        || m.optimizer_constructor
+        || m.model_load
+        || m.parameter_init
+        || m.kv_cache
+        || m.workspace
+        || m.communication
+        || m.accumulate_grad
+        || m.autocast_cast
+        || m.recompute)
+}
+
+/// Whether `stack`'s innermost Python function (file and name) is one of the callers of the
+/// model in `model_stack`: a frame outside its outermost module call (`_call_impl`).
+fn the_loop_calls_the_model(snapshot: &Snapshot, stack: StackId, model_stack: StackId) -> bool {
+    let Some(made_in) = snapshot
+        .stack_frames(stack)
+        .find(|f| crate::frames::is_python(snapshot, f))
+    else {
+        return false;
+    };
+    let frames: Vec<&crate::model::Frame> = snapshot.stack_frames(model_stack).collect();
+    let Some(outermost_call) = frames
+        .iter()
+        .rposition(|f| matches!(snapshot.str(f.name), "_call_impl" | "_wrapped_call_impl"))
+    else {
+        return false;
+    };
+    frames[outermost_call + 1..]
+        .iter()
+        .any(|f| f.filename == made_in.filename && f.name == made_in.name)
 }
 
 /// Blocks an optimizer step made and kept where that step freed parameters of their size: the

@@ -7253,3 +7253,65 @@ fn a_schedule_running_both_passes_is_no_backward_pass() {
         "{evidence}"
     );
 }
+
+/// What the training loop puts on the device before the model runs is the iteration's input
+/// (batch 23's held-out audit: a video clip's 551 MiB counted as activations, a DQN's states as
+/// "retained"): three iterations, each `x = batch.cuda()` at `train.py:20` (8 MiB, dropped when
+/// the next batch replaces it), `kept.append(...)` at `train.py:21` (1 MiB, never freed: a line
+/// whose blocks pile up is no input), the model's 16 MiB activation and a 4 MiB temporary of its
+/// backward pass.
+#[test]
+fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
+    let loop_line = |line: i128| {
+        stack(&[
+            ("train", "/src/train.py", line),
+            ("<module>", "/src/train.py", 50),
+        ])
+    };
+    let model = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("train", "/src/train.py", 22),
+            ("<module>", "/src/train.py", 50),
+        ])
+    };
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let input_at = |i: i128| BASE + (i % 2) * 8 * MIB;
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, loop_line(20))];
+    for i in 0..3 {
+        trace.push(event("alloc", input_at(i), 8 * MIB, loop_line(20)));
+        if i > 0 {
+            free_block(&mut trace, input_at(i - 1), 8 * MIB, loop_line(20));
+        }
+        trace.push(event("alloc", BASE + (16 + i) * MIB, MIB, loop_line(21)));
+        trace.push(event("alloc", BASE + 24 * MIB, 16 * MIB, model()));
+        trace.push(event("alloc", BASE + 40 * MIB, 4 * MIB, backward()));
+        free_block(&mut trace, BASE + 40 * MIB, 4 * MIB, backward());
+        free_block(&mut trace, BASE + 24 * MIB, 16 * MIB, backward());
+    }
+    let mut blocks = vec![
+        block(BASE, 8 * MIB, "active_allocated", Some(loop_line(20))),
+        block(BASE + 8 * MIB, 8 * MIB, "inactive", None),
+    ];
+    for i in 0..3 {
+        blocks.push(block(
+            BASE + (16 + i) * MIB,
+            MIB,
+            "active_allocated",
+            Some(loop_line(21)),
+        ));
+    }
+    blocks.push(block(BASE + 19 * MIB, 45 * MIB, "inactive", None));
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
+    let of_size = |mib: u64| -> Vec<&str> {
+        by_mib
+            .iter()
+            .filter(|(m, _)| *m == mib)
+            .map(|(_, c)| *c)
+            .collect()
+    };
+    assert_eq!(of_size(8), ["input"; 3], "{by_mib:?}");
+    assert!(!of_size(1).contains(&"input"), "{by_mib:?}");
+    assert_eq!(of_size(16), ["activation"; 3], "{by_mib:?}");
+}

@@ -103,6 +103,11 @@ pub fn category_color(category: Category, allocation: u32) -> Color32 {
         Category::OptimizerState => 0.78,
         Category::WeightCopy => 0.90,
         Category::Activation => 0.33,
+        // Every hue is taken: a dark brown, told from the gradients' orange by its value.
+        Category::Input => {
+            let value = [0.58, 0.50, 0.62, 0.54][(allocation % 4) as usize];
+            return hsv(0.09, 0.65, value);
+        }
         Category::Retained => 0.0,
         Category::Temporary => 0.15,
         Category::LongLived => 0.70,

@@ -3267,6 +3267,12 @@ fn advice(
             "Most of the peak is 16-bit copies of the fp32 weights that autocast made. {}",
             weight_copy_advice(workload, facts)
         ),
+        Category::Input => "Most of the peak is the iterations' inputs: what the training loop \
+             put on the device before the model ran (the batch, its labels and masks). A smaller \
+             batch or smaller inputs lower it; so does keeping one copy of each (a batch and its \
+             cast to another dtype, or the previous batch held until the next replaces it, are \
+             two)."
+            .to_string(),
         Category::Retained => RETAINED_ADVICE.to_string(),
         Category::Temporary => temporary_advice(facts),
         Category::LongLived => long_lived_advice(facts),
