@@ -1087,10 +1087,16 @@ fn peak_advice_fits_the_file() {
             && !advice.contains("Mixed precision"),
         "{advice}"
     );
+    // The casebook: "nothing to warn about" (a 25 MiB gap at the peak): said, and the call
+    // sites are only for a peak that must come down.
     let peak = peak_finding(&cpp);
     assert!(
-        peak.suggestion
-            .starts_with("No one part dominates this peak (the largest, activation, is 26%)"),
+        peak.suggestion.starts_with(
+            "Only if the peak must come down (to fit a smaller device, a larger batch or longer \
+             inputs): no one part dominates this peak (the largest, activation, is 26%)"
+        ) && peak
+            .summary
+            .contains("Nothing on this device needs fixing for memory"),
         "{}",
         peak.suggestion
     );

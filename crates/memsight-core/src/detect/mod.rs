@@ -464,13 +464,17 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         findings.extend(integrity);
         findings.extend(peak);
         findings.extend(leaks);
-        let fragmented = fragmentation.iter().any(|f| f.severity > Severity::Info);
+        let fragmented_until = fragmentation
+            .iter()
+            .filter(|f| f.severity > Severity::Info)
+            .map(|f| f.events.1)
+            .max();
         findings.extend(fragmentation);
         findings.extend(ooms);
         findings.extend(outlier::detect(cx));
         findings.extend(stalls);
         findings.extend(inefficient::detect(cx));
-        findings.extend(pool_state::detect(cx, fragmented));
+        findings.extend(pool_state::detect(cx, fragmented_until));
         say_nothing_to_fix(&mut findings[first_of_device..]);
     }
     findings.extend(imbalance::detect(&contexts));
@@ -876,10 +880,19 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
     if problem {
         return;
     }
+    // Advice that leads with something to fix (gradients kept from an earlier step, a previous
+    // result held, the optimizer's temporaries) is no healthy peak's.
     for peak in device_findings.iter_mut().filter(|f| {
         f.kind == FindingKind::Peak
             && f.summary.contains("No leak")
             && f.summary.contains("No fragmentation to fix")
+            && [
+                "Most of the peak is",
+                "The largest part of the peak is",
+                "No one part",
+            ]
+            .iter()
+            .any(|lead| f.suggestion.starts_with(lead))
     }) {
         peak.summary.push_str(
             " Nothing on this device needs fixing for memory: its trace shows no out-of-memory \
