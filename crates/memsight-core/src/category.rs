@@ -399,6 +399,9 @@ pub struct Categories {
     /// The backward passes were told only by the thread that made their allocations (in a file
     /// that records Python frames alone, those without a stack): no frame shows autograd.
     pub backward_by_thread: bool,
+    /// Some event's stack runs `GradScaler` (`grad_scaler.py`): fp16 mixed precision is on,
+    /// whatever the file shows of autocast's casts.
+    pub loss_scaling: bool,
 }
 
 impl Categories {
@@ -480,6 +483,9 @@ struct StackMarks {
     /// Some frame calls the model (`Module._call_impl`), a closure, a `training_step` or
     /// `backward()`: the block was made by the model's passes, not by the loop around them.
     runs_the_model: bool,
+    /// A frame of `torch.amp`'s `GradScaler` (`grad_scaler.py`): loss scaling, which only
+    /// fp16 mixed precision needs.
+    grad_scaler: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -541,8 +547,11 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             // is no backward pass: batch 20's held-out file 1 read its every allocation as
             // backward ("backward passes at events 1–25061"), its loss's peak among them.
             || name.contains("_backward") && !name.contains("forward_backward")
-            || (name == "backward"
-                && (file.ends_with("autograd/__init__.py") || file.ends_with("_tensor.py")));
+            // `backward` itself, wherever it is written: autograd's, or a wrapper that runs it
+            // (DeepSpeed's `engine.backward`, Accelerate's, Lightning's; batch 24's held-out
+            // audit: a ZeRO-Offload run's every gradient read as "outside backward", 99 %
+            // unknown); not one that also steps the optimizer inside it.
+            || (name == "backward" && !marks.optimizer);
         let optimizer_frame = file.contains("/optim/")
             || file.starts_with("optim/")
             || file.contains("\\optim\\")
@@ -560,6 +569,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
                 || file.ends_with("/adamw.py"));
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.autocast_exit |= name == "__exit__" && file.ends_with("autocast_mode.py");
+        marks.grad_scaler |= file.ends_with("grad_scaler.py");
         // A constructor that runs the model (a warm-up forward in a trainer's `__init__`) made
         // that forward's blocks, not its own state.
         marks.constructor |=
@@ -721,13 +731,13 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
         optimizer_frames: has_optimizer_frames(device, &mut marks),
+        loss_scaling: device
+            .trace
+            .stack
+            .iter()
+            .any(|&stack| marks(stack).grad_scaler),
     };
-    let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = categories
-        .runs
-        .iter()
-        .filter(|r| r.phase == Phase::Backward)
-        .map(|r| (r.start, r.end))
-        .unzip();
+    let (backward_starts, backward_ends) = backward_bounds(&categories.runs);
     let failed = device.trace.action.contains(&Action::Oom);
     let iteration_ends = iteration_ends(&categories.runs);
     let start = trace_start(device, &categories.runs);
@@ -1169,11 +1179,7 @@ fn inputs_of_each_iteration(
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) {
-    let (backward_starts, backward_ends): (Vec<u32>, Vec<u32>) = runs
-        .iter()
-        .filter(|r| r.phase == Phase::Backward)
-        .map(|r| (r.start, r.end))
-        .unzip();
+    let (backward_starts, backward_ends) = backward_bounds(runs);
     let failure = device
         .trace
         .action
@@ -2005,6 +2011,14 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
 
 /// Blocks from one call stack alive at once from this many on are many layers' (one per layer).
 const LAYER_BLOCKS: usize = 4;
+
+/// Where each backward pass starts and ends, in trace order.
+fn backward_bounds(runs: &[PhaseRun]) -> (Vec<u32>, Vec<u32>) {
+    runs.iter()
+        .filter(|r| r.phase == Phase::Backward)
+        .map(|r| (r.start, r.end))
+        .unzip()
+}
 
 /// Where each backward pass of `runs` begins, in trace order.
 pub(crate) fn backward_starts(runs: &[PhaseRun]) -> Vec<u32> {

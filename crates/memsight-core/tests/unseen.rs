@@ -7557,3 +7557,55 @@ fn idle_cache_made_after_a_release_is_not_the_fragmented_reserve() {
         idle[0].summary
     );
 }
+
+/// A backward pass run through a wrapper (`DeepSpeed`'s `engine.backward`) is a backward pass,
+/// and a `GradScaler` in the optimizer's stack shows fp16 mixed precision already on (batch 24's
+/// held-out audit: a ZeRO-Offload run's gradients "outside backward", 99 % unknown; a
+/// `GradScaler` run told "autocast to bf16 if they are fp32").
+#[test]
+fn a_wrapped_backward_and_a_grad_scaler_are_read_as_such() {
+    let model = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("train", "/src/train.py", 108),
+        ])
+    };
+    let backward = || {
+        stack(&[
+            ("backward", "/lib/deepspeed/runtime/engine.py", 2020),
+            ("train", "/src/train.py", 112),
+        ])
+    };
+    let step = || {
+        stack(&[
+            ("_init_group", "/lib/torch/optim/adamw.py", 160),
+            ("step", "/lib/torch/optim/adamw.py", 220),
+            ("_maybe_opt_step", "/lib/torch/amp/grad_scaler.py", 380),
+            ("step", "/lib/torch/amp/grad_scaler.py", 451),
+            ("train", "/src/train.py", 115),
+        ])
+    };
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, model()),
+        event("alloc", BASE, 64 * MIB, model()),
+        event("alloc", BASE + 64 * MIB, 8 * MIB, backward()),
+    ];
+    free_block(&mut trace, BASE + 64 * MIB, 8 * MIB, backward());
+    free_block(&mut trace, BASE, 64 * MIB, backward());
+    trace.push(event("alloc", BASE + 72 * MIB, MIB, step()));
+    let blocks = vec![
+        block(BASE, 72 * MIB, "inactive", None),
+        block(BASE + 72 * MIB, MIB, "active_allocated", Some(step())),
+        block(BASE + 73 * MIB, 55 * MIB, "inactive", None),
+    ];
+    let peak = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace);
+    assert!(peak.summary.contains("backward pass"), "{}", peak.summary);
+    assert!(
+        peak.suggestion
+            .starts_with("Most of the peak is activations")
+            && !peak.suggestion.contains("bf16"),
+        "{}",
+        peak.suggestion
+    );
+}

@@ -2605,7 +2605,9 @@ fn suggestion(
             facts,
             cx.workload,
             largest.bytes * 2 >= total,
-            cx.categories.autocast || cx.categories.half_precision_weights,
+            cx.categories.autocast
+                || cx.categories.half_precision_weights
+                || cx.categories.loss_scaling,
         )
     };
     let bytes_in = |category: Category| {
@@ -3189,8 +3191,9 @@ pub(super) const RETAINED_ADVICE: &str = "Most of the peak is tensors made outsi
 /// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
 /// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
 /// precision is advised only as a condition, "if they are fp32", and not where `sixteen_bit`:
-/// autocast is on, or the weights are shown 16-bit by their fp32 Adam state; batch 21's
-/// re-audit: a bf16 conformer told "autocast to bf16 if they are fp32").
+/// autocast is on, `GradScaler` scales the loss, or the weights are shown 16-bit by their fp32
+/// Adam state; batch 21's re-audit: a bf16 conformer told "autocast to bf16 if they are fp32";
+/// batch 24's: a `GradScaler` run told the same).
 fn advice(
     largest_category: Category,
     facts: &PeakFacts,
