@@ -329,9 +329,10 @@ fn unmarked_finding(
     f.summary = format!(
         "Nothing in this trace marks its iterations, so it was cut into {WINDOWS} equal parts. In \
          {} of them, this call stack allocated blocks of {} that were never freed: {} blocks, {} \
-         in all, at a steady rate. Over the same parts the lowest allocated point rose from {} to \
-         {}, while the memory rises and falls by about {} inside each part: the program repeats \
-         the same work, and only what these blocks hold stays.{}",
+         in all, at a steady rate. The lowest allocated point of the parts rose from {} (the \
+         second part) to {} (the last), while inside a part the memory spans about {} from its \
+         lowest to its highest point: the program repeats the same work, and only what these \
+         blocks hold stays.{}",
         kept.parts(),
         format_bytes(size as i64),
         kept.count,

@@ -19,6 +19,7 @@ mod outlier;
 mod peak;
 mod pool_state;
 mod settings;
+mod spike;
 pub mod stall;
 pub mod steps;
 
@@ -448,6 +449,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         link_leaks_to_peak(cx, &leaks, &mut peak);
         // Growth that stopped has its own note: the peak's "nothing accumulates" would deny it
         // (a held-out audit: 139 MiB kept over 13 iterations, under the flat margin).
+        spike::note_one_time_spike(cx, &mut peak);
         if leaks.is_empty() {
             leak::note_unjudged(cx, &mut peak);
         } else if leaks.iter().all(|f| f.kind == FindingKind::BoundedGrowth) {
@@ -801,6 +803,8 @@ fn link_leaks_to_oom(cx: &DeviceContext, leaks: &[Finding], ooms: &mut [Finding]
 /// never freed. A block of the same line made in this iteration and freed later in it is the
 /// iteration's own (batch 23's held-out audit: a 3.07 GiB log-softmax of the line whose 64 KiB
 /// per-token losses leaked was "blocks the leak keeps", and "fix the leak first" led the peak).
+/// Where nothing marks iterations, only the never-freed ones (batch 24's: a streaming server's
+/// states of the streams in flight, freed later, counted with the finished streams' kept ones).
 fn kept_by_the_leak(cx: &DeviceContext, stacks: &[StackId], event: Option<u32>) -> Vec<u32> {
     let replay = cx.replay;
     let iteration_of = |e: u32| cx.steps.as_ref().and_then(|s| s.step_of(e));
@@ -813,8 +817,9 @@ fn kept_by_the_leak(cx: &DeviceContext, stacks: &[StackId], event: Option<u32>) 
             l.state_after(event) == crate::model::BlockState::ActiveAllocated
                 && stacks.contains(&l.stack)
                 && (l.free_completed_event.is_none()
-                    || l.alloc_event.is_none_or(|made| {
-                        now.is_none() || iteration_of(made).is_none_or(|k| Some(k) < now)
+                    || now.is_some_and(|now| {
+                        l.alloc_event
+                            .is_none_or(|made| iteration_of(made).is_none_or(|k| k < now))
                     }))
         })
         .map(|&(_, id)| id)
