@@ -7436,6 +7436,14 @@ fn a_leak_of_two_lines_per_unit_under_a_varying_load_is_found() {
         "{}",
         leaks[0].title
     );
+    // No backward pass: a server's state kept per stream is named among the holders.
+    assert!(
+        leaks[0]
+            .suggestion
+            .contains("state kept per request, session or stream after it ends"),
+        "{}",
+        leaks[0].suggestion
+    );
 }
 
 /// A trace that begins inside a multi-tensor optimizer step: the step's temporaries made before

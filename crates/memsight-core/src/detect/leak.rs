@@ -351,11 +351,19 @@ fn unmarked_finding(
     f.bytes = kept.bytes;
     f.events = (kept.first, kept.last);
     f.stack = stack;
-    f.suggestion = "Something keeps a reference to these tensors (a list, a cache, a metrics \
-                    accumulator): drop it, or keep scalars / CPU copies (`.item()`, `.cpu()`) \
-                    instead of device tensors. To confirm, record with iteration marks \
-                    (torch.profiler's ProfilerStep, or an msMemScope MSTX step range)."
-        .to_string();
+    // A server's leak is often state kept per request or stream after it ends (batch 24's
+    // re-audit: a streaming server told only of lists and `.item()`).
+    f.suggestion = format!(
+        "Something keeps a reference to these tensors ({}a list, a cache, a metrics \
+         accumulator): drop it when what it belongs to is done, or keep scalars / CPU copies \
+         (`.item()`, `.cpu()`) instead of device tensors. To confirm, record with iteration \
+         marks (torch.profiler's ProfilerStep, or an msMemScope MSTX step range).",
+        if cx.workload == super::Workload::Inference {
+            "state kept per request, session or stream after it ends, "
+        } else {
+            ""
+        }
+    );
     f
 }
 
