@@ -165,10 +165,11 @@ pub enum Category {
     WeightCopy,
     Activation,
     /// Made by the training loop itself (no frame calls the model, steps an optimizer or
-    /// constructs an object) after the previous backward pass and before this iteration's
-    /// forward pass calls the model, alive when it does, and freed by the next iteration's
-    /// backward pass: the batch moved to the device and what the loop made of it (labels, masks,
-    /// noise, on-device augmentation). `PyTorch`'s memory timeline calls these `INPUT`.
+    /// constructs an object; the function that then calls the model) after the previous
+    /// backward pass and before this iteration's forward pass calls the model, alive when it
+    /// does, and dropped before the backward pass after the next: the batch moved to the device
+    /// and what the loop made of it (labels, masks, noise, on-device augmentation). `PyTorch`'s
+    /// memory timeline calls these `INPUT`.
     Input,
     /// Made in a forward pass and still held when its iteration was over: a cache, a buffer
     /// kept on purpose, or a leak.
@@ -274,12 +275,14 @@ impl Category {
                  autograd keeps them)"
             }
             Self::Input => {
-                "made in a trace with backward passes by a stack with Python frames none of which \
-                 calls the model, steps an optimizer, builds an object or loads weights, after the \
-                 previous backward pass and before this iteration's first allocation that calls the \
-                 model, alive when that allocation is made, and freed before the backward pass \
-                 after the next (or, made for the trace's last backward pass, kept): the batch on \
-                 the device and what the loop made of it"
+                "made in a trace with backward passes (or one that ends in an out-of-memory \
+                 error) by a stack with Python frames none of which calls the model, steps an \
+                 optimizer, builds an object or loads weights, in the function that then calls the \
+                 model, after the previous backward pass and before this iteration's first \
+                 allocation that calls the model, alive when that allocation is made, and freed \
+                 before the backward pass after the next (or, made for the trace's last backward \
+                 pass, kept), no block of its line kept longer: the batch on the device and what \
+                 the loop made of it"
             }
             Self::Retained => {
                 "made outside backward and the optimizer step (or by a checkpoint's recomputation \

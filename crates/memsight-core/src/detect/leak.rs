@@ -171,7 +171,7 @@ fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
             }
         }
     }
-    let mut kept: Option<KeptSoFar> = None;
+    let mut kept_so_far: Option<KeptSoFar> = None;
     let best = kept_sites
         .into_iter()
         .filter(|(_, kept)| {
@@ -181,7 +181,7 @@ fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
             repeated_work
                 || allocs_of.get_mut(site).is_some_and(|allocs| {
                     grows_by_itself(allocated, allocs)
-                        || kept
+                        || kept_so_far
                             .get_or_insert_with(|| KeptSoFar::of(cx))
                             .grows_by(allocated, allocs)
                 })
@@ -268,11 +268,11 @@ impl KeptSoFar {
     }
 
     /// Whether, from the first of `allocs` (sorted by [`grows_by_itself`]) to each of them, the
-    /// allocated bytes grow by about what was made there and never freed
-    /// (within [`MAX_DRIFT_PERCENT`] of the leak's total), while most of what is made in between is freed: a leak whose
-    /// unit is several blocks from several lines (a session's state and its bookkeeping, kept
-    /// per finished stream: batch 24's held-out audit, a streaming server's 251 MiB missed). A
-    /// forward pass recorded alone keeps most of what each layer makes.
+    /// allocated bytes grow by what was made there and never freed, within
+    /// [`MAX_DRIFT_PERCENT`] of the leak's total, while most of what is made in between is
+    /// freed: a leak whose unit is several blocks from several lines (a session's state and its
+    /// bookkeeping, kept per finished stream: batch 24's held-out audit, a streaming server's
+    /// 251 MiB missed). A forward pass recorded alone keeps most of what each layer makes.
     fn grows_by(&self, allocated: &[i64], allocs: &[(u32, u64)]) -> bool {
         let (Some(first), Some(last)) = (allocs.first(), allocs.last()) else {
             return false;
