@@ -7669,3 +7669,63 @@ fn a_one_time_spike_is_named() {
         peak.summary
     );
 }
+
+/// A leak made in a function named for a queue is that queue growing: the advice says to bound
+/// it (batch 24's re-audit: a bi-encoder's negatives queue grown by `torch.cat` in
+/// `update_queue`, told only "a list, a cache … `.item()`").
+#[test]
+fn a_leak_in_a_queue_s_function_is_told_to_bound_it() {
+    let model = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("train", "/src/train.py", 108),
+        ])
+    };
+    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let step = || {
+        stack(&[
+            ("_multi_tensor_adamw", "/lib/torch/optim/adamw.py", 600),
+            ("step", "/lib/torch/optim/adamw.py", 220),
+            ("train", "/src/train.py", 115),
+        ])
+    };
+    let queue = || {
+        stack(&[
+            ("update_queue", "/src/losses.py", 41),
+            ("train", "/src/train.py", 111),
+        ])
+    };
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, model())];
+    let mut kept = Vec::new();
+    for iteration in 0..8 {
+        trace.push(event("alloc", BASE, 128 * MIB, model()));
+        let at = BASE + (200 + iteration) * MIB;
+        trace.push(event("alloc", at, MIB, queue()));
+        kept.push(at);
+        trace.push(event("alloc", BASE + 128 * MIB, 8 * MIB, backward()));
+        free_block(&mut trace, BASE + 128 * MIB, 8 * MIB, backward());
+        free_block(&mut trace, BASE, 128 * MIB, backward());
+        trace.push(event("alloc", BASE + 136 * MIB, MIB, step()));
+        free_block(&mut trace, BASE + 136 * MIB, MIB, step());
+    }
+    let mut blocks = vec![block(BASE, 200 * MIB, "inactive", None)];
+    for &at in &kept {
+        blocks.push(block(at, MIB, "active_allocated", Some(queue())));
+    }
+    blocks.push(block(BASE + 208 * MIB, 48 * MIB, "inactive", None));
+    let findings = analyze(&load(&top(
+        vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+        vec![trace],
+    )));
+    let leaks = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leaks.len(), 1, "{findings:#?}");
+    assert!(
+        leaks[0].suggestion.contains(
+            "They are made in update_queue (/src/losses.py:41), a function named for a \
+             container that only grows: bound it"
+        ),
+        "{}",
+        leaks[0].suggestion
+    );
+}

@@ -815,6 +815,13 @@ fn leak_advice(cx: &DeviceContext, leaking: &[Leaking], backlog: bool) -> String
              the handle and call handle.remove() when done."
         ));
     }
+    if let Some(container) = named_for_a_container(cx, stack).filter(|_| !backlog) {
+        said.push(format!(
+            "They are made in {container}, a function named for a container that only grows: \
+             bound it (keep the last N entries: a fixed-size ring tensor written in place, or \
+             a deque with a maxlen), or empty it when its entries are used."
+        ));
+    }
     if said.is_empty() {
         said.push(
             "Something keeps a reference to these tensors (a list, a cache, a metrics \
@@ -824,6 +831,29 @@ fn leak_advice(cx: &DeviceContext, leaking: &[Leaking], backlog: bool) -> String
         );
     }
     said.join(" ")
+}
+
+/// Words in a function's name that say it keeps entries: a queue, a memory bank, a history.
+const CONTAINER_WORDS: [&str; 4] = ["queue", "bank", "history", "fifo"];
+
+/// The innermost Python frame of `stack`, as `name (file:line)`, where its function's name says
+/// it keeps entries ([`CONTAINER_WORDS`]): a leak made there is that container growing (batch
+/// 24's re-audit: a negatives queue grown by `torch.cat` in `update_queue`, told only "a list, a
+/// cache").
+fn named_for_a_container(cx: &DeviceContext, stack: StackId) -> Option<String> {
+    let snapshot = cx.snapshot;
+    let frame = snapshot
+        .stack_frames(stack)
+        .find(|f| crate::frames::is_python(snapshot, f))?;
+    let name = snapshot.str(frame.name).to_ascii_lowercase();
+    CONTAINER_WORDS.iter().any(|w| name.contains(w)).then(|| {
+        format!(
+            "{} ({}:{})",
+            snapshot.str(frame.name),
+            snapshot.str(frame.filename),
+            frame.line
+        )
+    })
 }
 
 /// A leak from this many call stacks or more, half of them in a module's forward, is a kept
