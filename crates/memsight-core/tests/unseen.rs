@@ -7254,6 +7254,30 @@ fn a_schedule_running_both_passes_is_no_backward_pass() {
     );
 }
 
+/// A block the model's forward makes (`model.py:41`, through a module call), called by the
+/// training loop `train` at `train.py:line`.
+fn train_forward(line: i128) -> Py {
+    stack(&[
+        ("forward", "/src/model.py", 41),
+        ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+        ("train", "/src/train.py", line),
+    ])
+}
+
+/// A block of a backward pass, made on autograd's engine (its C++ frame alone).
+fn engine_backward() -> Py {
+    frames("torch::autograd::Engine::evaluate_function", "", 0)
+}
+
+/// A block of `AdamW`'s multi-tensor step, called by `train` at `train.py:115`.
+fn foreach_adamw_step() -> Py {
+    stack(&[
+        ("_multi_tensor_adamw", "/lib/torch/optim/adamw.py", 600),
+        ("step", "/lib/torch/optim/adamw.py", 220),
+        ("train", "/src/train.py", 115),
+    ])
+}
+
 /// What the training loop puts on the device before the model runs is the iteration's input
 /// (batch 23's held-out audit: a video clip's 551 MiB counted as activations, a DQN's states as
 /// "retained"): three iterations, each `x = batch.cuda()` at `train.py:20` (8 MiB, dropped when
@@ -7268,15 +7292,8 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
             ("<module>", "/src/train.py", 50),
         ])
     };
-    let model = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("train", "/src/train.py", 22),
-            ("<module>", "/src/train.py", 50),
-        ])
-    };
-    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
+    let model = || train_forward(22);
+    let backward = engine_backward;
     let input_at = |i: i128| BASE + (i % 2) * 8 * MIB;
     let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, loop_line(20))];
     for i in 0..3 {
@@ -7460,13 +7477,7 @@ fn foreach_temporaries_from_before_a_mid_step_window_are_counted() {
         ])
     };
     let gradient = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
-    let foreach = || {
-        stack(&[
-            ("_multi_tensor_adamw", "/lib/torch/optim/adamw.py", 600),
-            ("step", "/lib/torch/optim/adamw.py", 220),
-            ("train", "/src/train.py", 30),
-        ])
-    };
+    let foreach = foreach_adamw_step;
     let mut trace = Vec::new();
     for k in 0..4 {
         trace.push(event("alloc", at(80 + 4 * k), 4 * MIB, foreach()));
@@ -7572,13 +7583,7 @@ fn idle_cache_made_after_a_release_is_not_the_fragmented_reserve() {
 /// `GradScaler` run told "autocast to bf16 if they are fp32").
 #[test]
 fn a_wrapped_backward_and_a_grad_scaler_are_read_as_such() {
-    let model = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("train", "/src/train.py", 108),
-        ])
-    };
+    let model = || train_forward(108);
     let backward = || {
         stack(&[
             ("backward", "/lib/deepspeed/runtime/engine.py", 2020),
@@ -7623,21 +7628,9 @@ fn a_wrapped_backward_and_a_grad_scaler_are_read_as_such() {
 /// `ZeroRedundancyOptimizer` rank's 2.27 GiB `consolidate_state_dict` left unsaid).
 #[test]
 fn a_one_time_spike_is_named() {
-    let model = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("train", "/src/train.py", 108),
-        ])
-    };
-    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
-    let step = || {
-        stack(&[
-            ("_multi_tensor_adamw", "/lib/torch/optim/adamw.py", 600),
-            ("step", "/lib/torch/optim/adamw.py", 220),
-            ("train", "/src/train.py", 115),
-        ])
-    };
+    let model = || train_forward(108);
+    let backward = engine_backward;
+    let step = foreach_adamw_step;
     let save = || {
         stack(&[
             ("save_checkpoint", "/src/train.py", 171),
@@ -7675,21 +7668,9 @@ fn a_one_time_spike_is_named() {
 /// `update_queue`, told only "a list, a cache … `.item()`").
 #[test]
 fn a_leak_in_a_queue_s_function_is_told_to_bound_it() {
-    let model = || {
-        stack(&[
-            ("forward", "/src/model.py", 41),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("train", "/src/train.py", 108),
-        ])
-    };
-    let backward = || frames("torch::autograd::Engine::evaluate_function", "", 0);
-    let step = || {
-        stack(&[
-            ("_multi_tensor_adamw", "/lib/torch/optim/adamw.py", 600),
-            ("step", "/lib/torch/optim/adamw.py", 220),
-            ("train", "/src/train.py", 115),
-        ])
-    };
+    let model = || train_forward(108);
+    let backward = engine_backward;
+    let step = foreach_adamw_step;
     let queue = || {
         stack(&[
             ("update_queue", "/src/losses.py", 41),
