@@ -891,13 +891,9 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
         f.kind == FindingKind::Peak
             && f.summary.contains("No leak")
             && f.summary.contains("No fragmentation to fix")
-            && [
-                "Most of the peak is",
-                "The largest part of the peak is",
-                "No one part",
-            ]
-            .iter()
-            .any(|lead| f.suggestion.starts_with(lead))
+            && peak::LARGEST_PART_LEADS
+                .iter()
+                .any(|lead| f.suggestion.starts_with(lead))
     }) {
         peak.summary.push_str(
             " Nothing on this device needs fixing for memory: its trace shows no out-of-memory \

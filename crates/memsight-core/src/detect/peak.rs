@@ -678,6 +678,16 @@ enum AutogradSign {
     None,
 }
 
+/// How the peak's advice begins where it names its largest part's levers ("most of", or under
+/// half of the peak "the largest part of"), or where no part dominates; advice that begins
+/// otherwise leads with something to fix (kept gradients, a previous result held, the
+/// optimizer's temporaries).
+pub(super) const LARGEST_PART_LEADS: [&str; 3] = [
+    "Most of the peak is",
+    "The largest part of the peak is",
+    "No one part dominates",
+];
+
 /// What the peak's summary says 'retained' is, where it holds some.
 const RETAINED_NOTE: &str = " ('Retained' is memory made outside backward and the optimizer \
      step and still held after its iteration: an input or dataset kept on purpose, a cache, or a \
@@ -3302,7 +3312,7 @@ fn advice(
         text
     } else {
         // Under half of the peak: its largest part, not "most" of it.
-        text.replacen("Most of the peak is", "The largest part of the peak is", 1)
+        text.replacen(LARGEST_PART_LEADS[0], LARGEST_PART_LEADS[1], 1)
     }
 }
 
