@@ -266,7 +266,10 @@ impl Category {
             }
             Self::WeightCopy => {
                 "made by autocast's cached_cast (or freed by autocast's __exit__, which clears \
-                 its cache of casts) at half a weight's size, at most one alive per weight"
+                 its cache of casts) at half a weight's size, at most one alive per weight; in a \
+                 file of Python frames alone, a forward pass's blocks of half a weight's size \
+                 kept into the backward pass, where they number exactly the weights of that size \
+                 and such weights hold half the trained weights' bytes or more"
             }
             Self::Activation => {
                 "made outside backward and the optimizer, alive when the next backward pass \
@@ -405,6 +408,9 @@ pub struct Categories {
     /// Some event's stack runs `GradScaler` (`grad_scaler.py`): fp16 mixed precision is on,
     /// whatever the file shows of autocast's casts.
     pub loss_scaling: bool,
+    /// Autocast's copies of the weights were told by their count alone
+    /// (`weight_copies_by_count`): the file records Python frames only, so no `cached_cast`.
+    pub casts_by_count: bool,
 }
 
 impl Categories {
@@ -489,6 +495,9 @@ struct StackMarks {
     /// A frame of `torch.amp`'s `GradScaler` (`grad_scaler.py`): loss scaling, which only
     /// fp16 mixed precision needs.
     grad_scaler: bool,
+    /// A frame of native code (C++, a shared object): the file records more than Python lines,
+    /// so autocast's casts would show their `cached_cast` frame.
+    native: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -573,6 +582,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.autocast_exit |= name == "__exit__" && file.ends_with("autocast_mode.py");
         marks.grad_scaler |= file.ends_with("grad_scaler.py");
+        marks.native |= crate::frames::is_native(file);
         // A constructor that runs the model (a warm-up forward in a trainer's `__init__`) made
         // that forward's blocks, not its own state.
         marks.constructor |=
@@ -734,11 +744,8 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
         optimizer_frames: has_optimizer_frames(device, &mut marks),
-        loss_scaling: device
-            .trace
-            .stack
-            .iter()
-            .any(|&stack| marks(stack).grad_scaler),
+        loss_scaling: some_stack(device, &mut marks, |m| m.grad_scaler),
+        casts_by_count: false,
     };
     let (backward_starts, backward_ends) = backward_bounds(&categories.runs);
     let failed = device.trace.action.contains(&Action::Oom);
@@ -815,6 +822,10 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         &mut categories,
     );
     autocast_weight_copies(replay, &casts, &mut categories.of_lifetime);
+    categories.casts_by_count = casts.is_empty()
+        && !some_stack(device, &mut marks, |m| m.native)
+        && weight_copies_by_count(replay, &categories.runs, &mut categories.of_lifetime);
+    categories.autocast |= categories.casts_by_count;
     replaced_parameters(replay, &categories.runs, &mut categories.of_lifetime);
     trained_inputs(replay, &mut categories.of_lifetime);
     categories.half_precision_weights |= gradients_need_a_weight(
@@ -900,6 +911,15 @@ fn runs_a_closure(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks
     let trace = &device.trace;
     (0..trace.len())
         .any(|i| trace.action[i] == Action::Alloc && marks(trace.stack[i]).closure_in_optimizer)
+}
+
+/// Whether some event's stack has the mark `marked` picks.
+fn some_stack(
+    device: &Device,
+    marks: &mut impl FnMut(StackId) -> StackMarks,
+    marked: impl Fn(StackMarks) -> bool,
+) -> bool {
+    device.trace.stack.iter().any(|&stack| marked(marks(stack)))
 }
 
 /// Whether some allocation of the trace is Adam's or `AdamW`'s (its frames say so).
@@ -2010,6 +2030,120 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
             copies.push(std::cmp::Reverse(freed.unwrap_or(u32::MAX)));
         }
     }
+}
+
+/// Autocast's copies of the weights in a file that records Python frames alone, where no
+/// `cached_cast` frame shows them (batch 24's held-out audit: four bf16 / fp16 runs' copies,
+/// 324–682 MiB, counted as activations). Autocast casts each fp32 weight once per forward pass
+/// to a block of half its size, and the backward pass uses it: in one forward pass (a backward
+/// pass's start back to the one before's end), the activations of size `s` alive when the
+/// backward pass starts are the copies where they number exactly the weights of size `2 s`
+/// (two or more), all of them or all from one call stack, and the weights so copied hold half
+/// the trained weights' bytes or more. Any other count is left as it was.
+/// Returns whether any copy was found.
+fn weight_copies_by_count(
+    replay: &DeviceReplay,
+    runs: &[PhaseRun],
+    of_lifetime: &mut [Category],
+) -> bool {
+    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
+    for (l, _) in replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(_, &c)| c == Category::Parameter)
+    {
+        *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
+    }
+    // The weights the backward pass makes gradients for (a frozen teacher's are never cast
+    // for a matrix product with a gradient), or all where no gradient is known.
+    let gradient_sizes: FxHashSet<u64> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(_, &c)| c == Category::Gradient)
+        .map(|(l, _)| l.requested_size_bytes)
+        .collect();
+    let weight_bytes = |trained: bool| -> u64 {
+        weights_of_size
+            .iter()
+            .filter(|&(size, _)| !trained || gradient_sizes.contains(size))
+            .map(|(size, &n)| size.saturating_mul(n as u64))
+            .sum()
+    };
+    let trained_weight_bytes = match weight_bytes(true) {
+        0 => weight_bytes(false),
+        trained => trained,
+    };
+    weights_of_size.retain(|_, &mut n| n >= 2);
+    if weights_of_size.is_empty() {
+        return false;
+    }
+    // The activations of a copy's size, in allocation order.
+    let mut candidates: Vec<(u32, usize)> = replay
+        .lifetimes
+        .iter()
+        .enumerate()
+        .filter(|&(id, l)| {
+            of_lifetime[id] == Category::Activation
+                && weights_of_size.contains_key(&l.requested_size_bytes.saturating_mul(2))
+        })
+        .filter_map(|(id, l)| Some((l.alloc_event?, id)))
+        .collect();
+    candidates.sort_unstable();
+    let (starts, ends) = backward_bounds(runs);
+    let mut found = false;
+    let mut previous_end = 0u32;
+    for (&start, &end) in starts.iter().zip(&ends) {
+        let first = candidates.partition_point(|&(alloc, _)| alloc < previous_end);
+        let last = candidates.partition_point(|&(alloc, _)| alloc < start);
+        previous_end = end;
+        // Per copy size, the forward pass's blocks kept into the backward pass.
+        let mut by_size: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        for &(_, id) in candidates.get(first..last).unwrap_or_default() {
+            let l = &replay.lifetimes[id];
+            if l.free_requested_event
+                .or(l.free_completed_event)
+                .is_none_or(|f| f >= start)
+            {
+                by_size.entry(l.requested_size_bytes).or_default().push(id);
+            }
+        }
+        // Autocast casts every weight a matrix product uses: the copies found must stand for
+        // half the trained weights' bytes or more, not one size that a layer's activation
+        // happens to share (batch 21's fp32 language model: six per-layer 512 KiB blocks beside
+        // six 1 MiB weights of its 72 MiB).
+        let mut copies: Vec<usize> = Vec::new();
+        let mut weight_bytes_copied = 0u64;
+        for (size, ids) in by_size {
+            let weights = weights_of_size[&(size * 2)];
+            let of_size: Vec<usize> = if ids.len() == weights {
+                ids
+            } else {
+                let mut by_stack: FxHashMap<StackId, Vec<usize>> = FxHashMap::default();
+                for id in ids {
+                    by_stack
+                        .entry(replay.lifetimes[id].stack)
+                        .or_default()
+                        .push(id);
+                }
+                let mut matching = by_stack.into_values().filter(|v| v.len() == weights);
+                match (matching.next(), matching.next()) {
+                    (Some(one), None) => one,
+                    _ => continue,
+                }
+            };
+            weight_bytes_copied += size * 2 * weights as u64;
+            copies.extend(of_size);
+        }
+        if weight_bytes_copied * 2 >= trained_weight_bytes && !copies.is_empty() {
+            for id in copies {
+                of_lifetime[id] = Category::WeightCopy;
+            }
+            found = true;
+        }
+    }
+    found
 }
 
 /// Blocks from one call stack alive at once from this many on are many layers' (one per layer).

@@ -33,7 +33,7 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
 }
 
 /// Whether a frame's file is native code (or names none): no Python line.
-fn is_native(file: &str) -> bool {
+pub(crate) fn is_native(file: &str) -> bool {
     // Object files, assembly and shared objects are native too: `thread48.o` holds
     // `execute_native_thread_routine` (the thread autograd's engine runs on), `clone3.S` a
     // thread's start, `libc.so.6` the C library.

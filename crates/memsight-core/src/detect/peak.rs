@@ -454,7 +454,15 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
         Some(steps) => format!("iterations: {}", steps.describe()),
         None => no_iterations(cx),
     });
-    if cx.categories.autocast {
+    if cx.categories.casts_by_count {
+        lines.push(
+            "autocast: in a forward pass, as many blocks of half a weight's size, kept into the \
+             backward pass, as there are weights of that size, for half the trained weights' \
+             bytes or more (the file records Python frames only, so no cached_cast frame shows \
+             the casts)"
+                .to_string(),
+        );
+    } else if cx.categories.autocast {
         lines.push(
             "autocast: blocks made by at::autocast::cached_cast or freed by autocast's \
              __exit__ (16-bit casts of fp32 data)"
