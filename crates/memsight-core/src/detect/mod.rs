@@ -376,6 +376,9 @@ pub struct DeviceContext<'a> {
     /// keeps): the pool at dump time is all the file shows of this device, and the detectors
     /// that read history have nothing to read. `pool_state` analyses the pool instead.
     pub state_only: bool,
+    /// `torch_npu` recorded this device ([`crate::whatif::device_is_npu`]): its names (`torch.npu`,
+    /// `PYTORCH_NPU_ALLOC_CONF`, `npu-smi`) in every finding's advice.
+    pub npu: bool,
 }
 
 impl<'a> DeviceContext<'a> {
@@ -384,6 +387,7 @@ impl<'a> DeviceContext<'a> {
         let steps = steps::find(snapshot, device, replay, &categories);
         let workload = Workload::of(snapshot, device, &categories);
         let state_only = !device.trace.action.contains(&crate::model::Action::Alloc);
+        let npu = crate::whatif::device_is_npu(snapshot, device);
         Self {
             snapshot,
             device,
@@ -392,6 +396,7 @@ impl<'a> DeviceContext<'a> {
             steps,
             workload,
             state_only,
+            npu,
         }
     }
 
@@ -460,7 +465,13 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         link_leaks_to_oom(cx, &leaks, &mut ooms);
         let mut fragmentation = fragmentation::detect(cx);
         link_full_device_oom(cx, &ooms, &mut fragmentation, &mut stalls);
-        if fragmentation.is_empty() && ooms.is_empty() {
+        let stalled = stalls.iter().any(|f| f.severity > Severity::Info);
+        if ooms.is_empty() && !stalled {
+            fragmentation
+                .iter_mut()
+                .for_each(fragmentation::cost_nothing_yet);
+        }
+        if fragmentation.is_empty() && ooms.is_empty() && !stalled {
             say_no_fragmentation(cx, &mut peak);
         }
         findings.extend(integrity);
@@ -826,8 +837,8 @@ fn kept_by_the_leak(cx: &DeviceContext, stacks: &[StackId], event: Option<u32>) 
         .collect()
 }
 
-/// Where the device has no fragmentation finding and no OOM, the peak says so with the figure
-/// that shows it, where the pool reserved under a fifth more than was allocated then: "no
+/// Where the device has no fragmentation finding, no OOM and no stall, the peak says so with the
+/// figure that shows it, where the pool reserved under a fifth more than was allocated then: "no
 /// fragmentation" is a verdict users look for, and silence read as unchecked (batch 23's
 /// held-out audit: most of the recall lost was such verdicts left unsaid).
 fn say_no_fragmentation(cx: &DeviceContext, peaks: &mut [Finding]) {

@@ -177,22 +177,39 @@ fn held_at(cx: &DeviceContext, event: Option<u32>) -> Vec<Held> {
             )
         })
         .collect();
-    gradients_within_the_weights(&mut held);
+    gradients_within_the_weights(cx.snapshot, &mut held);
     held
 }
 
 /// A gradient has its weight's size (or twice it, an fp32 gradient of a 16-bit weight), one per
 /// weight: at one moment, gradients beyond the blocks that may be their weights break that
 /// bound ([`crate::category::gradients_allowed`]), and the excess (the latest made) is counted
-/// as unknown: a gradient total above the weights is no finding.
-fn gradients_within_the_weights(held: &mut [Held]) {
+/// as unknown: a gradient total above the weights is no finding. A gradient buffer (Megatron's
+/// one flat block for every weight's gradient) is bound by bytes instead: at most twice what the
+/// weights hold, fp32 gradients of 16-bit weights.
+fn gradients_within_the_weights(snapshot: &crate::model::Snapshot, held: &mut [Held]) {
     let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
     let mut gradients: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    let mut buffers: Vec<usize> = Vec::new();
+    let mut weight_bytes = 0u64;
     for (k, h) in held.iter().enumerate() {
         if h.0 == Category::Gradient {
-            gradients.entry(h.1).or_default().push(k);
+            if crate::category::is_gradient_buffer(snapshot, h.2) {
+                buffers.push(k);
+            } else {
+                gradients.entry(h.1).or_default().push(k);
+            }
         } else if crate::category::may_be_a_weight(h.0) {
             *weights.entry(h.1).or_default() += 1;
+            weight_bytes = weight_bytes.saturating_add(h.1);
+        }
+    }
+    let mut buffer_room = weight_bytes.saturating_mul(2);
+    for k in buffers {
+        if held[k].1 <= buffer_room {
+            buffer_room -= held[k].1;
+        } else {
+            held[k].0 = Category::Unknown;
         }
     }
     let counts: FxHashMap<u64, usize> = gradients.iter().map(|(&s, ks)| (s, ks.len())).collect();
@@ -466,6 +483,13 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
         lines.push(
             "autocast: blocks made by at::autocast::cached_cast or freed by autocast's \
              __exit__ (16-bit casts of fp32 data)"
+                .to_string(),
+        );
+    }
+    if cx.categories.half_precision_weights {
+        lines.push(
+            "16-bit weights: blocks twice each weight's size beside it, as Adam's fp32 moments \
+             or fp32 gradients of bf16 / fp16 weights are"
                 .to_string(),
         );
     }
@@ -803,17 +827,12 @@ fn moving_average_copies(cx: &DeviceContext, held: &[Held], total: u64) -> Optio
 
 /// What lowers activations kept in a trace with no backward pass and no sign of autograd: the
 /// program's own tensors; where a generation loop made them, its cache's levers.
-fn kept_in_inference_advice(facts: &PeakFacts, autocast: bool) -> String {
+fn kept_in_inference_advice(facts: &PeakFacts) -> String {
     format!(
         "Most of the peak is tensors made in this trace and kept to its end (or many of them \
          held at once by one line), and the trace has no backward pass or optimizer step: the \
          program's outputs, caches or inputs, and nothing shows autograd keeping them. The \
-         call sites above hold them; a smaller batch or shorter inputs{} lower it.{}",
-        if autocast {
-            ""
-        } else {
-            ", or bf16 tensors if they are fp32 (a snapshot does not record dtypes),"
-        },
+         call sites above hold them; a smaller batch or shorter inputs lower it.{}",
         facts
             .generation
             .as_ref()
@@ -2623,9 +2642,6 @@ fn suggestion(
             facts,
             cx.workload,
             largest.bytes * 2 >= total,
-            cx.categories.autocast
-                || cx.categories.half_precision_weights
-                || cx.categories.loss_scaling,
         )
     };
     let bytes_in = |category: Category| {
@@ -3132,6 +3148,9 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
         .filter(|&&(_, id)| cx.categories.of_lifetime[id as usize] == Category::Gradient)
         .map(|&(_, id)| &replay.lifetimes[id as usize])
         .filter(|l| l.state_after(event) == BlockState::ActiveAllocated)
+        // A gradient buffer keeps them by design (Megatron zeroes its buffer in place): no
+        // program keeping stale gradients.
+        .filter(|l| !crate::category::is_gradient_buffer(cx.snapshot, l.stack))
     {
         let never_freed = l.free_requested_event.or(l.free_completed_event).is_none();
         // Made before the trace, or by a backward pass before the last optimizer step (which
@@ -3205,20 +3224,12 @@ pub(super) const RETAINED_ADVICE: &str = "Most of the peak is tensors made outsi
      (.item()) or a detached host copy instead.";
 
 /// What lowers a peak whose largest part is `largest_category` (`most`: half of it or more), for
-/// a training or an inference run, with or without 16-bit tensors shown. Advice rests on what
-/// the trace shows: an optimizer's only where optimizer state or steps are in it, inference's
-/// only where no backward is, none where the trace shows neither (a snapshot holds no dtypes:
-/// precision is advised only as a condition, "if they are fp32", and not where `sixteen_bit`:
-/// autocast is on, `GradScaler` scales the loss, or the weights are shown 16-bit by their fp32
-/// Adam state; batch 21's re-audit: a bf16 conformer told "autocast to bf16 if they are fp32";
-/// batch 24's: a `GradScaler` run told the same).
-fn advice(
-    largest_category: Category,
-    facts: &PeakFacts,
-    workload: Workload,
-    most: bool,
-    sixteen_bit: bool,
-) -> String {
+/// a training or an inference run. Advice rests on what the trace shows: an optimizer's only
+/// where optimizer state or steps are in it, inference's only where no backward is, none where
+/// the trace shows neither. Precision is never advised: a snapshot holds no dtypes, so nothing
+/// shows a tensor fp32 (batch 21's and 24's audits: "autocast to bf16 if they are fp32" told to
+/// runs already bf16, fp16 with `GradScaler`, or `DeepSpeed` fp16).
+fn advice(largest_category: Category, facts: &PeakFacts, workload: Workload, most: bool) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
         Category::Activation if inference && facts.autograd == AutogradSign::KeepsLayers => "Most of the peak is what a \
@@ -3235,32 +3246,22 @@ fn advice(
         // Nothing shows autograd keeping them (no line holds many layers' blocks): no_grad
         // would change nothing (a held-out decode loop of plain tensors: a KV cache and its
         // copy).
-        Category::Activation if inference => kept_in_inference_advice(facts, sixteen_bit),
+        Category::Activation if inference => kept_in_inference_advice(facts),
         // Batch 23's held-out audit: a model whose stacks ran through checkpoint.py was told to
         // turn checkpointing on.
-        Category::Activation if facts.shown.checkpointing => format!(
-            "Most of the peak is activations (kept by the forward pass for backward). Activation \
-             checkpointing is already on (torch.utils.checkpoint in the stacks): checkpointing \
-             more of the layers, a smaller micro-batch or shorter inputs lowers it{}.",
-            if sixteen_bit {
-                ""
-            } else {
-                "; so does autocast to bf16 if they are fp32 (a snapshot does not record dtypes)"
-            }
-        ),
-        Category::Activation => format!(
-            "Most of the peak is activations (kept by the forward pass for backward). Activation \
-             checkpointing or a smaller micro-batch or shorter inputs lowers it{}.",
-            if sixteen_bit {
-                ""
-            } else {
-                "; so does autocast to bf16 if they are fp32 (a snapshot does not record dtypes)"
-            }
-        ),
+        Category::Activation if facts.shown.checkpointing => "Most of the peak is activations \
+             (kept by the forward pass for backward). Activation checkpointing is already on \
+             (torch.utils.checkpoint in the stacks): checkpointing more of the layers, a smaller \
+             micro-batch or shorter inputs lowers it."
+            .to_string(),
+        Category::Activation => "Most of the peak is activations (kept by the forward pass for \
+             backward). Activation checkpointing or a smaller micro-batch or shorter inputs \
+             lowers it."
+            .to_string(),
         Category::Parameter if inference => "Most of the peak is the model's weights, and this \
              trace has no backward pass or optimizer step. If the program runs inference (serves or evaluates \
-             the model), weights in bf16 (if they are fp32), quantised to int8 / int4, or some \
-             layers offloaded to the host lower it; if it trains, this trace ends before \
+             the model), weights quantised to int8 / int4, or some layers offloaded to the host \
+             lower it; if it trains, this trace ends before \
              training adds anything, and the weights are needed as they are."
             .to_string(),
         Category::Parameter if workload == Workload::Unknown => "Most of the peak is memory \

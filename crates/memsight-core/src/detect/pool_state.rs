@@ -219,10 +219,7 @@ fn at_trace_end(cx: &DeviceContext, fragmented: bool) -> Option<Finding> {
     }
     let (reserved, idle) = (pool.reserved_bytes, pool.bytes());
     let last = trace.len() as u32 - 1;
-    // torch_npu's files say so by name, or by its 32-byte request padding alone (a file with
-    // no torch_npu frame: batch 21's held-out audit read `torch.cuda` advice on one).
-    let npu = cx.snapshot.is_npu() || crate::whatif::request_padding_bytes(device) > 0;
-    let (module, smi) = if npu {
+    let (module, smi) = if cx.npu {
         ("torch.npu", "npu-smi")
     } else {
         ("torch.cuda", "nvidia-smi")
@@ -362,7 +359,7 @@ fn recording_evidence(cx: &DeviceContext) -> Vec<String> {
 /// default); with stacks on few, history was switched on shortly before the dump (the blocks
 /// made since carry stacks, the older ones none).
 fn how_recorded(cx: &DeviceContext) -> (String, String) {
-    let npu = cx.snapshot.is_npu();
+    let npu = cx.npu;
     let api = if npu {
         "torch.npu.memory"
     } else {

@@ -356,7 +356,8 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         .map(|f| format!("\"{}\" on device {}", f.title, f.device))
         .collect::<Vec<_>>()
         .join(", ");
-    let advice = advice_lines(&tried, &base, snapshot.is_npu(), capacity_bytes);
+    let npu = crate::whatif::device_is_npu(snapshot, &snapshot.devices[index]);
+    let advice = advice_lines(&tried, &base, npu, capacity_bytes);
     let freed: u64 = stalls.iter().map(|f| f.bytes).sum();
     let grown: u64 = fragmentation.iter().map(|f| f.bytes).sum();
     vec![Finding {

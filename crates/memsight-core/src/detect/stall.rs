@@ -556,12 +556,13 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
     };
     // Expandable segments release by unmapping pages and grow by mapping them.
     let unmaps = trace.action.contains(&Action::SegmentUnmap);
-    let (device_free, device_malloc) = match (snapshot.is_npu(), unmaps) {
-        (true, true) => ("aclrtUnmapMem", "aclrtMapMem"),
-        (true, false) => ("aclrtFree", "aclrtMalloc"),
-        (false, true) => ("cuMemUnmap", "cuMemMap"),
-        (false, false) => ("cudaFree", "cudaMalloc"),
-    };
+    let (device_free, device_malloc) =
+        match (crate::whatif::device_is_npu(snapshot, device), unmaps) {
+            (true, true) => ("aclrtUnmapMem", "aclrtMapMem"),
+            (true, false) => ("aclrtFree", "aclrtMalloc"),
+            (false, true) => ("cuMemUnmap", "cuMemMap"),
+            (false, false) => ("cudaFree", "cudaMalloc"),
+        };
     let (reusable, how) = reusable_and_how(trace, &flushes, unmaps, released_bytes.min(regrown));
     f.summary = format!(
         "The cache was released {} ({released} segments, {} in all) while no request was \
