@@ -8047,7 +8047,7 @@ fn fragmentation_that_cost_nothing_is_a_note() {
              no allocator stall)"
         ) && quiet
             .suggestion
-            .starts_with("Only if that memory is needed: try "),
+            .starts_with("Where that memory is needed: try "),
         "{quiet:#?}"
     );
     let stalled = fragmentation_of(Scenario::Stall);
@@ -8206,5 +8206,33 @@ fn a_leak_s_rate_is_the_mean_of_what_each_iteration_keeps() {
         leaks[0].title.starts_with("Leak: 1.25 MiB per iteration"),
         "{}",
         leaks[0].title
+    );
+}
+
+/// The idle cache of a device that stalled for memory is no reserve that "needs no change"
+/// (batch 25's held-out audit: said of a rank that stalled three times and of a run whose
+/// out-of-memory error came from cached memory in pieces): the generated stall scenario.
+#[test]
+fn a_stalled_device_s_idle_cache_points_at_the_stall() {
+    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    let g = r#gen::generate(&GenOptions {
+        scenario: Scenario::Stall,
+        events: 60_000,
+        ..GenOptions::default()
+    });
+    let bytes = g.write_pickle(Vec::new()).expect("in memory");
+    let loaded = memsight_core::Loaded::new(
+        memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
+    );
+    let findings = analyze(&loaded);
+    let idle = of_kind(&findings, FindingKind::IdleCache);
+    assert_eq!(idle.len(), 1, "{findings:#?}");
+    assert!(
+        idle[0]
+            .suggestion
+            .starts_with("This device ran short of memory in the trace")
+            && !idle[0].suggestion.contains("needs no change"),
+        "{}",
+        idle[0].suggestion
     );
 }

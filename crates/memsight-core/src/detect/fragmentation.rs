@@ -824,12 +824,13 @@ pub fn cost_nothing_yet(finding: &mut Finding) {
     finding.severity = Severity::Info;
     finding.summary.push_str(
         " Nothing in this trace failed or waited for lack of memory (no out-of-memory error, \
-         no allocator stall): the reserve costs memory another process or a larger batch could \
-         use, not this run's progress.",
+         no allocator stall): the reserve costs memory that another process, a larger batch or \
+         a cache sized from what is left free (a serving engine's KV cache) could use, not this \
+         run's progress.",
     );
     if let Some(first) = finding.suggestion.chars().next() {
         finding.suggestion = format!(
-            "Only if that memory is needed: {}{}",
+            "Where that memory is needed: {}{}",
             first.to_lowercase(),
             &finding.suggestion[first.len_utf8()..]
         );

@@ -483,11 +483,12 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
             .map(|f| f.events.1)
             .max();
         findings.extend(fragmentation);
+        let ran_short = !ooms.is_empty() || stalled;
         findings.extend(ooms);
         findings.extend(outlier::detect(cx));
         findings.extend(stalls);
         findings.extend(inefficient::detect(cx));
-        findings.extend(pool_state::detect(cx, fragmented_until));
+        findings.extend(pool_state::detect(cx, fragmented_until, ran_short));
         say_nothing_to_fix(&mut findings[first_of_device..]);
     }
     findings.extend(imbalance::detect(&contexts));
