@@ -511,6 +511,19 @@ pub fn is_gradient_buffer(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).grad_buffer
 }
 
+/// Whether `stack` made a weight or an optimizer's state by its frames (a model being loaded or
+/// built, a module's initialisation, an optimizer's step or constructor), or ran the model (a
+/// module call, where autograd may keep every layer's tensors).
+pub fn makes_model_state_or_runs_the_model(snapshot: &Snapshot, stack: StackId) -> bool {
+    let m = stack_marks(snapshot, stack);
+    m.model_load
+        || m.parameter_init
+        || m.optimizer
+        || m.optimizer_constructor
+        || m.state_init
+        || m.runs_the_model
+}
+
 /// Whether `stack` runs in an optimizer's step (by its frames).
 pub fn is_optimizer_step(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).optimizer

@@ -8236,3 +8236,53 @@ fn a_stalled_device_s_idle_cache_points_at_the_stall() {
         idle[0].suggestion
     );
 }
+
+/// A pool without a trace where one line holds a thousand live blocks of one size or more: one
+/// tensor per item kept, said, and bounding it advised on condition (batch 25's held-out audit:
+/// an embedding server's memo dict, 36,816 blocks of 3 KiB from one line, under "nothing needs
+/// to change"); weights loaded as many equal blocks are no such items. Two 2 MiB segments of
+/// 600 blocks of 3 KiB each from `memo` (or from `load_weights`) and a free 20 MiB segment.
+#[test]
+fn a_line_holding_a_block_per_item_is_named_in_a_pool_without_trace() {
+    let summary_of = |name: &'static str| {
+        let at = || frames(name, "/srv/app/embedder.py", 52);
+        let segments: Vec<Py> = (0..2)
+            .map(|s| {
+                let base = BASE + s * 2 * MIB;
+                let mut blocks: Vec<Py> = (0..600)
+                    .map(|k| block(base + k * 3072, 3072, "active_allocated", Some(at())))
+                    .collect();
+                blocks.push(block(
+                    base + 600 * 3072,
+                    2 * MIB - 600 * 3072,
+                    "inactive",
+                    None,
+                ));
+                segment(0, base, 2 * MIB, "small", blocks)
+            })
+            .chain(std::iter::once(segment(
+                0,
+                BASE + 64 * MIB,
+                20 * MIB,
+                "large",
+                vec![block(BASE + 64 * MIB, 20 * MIB, "inactive", None)],
+            )))
+            .collect();
+        let findings = analyze(&load(&top(segments, vec![Vec::new()])));
+        findings
+            .iter()
+            .map(|f| format!("{}\n{}", f.summary, f.suggestion))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let memo = summary_of("encode_cached");
+    assert!(
+        memo.contains(
+            "encode_cached (/srv/app/embedder.py:52) holds 1200 live blocks of 3.00 KiB each: \
+             one tensor per item kept"
+        ) && memo.contains("If encode_cached (/srv/app/embedder.py:52) keeps one tensor per item"),
+        "{memo}"
+    );
+    let weights = summary_of("load_weights");
+    assert!(!weights.contains("one tensor per item"), "{weights}");
+}
