@@ -2041,7 +2041,7 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
     for id in casts {
         let l = &replay.lifetimes[id];
         let size = l.requested_size_bytes;
-        let Some(&weights) = weights_of_size.get(&(size * 2)) else {
+        let Some(&weights) = weights_of_size.get(&size.saturating_mul(2)) else {
             continue;
         };
         let alloc = l.alloc_event.unwrap_or(0);
@@ -2144,7 +2144,7 @@ fn weight_copies_by_count(
         let mut copies: Vec<usize> = Vec::new();
         let mut weight_bytes_copied = 0u64;
         for (size, ids) in by_size {
-            let weights = weights_of_size[&(size * 2)];
+            let weights = weights_of_size[&size.saturating_mul(2)];
             let of_size: Vec<usize> = if ids.len() == weights {
                 ids
             } else {
@@ -2161,10 +2161,11 @@ fn weight_copies_by_count(
                     _ => continue,
                 }
             };
-            weight_bytes_copied += size * 2 * weights as u64;
+            weight_bytes_copied = weight_bytes_copied
+                .saturating_add(size.saturating_mul(2).saturating_mul(weights as u64));
             copies.extend(of_size);
         }
-        if weight_bytes_copied * 2 >= trained_weight_bytes && !copies.is_empty() {
+        if weight_bytes_copied.saturating_mul(2) >= trained_weight_bytes && !copies.is_empty() {
             for id in copies {
                 of_lifetime[id] = Category::WeightCopy;
             }
