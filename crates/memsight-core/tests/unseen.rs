@@ -8286,3 +8286,48 @@ fn a_line_holding_a_block_per_item_is_named_in_a_pool_without_trace() {
     let weights = summary_of("load_weights");
     assert!(!weights.contains("one tensor per item"), "{weights}");
 }
+
+/// The spread of request sizes a fragmentation finding names is its stretch's, as its sentence
+/// says (batch 25's re-audit: "in that stretch … a median of 9.00 MiB" was the whole trace's;
+/// the stretch's was 24.6 MiB): the generated stall scenario's worst stretch, its large requests
+/// (over 1 MiB) read from the trace here.
+#[test]
+fn a_fragmentation_finding_s_request_spread_is_its_stretch_s() {
+    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::model::Action;
+    let g = r#gen::generate(&GenOptions {
+        scenario: Scenario::Stall,
+        events: 60_000,
+        ..GenOptions::default()
+    });
+    let bytes = g.write_pickle(Vec::new()).expect("in memory");
+    let loaded = memsight_core::Loaded::new(
+        memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
+    );
+    let findings = analyze(&loaded);
+    let found = of_kind(&findings, FindingKind::Fragmentation);
+    assert_eq!(found.len(), 1, "{findings:#?}");
+    let summary = &found[0].summary;
+    let stretch = summary
+        .split("between releases of the cache, events ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the finding names its stretch");
+    let (first, last) = stretch.split_once('–').expect("a range");
+    let (first, last): (usize, usize) = (
+        first.parse().expect("an event"),
+        last.parse().expect("an event"),
+    );
+    let trace = &loaded.snapshot.devices[0].trace;
+    let mut sizes: Vec<u64> = (first..=last)
+        .filter(|&i| trace.action[i] == Action::Alloc && trace.size_bytes[i] > 1 << 20)
+        .map(|i| trace.size_bytes[i])
+        .collect();
+    sizes.sort_unstable();
+    let words = format!(
+        "a median of {} up to {}",
+        memsight_core::units::format_bytes(sizes[sizes.len() / 2] as i64),
+        memsight_core::units::format_bytes(sizes[sizes.len() - 1] as i64)
+    );
+    assert!(summary.contains(&words), "{words}: {summary}");
+}
