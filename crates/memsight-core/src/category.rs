@@ -2011,6 +2011,20 @@ fn momentum_before_the_trace(
     });
 }
 
+/// How many blocks taken for weights each requested size has.
+fn weights_by_size(replay: &DeviceReplay, of_lifetime: &[Category]) -> FxHashMap<u64, usize> {
+    let mut weights: FxHashMap<u64, usize> = FxHashMap::default();
+    for (l, _) in replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime)
+        .filter(|&(_, &c)| c == Category::Parameter)
+    {
+        *weights.entry(l.requested_size_bytes).or_default() += 1;
+    }
+    weights
+}
+
 /// Autocast's `casts` with half the bytes of a parameter are copies of the weights (fp32 → bf16 /
 /// fp16, kept for the autocast region: `cuda_ctx512_forward_mixed` holds 6.30 GiB of them at its
 /// peak); its other casts (of activations) keep the category their lifetime gave them.
@@ -2024,15 +2038,7 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
     if casts.is_empty() {
         return;
     }
-    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
-    for (l, _) in replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(_, &c)| c == Category::Parameter)
-    {
-        *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
-    }
+    let weights_of_size = weights_by_size(replay, of_lifetime);
     let mut casts: Vec<usize> = casts.to_vec();
     casts.sort_by_key(|&id| replay.lifetimes[id].alloc_event);
     // Per copy size, the free events of the copies alive so far (`u32::MAX`: never freed).
@@ -2074,15 +2080,7 @@ fn weight_copies_by_count(
     runs: &[PhaseRun],
     of_lifetime: &mut [Category],
 ) -> bool {
-    let mut weights_of_size: FxHashMap<u64, usize> = FxHashMap::default();
-    for (l, _) in replay
-        .lifetimes
-        .iter()
-        .zip(of_lifetime.iter())
-        .filter(|&(_, &c)| c == Category::Parameter)
-    {
-        *weights_of_size.entry(l.requested_size_bytes).or_default() += 1;
-    }
+    let mut weights_of_size = weights_by_size(replay, of_lifetime);
     // The weights the backward pass makes gradients for (a frozen teacher's are never cast
     // for a matrix product with a gradient), or all where no gradient is known.
     let gradient_sizes: FxHashSet<u64> = replay

@@ -7374,18 +7374,9 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
 /// left unsaid); a run with a leak gets neither.
 #[test]
 fn a_healthy_run_is_said_to_need_nothing_fixed() {
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::r#gen::Scenario;
     let peak_of = |scenario: Scenario| {
-        let g = r#gen::generate(&GenOptions {
-            scenario,
-            events: 60_000,
-            ..GenOptions::default()
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in memory");
-        let loaded = memsight_core::Loaded::new(
-            memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
-        );
-        let findings = analyze(&loaded);
+        let (_, findings) = generated_findings(scenario);
         let peaks = of_kind(&findings, FindingKind::Peak);
         assert_eq!(peaks.len(), 1, "{findings:#?}");
         peaks[0].clone()
@@ -8023,18 +8014,9 @@ fn a_stalled_device_is_not_told_it_has_no_fragmentation() {
 #[test]
 fn fragmentation_that_cost_nothing_is_a_note() {
     use memsight_core::detect::Severity;
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::r#gen::Scenario;
     let fragmentation_of = |scenario: Scenario| {
-        let g = r#gen::generate(&GenOptions {
-            scenario,
-            events: 60_000,
-            ..GenOptions::default()
-        });
-        let bytes = g.write_pickle(Vec::new()).expect("in memory");
-        let loaded = memsight_core::Loaded::new(
-            memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
-        );
-        let findings = analyze(&loaded);
+        let (_, findings) = generated_findings(scenario);
         let found = of_kind(&findings, FindingKind::Fragmentation);
         assert_eq!(found.len(), 1, "{findings:#?}");
         found[0].clone()
@@ -8214,17 +8196,8 @@ fn a_leak_s_rate_is_the_mean_of_what_each_iteration_keeps() {
 /// out-of-memory error came from cached memory in pieces): the generated stall scenario.
 #[test]
 fn a_stalled_device_s_idle_cache_points_at_the_stall() {
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
-    let g = r#gen::generate(&GenOptions {
-        scenario: Scenario::Stall,
-        events: 60_000,
-        ..GenOptions::default()
-    });
-    let bytes = g.write_pickle(Vec::new()).expect("in memory");
-    let loaded = memsight_core::Loaded::new(
-        memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
-    );
-    let findings = analyze(&loaded);
+    use memsight_core::r#gen::Scenario;
+    let (_, findings) = generated_findings(Scenario::Stall);
     let idle = of_kind(&findings, FindingKind::IdleCache);
     assert_eq!(idle.len(), 1, "{findings:#?}");
     assert!(
@@ -8293,18 +8266,9 @@ fn a_line_holding_a_block_per_item_is_named_in_a_pool_without_trace() {
 /// (over 1 MiB) read from the trace here.
 #[test]
 fn a_fragmentation_finding_s_request_spread_is_its_stretch_s() {
-    use memsight_core::r#gen::{self, GenOptions, Scenario};
+    use memsight_core::r#gen::Scenario;
     use memsight_core::model::Action;
-    let g = r#gen::generate(&GenOptions {
-        scenario: Scenario::Stall,
-        events: 60_000,
-        ..GenOptions::default()
-    });
-    let bytes = g.write_pickle(Vec::new()).expect("in memory");
-    let loaded = memsight_core::Loaded::new(
-        memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
-    );
-    let findings = analyze(&loaded);
+    let (loaded, findings) = generated_findings(Scenario::Stall);
     let found = of_kind(&findings, FindingKind::Fragmentation);
     assert_eq!(found.len(), 1, "{findings:#?}");
     let summary = &found[0].summary;
@@ -8330,4 +8294,22 @@ fn a_fragmentation_finding_s_request_spread_is_its_stretch_s() {
         memsight_core::units::format_bytes(sizes[sizes.len() - 1] as i64)
     );
     assert!(summary.contains(&words), "{words}: {summary}");
+}
+
+/// A generated snapshot of `scenario` (60,000 events), loaded, and what `analyze` finds in it.
+fn generated_findings(
+    scenario: memsight_core::r#gen::Scenario,
+) -> (memsight_core::Loaded, Vec<Finding>) {
+    use memsight_core::r#gen::{self, GenOptions};
+    let g = r#gen::generate(&GenOptions {
+        scenario,
+        events: 60_000,
+        ..GenOptions::default()
+    });
+    let bytes = g.write_pickle(Vec::new()).expect("in memory");
+    let loaded = memsight_core::Loaded::new(
+        memsight_core::load_bytes(&bytes, std::path::Path::new("gen")).expect("loads"),
+    );
+    let findings = analyze(&loaded);
+    (loaded, findings)
 }
