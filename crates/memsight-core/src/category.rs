@@ -283,7 +283,7 @@ impl Category {
                 "made in a trace with backward passes (or one that ends in an out-of-memory \
                  error) by a stack with Python frames none of which calls the model, steps an \
                  optimizer, builds an object or loads weights, in the function that then calls the \
-                 model, after the previous backward pass and before this iteration's first \
+                 model or a helper it calls, after the previous backward pass and before this iteration's first \
                  allocation that calls the model, alive when that allocation is made, and freed \
                  before the backward pass after the next (or, made for the trace's last backward \
                  pass, kept), no block of its line kept longer: the batch on the device and what \
@@ -1213,8 +1213,9 @@ fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
 
 /// What the training loop puts on the device for an iteration before the model runs: made by a
 /// stack with Python frames that neither calls the model nor steps an optimizer, builds an
-/// object, loads weights or names a cache or workspace, whose innermost Python function is the
-/// one that then calls the model (the loop); after the previous backward pass ended and before
+/// object, loads weights or names a cache or workspace, made in the function that then calls the
+/// model (the loop) or a helper it calls (`cast_data`, `to_devices`: batch 25's held-out audit);
+/// after the previous backward pass ended and before
 /// the iteration's first allocation that calls the model; still alive when that allocation is
 /// made; freed before the backward pass after the next (a batch is dropped when the next one
 /// replaces it), or kept where no later backward pass is recorded, and only where no other block
@@ -1334,15 +1335,10 @@ fn made_by_the_loop_alone(m: StackMarks) -> bool {
         || m.recompute)
 }
 
-/// Whether `stack`'s innermost Python function (file and name) is one of the callers of the
-/// model in `model_stack`: a frame outside its outermost module call (`_call_impl`).
+/// Whether one of `stack`'s Python functions (file and name; a script's `<module>` aside) is one
+/// of the callers of the model in `model_stack`: a frame outside its outermost module call
+/// (`_call_impl`). The loop, or a helper it calls to move the batch.
 fn the_loop_calls_the_model(snapshot: &Snapshot, stack: StackId, model_stack: StackId) -> bool {
-    let Some(made_in) = snapshot
-        .stack_frames(stack)
-        .find(|f| crate::frames::is_python(snapshot, f))
-    else {
-        return false;
-    };
     let frames: Vec<&crate::model::Frame> = snapshot.stack_frames(model_stack).collect();
     let Some(outermost_call) = frames
         .iter()
@@ -1350,9 +1346,15 @@ fn the_loop_calls_the_model(snapshot: &Snapshot, stack: StackId, model_stack: St
     else {
         return false;
     };
-    frames[outermost_call + 1..]
-        .iter()
-        .any(|f| f.filename == made_in.filename && f.name == made_in.name)
+    let callers = &frames[outermost_call + 1..];
+    snapshot
+        .stack_frames(stack)
+        .filter(|f| crate::frames::is_python(snapshot, f) && snapshot.str(f.name) != "<module>")
+        .any(|made_in| {
+            callers
+                .iter()
+                .any(|f| f.filename == made_in.filename && f.name == made_in.name)
+        })
 }
 
 /// Blocks an optimizer step made and kept where that step freed parameters of their size: the

@@ -844,6 +844,13 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     } else {
         "PYTORCH_CUDA_ALLOC_CONF"
     };
+    let bucketing = if sizes_vary(cx) {
+        " The iterations ask for different sizes (their requests over 1 MiB differ from one \
+         iteration to the next): bucketing inputs by length, so requests come in fewer sizes, \
+         helps too."
+    } else {
+        ""
+    };
     if cx.snapshot.recorded_on_windows() {
         // Expandable segments are not available on Windows.
         if gap_bytes < WARNING_GAP_BYTES {
@@ -855,8 +862,7 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
         }
         return format!(
             "Try {conf}=max_split_size_mb:512 to keep large cached blocks whole (expandable \
-             segments are not available on Windows, where this file was recorded), or, where \
-             inputs vary in length, bucket them so requests come in fewer sizes."
+             segments are not available on Windows, where this file was recorded).{bucketing}"
         );
     }
     if gap_bytes < WARNING_GAP_BYTES {
@@ -873,10 +879,18 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
         // and it does nothing (a held-out decode loop) or worse (a held-out weight loader).
         format!(
             "Try {conf}=expandable_segments:True: segments then grow in place, so free memory is \
-             not left in pieces. Where inputs vary in length, bucketing them so requests come in \
-             fewer sizes helps too."
+             not left in pieces.{bucketing}"
         )
     }
+}
+
+/// Whether the file shows the iterations asking for different sizes
+/// ([`steps::Steps::request_sizes_vary`]): bucketing is advised only then.
+pub(crate) fn sizes_vary(cx: &DeviceContext) -> bool {
+    cx.steps
+        .as_ref()
+        .and_then(|s| s.request_sizes_vary(cx.device))
+        .unwrap_or(false)
 }
 
 /// The spread of large request sizes in `events` (the stretch the finding describes; batch 25's

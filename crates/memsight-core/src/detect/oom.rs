@@ -279,16 +279,7 @@ fn cause_and_advice(
     } else if cached_free >= requested {
         (
             FRAGMENTATION_CAUSE.to_string(),
-            if expandable {
-                "Expandable segments are already on: lower the peak or, where inputs vary in size, bucket \
-                 them so requests fit the pieces."
-            } else if cx.snapshot.recorded_on_windows() {
-                "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole (expandable \
-                 segments are not available on Windows, where this file was recorded)."
-            } else {
-                "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep large blocks \
-                 whole."
-            },
+            fragmentation_advice(cx, expandable),
         )
     } else if requested > reserved.saturating_sub(cached_free) {
         // Batch 23's held-out audit: a 32 GiB request from broadcasting in a similarity matrix,
@@ -317,6 +308,32 @@ fn cause_and_advice(
             "a full device: live tensors hold the memory".to_string(),
             "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.",
         )
+    }
+}
+
+/// What makes room where the cached free bytes would cover the request but not in one piece:
+/// the allocator setting named for the device's backend, bucketing only where the iterations
+/// are seen to ask for different sizes.
+fn fragmentation_advice(cx: &DeviceContext, expandable: bool) -> &'static str {
+    let sizes_vary = super::fragmentation::sizes_vary(cx);
+    match (expandable, cx.snapshot.recorded_on_windows(), cx.npu) {
+        (true, _, _) if sizes_vary => {
+            "Expandable segments are already on: lower the peak or, as the iterations ask for \
+             different sizes, bucket inputs by length so requests fit the pieces."
+        }
+        (true, _, _) => "Expandable segments are already on: lower the peak.",
+        (false, true, _) => {
+            "Try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 to keep large blocks whole \
+             (expandable segments are not available on Windows, where this file was recorded)."
+        }
+        (false, false, true) => {
+            "Try PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep \
+             large blocks whole."
+        }
+        (false, false, false) => {
+            "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to keep \
+             large blocks whole."
+        }
     }
 }
 

@@ -410,27 +410,45 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.events = (worst.first as u32, retry as u32);
         f.focus_event = Some(worst.last as u32);
         f.stack = trace.stack[retry];
-        f.suggestion = if snapshot.recorded_on_windows() && !expandable {
-            "Reduce fragmentation (max_split_size_mb in PYTORCH_CUDA_ALLOC_CONF keeps large blocks \
-             whole; where inputs vary in size, bucket them) or lower the peak: expandable segments, which avoid the \
-             free-everything-and-retry path, are not available on Windows, where this file was \
-             recorded."
-                .to_string()
-        } else if expandable {
-            "Expandable segments are already on: the device is nearly full. Lower the peak (activation \
-             checkpointing, a smaller micro-batch) or leave the device more headroom."
-                .to_string()
-        } else {
-            "Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; PYTORCH_NPU_ALLOC_CONF on \
-             Ascend) avoid the free-everything-and-retry path; otherwise reduce fragmentation (where inputs \
-             vary in size, bucket them) or lower the peak."
-                .to_string()
-        };
+        f.suggestion = advice(cx, expandable);
         findings.push(f);
     }
 
     findings.extend(empty_cache_note(snapshot, device, &all));
     findings
+}
+
+/// What to do about stalls: expandable segments where they are off (named for the device's
+/// backend), bucketing only where the iterations are seen to ask for different sizes.
+fn advice(cx: &DeviceContext, expandable: bool) -> String {
+    let bucketing = if crate::detect::fragmentation::sizes_vary(cx) {
+        " (the iterations ask for different sizes: bucket inputs by length)"
+    } else {
+        ""
+    };
+    let conf = if cx.npu {
+        "PYTORCH_NPU_ALLOC_CONF"
+    } else {
+        "PYTORCH_CUDA_ALLOC_CONF"
+    };
+    if cx.snapshot.recorded_on_windows() && !expandable {
+        format!(
+            "Reduce fragmentation (max_split_size_mb in {conf} keeps large blocks \
+             whole){bucketing} or lower the peak: expandable segments, which avoid the \
+             free-everything-and-retry path, are not available on Windows, where this file \
+             was recorded."
+        )
+    } else if expandable {
+        "Expandable segments are already on: the device is nearly full. Lower the peak (activation \
+         checkpointing, a smaller micro-batch) or leave the device more headroom."
+            .to_string()
+    } else {
+        format!(
+            "Expandable segments ({conf}=expandable_segments:True) avoid the \
+             free-everything-and-retry path; otherwise reduce fragmentation{bucketing} or \
+             lower the peak."
+        )
+    }
 }
 
 /// The bursts with no request waiting (explicit `empty_cache()` calls) as one note.

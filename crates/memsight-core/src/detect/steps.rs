@@ -89,6 +89,37 @@ impl Steps {
             .filter(|&k| k < self.count())
     }
 
+    /// Whether the iterations ask for different large sizes (inputs whose shape changes), from
+    /// the sorted sizes of each iteration's requests over 1 MiB, compared between the whole
+    /// iterations in the middle of the trace (the first makes lazy state, the last may be cut by
+    /// the dump). `None` where fewer than two such iterations exist: nothing to compare.
+    /// Batch 25's held-out audit: "bucket inputs that vary in length" beside a batch fixed at
+    /// 16,384 whose requests repeat every iteration.
+    pub fn request_sizes_vary(&self, device: &Device) -> Option<bool> {
+        const LARGE_REQUEST_BYTES: u64 = 1 << 20;
+        let trace = &device.trace;
+        let middle = self.bounds.windows(2).skip(1);
+        let mut seen: Option<Vec<u64>> = None;
+        let mut compared = 0;
+        for w in middle.take(self.count().saturating_sub(2)) {
+            let (start, end) = (w[0] as usize, (w[1] as usize).min(trace.len()));
+            let mut sizes: Vec<u64> = (start..end)
+                .filter(|&i| {
+                    trace.action[i] == Action::Alloc && trace.size_bytes[i] > LARGE_REQUEST_BYTES
+                })
+                .map(|i| trace.size_bytes[i])
+                .collect();
+            sizes.sort_unstable();
+            compared += 1;
+            match &seen {
+                Some(first) if *first != sizes => return Some(true),
+                Some(_) => {}
+                None => seen = Some(sizes),
+            }
+        }
+        (compared >= 2).then_some(false)
+    }
+
     /// "3 iterations (from snapshot events)".
     pub fn describe(&self) -> String {
         let n = self.count();
@@ -552,7 +583,7 @@ fn low_points_by(allocated: &[i64], swing_share_percent: i64) -> Vec<(u32, i64)>
 
 #[cfg(test)]
 mod tests {
-    use super::{StepSource, find, recurring_lows};
+    use super::{StepSource, Steps, find, recurring_lows};
 
     #[test]
     fn repetitions_after_a_climb_are_found_from_where_the_climb_ends() {
@@ -598,7 +629,59 @@ mod tests {
     use crate::category::classify;
     use crate::detect::test_support::generated;
     use crate::r#gen::Scenario;
-    use crate::model::AnnotationStage;
+    use crate::model::{Action, AnnotationStage, Device};
+
+    #[test]
+    fn request_sizes_vary_only_where_the_iterations_differ() {
+        // A loop of fixed shapes asks for the same sizes every iteration; one of widely varying
+        // sequence lengths does not. Bucketing is advised only on the second.
+        let vary = |scenario| {
+            let (_, loaded) = generated(scenario, 20_000, 1);
+            let device = &loaded.snapshot.devices[0];
+            let categories = classify(&loaded.snapshot, device, &loaded.replays[0]);
+            find(&loaded.snapshot, device, &loaded.replays[0], &categories)
+                .expect("iterations")
+                .request_sizes_vary(device)
+        };
+        assert_eq!(vary(Scenario::Fragmentation), Some(true));
+
+        // Four iterations of the same requests (4 MiB, 64 MiB, 512 bytes), then the same with
+        // the 64 MiB one longer in the third: only the second trace varies.
+        let mib = 1 << 20;
+        let trace_of = |sizes: &[[u64; 3]]| {
+            let mut device = Device::default();
+            for iteration in sizes {
+                for &size in iteration {
+                    device.trace.action.push(Action::Alloc);
+                    device.trace.size_bytes.push(size);
+                    device.trace.action.push(Action::FreeCompleted);
+                    device.trace.size_bytes.push(size);
+                }
+            }
+            device
+        };
+        let steps = Steps {
+            bounds: vec![0, 6, 12, 18, 24],
+            source: StepSource::Annotations,
+            last_end: None,
+        };
+        let fixed = [[4 * mib, 64 * mib, 512]; 4];
+        assert_eq!(steps.request_sizes_vary(&trace_of(&fixed)), Some(false));
+        let mut longer = fixed;
+        longer[2][1] = 96 * mib;
+        assert_eq!(steps.request_sizes_vary(&trace_of(&longer)), Some(true));
+        // The first iteration (lazy state) and the last (cut by the dump) are not compared.
+        let mut ends = fixed;
+        ends[0][1] = 96 * mib;
+        ends[3][0] = 8 * mib;
+        assert_eq!(steps.request_sizes_vary(&trace_of(&ends)), Some(false));
+        // Fewer than two iterations in the middle: nothing to compare.
+        let three = Steps {
+            bounds: vec![0, 6, 12, 18],
+            ..steps
+        };
+        assert_eq!(three.request_sizes_vary(&trace_of(&fixed[..3])), None);
+    }
 
     #[test]
     fn steps_come_from_annotations_when_there_are_some() {
