@@ -998,6 +998,10 @@ struct PeakFacts<'a> {
     /// A sharding library the frames show at work (`DeepSpeed` `ZeRO`, FSDP, Megatron's
     /// distributed optimizer): sharding is not advised as if it were off.
     sharded_by: Option<(&'static str, &'static str)>,
+    /// Tensor parallelism the frames show (Megatron's `tensor_parallel` layers; the library's
+    /// name, or empty): the file says neither the tensor- nor the data-parallel size, so
+    /// sharding across data-parallel ranks is advised only on that condition.
+    tensor_parallel: Option<&'static str>,
 }
 
 /// Bytes of each part of the model's state at the peak.
@@ -1391,6 +1395,7 @@ impl<'a> PeakFacts<'a> {
             }),
             several_devices: shows_several_devices(cx.snapshot),
             sharded_by: sharding_in_use(cx.snapshot),
+            tensor_parallel: tensor_parallel_in_use(cx.snapshot),
             shown: Shown {
                 backward: cx.categories.has_backward()
                     || cx.categories.of_lifetime.contains(&Category::Gradient),
@@ -1517,6 +1522,30 @@ fn sharding_in_use(snapshot: &crate::model::Snapshot) -> Option<(&'static str, &
     })
 }
 
+/// Tensor parallelism the frames show: Megatron's `tensor_parallel` package (`MindSpeed` runs it
+/// too) or layers named for it. Batch 25's held-out audit: a TP8 Megatron rank told to shard
+/// its optimizer state with `ZeRO-1`, where the file shows no data-parallel degree.
+fn tensor_parallel_in_use(snapshot: &crate::model::Snapshot) -> Option<&'static str> {
+    snapshot.frames.iter().find_map(|f| {
+        let file = snapshot.str(f.filename).replace('\\', "/");
+        let name = snapshot.str(f.name);
+        if file.contains("megatron/core/tensor_parallel/") {
+            Some("Megatron")
+        } else if [
+            "ColumnParallelLinear",
+            "RowParallelLinear",
+            "VocabParallelEmbedding",
+        ]
+        .iter()
+        .any(|layer| name.contains(layer))
+        {
+            Some("")
+        } else {
+            None
+        }
+    })
+}
+
 /// What lowers a peak whose largest part is the model's state, where the trace shows an
 /// optimizer: by its parts. An 8-bit optimizer only where the optimizer state is a quarter of
 /// that state or more and the file names no 8-bit optimizer already; sharding for the part that
@@ -1565,6 +1594,25 @@ fn model_state_advice(facts: &PeakFacts) -> String {
         let _ = write!(
             text,
             " The frames show {library} at work, which already shards {what} across devices."
+        );
+    } else if let Some(library) = facts.tensor_parallel {
+        let lever = if library == "Megatron" && optimizer >= weights.max(gradients) {
+            "Megatron's distributed optimizer (--use-distributed-optimizer) shards the \
+             optimizer state and its fp32 copy of the weights across them"
+                .to_string()
+        } else {
+            format!("sharding {largest} splits it across them")
+        };
+        let _ = write!(
+            text,
+            " The frames show tensor-parallel layers{of}; neither the tensor- nor the \
+             data-parallel size is in the file. Where the job has more than one data-parallel \
+             rank, {lever}.",
+            of = if library.is_empty() {
+                String::new()
+            } else {
+                format!(" ({library}'s)")
+            }
         );
     } else if facts.several_devices {
         let _ = write!(
