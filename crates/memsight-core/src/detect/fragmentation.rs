@@ -845,9 +845,9 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
         "PYTORCH_CUDA_ALLOC_CONF"
     };
     let bucketing = if sizes_vary(cx) {
-        " The iterations ask for different sizes (their requests over 1 MiB differ from one \
-         iteration to the next): bucketing inputs by length, so requests come in fewer sizes, \
-         helps too."
+        " The model's forward pass asks for different sizes from one iteration to the next \
+         (its requests over 1 MiB differ): bucketing inputs by length, so requests come in \
+         fewer sizes, helps too."
     } else {
         ""
     };
@@ -884,12 +884,22 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     }
 }
 
-/// Whether the file shows the iterations asking for different sizes
-/// ([`steps::Steps::request_sizes_vary`]): bucketing is advised only then.
+/// Whether the file shows the model asking for different sizes from one iteration to the next
+/// ([`steps::Steps::request_sizes_vary`] over the requests whose stacks call the model):
+/// bucketing is advised only then.
 pub(crate) fn sizes_vary(cx: &DeviceContext) -> bool {
+    let trace = &cx.device.trace;
+    let mut runs_the_model: FxHashMap<StackId, bool> = FxHashMap::default();
     cx.steps
         .as_ref()
-        .and_then(|s| s.request_sizes_vary(cx.device))
+        .and_then(|s| {
+            s.request_sizes_vary(cx.device, |e| {
+                let stack = trace.stack[e];
+                *runs_the_model
+                    .entry(stack)
+                    .or_insert_with(|| crate::category::runs_the_model(cx.snapshot, stack))
+            })
+        })
         .unwrap_or(false)
 }
 

@@ -313,13 +313,14 @@ fn cause_and_advice(
 
 /// What makes room where the cached free bytes would cover the request but not in one piece:
 /// the allocator setting named for the device's backend, bucketing only where the iterations
-/// are seen to ask for different sizes.
+/// are seen to ask the model for different sizes.
 fn fragmentation_advice(cx: &DeviceContext, expandable: bool) -> &'static str {
     let sizes_vary = super::fragmentation::sizes_vary(cx);
     match (expandable, cx.snapshot.recorded_on_windows(), cx.npu) {
         (true, _, _) if sizes_vary => {
-            "Expandable segments are already on: lower the peak or, as the iterations ask for \
-             different sizes, bucket inputs by length so requests fit the pieces."
+            "Expandable segments are already on: lower the peak or, as the model asks for \
+             different sizes from one iteration to the next, bucket inputs by length so \
+             requests fit the pieces."
         }
         (true, _, _) => "Expandable segments are already on: lower the peak.",
         (false, true, _) => {

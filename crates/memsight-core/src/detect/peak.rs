@@ -386,7 +386,14 @@ fn kept_for_no_backward(
         kept.blocks += 1;
         kept.freed_by = kept.freed_by.max(freed);
     }
-    (kept.blocks > 0 && kept.bytes * 2 >= activation_bytes && kept.bytes * 4 >= total)
+    // A forward pass cut short by an out-of-memory error, its blocks freed as the error
+    // unwound, is a training pass that failed, not one that does not train (batch 26's held-out
+    // audit: accelerate's find_executable_batch_size, its batch-8 forward pass failing one
+    // event after the peak, was told "an evaluation or validation loop" and `no_grad`).
+    let trace = &cx.device.trace;
+    let failed = (peak as usize..(kept.freed_by as usize).min(trace.len()))
+        .any(|e| trace.action[e] == crate::model::Action::Oom);
+    (!failed && kept.blocks > 0 && kept.bytes * 2 >= activation_bytes && kept.bytes * 4 >= total)
         .then_some(kept)
 }
 
@@ -474,7 +481,7 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     if cx.categories.casts_by_count {
         lines.push(
             "autocast: in a forward pass, as many blocks of half a weight's size, kept into the \
-             backward pass, as there are weights of that size, for half the trained weights' \
+             backward pass, as there are weights of that size, for two thirds of the trained weights' \
              bytes or more (the file records Python frames only, so no cached_cast frame shows \
              the casts)"
                 .to_string(),

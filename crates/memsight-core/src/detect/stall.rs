@@ -419,10 +419,11 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 }
 
 /// What to do about stalls: expandable segments where they are off (named for the device's
-/// backend), bucketing only where the iterations are seen to ask for different sizes.
+/// backend), bucketing only where the model is seen to ask for different sizes.
 fn advice(cx: &DeviceContext, expandable: bool) -> String {
     let bucketing = if crate::detect::fragmentation::sizes_vary(cx) {
-        " (the iterations ask for different sizes: bucket inputs by length)"
+        " (the model asks for different sizes from one iteration to the next: bucket \
+         inputs by length)"
     } else {
         ""
     };

@@ -90,12 +90,19 @@ impl Steps {
     }
 
     /// Whether the iterations ask for different large sizes (inputs whose shape changes), from
-    /// the sorted sizes of each iteration's requests over 1 MiB, compared between the whole
+    /// the distinct sizes of each iteration's requests over 1 MiB, compared between the whole
     /// iterations in the middle of the trace (the first makes lazy state, the last may be cut by
     /// the dump). `None` where fewer than two such iterations exist: nothing to compare.
     /// Batch 25's held-out audit: "bucket inputs that vary in length" beside a batch fixed at
     /// 16,384 whose requests repeat every iteration.
-    pub fn request_sizes_vary(&self, device: &Device) -> Option<bool> {
+    /// Only the events `counted` keeps are compared (the model's own requests: batch 26's
+    /// held-out audit, an evaluation loop's growing concatenation buffers told to bucket inputs
+    /// whose shape never changed).
+    pub fn request_sizes_vary(
+        &self,
+        device: &Device,
+        mut counted: impl FnMut(usize) -> bool,
+    ) -> Option<bool> {
         const LARGE_REQUEST_BYTES: u64 = 1 << 20;
         let trace = &device.trace;
         let middle = self.bounds.windows(2).skip(1);
@@ -105,11 +112,16 @@ impl Steps {
             let (start, end) = (w[0] as usize, (w[1] as usize).min(trace.len()));
             let mut sizes: Vec<u64> = (start..end)
                 .filter(|&i| {
-                    trace.action[i] == Action::Alloc && trace.size_bytes[i] > LARGE_REQUEST_BYTES
+                    trace.action[i] == Action::Alloc
+                        && trace.size_bytes[i] > LARGE_REQUEST_BYTES
+                        && counted(i)
                 })
                 .map(|i| trace.size_bytes[i])
                 .collect();
+            // The sizes asked for, not how often: an iteration that also runs an evaluation
+            // of the same shapes asks for them more often, not for others.
             sizes.sort_unstable();
+            sizes.dedup();
             compared += 1;
             match &seen {
                 Some(first) if *first != sizes => return Some(true),
@@ -641,7 +653,7 @@ mod tests {
             let categories = classify(&loaded.snapshot, device, &loaded.replays[0]);
             find(&loaded.snapshot, device, &loaded.replays[0], &categories)
                 .expect("iterations")
-                .request_sizes_vary(device)
+                .request_sizes_vary(device, |_| true)
         };
         assert_eq!(vary(Scenario::Fragmentation), Some(true));
 
@@ -666,21 +678,33 @@ mod tests {
             last_end: None,
         };
         let fixed = [[4 * mib, 64 * mib, 512]; 4];
-        assert_eq!(steps.request_sizes_vary(&trace_of(&fixed)), Some(false));
+        assert_eq!(
+            steps.request_sizes_vary(&trace_of(&fixed), |_| true),
+            Some(false)
+        );
         let mut longer = fixed;
         longer[2][1] = 96 * mib;
-        assert_eq!(steps.request_sizes_vary(&trace_of(&longer)), Some(true));
+        assert_eq!(
+            steps.request_sizes_vary(&trace_of(&longer), |_| true),
+            Some(true)
+        );
         // The first iteration (lazy state) and the last (cut by the dump) are not compared.
         let mut ends = fixed;
         ends[0][1] = 96 * mib;
         ends[3][0] = 8 * mib;
-        assert_eq!(steps.request_sizes_vary(&trace_of(&ends)), Some(false));
+        assert_eq!(
+            steps.request_sizes_vary(&trace_of(&ends), |_| true),
+            Some(false)
+        );
         // Fewer than two iterations in the middle: nothing to compare.
         let three = Steps {
             bounds: vec![0, 6, 12, 18],
             ..steps
         };
-        assert_eq!(three.request_sizes_vary(&trace_of(&fixed[..3])), None);
+        assert_eq!(
+            three.request_sizes_vary(&trace_of(&fixed[..3]), |_| true),
+            None
+        );
     }
 
     #[test]
