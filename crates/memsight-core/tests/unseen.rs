@@ -1563,6 +1563,35 @@ fn the_model_freed_at_exit_is_no_iteration_s_low_point() {
     assert!(!leaking.contains("No leak"), "{leaking}");
 }
 
+/// Where no iterations are found, no request is an outlier "that only one iteration asked for"
+/// (batch 26's held-out audit: a generation loop's prefill blocks, 224× the median of its decode
+/// steps from the same line, flagged with "(no iterations found)"): twenty 1 MiB requests and
+/// one of 64 MiB from one line of an inference script, each freed at once.
+#[test]
+fn no_outlier_is_told_where_no_iterations_are_found() {
+    let line = || frames("decode", "/srv/generate.py", 104);
+    let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, line())];
+    for k in 0..21 {
+        let size = if k == 10 { 64 * MIB } else { MIB };
+        trace.push(event("alloc", BASE, size, line()));
+        free_block(&mut trace, BASE, size, line());
+    }
+    let findings = analyze(&load(&top(
+        vec![segment(
+            0,
+            BASE,
+            128 * MIB,
+            "large",
+            vec![block(BASE, 128 * MIB, "inactive", None)],
+        )],
+        vec![trace],
+    )));
+    assert!(
+        of_kind(&findings, FindingKind::OutlierAllocation).is_empty(),
+        "{findings:#?}"
+    );
+}
+
 /// A `DeepSpeed` `ZeRO` rank's own partitions, told by the function that makes them (batch 26's
 /// held-out audit: a `ZeRO-3` rank's bf16 partitions and fp32 master weights "long lived", and
 /// the Adam moments its `FusedAdam.step` made "retained"): `stage3.py`'s
@@ -5892,6 +5921,25 @@ fn empty_cache_inside_a_library_is_the_library_s() {
         !advice.starts_with("Nothing in the program's own code"),
         "{advice}"
     );
+    // A library function for releasing memory, called by the program's own line, is the
+    // program's request (batch 26's held-out audit: accelerate's `release_memory`, reached from
+    // the program's `accelerator.free_memory()`, was "nor the program's own call").
+    let (summary, advice) = note((
+        "release_memory",
+        "/env/lib/python3.11/site-packages/accelerate/utils/memory.py",
+        95,
+    ));
+    assert!(
+        summary.contains(
+            "every one comes from release_memory (accelerate/utils/memory.py:95), inside a \
+             library, called by the program's own serve (app.py:40)"
+        ) && !summary.contains("nor the program's own call"),
+        "{summary}"
+    );
+    assert!(
+        advice.starts_with("The program's serve (app.py:40) asks the library to release"),
+        "{advice}"
+    );
 }
 
 /// A stack of `(function, file, line)` frames, innermost first.
@@ -7416,10 +7464,14 @@ fn a_workspace_far_above_its_call_site_s_usual_is_no_outlier() {
             }
             stack(&frames)
         };
+        // Ten iterations, each a request and a backward pass (an outlier is a size one
+        // iteration asks for: none is told where no iterations are found).
         let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, site())];
         for k in 0..10 {
             let bytes = if k == 5 { 64 * MIB } else { 4 * MIB };
             trace.push(event("alloc", BASE, bytes, site()));
+            trace.push(event("alloc", BASE + 96 * MIB, MIB, engine_backward()));
+            free_block(&mut trace, BASE + 96 * MIB, MIB, engine_backward());
             free_block(&mut trace, BASE, bytes, site());
         }
         let pool = segment(

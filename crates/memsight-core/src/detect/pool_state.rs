@@ -596,7 +596,8 @@ fn live_sites(cx: &DeviceContext) -> String {
         live.iter().copied().filter(|&(stack, _)| stack != NO_STACK),
     );
     let mut words = format!(
-        " The call sites holding most of the live blocks: {}.",
+        " The call sites holding most of the live blocks (in block sizes, as the allocator \
+         rounds them): {}.",
         super::sites_words(&sites, TOP_SITES)
     );
     if stackless > 0 {

@@ -594,27 +594,13 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
         format_bytes(released_bytes as i64),
         format_bytes(regrown as i64),
         format_bytes(reusable as i64),
-        callers.as_ref().map_or_else(
-            || "This is the program's choice, not an allocator stall.".to_string(),
-            |callers| format!(
-                "This is no allocator stall, nor the program's own call: every one comes from \
-                 {callers}, inside a library."
-            )
-        ),
+        LibraryCallers::origin(callers.as_ref()),
     );
     f.bytes = released_bytes;
     f.events = (first.first as u32, last.last as u32);
     f.focus_event = Some(first.last as u32);
     f.stack = trace.stack[first.first];
-    f.suggestion = match &callers {
-        Some(callers) => format!(
-            "Nothing in the program's own code calls empty_cache(): {callers} does. Where the \
-             library does so because of a setting of the program's (a trainer's option to \
-             release the cache every N steps), that setting is what to change; otherwise nothing \
-             is."
-        ),
-        None => empty_cache_advice(flushes.len()),
-    };
+    f.suggestion = callers.map_or_else(|| empty_cache_advice(flushes.len()), |c| c.advice());
     Some(f)
 }
 
@@ -662,8 +648,18 @@ fn library_callers(
     snapshot: &Snapshot,
     trace: &crate::model::Trace,
     flushes: &[&Burst],
-) -> Option<String> {
+) -> Option<LibraryCallers> {
     let mut callers: Vec<String> = Vec::new();
+    let mut program: Vec<String> = Vec::new();
+    let words = |frame: &crate::model::Frame| {
+        let file = snapshot.str(frame.filename).replace('\\', "/");
+        format!(
+            "{} ({}:{})",
+            snapshot.str(frame.name),
+            crate::frames::package_path(&file),
+            frame.line
+        )
+    };
     for b in flushes {
         let frames: Vec<&crate::model::Frame> =
             snapshot.stack_frames(trace.stack[b.first]).collect();
@@ -677,18 +673,81 @@ fn library_callers(
         if !crate::frames::is_internal(snapshot, caller) {
             return None;
         }
-        let file = snapshot.str(caller.filename).replace('\\', "/");
-        let words = format!(
-            "{} ({}:{})",
-            snapshot.str(caller.name),
-            crate::frames::package_path(&file),
-            caller.line
-        );
-        if !callers.contains(&words) {
-            callers.push(words);
+        let library = words(caller);
+        if !callers.contains(&library) {
+            callers.push(library);
+        }
+        // The program's own line that called into the library, where the library function is
+        // one for releasing memory (accelerate's `release_memory`), not one that releases it
+        // on the way to something else (`torch.cuda.graph`'s `__enter__`).
+        let name = snapshot.str(caller.name).to_ascii_lowercase();
+        let releases = ["release", "free", "clear", "empty", "collect"]
+            .iter()
+            .any(|w| name.contains(w));
+        if releases
+            && let Some(own) = frames[at + 1..].iter().find(|f| {
+                crate::frames::is_python(snapshot, f) && !crate::frames::is_internal(snapshot, f)
+            })
+        {
+            let own = words(own);
+            if !program.contains(&own) {
+                program.push(own);
+            }
         }
     }
-    (!callers.is_empty()).then(|| callers.join(" and "))
+    (!callers.is_empty()).then(|| LibraryCallers {
+        callers: callers.join(" and "),
+        program: (!program.is_empty()).then(|| program.join(" and ")),
+    })
+}
+
+/// The library functions that call `empty_cache`, and the program's own lines that called
+/// them, where the stacks show any (batch 26's held-out audit: `accelerator.free_memory()`,
+/// called by the program's retry loop, was "nor the program's own call").
+struct LibraryCallers {
+    callers: String,
+    program: Option<String>,
+}
+
+impl LibraryCallers {
+    /// Where the releases come from, for the note's summary.
+    fn origin(callers: Option<&Self>) -> String {
+        match callers {
+            None => "This is the program's choice, not an allocator stall.".to_string(),
+            Some(Self {
+                callers,
+                program: None,
+            }) => format!(
+                "This is no allocator stall, nor the program's own call: every one comes from \
+                 {callers}, inside a library."
+            ),
+            Some(Self {
+                callers,
+                program: Some(program),
+            }) => format!(
+                "This is no allocator stall: every one comes from {callers}, inside a library, \
+                 called by the program's own {program}."
+            ),
+        }
+    }
+
+    fn advice(&self) -> String {
+        let callers = &self.callers;
+        match &self.program {
+            None => format!(
+                "Nothing in the program's own code calls empty_cache(): {callers} does. Where \
+                 the library does so because of a setting of the program's (a trainer's option \
+                 to release the cache every N steps), that setting is what to change; otherwise \
+                 nothing is."
+            ),
+            Some(program) => format!(
+                "The program's {program} asks the library to release the cache ({callers} \
+                 calls empty_cache()). Where nothing else needs the memory then, that call is \
+                 what to drop; where it makes room after an out-of-memory error or for another \
+                 process, it does what it is for."
+            ),
+        }
+    }
 }
 
 /// What to do about `releases` cache releases the program chose to make.
