@@ -283,7 +283,8 @@ impl Category {
                 "made in a trace with backward passes (or one that ends in an out-of-memory \
                  error) by a stack with Python frames none of which calls the model, steps an \
                  optimizer, builds an object or loads weights, in the function that then calls the \
-                 model or a helper it calls, after the previous backward pass and before this iteration's first \
+                 model (or a helper it calls whose name says it moves data: cast_data, to_device, \
+                 …, and the program frees it), after the previous backward pass and before this iteration's first \
                  allocation that calls the model, alive when that allocation is made, and freed \
                  before the backward pass after the next (or, made for the trace's last backward \
                  pass, kept), no block of its line kept longer: the batch on the device and what \
@@ -1336,14 +1337,23 @@ fn inputs_of_each_iteration(
         let forward_already_began = next_model
             .checked_sub(1)
             .is_some_and(|j| model_allocs[j].0 >= previous_end);
-        if alloc < previous_end
-            || forward >= next_backward
-            || forward_already_began
-            || !the_loop_calls_the_model(snapshot, l.stack, forward_stack)
-        {
+        if alloc < previous_end || forward >= next_backward || forward_already_began {
             continue;
         }
         let freed = l.free_requested_event.or(l.free_completed_event);
+        // Made by a helper the loop calls: only where the program itself drops it (a free with
+        // Python frames, none of a backward pass). Autograd frees what it saved in the backward
+        // pass that uses it, on a thread without Python (a public benchmark's hand-written
+        // attention, called by the loop's `measure` without a module: its 8 GiB softmax output
+        // and 64 MiB result, freed by autograd's engine, are no input).
+        let by_helper = match the_loop_calls_the_model(snapshot, l.stack, forward_stack) {
+            Some(LoopFrame::Innermost) => false,
+            Some(LoopFrame::Helper) => true,
+            None => continue,
+        };
+        if by_helper && !dropped_by_the_program(snapshot, device, freed, &mut marks) {
+            continue;
+        }
         let dropped_in_time = match (freed, backward_starts.get(k + 1)) {
             (Some(f), _) if f <= forward => continue,
             (Some(f), Some(&after_next)) => f < after_next,
@@ -1383,26 +1393,84 @@ fn made_by_the_loop_alone(m: StackMarks) -> bool {
         || m.recompute)
 }
 
-/// Whether one of `stack`'s Python functions (file and name; a script's `<module>` aside) is one
-/// of the callers of the model in `model_stack`: a frame outside its outermost module call
-/// (`_call_impl`). The loop, or a helper it calls to move the batch.
-fn the_loop_calls_the_model(snapshot: &Snapshot, stack: StackId, model_stack: StackId) -> bool {
+/// Whether `stack`'s innermost Python function, or one further out other than a script's
+/// `<module>`, is one of the callers of the model in `model_stack` (file and name): a frame
+/// outside its outermost module call (`_call_impl`). The loop, or a helper it calls to move the
+/// batch.
+fn the_loop_calls_the_model(
+    snapshot: &Snapshot,
+    stack: StackId,
+    model_stack: StackId,
+) -> Option<LoopFrame> {
     let frames: Vec<&crate::model::Frame> = snapshot.stack_frames(model_stack).collect();
-    let Some(outermost_call) = frames
+    let outermost_call = frames
         .iter()
-        .rposition(|f| matches!(snapshot.str(f.name), "_call_impl" | "_wrapped_call_impl"))
-    else {
-        return false;
-    };
+        .rposition(|f| matches!(snapshot.str(f.name), "_call_impl" | "_wrapped_call_impl"))?;
     let callers = &frames[outermost_call + 1..];
-    snapshot
+    let calls = |made_in: &crate::model::Frame| {
+        callers
+            .iter()
+            .any(|f| f.filename == made_in.filename && f.name == made_in.name)
+    };
+    // The innermost Python function (a script's `<module>` too, where the loop is written at
+    // the top level), or a function further out that is not the script's top level.
+    let mut python = snapshot
         .stack_frames(stack)
-        .filter(|f| crate::frames::is_python(snapshot, f) && snapshot.str(f.name) != "<module>")
-        .any(|made_in| {
-            callers
-                .iter()
-                .any(|f| f.filename == made_in.filename && f.name == made_in.name)
-        })
+        .filter(|f| crate::frames::is_python(snapshot, f));
+    let innermost = python.next()?;
+    if calls(innermost) {
+        Some(LoopFrame::Innermost)
+    } else if moves_data(snapshot.str(innermost.name))
+        && python.any(|f| snapshot.str(f.name) != "<module>" && calls(f))
+    {
+        Some(LoopFrame::Helper)
+    } else {
+        None
+    }
+}
+
+/// Whether a function's name says it moves or prepares a batch (`cast_data`, `to_devices`,
+/// `send_to_device`, `to_tensor`, `collate`, `搬到设备`): a helper the loop calls for its
+/// inputs, not a computation of its own (a public benchmark's `scaled_dot_product_attention`,
+/// called by the loop without a module, makes the attention's result).
+fn moves_data(name: &str) -> bool {
+    const WORDS: [&str; 14] = [
+        "to", "cuda", "npu", "device", "devices", "cast", "data", "batch", "input", "inputs",
+        "tensor", "collate", "prepare", "transfer",
+    ];
+    const CJK: [&str; 4] = ["设备", "数据", "输入", "批"];
+    let lower = name.to_lowercase();
+    lower
+        .split(|c: char| !c.is_alphanumeric())
+        .flat_map(|w| w.split('_'))
+        .any(|w| WORDS.contains(&w))
+        || CJK.iter().any(|c| name.contains(c))
+}
+
+/// Where a block the loop may have made was made: in the loop's own function, or in a helper
+/// the loop calls.
+enum LoopFrame {
+    Innermost,
+    Helper,
+}
+
+/// Whether the free at `freed` is the program's own: a stack with Python frames, none of a
+/// backward pass (or the block is never freed).
+fn dropped_by_the_program(
+    snapshot: &Snapshot,
+    device: &Device,
+    freed: Option<u32>,
+    marks: &mut impl FnMut(StackId) -> StackMarks,
+) -> bool {
+    let Some(f) = freed else {
+        return true;
+    };
+    let stack = device.trace.stack[f as usize];
+    stack != NO_STACK
+        && !marks(stack).backward
+        && snapshot
+            .stack_frames(stack)
+            .any(|frame| crate::frames::is_python(snapshot, frame))
 }
 
 /// Blocks an optimizer step made and kept where that step freed parameters of their size: the
