@@ -591,11 +591,15 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || (name == "backward" && !marks.optimizer);
         // Or the `step` of a file named for an optimizer (DeepSpeed's `ops/adam/fused_adam.py`:
         // batch 26's held-out audit, 7.82 GiB of Adam moments made in its step called
-        // "retained").
+        // "retained"), or of DeepSpeed's `ZeRO` optimizers (`runtime/zero/stage3.py`), whose
+        // step runs the inner one once per parameter sub-group: the whole step is one.
         let optimizer_frame = file.contains("/optim/")
             || file.starts_with("optim/")
             || file.contains("\\optim\\")
-            || (name == "step" && (file.contains("optimizer") || names_an_optimizer(file)));
+            || (name == "step"
+                && (file.contains("optimizer")
+                    || names_an_optimizer(file)
+                    || file.replace('\\', "/").contains("deepspeed/runtime/zero/")));
         marks.optimizer |= !runs_the_model && optimizer_frame;
         marks.closure_in_optimizer |= runs_the_model && optimizer_frame;
         marks.state_init |= !runs_the_model && name == "_init_group" && optimizer_frame;
@@ -1393,10 +1397,10 @@ fn made_by_the_loop_alone(m: StackMarks) -> bool {
         || m.recompute)
 }
 
-/// Whether `stack`'s innermost Python function, or one further out other than a script's
-/// `<module>`, is one of the callers of the model in `model_stack` (file and name): a frame
-/// outside its outermost module call (`_call_impl`). The loop, or a helper it calls to move the
-/// batch.
+/// Whether `stack`'s innermost Python function, or, where that function's name says it moves
+/// data, one further out, is one of the callers of the model in `model_stack` (file and name):
+/// a frame outside its outermost module call (`_call_impl`). The loop, or a helper it calls to
+/// move the batch.
 fn the_loop_calls_the_model(
     snapshot: &Snapshot,
     stack: StackId,
@@ -1413,16 +1417,15 @@ fn the_loop_calls_the_model(
             .any(|f| f.filename == made_in.filename && f.name == made_in.name)
     };
     // The innermost Python function (a script's `<module>` too, where the loop is written at
-    // the top level), or a function further out that is not the script's top level.
+    // the top level), or, for a helper named for moving data, any function further out (the
+    // script's top level too: pix2pix's `set_input`, called from `train.py`'s loop).
     let mut python = snapshot
         .stack_frames(stack)
         .filter(|f| crate::frames::is_python(snapshot, f));
     let innermost = python.next()?;
     if calls(innermost) {
         Some(LoopFrame::Innermost)
-    } else if moves_data(snapshot.str(innermost.name))
-        && python.any(|f| snapshot.str(f.name) != "<module>" && calls(f))
-    {
+    } else if moves_data(snapshot.str(innermost.name)) && python.any(calls) {
         Some(LoopFrame::Helper)
     } else {
         None

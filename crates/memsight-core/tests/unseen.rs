@@ -5247,6 +5247,14 @@ fn a_forward_pass_cut_by_an_out_of_memory_error_is_no_evaluation() {
     let (_, findings) = evaluation_run(true, true);
     let peak = of_kind(&findings, FindingKind::Peak);
     assert_eq!(peak.len(), 1, "{findings:#?}");
+    // And the peak is said to be the failed pass's last allocation, not an iteration's.
+    assert!(
+        peak[0]
+            .summary
+            .contains("right before the out-of-memory error at event 22"),
+        "{}",
+        peak[0].summary
+    );
     assert!(
         !peak[0].summary.contains("no backward pass follows")
             && !peak[0].suggestion.contains("no_grad"),

@@ -668,6 +668,20 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 (Phase::Forward, _) => "outside backward and the optimizer step".to_string(),
                 (phase, _) => format!("in the {}", phase.name()),
             };
+            // The last allocation before an out-of-memory error (the next request failed): the
+            // failed pass's peak, whatever iteration holds it (batch 26's held-out audit: a
+            // batch-size finder's failed batch-8 attempt was "iteration 1 of the trace's 12",
+            // the batch-4 run's).
+            let trace = &cx.device.trace;
+            if let Some(oom) = (e as usize + 1..trace.len())
+                .find(|&i| matches!(trace.action[i], Action::Alloc | Action::Oom))
+                .filter(|&i| trace.action[i] == Action::Oom)
+            {
+                return format!(
+                    "{words}, right before the out-of-memory error at event {oom}: the last \
+                     allocation of the pass that failed"
+                );
+            }
             if let Some((k, steps)) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
                 // Of the trace's: a ring-buffered trace holds the last of a run's iterations.
                 words = match steps.last_end {
@@ -2213,6 +2227,15 @@ fn cross_entropy_blocks(cx: &DeviceContext, held: &[Held]) -> Option<CrossEntrop
     let mut operators = [false; CROSS_ENTROPY_OPERATORS.len() + 1];
     for h in held {
         let operator = *of_stack.entry(h.2).or_insert_with(|| {
+            // An operator under a Python `softmax` is attention's (`F.softmax` runs `_softmax`;
+            // batch 26's held-out file recorded `_log_softmax` frames below it, and the
+            // attention probabilities of a failed forward pass were called cross-entropy's).
+            let python = snapshot
+                .stack_frames(h.2)
+                .find(|f| crate::frames::is_python(snapshot, f));
+            if python.is_some_and(|f| snapshot.str(f.name) == "softmax") {
+                return None;
+            }
             snapshot.stack_frames(h.2).find_map(|f| {
                 let name = snapshot.str(f.name);
                 if let Some(rest) = name.strip_prefix("at::_ops::") {
