@@ -283,9 +283,9 @@ impl Category {
                 "made in a trace with backward passes (or one that ends in an out-of-memory \
                  error) by a stack with Python frames none of which calls the model, steps an \
                  optimizer, builds an object or loads weights, in the function that then calls the \
-                 model (or a helper it calls whose name says it moves data: cast_data, to_device, \
-                 …, and the program frees it), after the previous backward pass and before this iteration's first \
-                 allocation that calls the model, alive when that allocation is made, and freed \
+                 model (or a helper it calls whose name says it moves data: cast_data, \
+                 to_device, …, and the program frees it), after the previous backward pass and \
+                 before this iteration's first allocation that calls the model, alive when that allocation is made, and freed \
                  before the backward pass after the next (or, made for the trace's last backward \
                  pass, kept), no block of its line kept longer: the batch on the device and what \
                  the loop made of it"
@@ -1443,6 +1443,10 @@ fn moves_data(name: &str) -> bool {
     ];
     const CJK: [&str; 4] = ["设备", "数据", "输入", "批"];
     let lower = name.to_lowercase();
+    // `batch_norm`, `layer_norm`: computations, whatever else their names say.
+    if lower.contains("norm") {
+        return false;
+    }
     lower
         .split(|c: char| !c.is_alphanumeric())
         .flat_map(|w| w.split('_'))
@@ -2193,8 +2197,8 @@ fn autocast_weight_copies(replay: &DeviceReplay, casts: &[usize], of_lifetime: &
 /// to a block of half its size, and the backward pass uses it: in one forward pass (a backward
 /// pass's start back to the one before's end), the activations of size `s` alive when the
 /// backward pass starts are the copies where they number exactly the weights of size `2 s`
-/// (two or more), all of them or all from one call stack, and the weights so copied hold two thirds of
-/// the trained weights' bytes or more. Any other count is left as it was.
+/// (two or more), all of them or all from one call stack, and the weights so copied hold two
+/// thirds of the trained weights' bytes or more. Any other count is left as it was.
 /// Returns whether any copy was found.
 fn weight_copies_by_count(
     replay: &DeviceReplay,

@@ -481,8 +481,8 @@ fn evidence(cx: &DeviceContext, parts: &[super::CategoryBytes]) -> Vec<String> {
     if cx.categories.casts_by_count {
         lines.push(
             "autocast: in a forward pass, as many blocks of half a weight's size, kept into the \
-             backward pass, as there are weights of that size, for two thirds of the trained weights' \
-             bytes or more (the file records Python frames only, so no cached_cast frame shows \
+             backward pass, as there are weights of that size, for two thirds of the trained \
+             weights' bytes or more (the file records Python frames only, so no cached_cast frame shows \
              the casts)"
                 .to_string(),
         );
@@ -678,8 +678,8 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                 .filter(|&i| trace.action[i] == Action::Oom)
             {
                 return format!(
-                    "{words}, right before the out-of-memory error at event {oom}: the last \
-                     allocation of the pass that failed"
+                    "{words}, right before the out-of-memory error at event {oom} (no allocation \
+                     succeeded between them): the peak of the work that failed"
                 );
             }
             if let Some((k, steps)) = cx.steps.as_ref().and_then(|s| s.step_of(e).map(|k| (k, s))) {
