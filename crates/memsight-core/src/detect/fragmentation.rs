@@ -839,11 +839,7 @@ pub fn cost_nothing_yet(finding: &mut Finding) {
 
 /// What to do about `gap_bytes` held above the allocated peak.
 fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
-    let conf = if cx.npu {
-        "PYTORCH_NPU_ALLOC_CONF"
-    } else {
-        "PYTORCH_CUDA_ALLOC_CONF"
-    };
+    let conf = cx.alloc_conf_variable();
     let bucketing = if sizes_vary(cx) {
         " The model's forward pass asks for different sizes from one iteration to the next \
          (its requests over 1 MiB differ): bucketing inputs by length, so requests come in \

@@ -403,6 +403,15 @@ impl<'a> DeviceContext<'a> {
     pub fn peak_allocated_bytes(&self) -> u64 {
         self.replay.peak_allocated.bytes.max(0) as u64
     }
+
+    /// The environment variable that sets this device's allocator (`torch_npu` reads its own).
+    pub fn alloc_conf_variable(&self) -> &'static str {
+        if self.npu {
+            "PYTORCH_NPU_ALLOC_CONF"
+        } else {
+            "PYTORCH_CUDA_ALLOC_CONF"
+        }
+    }
 }
 
 /// Most findings a file reports: one per kind per device already, leaks one per call site.

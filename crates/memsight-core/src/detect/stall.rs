@@ -427,11 +427,7 @@ fn advice(cx: &DeviceContext, expandable: bool) -> String {
     } else {
         ""
     };
-    let conf = if cx.npu {
-        "PYTORCH_NPU_ALLOC_CONF"
-    } else {
-        "PYTORCH_CUDA_ALLOC_CONF"
-    };
+    let conf = cx.alloc_conf_variable();
     if cx.snapshot.recorded_on_windows() && !expandable {
         format!(
             "Reduce fragmentation (max_split_size_mb in {conf} keeps large blocks \
