@@ -1624,6 +1624,13 @@ fn a_zero_rank_s_partitions_and_fused_adam_state_are_model_state() {
             ("train", "/src/train.py", 40),
         ])
     };
+    let zero_step = || {
+        stack(&[
+            ("step", zero, 2090),
+            ("step", "/py/deepspeed/runtime/engine.py", 2213),
+            ("train", "/src/train.py", 40),
+        ])
+    };
     let mut trace = vec![
         event("segment_alloc", BASE, 256 * MIB, weights()),
         event("alloc", BASE, 16 * MIB, weights()),
@@ -1639,7 +1646,11 @@ fn a_zero_rank_s_partitions_and_fused_adam_state_are_model_state() {
         ));
         free_block(&mut trace, BASE + 112 * MIB, 8 * MIB, engine_backward());
         if i == 0 {
+            // The inner optimizer runs once per parameter sub-group; between the two, the
+            // `ZeRO` step's own work (a norm of the gradients) allocates outside it.
             trace.push(event("alloc", BASE + 48 * MIB, 32 * MIB, fused_adam()));
+            trace.push(event("alloc", BASE + 136 * MIB, MIB, zero_step()));
+            free_block(&mut trace, BASE + 136 * MIB, MIB, zero_step());
             trace.push(event("alloc", BASE + 80 * MIB, 32 * MIB, fused_adam()));
         }
         free_block(&mut trace, BASE + 120 * MIB, 16 * MIB, fused_adam());
@@ -1666,7 +1677,11 @@ fn a_zero_rank_s_partitions_and_fused_adam_state_are_model_state() {
         ),
         block(BASE + 112 * MIB, 144 * MIB, "inactive", None),
     ];
-    let by_mib = categories_by_mib(vec![segment(0, BASE, 256 * MIB, "large", blocks)], trace);
+    let file = top(
+        vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+        vec![trace],
+    );
+    let by_mib = categories_of(&file);
     let of_size = |mib: u64| -> Vec<&str> {
         by_mib
             .iter()
@@ -1676,6 +1691,18 @@ fn a_zero_rank_s_partitions_and_fused_adam_state_are_model_state() {
     };
     assert_eq!(of_size(16)[0], "parameter", "{by_mib:?}");
     assert_eq!(of_size(32), ["optimizer_state"; 3], "{by_mib:?}");
+    // The `ZeRO` step is one optimizer step, however many times it runs the inner one (batch
+    // 26's re-audit: a rank's first step read as two iterations).
+    let loaded = load(&file);
+    let device = &loaded.snapshot.devices[0];
+    let categories =
+        memsight_core::category::classify(&loaded.snapshot, device, &loaded.replays[0]);
+    assert_eq!(
+        categories.optimizer_steps().count(),
+        1,
+        "{:?}",
+        categories.runs
+    );
 }
 
 /// A low point that climbs a little every iteration is never "no leak", however small beside
@@ -3867,6 +3894,64 @@ fn a_backward_without_an_optimizer_step_says_none_is_shown() {
     assert!(!with.contains("no optimizer step"), "{with}");
 }
 
+/// [`a_peak_held_by_cross_entropy_names_it_and_the_fused_loss`]'s peak advice: a program
+/// block, `operator`'s block below `caller`, and the backward pass's two blocks of the same size.
+fn cross_entropy_advice(
+    operator: &'static str,
+    backward_operators: [&'static str; 2],
+    caller: (&'static str, &'static str, i128),
+) -> String {
+    let program = |line| stack(&[("<module>", "/src/ce.py", line)]);
+    let op = |name: &'static str| stack(&[(name, "", 0), caller, ("<module>", "/src/ce.py", 10)]);
+    let backward = |name: &'static str| {
+        stack(&[
+            (name, "", 0),
+            ("torch::autograd::Engine::thread_main", "", 0),
+        ])
+    };
+    let size = 250 * MIB;
+    let mut trace = vec![
+        event("segment_alloc", BASE, 4 * size, program(6)),
+        event("alloc", BASE, size, program(6)),
+        event("alloc", BASE + size, size, op(operator)),
+        event(
+            "alloc",
+            BASE + 2 * size,
+            size,
+            backward(backward_operators[0]),
+        ),
+        event(
+            "alloc",
+            BASE + 3 * size,
+            size,
+            backward(backward_operators[1]),
+        ),
+    ];
+    free_block(
+        &mut trace,
+        BASE + 2 * size,
+        size,
+        backward(backward_operators[0]),
+    );
+    free_block(
+        &mut trace,
+        BASE + size,
+        size,
+        backward(backward_operators[1]),
+    );
+    let blocks = vec![
+        block(BASE, size, "active_allocated", Some(program(6))),
+        block(BASE + size, 2 * size, "inactive", None),
+        block(
+            BASE + 3 * size,
+            size,
+            "active_allocated",
+            Some(backward(backward_operators[1])),
+        ),
+    ];
+    the_peak(segment(0, BASE, 4 * size, "large", blocks), trace).suggestion
+}
+
 /// A peak held by cross-entropy's own blocks (the log-probabilities kept for backward, the
 /// gradients of the log-probabilities and of the logits, each the logits' size) names them and
 /// the fused loss that holds none (a held-out one-step benchmark: 750 MiB of its 1000 MiB; the
@@ -3875,61 +3960,12 @@ fn a_backward_without_an_optimizer_step_says_none_is_shown() {
 #[test]
 fn a_peak_held_by_cross_entropy_names_it_and_the_fused_loss() {
     let advice = |operator: &'static str, backward_operators: [&'static str; 2]| {
-        let program = |line| stack(&[("<module>", "/src/ce.py", line)]);
         let caller = if operator.contains("log_softmax") {
             ("cross_entropy", "/lib/torch/nn/functional.py", 3100)
         } else {
             ("forward", "/src/attention.py", 40)
         };
-        let op =
-            |name: &'static str| stack(&[(name, "", 0), caller, ("<module>", "/src/ce.py", 10)]);
-        let backward = |name: &'static str| {
-            stack(&[
-                (name, "", 0),
-                ("torch::autograd::Engine::thread_main", "", 0),
-            ])
-        };
-        let size = 250 * MIB;
-        let mut trace = vec![
-            event("segment_alloc", BASE, 4 * size, program(6)),
-            event("alloc", BASE, size, program(6)),
-            event("alloc", BASE + size, size, op(operator)),
-            event(
-                "alloc",
-                BASE + 2 * size,
-                size,
-                backward(backward_operators[0]),
-            ),
-            event(
-                "alloc",
-                BASE + 3 * size,
-                size,
-                backward(backward_operators[1]),
-            ),
-        ];
-        free_block(
-            &mut trace,
-            BASE + 2 * size,
-            size,
-            backward(backward_operators[0]),
-        );
-        free_block(
-            &mut trace,
-            BASE + size,
-            size,
-            backward(backward_operators[1]),
-        );
-        let blocks = vec![
-            block(BASE, size, "active_allocated", Some(program(6))),
-            block(BASE + size, 2 * size, "inactive", None),
-            block(
-                BASE + 3 * size,
-                size,
-                "active_allocated",
-                Some(backward(backward_operators[1])),
-            ),
-        ];
-        the_peak(segment(0, BASE, 4 * size, "large", blocks), trace).suggestion
+        cross_entropy_advice(operator, backward_operators, caller)
     };
     let loss = advice(
         "at::_ops::_log_softmax::call(at::Tensor const&, long, bool)",
@@ -3966,6 +4002,22 @@ fn a_peak_held_by_cross_entropy_names_it_and_the_fused_loss() {
         ],
     );
     assert!(!other.contains("Cross-entropy"), "{other}");
+}
+
+/// Nor is a log-softmax operator below a Python `softmax` cross-entropy's (batch 26's re-audit:
+/// attention probabilities recorded with `_log_softmax` frames under `F.softmax` were called
+/// cross-entropy's log-probabilities).
+#[test]
+fn a_log_softmax_operator_under_softmax_is_no_cross_entropy() {
+    let attention = cross_entropy_advice(
+        "at::_ops::_log_softmax::call(at::Tensor const&, long, bool)",
+        [
+            "at::_ops::_softmax_backward_data::redispatch(c10::DispatchKeySet)",
+            "at::_ops::mm::redispatch(c10::DispatchKeySet)",
+        ],
+        ("softmax", "/lib/torch/nn/functional.py", 2140),
+    );
+    assert!(!attention.contains("Cross-entropy"), "{attention}");
 }
 
 /// Batch 19's held-out audit, file 6: a `QLoRA` run's logits (1000 MiB), cross-entropy's
