@@ -124,9 +124,12 @@
 //!   trace cannot tell, the earliest made are taken, and the bytes are right).
 //! - **activation, every layer's**: a block freed with no backward pass beginning while it
 //!   lived (in a trace with no backward pass, every freed block), made inside a module's forward
-//!   by a call stack with four or more such blocks alive at once (one per layer: autograd keeps
-//!   the graph, or the previous pass's graph is held until its output is dropped; an evaluation
-//!   without `no_grad` inside a training run), not a temporary (`layers_kept_without_backward`).
+//!   by a call stack with four or more such blocks alive at once and four or more freed together
+//!   with no allocation between (one per layer: autograd keeps the graph, or the previous pass's
+//!   graph is held until its output is dropped, and dropping it frees them at once; an
+//!   evaluation without `no_grad` inside a training run), not a temporary; a generation loop's
+//!   blocks of such a line need not go together (its cache, replaced a layer at a time)
+//!   (`layers_kept_without_backward`).
 //! - **workspace, the backward thread's**: a block of exactly cuBLAS's default workspace made in
 //!   a backward pass with no Python frame and never freed (a few at most) is the workspace of
 //!   that thread's cuBLAS handle, not a gradient (`workspaces_of_the_backward_thread`).
@@ -276,8 +279,9 @@ impl Category {
             Self::Activation => {
                 "made outside backward and the optimizer, alive when the next backward pass \
                  starts (or, with no backward pass at all, kept to the end of the trace or the \
-                 failure, or made by a line with many blocks alive at once: every layer's, as \
-                 autograd keeps them)"
+                 failure, or made by a line with many blocks alive at once and freed together: \
+                 every layer's, as autograd keeps them and drops them with its graph; or \
+                 kept so by a generation loop)"
             }
             Self::Input => {
                 "made in a trace with backward passes (or one that ends in an out-of-memory \
@@ -2399,17 +2403,96 @@ fn layers_kept_without_backward(
             *now = now.saturating_sub(1);
         }
     }
+    // Blocks let go together, as a dropped graph's are; or a generation loop's, which keeps its
+    // cache of every layer's keys and values from step to step and replaces them one at a time
+    // (batch 22's T5 and batch 25's Marian beam searches).
+    let released_together = released_together(replay, &without_backward);
+    let mut in_generation: FxHashMap<StackId, bool> = FxHashMap::default();
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         if matches!(*c, Category::Temporary | Category::Unknown)
             && without_backward(l)
             && alive
                 .get(&l.stack)
                 .is_some_and(|&(_, most)| most >= LAYER_BLOCKS)
+            && (released_together.contains(&l.stack)
+                || *in_generation
+                    .entry(l.stack)
+                    .or_insert_with(|| generation_loop(snapshot, l.stack).is_some()))
             && in_a_forward(l.stack)
         {
             *c = Category::Activation;
         }
     }
+}
+
+/// Functions of a library's generation loop (`transformers/generation/utils.py`: `generate` and
+/// the searches it runs), which runs under `no_grad`.
+const GENERATION_LOOP: [&str; 7] = [
+    "generate",
+    "_beam_search",
+    "beam_search",
+    "_sample",
+    "sample",
+    "_greedy_search",
+    "greedy_search",
+];
+
+/// The generation loop's function (of `GENERATION_LOOP`, in a file of a `generation` folder)
+/// that `stack` runs below, if any: what such a loop keeps from step to step is its cache.
+pub(crate) fn generation_loop(snapshot: &Snapshot, stack: StackId) -> Option<StrId> {
+    snapshot
+        .stack_frames(stack)
+        .find(|f| {
+            let file = snapshot.str(f.filename);
+            (file.contains("/generation/") || file.contains("\\generation\\"))
+                && GENERATION_LOOP.contains(&snapshot.str(f.name))
+        })
+        .map(|f| f.name)
+}
+
+/// The call stacks whose blocks (of those `eligible`) were mostly freed together, `LAYER_BLOCKS`
+/// or more at a time with no allocation between their frees: what dropping a graph does, which
+/// frees every layer's saved tensors at once. A program that keeps some of a line's outputs
+/// itself (a U-Net's skip connections under `no_grad`) lets each go as it is used, between the
+/// next layers' allocations, and only the last few together (batch 26's held-out audit: a
+/// diffusion pipeline's skip connections and attention buffers under `no_grad`, 14 % of them
+/// freed in such runs, were "activation").
+fn released_together(
+    replay: &DeviceReplay,
+    eligible: &dyn Fn(&Lifetime) -> bool,
+) -> FxHashSet<StackId> {
+    let mut allocs: Vec<u32> = replay
+        .lifetimes
+        .iter()
+        .filter_map(|l| l.alloc_event)
+        .collect();
+    allocs.sort_unstable();
+    // Per stack and stretch between two allocations, the blocks freed there.
+    let mut freed_in_stretch: FxHashMap<(StackId, usize), usize> = FxHashMap::default();
+    for l in replay.lifetimes.iter().filter(|l| eligible(l)) {
+        let Some(freed) = l.free_requested_event.or(l.free_completed_event) else {
+            continue;
+        };
+        if l.stack == NO_STACK {
+            continue;
+        }
+        let stretch = allocs.partition_point(|&a| a < freed);
+        *freed_in_stretch.entry((l.stack, stretch)).or_default() += 1;
+    }
+    // Per stack: blocks freed, and those freed with `LAYER_BLOCKS` or more of its own.
+    let mut freed: FxHashMap<StackId, (usize, usize)> = FxHashMap::default();
+    for ((stack, _), n) in freed_in_stretch {
+        let (all, together) = freed.entry(stack).or_default();
+        *all += n;
+        if n >= LAYER_BLOCKS {
+            *together += n;
+        }
+    }
+    freed
+        .into_iter()
+        .filter(|&(_, (all, together))| together.saturating_mul(2) >= all)
+        .map(|(stack, _)| stack)
+        .collect()
 }
 
 /// A block of exactly cuBLAS's default workspace made in the trace and never freed (a few at

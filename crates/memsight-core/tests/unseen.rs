@@ -1181,6 +1181,40 @@ fn every_layer_s_blocks_of_a_forward_alone_are_activations() {
     );
 }
 
+/// A U-Net's skip connections under `no_grad` (batch 26's held-out audit: a diffusion
+/// pipeline's inference): one line inside a module's forward keeps a block per down layer (four
+/// at once), and the up path lets each go as it uses it, between its own allocations. Nothing
+/// shows a graph dropped at once: they are temporaries the program kept, not activations.
+#[test]
+fn skip_connections_let_go_one_at_a_time_are_no_activations() {
+    let skip = || frames("forward", "/src/unet.py", 41);
+    let up = || frames("forward", "/src/unet.py", 77);
+    let mut trace = vec![event("segment_alloc", BASE, 20 * MIB, skip())];
+    // The denoising steps before and after this one (the skips live a short part of the trace).
+    let other_steps = |trace: &mut Vec<Py>| {
+        for _ in 0..24 {
+            trace.push(event("alloc", BASE + 8 * MIB, MIB, up()));
+            trace.push(event("free_requested", BASE + 8 * MIB, MIB, up()));
+            trace.push(event("free_completed", BASE + 8 * MIB, MIB, up()));
+        }
+    };
+    other_steps(&mut trace);
+    for layer in 0..4 {
+        trace.push(event("alloc", BASE + layer * MIB, MIB, skip()));
+    }
+    for layer in (0..4).rev() {
+        trace.push(event("alloc", BASE + 8 * MIB, MIB, up()));
+        trace.push(event("free_requested", BASE + layer * MIB, MIB, skip()));
+        trace.push(event("free_completed", BASE + layer * MIB, MIB, skip()));
+        trace.push(event("free_requested", BASE + 8 * MIB, MIB, up()));
+        trace.push(event("free_completed", BASE + 8 * MIB, MIB, up()));
+    }
+    other_steps(&mut trace);
+    let blocks = vec![block(BASE, 20 * MIB, "inactive", None)];
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
+    assert!(by_mib.iter().all(|&(_, c)| c == "temporary"), "{by_mib:?}");
+}
+
 /// cuBLAS makes a workspace for each thread's handle: exactly its default size (8,519,680 B),
 /// never freed; the backward thread's has no Python frame. They are workspaces, not a gradient
 /// (a GNN with 7,752 B of weights showed an 8.13 MiB gradient) nor a retained tensor.

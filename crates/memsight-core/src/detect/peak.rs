@@ -868,18 +868,6 @@ fn kept_in_inference_advice(facts: &PeakFacts) -> String {
     )
 }
 
-/// Functions of a library's generation loop (`transformers/generation/utils.py`: `generate` and
-/// the searches it runs), which runs under `no_grad`.
-const GENERATION_LOOP: [&str; 7] = [
-    "generate",
-    "_beam_search",
-    "beam_search",
-    "_sample",
-    "sample",
-    "_greedy_search",
-    "greedy_search",
-];
-
 /// Activations at the peak made below a generation loop's function in a file of a `generation`
 /// folder, where they are half of the activations or more: their bytes and that function. That
 /// loop runs under `no_grad`, so what it keeps is its cache, not autograd's (batch 22's held-out
@@ -891,16 +879,9 @@ fn made_in_a_generation_loop(cx: &DeviceContext, held: &[Held]) -> Option<(u64, 
     let (mut bytes, mut activations, mut function) = (0, 0, None);
     for h in held.iter().filter(|h| h.0 == Category::Activation) {
         activations += h.1;
-        let found = *function_of.entry(h.2).or_insert_with(|| {
-            snapshot
-                .stack_frames(h.2)
-                .find(|f| {
-                    let file = snapshot.str(f.filename);
-                    (file.contains("/generation/") || file.contains("\\generation\\"))
-                        && GENERATION_LOOP.contains(&snapshot.str(f.name))
-                })
-                .map(|f| f.name)
-        });
+        let found = *function_of
+            .entry(h.2)
+            .or_insert_with(|| crate::category::generation_loop(snapshot, h.2));
         if let Some(name) = found {
             bytes += h.1;
             function.get_or_insert(name);
