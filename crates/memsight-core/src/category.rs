@@ -170,7 +170,8 @@ pub enum Category {
     /// Made by the training loop itself (no frame calls the model, steps an optimizer or
     /// constructs an object; the function that then calls the model) after the previous
     /// backward pass and before this iteration's forward pass calls the model, alive when it
-    /// does, and dropped before the backward pass after the next: the batch moved to the device
+    /// does, and dropped before the backward pass after the next (or before its line makes the
+    /// batch after the next, where an iteration runs several): the batch moved to the device
     /// and what the loop made of it (labels, masks, noise, on-device augmentation). `PyTorch`'s
     /// memory timeline calls these `INPUT`.
     Input,
@@ -290,9 +291,9 @@ impl Category {
                  model (or a helper it calls whose name says it moves data: cast_data, \
                  to_device, …, and the program frees it), after the previous backward pass and \
                  before this iteration's first allocation that calls the model, alive when that allocation is made, and freed \
-                 before the backward pass after the next (or, made for the trace's last backward \
-                 pass, kept), no block of its line kept longer: the batch on the device and what \
-                 the loop made of it"
+                 before the backward pass after the next or before its line makes the batch \
+                 after the next (or, made for the trace's last iteration, kept), no block of its \
+                 line kept longer: the batch on the device and what the loop made of it"
             }
             Self::Retained => {
                 "made outside backward and the optimizer step (or by a checkpoint's recomputation \
@@ -1275,7 +1276,9 @@ fn trained_inputs(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
 /// after the previous backward pass ended and before
 /// the iteration's first allocation that calls the model; still alive when that allocation is
 /// made; freed before the backward pass after the next (a batch is dropped when the next one
-/// replaces it), or kept where no later backward pass is recorded, and only where no other block
+/// replaces it) or before its line makes the batch after the next (a GAN's iteration runs two
+/// backward passes), or kept where no later backward pass is recorded or its line makes no later
+/// batch, and only where no other block
 /// of its line is kept longer (a line whose blocks pile up is a buffer or a leak, not the loop's
 /// inputs). Batch 23's held-out audit: a video clip's 551 MiB on the device (fp32 and its fp16
 /// copy, made in `train_one_epoch`) counted as activations; a DQN's 832 KiB of states as
@@ -1311,8 +1314,11 @@ fn inputs_of_each_iteration(
         .filter_map(|l| Some((l.alloc_event?, l.stack)))
         .collect();
     model_allocs.sort_unstable();
-    // By stack: the candidates, and whether any of them was kept past its time.
-    let mut by_stack: FxHashMap<StackId, (Vec<usize>, bool)> = FxHashMap::default();
+    // By stack: the candidates; the stacks of which one was kept past its time; and the
+    // candidates freed after the backward pass after the next (or never), each with its free.
+    let mut by_stack: FxHashMap<StackId, Vec<usize>> = FxHashMap::default();
+    let mut kept_too_long: FxHashSet<StackId> = FxHashSet::default();
+    let mut replaced_late: Vec<(usize, u32)> = Vec::new();
     for (id, (l, c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
         if !matches!(
             c,
@@ -1368,16 +1374,105 @@ fn inputs_of_each_iteration(
             (_, None) => true,
             (None, Some(_)) => false,
         };
-        let entry = by_stack.entry(l.stack).or_default();
-        entry.0.push(id);
-        entry.1 |= !dropped_in_time;
+        if !dropped_in_time {
+            // Never freed: kept to the trace's end.
+            replaced_late.push((id, freed.unwrap_or(u32::MAX)));
+        }
+        by_stack.entry(l.stack).or_default().push(id);
     }
-    for (ids, kept_too_long) in by_stack.into_values() {
-        if !kept_too_long {
+    kept_too_long.extend(replaced_too_late(replay, &backward_starts, &replaced_late));
+    for (stack, ids) in by_stack {
+        if !kept_too_long.contains(&stack) {
             for id in ids {
                 of_lifetime[id] = Category::Input;
             }
         }
+    }
+}
+
+/// Of the candidate inputs freed after the backward pass after the next (or never: `u32::MAX`),
+/// the stacks of those that were not replaced in time either.
+fn replaced_too_late(
+    replay: &DeviceReplay,
+    backward_starts: &[u32],
+    replaced_late: &[(usize, u32)],
+) -> FxHashSet<StackId> {
+    // Freed after the backward pass after the next (or never), but before its line made the
+    // batch after the next one: replaced by the next iteration's batch all the same (or the
+    // trace's last), where an iteration runs more than one backward pass (batch 26's pix2pix:
+    // `set_input` keeps the pair of images as attributes until the next pair replaces them,
+    // across the discriminator's and the generator's backward passes; they were "retained").
+    let late_stacks: FxHashSet<StackId> = replaced_late
+        .iter()
+        .map(|&(id, _)| replay.lifetimes[id].stack)
+        .collect();
+    let mut allocs_of: FxHashMap<StackId, Vec<u32>> = FxHashMap::default();
+    for l in replay
+        .lifetimes
+        .iter()
+        .filter(|l| late_stacks.contains(&l.stack))
+    {
+        if let Some(alloc) = l.alloc_event {
+            allocs_of.entry(l.stack).or_default().push(alloc);
+        }
+    }
+    let mut too_late: FxHashSet<StackId> = FxHashSet::default();
+    for allocs in allocs_of.values_mut() {
+        allocs.sort_unstable();
+    }
+    for &(id, freed) in replaced_late {
+        let l = &replay.lifetimes[id];
+        let replaced_in_time =
+            l.alloc_event
+                .zip(allocs_of.get(&l.stack))
+                .is_some_and(|(alloc, allocs)| {
+                    replaced_before_the_batch_after_next(allocs, backward_starts, alloc, freed)
+                    // Kept to the end: the last of a line that makes a batch each iteration,
+                    // not a block the loop made once and keeps.
+                    && (freed != u32::MAX || made_more_than_one_batch(allocs, backward_starts))
+                });
+        if !replaced_in_time {
+            too_late.insert(l.stack);
+        }
+    }
+    too_late
+}
+
+/// Whether a block its line made at `alloc` was freed (at `freed`) before the line made the
+/// batch after the next: of the line's allocations (`allocs`, sorted), those with no backward pass
+/// starting between them are one batch (an image and its label, made by one helper).
+fn replaced_before_the_batch_after_next(
+    allocs: &[u32],
+    backward_starts: &[u32],
+    alloc: u32,
+    freed: u32,
+) -> bool {
+    let backward_passes_before = |e: u32| backward_starts.partition_point(|&s| s <= e);
+    let mut batches_after = 0;
+    let mut previous = alloc;
+    for &a in &allocs[allocs.partition_point(|&a| a <= alloc)..] {
+        if a > freed {
+            break;
+        }
+        if backward_passes_before(a) != backward_passes_before(previous) {
+            batches_after += 1;
+            if batches_after == 2 {
+                return false;
+            }
+        }
+        previous = a;
+    }
+    true
+}
+
+/// Whether a line's allocations (`allocs`, sorted) have a backward pass starting between them.
+fn made_more_than_one_batch(allocs: &[u32], backward_starts: &[u32]) -> bool {
+    let backward_passes_before = |e: u32| backward_starts.partition_point(|&s| s <= e);
+    match (allocs.first(), allocs.last()) {
+        (Some(&first), Some(&last)) => {
+            backward_passes_before(first) != backward_passes_before(last)
+        }
+        _ => false,
     }
 }
 

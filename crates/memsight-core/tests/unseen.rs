@@ -7733,6 +7733,83 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
     }
 }
 
+/// A GAN's iteration runs two backward passes (the discriminator's, then the generator's), and
+/// its `set_input` keeps the pair of images as attributes until the next pair replaces them
+/// (batch 26's held-out audit: pix2pix's 24 MiB of inputs were "retained"): each pair is freed
+/// after the backward pass after the next, but before its line makes the pair after the next:
+/// inputs. A line whose pairs pile up stays out.
+#[test]
+fn a_pair_of_images_kept_until_the_next_pair_across_two_backward_passes_is_input() {
+    let set_input = |line: i128| {
+        stack(&[
+            ("set_input", "/src/models/pix2pix_model.py", line),
+            ("<module>", "/src/train.py", 44),
+        ])
+    };
+    let model = || {
+        stack(&[
+            ("forward", "/src/models/networks.py", 568),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("<module>", "/src/train.py", 45),
+        ])
+    };
+    let pair_at = |i: i128, which: i128| BASE + ((i % 2) * 2 + which) * 4 * MIB;
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, set_input(75))];
+    for i in 0..4 {
+        for which in 0..2 {
+            trace.push(event("alloc", pair_at(i, which), 4 * MIB, set_input(75)));
+        }
+        if i > 0 {
+            for which in 0..2 {
+                free_block(&mut trace, pair_at(i - 1, which), 4 * MIB, set_input(75));
+            }
+        }
+        // A line that keeps every iteration's copy.
+        trace.push(event("alloc", BASE + (16 + i) * MIB, MIB, set_input(80)));
+        // The discriminator's forward and backward pass, then the generator's.
+        for _ in 0..2 {
+            trace.push(event("alloc", BASE + 24 * MIB, 16 * MIB, model()));
+            trace.push(event("alloc", BASE + 40 * MIB, 2 * MIB, engine_backward()));
+            free_block(&mut trace, BASE + 40 * MIB, 2 * MIB, engine_backward());
+            free_block(&mut trace, BASE + 24 * MIB, 16 * MIB, engine_backward());
+        }
+    }
+    let mut blocks = vec![
+        block(BASE, 8 * MIB, "inactive", None),
+        block(
+            BASE + 8 * MIB,
+            4 * MIB,
+            "active_allocated",
+            Some(set_input(75)),
+        ),
+        block(
+            BASE + 12 * MIB,
+            4 * MIB,
+            "active_allocated",
+            Some(set_input(75)),
+        ),
+    ];
+    for i in 0..4 {
+        blocks.push(block(
+            BASE + (16 + i) * MIB,
+            MIB,
+            "active_allocated",
+            Some(set_input(80)),
+        ));
+    }
+    blocks.push(block(BASE + 20 * MIB, 44 * MIB, "inactive", None));
+    let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
+    let of_size = |mib: u64| -> Vec<&str> {
+        by_mib
+            .iter()
+            .filter(|(m, _)| *m == mib)
+            .map(|(_, c)| *c)
+            .collect()
+    };
+    assert_eq!(of_size(4), ["input"; 8], "{by_mib:?}");
+    assert!(!of_size(1).contains(&"input"), "{by_mib:?}");
+}
+
 /// A healthy run is said to be one, and its peak's levers are for lowering a peak that must come
 /// down, not a fix (batch 23's held-out audit: "nothing to change" was the verdict most often
 /// left unsaid); a run with a leak gets neither.
