@@ -1305,6 +1305,113 @@ fn regular_backward_passes_are_iterations() {
     assert_eq!(steps.count(), 3, "{steps:?}");
 }
 
+/// A GAN steps two optimizers on each batch (the discriminator's, then the generator's), and a
+/// lazily regularised one a third time every few batches (batch 27's held-out audit:
+/// `StyleGAN2`'s 18 iterations read as 43 optimizer steps, and the images of one batch, used by
+/// every phase, "still alive 2 iterations later": a leak warning on a healthy run). The
+/// iterations are the batches; with one optimizer step per batch they stay the steps.
+#[test]
+fn a_gan_s_iterations_are_its_batches_not_its_optimizer_steps() {
+    let loop_line = || frames("train", "/src/train.py", 20);
+    let model = || train_forward(30);
+    let steps_of = |optimizers_per_batch: &dyn Fn(i128) -> i128| {
+        let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, loop_line())];
+        let batch_at = |i: i128| BASE + (i % 2) * 4 * MIB;
+        for i in 0..6 {
+            trace.push(event("alloc", batch_at(i), 4 * MIB, loop_line()));
+            if i > 0 {
+                free_block(&mut trace, batch_at(i - 1), 4 * MIB, loop_line());
+            }
+            for _ in 0..optimizers_per_batch(i) {
+                trace.push(event("alloc", BASE + 8 * MIB, 16 * MIB, model()));
+                trace.push(event("alloc", BASE + 24 * MIB, 2 * MIB, engine_backward()));
+                free_block(&mut trace, BASE + 24 * MIB, 2 * MIB, engine_backward());
+                free_block(&mut trace, BASE + 8 * MIB, 16 * MIB, engine_backward());
+                trace.push(event("alloc", BASE + 32 * MIB, MIB, foreach_adamw_step()));
+                free_block(&mut trace, BASE + 32 * MIB, MIB, foreach_adamw_step());
+            }
+        }
+        let blocks = vec![
+            block(BASE, 4 * MIB, "inactive", None),
+            block(
+                BASE + 4 * MIB,
+                4 * MIB,
+                "active_allocated",
+                Some(loop_line()),
+            ),
+            block(BASE + 8 * MIB, 56 * MIB, "inactive", None),
+        ];
+        let loaded = load(&top(
+            vec![segment(0, BASE, 64 * MIB, "large", blocks)],
+            vec![trace],
+        ));
+        let (device, replay) = (&loaded.snapshot.devices[0], &loaded.replays[0]);
+        let categories = memsight_core::category::classify(&loaded.snapshot, device, replay);
+        memsight_core::detect::steps::find(&loaded.snapshot, device, replay, &categories)
+            .expect("iterations")
+    };
+    // Two steps a batch, three every third batch (a regularisation phase).
+    let gan = steps_of(&|i| if i % 3 == 2 { 3 } else { 2 });
+    assert_eq!(
+        gan.source,
+        memsight_core::detect::steps::StepSource::InputBatches,
+        "{gan:?}"
+    );
+    assert_eq!(gan.count(), 6, "{gan:?}");
+    let one_optimizer = steps_of(&|_| 1);
+    assert_eq!(
+        one_optimizer.source,
+        memsight_core::detect::steps::StepSource::OptimizerSteps,
+        "{one_optimizer:?}"
+    );
+    assert_eq!(one_optimizer.count(), 6, "{one_optimizer:?}");
+}
+
+/// Bucketing inputs by length is advised only where the training batches' shapes change: an
+/// evaluation every few iterations at its own batch size asks for other sizes, which bucketing
+/// the training inputs cannot change (batch 27's held-out audit: a tabular model evaluated at
+/// batch 4,096 beside training at 512 was told to bucket inputs by length).
+#[test]
+fn an_evaluation_s_own_batch_size_is_no_reason_to_bucket_training_inputs() {
+    let vary = |training_mib: &dyn Fn(i128) -> i128| {
+        let model = || train_forward(30);
+        let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, model())];
+        for i in 0..8 {
+            let mib = training_mib(i);
+            trace.push(event("alloc", BASE, mib * MIB, model()));
+            trace.push(event("alloc", BASE + 64 * MIB, 2 * MIB, engine_backward()));
+            free_block(&mut trace, BASE + 64 * MIB, 2 * MIB, engine_backward());
+            free_block(&mut trace, BASE, mib * MIB, engine_backward());
+            trace.push(event("alloc", BASE + 96 * MIB, MIB, foreach_adamw_step()));
+            free_block(&mut trace, BASE + 96 * MIB, MIB, foreach_adamw_step());
+            // An evaluation under no_grad every third iteration, at its own batch size.
+            if i % 3 == 1 {
+                trace.push(event("alloc", BASE, 60 * MIB, model()));
+                free_block(&mut trace, BASE, 60 * MIB, model());
+            }
+        }
+        let blocks = vec![block(BASE, 128 * MIB, "inactive", None)];
+        let loaded = load(&top(
+            vec![segment(0, BASE, 128 * MIB, "large", blocks)],
+            vec![trace],
+        ));
+        let cx = memsight_core::detect::DeviceContext::new(
+            &loaded.snapshot,
+            &loaded.snapshot.devices[0],
+            &loaded.replays[0],
+        );
+        assert_eq!(
+            cx.steps
+                .as_ref()
+                .map(memsight_core::detect::steps::Steps::count),
+            Some(8)
+        );
+        memsight_core::detect::fragmentation::sizes_vary(&cx)
+    };
+    assert!(!vary(&|_| 16), "fixed training shapes");
+    assert!(vary(&|i| 8 + 4 * i), "training shapes that change");
+}
+
 /// A serving engine loading its weights shard by shard (vLLM's `load_weights`, a fork's
 /// `extend_and_load_shard`) in a trace with no forward pass: what the loader keeps is a
 /// weight, not "kept to the end" activations; what it frees was the load's scratch.

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
+use crate::category::Category;
 use crate::model::{Action, BlockState, Device, StackId, StreamId};
 use crate::replay::{DeviceReplay, rounded_size_bytes};
 use crate::units::format_bytes;
@@ -882,18 +883,38 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
 
 /// Whether the file shows the model asking for different sizes from one iteration to the next
 /// ([`steps::Steps::request_sizes_vary`] over the requests whose stacks call the model):
-/// bucketing is advised only then.
-pub(crate) fn sizes_vary(cx: &DeviceContext) -> bool {
+/// bucketing is advised only then. Where the trace trains, only what its forward passes keep
+/// for backward is compared (the training batch's shapes): an evaluation every few iterations
+/// asks for its own batch's sizes, which bucketing training inputs cannot change (batch 27's
+/// held-out audit: a tabular model's evaluations at batch 4,096 beside training at 512 were
+/// told to bucket inputs by length).
+pub fn sizes_vary(cx: &DeviceContext) -> bool {
     let trace = &cx.device.trace;
+    let trains = cx
+        .categories
+        .runs
+        .iter()
+        .any(|r| r.phase == crate::category::Phase::Backward);
+    // The category of the block each allocation made, where the trace trains.
+    let mut category_at: Vec<Option<Category>> = Vec::new();
+    if trains {
+        category_at = vec![None; trace.len()];
+        for (l, &c) in cx.replay.lifetimes.iter().zip(&cx.categories.of_lifetime) {
+            if let Some(slot) = l.alloc_event.and_then(|e| category_at.get_mut(e as usize)) {
+                *slot = Some(c);
+            }
+        }
+    }
     let mut runs_the_model: FxHashMap<StackId, bool> = FxHashMap::default();
     cx.steps
         .as_ref()
         .and_then(|s| {
             s.request_sizes_vary(cx.device, |e| {
                 let stack = trace.stack[e];
-                *runs_the_model
-                    .entry(stack)
-                    .or_insert_with(|| crate::category::runs_the_model(cx.snapshot, stack))
+                (!trains || category_at[e] == Some(Category::Activation))
+                    && *runs_the_model
+                        .entry(stack)
+                        .or_insert_with(|| crate::category::runs_the_model(cx.snapshot, stack))
             })
         })
         .unwrap_or(false)
