@@ -1412,6 +1412,119 @@ fn an_evaluation_s_own_batch_size_is_no_reason_to_bucket_training_inputs() {
     assert!(vary(&|i| 8 + 4 * i), "training shapes that change");
 }
 
+/// A call site that makes one large request in every iteration (a speech model's first
+/// convolution, beside its twelve smaller layers' outputs from the same line) asks for about that
+/// much each time, however the lengths vary: no outlier (batch 27's held-out audit: 1.09× the
+/// first iteration's was "10× its call site's median"). One request far above what the site
+/// asks in its other iterations still is one.
+#[test]
+fn a_site_s_one_large_request_every_iteration_is_no_outlier() {
+    let outliers_of = |first_layer_mib: &dyn Fn(i128) -> i128| {
+        let model = || train_forward(30);
+        let mut trace = vec![event("segment_alloc", BASE, 2048 * MIB, model())];
+        for i in 0..10 {
+            let first = first_layer_mib(i);
+            trace.push(event("alloc", BASE, first * MIB, model()));
+            for layer in 0..12 {
+                trace.push(event(
+                    "alloc",
+                    BASE + (1024 + layer * 8) * MIB,
+                    (4 + i % 2) * MIB,
+                    model(),
+                ));
+            }
+            trace.push(event(
+                "alloc",
+                BASE + 1536 * MIB,
+                2 * MIB,
+                engine_backward(),
+            ));
+            free_block(&mut trace, BASE + 1536 * MIB, 2 * MIB, engine_backward());
+            for layer in 0..12 {
+                free_block(
+                    &mut trace,
+                    BASE + (1024 + layer * 8) * MIB,
+                    (4 + i % 2) * MIB,
+                    engine_backward(),
+                );
+            }
+            free_block(&mut trace, BASE, first * MIB, engine_backward());
+            trace.push(event("alloc", BASE + 1600 * MIB, MIB, foreach_adamw_step()));
+            free_block(&mut trace, BASE + 1600 * MIB, MIB, foreach_adamw_step());
+        }
+        let blocks = vec![block(BASE, 2048 * MIB, "inactive", None)];
+        let findings = analyze(&load(&top(
+            vec![segment(0, BASE, 2048 * MIB, "large", blocks)],
+            vec![trace],
+        )));
+        of_kind(&findings, FindingKind::OutlierAllocation)
+            .iter()
+            .map(|f| f.bytes >> 20)
+            .collect::<Vec<u64>>()
+    };
+    // 40–49 MiB every iteration, as the lengths vary: the site's pattern.
+    assert_eq!(outliers_of(&|i| 40 + i), Vec::<u64>::new());
+    // 40 MiB every iteration but one of 400 MiB: an outlier.
+    assert_eq!(outliers_of(&|i| if i == 5 { 400 } else { 40 }), vec![400]);
+}
+
+/// A peak in an evaluation between training steps (a function named for it, every block of it
+/// freed before the next backward pass) is said to be one, not "the forward pass, before
+/// backward" (batch 27's held-out audit: a tabular model's `评估` under `no_grad`). A training
+/// forward cut by an out-of-memory error frees its blocks without backward too, and is none.
+#[test]
+fn a_peak_in_an_evaluation_between_steps_is_said_to_be_one() {
+    let evaluate = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("评估", "/src/训练.py", 67),
+            ("train", "/src/train.py", 40),
+        ])
+    };
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, train_forward(30))];
+    let mut evaluation_at = 0;
+    for i in 0..4 {
+        trace.push(event("alloc", BASE, 16 * MIB, train_forward(30)));
+        trace.push(event("alloc", BASE + 32 * MIB, 2 * MIB, engine_backward()));
+        free_block(&mut trace, BASE + 32 * MIB, 2 * MIB, engine_backward());
+        free_block(&mut trace, BASE, 16 * MIB, engine_backward());
+        trace.push(event("alloc", BASE + 48 * MIB, MIB, foreach_adamw_step()));
+        free_block(&mut trace, BASE + 48 * MIB, MIB, foreach_adamw_step());
+        if i == 1 {
+            evaluation_at = trace.len();
+            trace.push(event("alloc", BASE + 64 * MIB, 128 * MIB, evaluate()));
+            free_block(&mut trace, BASE + 64 * MIB, 128 * MIB, evaluate());
+        }
+    }
+    let pool = || {
+        segment(
+            0,
+            BASE,
+            256 * MIB,
+            "large",
+            vec![block(BASE, 256 * MIB, "inactive", None)],
+        )
+    };
+    let peak = the_peak(pool(), trace.clone());
+    assert!(
+        peak.summary.contains(
+            "in an evaluation pass (评估, /src/训练.py:67), whose blocks are all freed before the \
+             next backward pass begins: no backward pass uses them"
+        ),
+        "{}",
+        peak.summary
+    );
+    // The same request failing first: the pass that ran out of memory is none.
+    trace.insert(evaluation_at + 1, event("oom", 0, 512 * MIB, evaluate()));
+    let peak = the_peak(pool(), trace);
+    assert!(
+        !peak.summary.contains("in an evaluation pass"),
+        "{}",
+        peak.summary
+    );
+}
+
 /// A serving engine loading its weights shard by shard (vLLM's `load_weights`, a fork's
 /// `extend_and_load_shard`) in a trace with no forward pass: what the loader keeps is a
 /// weight, not "kept to the end" activations; what it frees was the load's scratch.

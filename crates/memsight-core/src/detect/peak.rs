@@ -631,6 +631,88 @@ fn ordinal(n: usize) -> String {
     format!("{n}{suffix}")
 }
 
+/// The Python frame of event `e`'s stack that says it evaluates: a function named for evaluating,
+/// validating, testing or predicting (`evaluate`, `validation_step`, `评估`), or torch's
+/// `no_grad` / `inference_mode` decorator (`decorate_context` in `torch/utils/_contextlib.py`).
+fn evaluation_frame(cx: &DeviceContext, e: u32) -> Option<String> {
+    const WORDS: [&str; 10] = [
+        "eval",
+        "evaluate",
+        "evaluation",
+        "valid",
+        "validate",
+        "validation",
+        "test",
+        "predict",
+        "inference",
+        "infer",
+    ];
+    const CJK: [&str; 5] = ["评估", "验证", "测试", "推理", "预测"];
+    let snapshot = cx.snapshot;
+    snapshot
+        .stack_frames(cx.device.trace.stack[e as usize])
+        .filter(|f| crate::frames::is_python(snapshot, f))
+        .find(|f| {
+            let name = snapshot.str(f.name);
+            let file = snapshot.str(f.filename);
+            (name == "decorate_context" && file.ends_with("_contextlib.py"))
+                || name
+                    .to_lowercase()
+                    .split(|c: char| !c.is_alphanumeric())
+                    .any(|w| WORDS.contains(&w))
+                || CJK.iter().any(|c| name.contains(c))
+        })
+        .map(|f| {
+            format!(
+                "{}, {}:{}",
+                snapshot.str(f.name),
+                snapshot.str(f.filename),
+                f.line
+            )
+        })
+}
+
+/// Whether the forward pass holding event `e` is one no backward pass uses: a backward pass
+/// follows, yet every block made since the previous phase (a backward pass or an optimizer
+/// step) and alive at `e` is freed before it begins (batch 27's held-out audit: a tabular
+/// model's peak, in its `no_grad` evaluation after step 75, was "in the forward pass, before
+/// backward").
+fn used_by_no_backward(cx: &DeviceContext, e: u32) -> bool {
+    let runs = &cx.categories.runs;
+    let Some(next_backward) = runs
+        .iter()
+        .find(|r| r.phase == Phase::Backward && r.start > e)
+        .map(|r| r.start)
+    else {
+        return false;
+    };
+    // A pass cut by an out-of-memory error frees what it made without a backward pass too.
+    let trace = &cx.device.trace;
+    if (e as usize..next_backward as usize).any(|i| trace.action[i] == Action::Oom) {
+        return false;
+    }
+    let since = runs
+        .iter()
+        .filter(|r| r.end <= e)
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0);
+    let mut made_here = cx.replay.lifetimes.iter().filter(|l| {
+        l.alloc_event.is_some_and(|a| since <= a && a <= e)
+            && l.free_requested_event
+                .or(l.free_completed_event)
+                .is_none_or(|f| f > e)
+    });
+    let mut any = false;
+    let all_freed_before = made_here.all(|l| {
+        any = true;
+        l.free_requested_event
+            .or(l.free_completed_event)
+            .is_some_and(|f| f < next_backward)
+    });
+    any && all_freed_before
+}
+
 /// Where in the iteration the peak event falls, in words.
 fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
     match event {
@@ -645,6 +727,15 @@ fn phase_words(cx: &DeviceContext, event: Option<u32>) -> String {
                      the forward pass)",
                     ordinal(nth)
                 ),
+                (Phase::Forward, _)
+                    if let Some(frame) = evaluation_frame(cx, e)
+                        && used_by_no_backward(cx, e) =>
+                {
+                    format!(
+                        "in an evaluation pass ({frame}), whose blocks are all freed before the \
+                         next backward pass begins: no backward pass uses them"
+                    )
+                }
                 (Phase::Forward, _)
                     if cx
                         .categories
