@@ -2501,14 +2501,19 @@ fn layers_kept_without_backward(
     // Blocks let go together, as a dropped graph's are; or a generation loop's, which keeps its
     // cache of every layer's keys and values from step to step and replaces them one at a time
     // (batch 22's T5 and batch 25's Marian beam searches).
-    let released_together = released_together(replay, &without_backward);
+    // Only the stacks with many blocks alive at once need it.
+    let many_alive = |l: &Lifetime| {
+        alive
+            .get(&l.stack)
+            .is_some_and(|&(_, most)| most >= LAYER_BLOCKS)
+    };
+    let released_together =
+        released_together(replay, &|l: &Lifetime| many_alive(l) && without_backward(l));
     let mut in_generation: FxHashMap<StackId, bool> = FxHashMap::default();
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         if matches!(*c, Category::Temporary | Category::Unknown)
             && without_backward(l)
-            && alive
-                .get(&l.stack)
-                .is_some_and(|&(_, most)| most >= LAYER_BLOCKS)
+            && many_alive(l)
             && (released_together.contains(&l.stack)
                 || *in_generation
                     .entry(l.stack)
@@ -2556,6 +2561,15 @@ fn released_together(
     replay: &DeviceReplay,
     eligible: &dyn Fn(&Lifetime) -> bool,
 ) -> FxHashSet<StackId> {
+    let frees: Vec<(StackId, u32)> = replay
+        .lifetimes
+        .iter()
+        .filter(|l| l.stack != NO_STACK && eligible(l))
+        .filter_map(|l| Some((l.stack, l.free_requested_event.or(l.free_completed_event)?)))
+        .collect();
+    if frees.is_empty() {
+        return FxHashSet::default();
+    }
     let mut allocs: Vec<u32> = replay
         .lifetimes
         .iter()
@@ -2564,26 +2578,20 @@ fn released_together(
     allocs.sort_unstable();
     // Per stack and stretch between two allocations, the blocks freed there.
     let mut freed_in_stretch: FxHashMap<(StackId, usize), usize> = FxHashMap::default();
-    for l in replay.lifetimes.iter().filter(|l| eligible(l)) {
-        let Some(freed) = l.free_requested_event.or(l.free_completed_event) else {
-            continue;
-        };
-        if l.stack == NO_STACK {
-            continue;
-        }
-        let stretch = allocs.partition_point(|&a| a < freed);
-        *freed_in_stretch.entry((l.stack, stretch)).or_default() += 1;
+    for (stack, free_event) in frees {
+        let stretch = allocs.partition_point(|&a| a < free_event);
+        *freed_in_stretch.entry((stack, stretch)).or_default() += 1;
     }
     // Per stack: blocks freed, and those freed with `LAYER_BLOCKS` or more of its own.
-    let mut freed: FxHashMap<StackId, (usize, usize)> = FxHashMap::default();
+    let mut freed_by_stack: FxHashMap<StackId, (usize, usize)> = FxHashMap::default();
     for ((stack, _), n) in freed_in_stretch {
-        let (all, together) = freed.entry(stack).or_default();
+        let (all, together) = freed_by_stack.entry(stack).or_default();
         *all += n;
         if n >= LAYER_BLOCKS {
             *together += n;
         }
     }
-    freed
+    freed_by_stack
         .into_iter()
         .filter(|&(_, (all, together))| together.saturating_mul(2) >= all)
         .map(|(stack, _)| stack)
