@@ -883,11 +883,11 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
 
 /// Whether the file shows the model asking for different sizes from one iteration to the next
 /// ([`crate::detect::steps::Steps::request_sizes_vary`] over the requests whose stacks call the
-/// model): bucketing is advised only then. Where the trace trains, only what its forward passes keep
-/// for backward is compared (the training batch's shapes): an evaluation every few iterations
-/// asks for its own batch's sizes, which bucketing training inputs cannot change (batch 27's
-/// held-out audit: a tabular model's evaluations at batch 4,096 beside training at 512 were
-/// told to bucket inputs by length).
+/// model): bucketing is advised only then. Where the trace trains, only what its forward passes
+/// keep for backward is compared (the training batch's shapes): an evaluation every few
+/// iterations asks for its own batch's sizes, which bucketing training inputs cannot change
+/// (batch 27's held-out audit: a tabular model's evaluations at batch 4,096 beside training at
+/// 512 were told to bucket inputs by length).
 pub fn sizes_vary(cx: &DeviceContext) -> bool {
     let trace = &cx.device.trace;
     let trains = cx

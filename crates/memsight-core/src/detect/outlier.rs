@@ -6,11 +6,12 @@
 //! A call site often asks several sizes on purpose (an optimizer loop over parameters of every
 //! size, a weight gradient and a workspace from one line), and repeats them every step. So an
 //! outlier must be far above the site's median and twice what it asks at most in a typical
-//! iteration, rare among its requests, of a size the site asks in one iteration only (see [`steps`]; no outlier is told where no iterations are found), and
-//! freed again: state kept for the whole run is sized
-//! by the model, not by the input. Parameters, gradients and optimizer state are never outliers
-//! ([`crate::category`]), nor is a size that another call site also asks: that is a shape of
-//! the model (the logits and their gradient, `batch × seq × vocab`), not an extreme input.
+//! iteration, rare among its requests, of a size the site asks in one iteration only (see
+//! [`steps`]; no outlier is told where no iterations are found), and freed again: state kept
+//! for the whole run is sized by the model, not by the input. Parameters, gradients and
+//! optimizer state are never outliers ([`crate::category`]), nor is a size that another call
+//! site also asks: that is a shape of the model (the logits and their gradient,
+//! `batch × seq × vocab`), not an extreme input.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
