@@ -874,6 +874,15 @@ fn categories_by_mib(segments: Vec<Py>, trace: Vec<Py>) -> Vec<(u64, &'static st
     categories_of(&top(segments, vec![trace]))
 }
 
+/// The categories of the blocks of `by_mib` (as `categories_by_mib` gives them) of `mib` MiB.
+fn of_size_mib(by_mib: &[(u64, &'static str)], mib: u64) -> Vec<&'static str> {
+    by_mib
+        .iter()
+        .filter(|(m, _)| *m == mib)
+        .map(|(_, c)| *c)
+        .collect()
+}
+
 /// The categories of every block of the first device of a file written here, in trace order,
 /// by size in MiB.
 fn categories_of(file: &Py) -> Vec<(u64, &'static str)> {
@@ -1936,13 +1945,7 @@ fn a_zero_rank_s_partitions_and_fused_adam_state_are_model_state() {
         vec![trace],
     );
     let by_mib = categories_of(&file);
-    let of_size = |mib: u64| -> Vec<&str> {
-        by_mib
-            .iter()
-            .filter(|(m, _)| *m == mib)
-            .map(|(_, c)| *c)
-            .collect()
-    };
+    let of_size = |mib: u64| of_size_mib(&by_mib, mib);
     assert_eq!(of_size(16)[0], "parameter", "{by_mib:?}");
     assert_eq!(of_size(32), ["optimizer_state"; 3], "{by_mib:?}");
     // The `ZeRO` step is one optimizer step, however many times it runs the inner one (batch
@@ -7936,13 +7939,7 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
         }
         blocks.push(block(BASE + 19 * MIB, 45 * MIB, "inactive", None));
         let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
-        let of_size = |mib: u64| -> Vec<&str> {
-            by_mib
-                .iter()
-                .filter(|(m, _)| *m == mib)
-                .map(|(_, c)| *c)
-                .collect()
-        };
+        let of_size = |mib: u64| of_size_mib(&by_mib, mib);
         if is_input {
             assert_eq!(of_size(8), ["input"; 3], "{by_mib:?}");
         } else {
@@ -8019,13 +8016,7 @@ fn a_pair_of_images_kept_until_the_next_pair_across_two_backward_passes_is_input
     }
     blocks.push(block(BASE + 20 * MIB, 44 * MIB, "inactive", None));
     let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
-    let of_size = |mib: u64| -> Vec<&str> {
-        by_mib
-            .iter()
-            .filter(|(m, _)| *m == mib)
-            .map(|(_, c)| *c)
-            .collect()
-    };
+    let of_size = |mib: u64| of_size_mib(&by_mib, mib);
     assert_eq!(of_size(4), ["input"; 8], "{by_mib:?}");
     assert!(!of_size(1).contains(&"input"), "{by_mib:?}");
 }
