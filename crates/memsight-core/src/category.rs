@@ -556,12 +556,16 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     // inside its `step`: below a frame that calls the model or a closure, the optimizer's frames
     // are only where the call came from, not what made the block.
     let mut runs_the_model = false;
+    // A Python function inside this one whose name says it moves a batch: Hugging Face's
+    // `training_step` puts the batch on the device itself (`_prepare_inputs`) before it runs the
+    // model (batch 27's wav2vec2 rank: 30 MiB of inputs "activation").
+    let mut moving_data_inside = false;
     for frame in snapshot.stack_frames(stack) {
         let name = snapshot.str(frame.name);
         let file = snapshot.str(frame.filename);
         let lower_name = name.to_ascii_lowercase();
         runs_the_model |= lower_name.contains("closure")
-            || name == "training_step"
+            || (name == "training_step" && !moving_data_inside)
             || (matches!(name, "_call_impl" | "_wrapped_call_impl")
                 && (file.ends_with("/nn/modules/module.py")
                     || file.ends_with("\\nn\\modules\\module.py")))
@@ -657,6 +661,8 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             || fsdp_shard
             || zero_partition == Some(ZeroPartition::Weights);
         marks.optimizer_constructor |= zero_partition == Some(ZeroPartition::Master);
+        moving_data_inside |=
+            !runs_the_model && crate::frames::is_python(snapshot, frame) && moves_data(name);
     }
     marks.runs_the_model = runs_the_model;
     marks
@@ -834,6 +840,12 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
     };
     let (backward_starts, backward_ends) = backward_bounds(&categories.runs);
     let failed = device.trace.action.contains(&Action::Oom);
+    let recomputations: Vec<u32> = (0..device.trace.len())
+        .filter(|&i| {
+            device.trace.action[i] == Action::Alloc && marks(device.trace.stack[i]).recompute
+        })
+        .map(|i| i as u32)
+        .collect();
     let iteration_ends = iteration_ends(&categories.runs);
     let start = trace_start(device, &categories.runs);
     // Autocast's casts, judged once the parameters are known.
@@ -880,6 +892,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
                         backward_ends: &backward_ends,
                         trace_len: device.trace.len() as u32,
                         failed,
+                        recomputations: &recomputations,
                     },
                     &iteration_ends,
                     start,
@@ -2901,6 +2914,9 @@ struct Passes<'a> {
     trace_len: u32,
     /// An allocation failed in the trace: what a pass held when it did was not freed by the pass.
     failed: bool,
+    /// The allocations of a checkpoint's recomputed forward pass, in trace order: a backward
+    /// pass that recomputes is one pass however its runs are cut.
+    recomputations: &'a [u32],
 }
 
 /// Whether some allocation's frames show a backward pass (`torch_npu`'s files show `_make_grads`
@@ -2941,6 +2957,7 @@ fn lifetime_category(
         backward_ends,
         trace_len,
         failed,
+        recomputations,
     } = passes;
     let freed = l.free_requested_event.or(l.free_completed_event);
     if let Some(by_stack) = told_by_the_stack_alone(m) {
@@ -2953,6 +2970,20 @@ fn lifetime_category(
             Some(run) if run.phase == Phase::Backward => {
                 if freed_in_run(run) {
                     Category::Temporary
+                } else if freed.is_some_and(|f| {
+                    run_at(runs, f).is_some_and(|later| {
+                        later.phase == Phase::Backward
+                            && later.start > run.start
+                            && !recomputed_between(recomputations, run.end, later.start)
+                    })
+                }) {
+                    // Kept past its backward pass and freed by a later one: a tensor the graph
+                    // that backward pass built (`create_graph=True`) saved, and the backward pass
+                    // through that graph let go: a gradient penalty's, second-order
+                    // meta-learning's (batch 27's StyleGAN2 R1 and MAML: 4.62 and 1.05 GiB
+                    // "unknown"). Not where a checkpoint's recomputation cut one pass in two
+                    // (batch 25's CLIP: its backward temporaries).
+                    Category::Activation
                 } else if m.recompute {
                     // A checkpoint's recomputed forward, still held after the backward pass
                     // that needed it: no gradient (`ckpttry`'s modified checkpoint).
@@ -3072,6 +3103,13 @@ fn lifetime_category(
     } else {
         before_the_trace(m, l.stack != NO_STACK, freed, runs, start)
     }
+}
+
+/// Whether a checkpoint recomputed a forward pass (an allocation of `recomputations`) from event
+/// `from` up to `to`.
+fn recomputed_between(recomputations: &[u32], from: u32, to: u32) -> bool {
+    let next = recomputations.partition_point(|&e| e < from);
+    recomputations.get(next).is_some_and(|&e| e < to)
 }
 
 /// Which of `runs` (in trace order, not overlapping) holds event `e`.

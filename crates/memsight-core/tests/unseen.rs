@@ -7877,7 +7877,9 @@ fn foreach_adamw_step() -> Py {
 /// whose blocks pile up is no input), the model's 16 MiB activation and a 4 MiB temporary of its
 /// backward pass. The same where the batch is moved by a helper the loop calls (batch 25's
 /// held-out audit: `MMEngine`'s `cast_data`, a `to_devices(batch)` and a `数据.py` helper: 121,
-/// 0.5 and 14.2 MiB of inputs counted as activation); not where the helper computes.
+/// 0.5 and 14.2 MiB of inputs counted as activation), or by Hugging Face's `Trainer` inside its
+/// `training_step` before that runs the model (batch 27's wav2vec2 rank: 30 MiB of inputs
+/// "activation"); not where the helper computes.
 #[test]
 fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
     let loop_line = |line: i128| {
@@ -7903,14 +7905,32 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
             ("<module>", "/src/train.py", 50),
         ])
     };
+    let by_trainer = || {
+        stack(&[
+            ("_prepare_input", "/lib/transformers/trainer.py", 3556),
+            ("_prepare_inputs", "/lib/transformers/trainer.py", 3582),
+            ("training_step", "/lib/transformers/trainer.py", 3612),
+            ("_inner_training_loop", "/lib/transformers/trainer.py", 2474),
+        ])
+    };
+    let trainer_model = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("compute_loss", "/lib/transformers/trainer.py", 3676),
+            ("training_step", "/lib/transformers/trainer.py", 3617),
+            ("_inner_training_loop", "/lib/transformers/trainer.py", 2474),
+        ])
+    };
     let direct = || loop_line(20);
-    let inputs: [(&dyn Fn() -> Py, bool); 3] = [
-        (&direct, true),
-        (&by_helper, true),
-        (&by_computation, false),
+    let loop_model = || train_forward(22);
+    let inputs: [(&dyn Fn() -> Py, &dyn Fn() -> Py, bool); 4] = [
+        (&direct, &loop_model, true),
+        (&by_helper, &loop_model, true),
+        (&by_computation, &loop_model, false),
+        (&by_trainer, &trainer_model, true),
     ];
-    for (input, is_input) in inputs {
-        let model = || train_forward(22);
+    for (input, model, is_input) in inputs {
         let backward = engine_backward;
         let input_at = |i: i128| BASE + (i % 2) * 8 * MIB;
         let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, input())];
@@ -8990,4 +9010,79 @@ fn generated_findings(
     );
     let findings = analyze(&loaded);
     (loaded, findings)
+}
+
+/// A gradient penalty (StyleGAN2's R1) or second-order meta-learning (MAML) runs a backward pass
+/// with `create_graph=True`: what autograd's thread makes in it and keeps is the new graph's
+/// saved tensors, let go by the later backward pass through that graph (batch 27's held-out
+/// audit: 4.62 and 1.05 GiB of them "unknown"). Three iterations, each a forward pass (16 MiB),
+/// the penalty's backward pass keeping 8 MiB, the penalty computed from it (1 MiB), the backward
+/// pass that frees all three, and an `AdamW` step; the weight's gradient (4 MiB) stays one. Not
+/// where a checkpoint's recomputation cuts one backward pass in two (batch 25's CLIP: its
+/// backward temporaries).
+#[test]
+fn what_a_create_graph_backward_pass_keeps_for_the_next_is_activation() {
+    let grad = || frames("torch::autograd::AccumulateGrad::apply", "", 0);
+    let weight = || {
+        stack(&[
+            ("_apply", "/lib/torch/nn/modules/module.py", 780),
+            ("train", "/src/train.py", 8),
+        ])
+    };
+    // A checkpoint recomputing a block's forward pass inside one backward pass.
+    let recomputed = || {
+        stack(&[
+            ("forward", "/src/model.py", 41),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("recompute_fn", "/lib/torch/utils/checkpoint.py", 1592),
+            ("train", "/src/train.py", 23),
+        ])
+    };
+    for recomputes in [false, true] {
+        let between = || {
+            if recomputes {
+                recomputed()
+            } else {
+                train_forward(24)
+            }
+        };
+        let mut trace = vec![
+            event("segment_alloc", BASE, 64 * MIB, weight()),
+            event("alloc", BASE, 4 * MIB, weight()),
+        ];
+        for i in 0..3 {
+            trace.push(event("alloc", BASE + 8 * MIB, 16 * MIB, train_forward(22)));
+            trace.push(event("alloc", BASE + 24 * MIB, 8 * MIB, engine_backward()));
+            trace.push(event("alloc", BASE + 32 * MIB, MIB, between()));
+            if i == 0 {
+                trace.push(event("alloc", BASE + 4 * MIB, 4 * MIB, grad()));
+            }
+            trace.push(event("alloc", BASE + 40 * MIB, 2 * MIB, engine_backward()));
+            for (at, mib) in [(40, 2), (32, 1), (24, 8), (8, 16)] {
+                free_block(&mut trace, BASE + at * MIB, mib * MIB, engine_backward());
+            }
+            trace.push(event("alloc", BASE + 48 * MIB, MIB, foreach_adamw_step()));
+            free_block(&mut trace, BASE + 48 * MIB, MIB, foreach_adamw_step());
+        }
+        let blocks = vec![
+            block(BASE, 4 * MIB, "active_allocated", Some(weight())),
+            block(BASE + 4 * MIB, 4 * MIB, "active_allocated", Some(grad())),
+            block(BASE + 8 * MIB, 56 * MIB, "inactive", None),
+        ];
+        let by_mib = categories_by_mib(vec![segment(0, BASE, 64 * MIB, "large", blocks)], trace);
+        if recomputes {
+            assert!(
+                !of_size_mib(&by_mib, 8).contains(&"activation"),
+                "{by_mib:?}"
+            );
+        } else {
+            assert_eq!(of_size_mib(&by_mib, 8), ["activation"; 3], "{by_mib:?}");
+        }
+        assert_eq!(of_size_mib(&by_mib, 16), ["activation"; 3], "{by_mib:?}");
+        assert_eq!(
+            of_size_mib(&by_mib, 4),
+            ["parameter", "gradient"],
+            "{by_mib:?}"
+        );
+    }
 }
