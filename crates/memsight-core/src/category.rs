@@ -839,13 +839,14 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         casts_by_count: false,
     };
     let (backward_starts, backward_ends) = backward_bounds(&categories.runs);
-    let failed = device.trace.action.contains(&Action::Oom);
-    let recomputations: Vec<u32> = (0..device.trace.len())
-        .filter(|&i| {
-            device.trace.action[i] == Action::Alloc && marks(device.trace.stack[i]).recompute
-        })
-        .map(|i| i as u32)
-        .collect();
+    let recomputations = recomputations(device, &mut marks);
+    let passes = Passes {
+        backward_starts: &backward_starts,
+        backward_ends: &backward_ends,
+        trace_len: device.trace.len() as u32,
+        failed: device.trace.action.contains(&Action::Oom),
+        recomputations: &recomputations,
+    };
     let iteration_ends = iteration_ends(&categories.runs);
     let start = trace_start(device, &categories.runs);
     // Autocast's casts, judged once the parameters are known.
@@ -883,20 +884,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
             if freed_by_zero_grad && !m.workspace {
                 Category::Gradient
             } else {
-                lifetime_category(
-                    l,
-                    m,
-                    &categories.runs,
-                    Passes {
-                        backward_starts: &backward_starts,
-                        backward_ends: &backward_ends,
-                        trace_len: device.trace.len() as u32,
-                        failed,
-                        recomputations: &recomputations,
-                    },
-                    &iteration_ends,
-                    start,
-                )
+                lifetime_category(l, m, &categories.runs, passes, &iteration_ends, start)
             }
         });
         if category == Category::Gradient && !told_by_stack {
@@ -2968,29 +2956,7 @@ fn lifetime_category(
         match run {
             _ if m.accumulate_grad => Category::Gradient,
             Some(run) if run.phase == Phase::Backward => {
-                if freed_in_run(run) {
-                    Category::Temporary
-                } else if freed.is_some_and(|f| {
-                    run_at(runs, f).is_some_and(|later| {
-                        later.phase == Phase::Backward
-                            && later.start > run.start
-                            && !recomputed_between(recomputations, run.end, later.start)
-                    })
-                }) {
-                    // Kept past its backward pass and freed by a later one: a tensor the graph
-                    // that backward pass built (`create_graph=True`) saved, and the backward pass
-                    // through that graph let go: a gradient penalty's, second-order
-                    // meta-learning's (batch 27's StyleGAN2 R1 and MAML: 4.62 and 1.05 GiB
-                    // "unknown"). Not where a checkpoint's recomputation cut one pass in two
-                    // (batch 25's CLIP: its backward temporaries).
-                    Category::Activation
-                } else if m.recompute {
-                    // A checkpoint's recomputed forward, still held after the backward pass
-                    // that needed it: no gradient (`ckpttry`'s modified checkpoint).
-                    Category::Retained
-                } else {
-                    Category::Gradient
-                }
+                made_in_backward(freed, m, run, runs, recomputations)
             }
             Some(run) if run.phase == Phase::Optimizer => {
                 if freed_in_run(run) {
@@ -3105,11 +3071,53 @@ fn lifetime_category(
     }
 }
 
+/// The allocations of a checkpoint's recomputed forward pass, in trace order.
+fn recomputations(device: &Device, marks: &mut impl FnMut(StackId) -> StackMarks) -> Vec<u32> {
+    (0..device.trace.len())
+        .filter(|&i| {
+            device.trace.action[i] == Action::Alloc && marks(device.trace.stack[i]).recompute
+        })
+        .map(|i| i as u32)
+        .collect()
+}
+
 /// Whether a checkpoint recomputed a forward pass (an allocation of `recomputations`) from event
 /// `from` up to `to`.
 fn recomputed_between(recomputations: &[u32], from: u32, to: u32) -> bool {
     let next = recomputations.partition_point(|&e| e < from);
     recomputations.get(next).is_some_and(|&e| e < to)
+}
+
+/// What a block made in the backward pass `run` is, by when it is freed (`freed`).
+fn made_in_backward(
+    freed: Option<u32>,
+    m: StackMarks,
+    run: &PhaseRun,
+    runs: &[PhaseRun],
+    recomputations: &[u32],
+) -> Category {
+    if freed.is_some_and(|f| f < run.end) {
+        Category::Temporary
+    } else if freed.is_some_and(|f| {
+        run_at(runs, f).is_some_and(|later| {
+            later.phase == Phase::Backward
+                && later.start > run.start
+                && !recomputed_between(recomputations, run.end, later.start)
+        })
+    }) {
+        // Kept past its backward pass and freed by a later one: a tensor the graph that backward
+        // pass built (`create_graph=True`) saved, and the backward pass through that graph let
+        // go: a gradient penalty's, second-order meta-learning's (batch 27's StyleGAN2 R1 and
+        // MAML: 4.62 and 1.05 GiB "unknown"). Not where a checkpoint's recomputation cut one
+        // pass in two (batch 25's CLIP: its backward temporaries).
+        Category::Activation
+    } else if m.recompute {
+        // A checkpoint's recomputed forward, still held after the backward pass that needed it:
+        // no gradient (`ckpttry`'s modified checkpoint).
+        Category::Retained
+    } else {
+        Category::Gradient
+    }
 }
 
 /// Which of `runs` (in trace order, not overlapping) holds event `e`.

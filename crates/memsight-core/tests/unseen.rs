@@ -7882,6 +7882,7 @@ fn foreach_adamw_step() -> Py {
 /// "activation"); not where the helper computes.
 #[test]
 fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
+    type MakeStack<'a> = &'a dyn Fn() -> Py;
     let loop_line = |line: i128| {
         stack(&[
             ("train", "/src/train.py", line),
@@ -7924,7 +7925,7 @@ fn what_the_loop_puts_on_the_device_before_the_model_runs_is_input() {
     };
     let direct = || loop_line(20);
     let loop_model = || train_forward(22);
-    let inputs: [(&dyn Fn() -> Py, &dyn Fn() -> Py, bool); 4] = [
+    let inputs: [(MakeStack, MakeStack, bool); 4] = [
         (&direct, &loop_model, true),
         (&by_helper, &loop_model, true),
         (&by_computation, &loop_model, false),
@@ -9012,7 +9013,7 @@ fn generated_findings(
     (loaded, findings)
 }
 
-/// A gradient penalty (StyleGAN2's R1) or second-order meta-learning (MAML) runs a backward pass
+/// A gradient penalty (`StyleGAN2`'s R1) or second-order meta-learning (MAML) runs a backward pass
 /// with `create_graph=True`: what autograd's thread makes in it and keeps is the new graph's
 /// saved tensors, let go by the later backward pass through that graph (batch 27's held-out
 /// audit: 4.62 and 1.05 GiB of them "unknown"). Three iterations, each a forward pass (16 MiB),
