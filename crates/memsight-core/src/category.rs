@@ -282,7 +282,9 @@ impl Category {
                  starts (or, with no backward pass at all, kept to the end of the trace or the \
                  failure, or made by a line with many blocks alive at once and freed together: \
                  every layer's, as autograd keeps them and drops them with its graph; or \
-                 kept so by a generation loop)"
+                 kept so by a generation loop); or made in a backward pass, kept past it and \
+                 freed by a later one with no checkpoint's recomputation between: saved by a \
+                 backward pass run with create_graph"
             }
             Self::Input => {
                 "made in a trace with backward passes (or one that ends in an out-of-memory \
