@@ -1074,8 +1074,8 @@ struct PeakFacts<'a> {
     shown: Shown,
     /// Where the weight copies alive at the peak are freed.
     copies_freed: CopiesFreed,
-    /// Unknown blocks at the peak, and of them those allocated before the trace began (their
-    /// stacks, where they have one, are where they were freed).
+    /// Unknown blocks at the peak, and of them those allocated before the trace began (a block
+    /// freed in the trace carries only its free's stack).
     unknown_bytes: u64,
     unknown_before_the_trace_bytes: u64,
     /// Of those, the ones without a stack.
@@ -2737,9 +2737,10 @@ fn unknown_advice(facts: &PeakFacts) -> String {
          each block."
             .to_string()
     } else if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
-        "Most of the unknown memory was allocated before the trace began (its blocks' stacks, \
-         where they have one, are where they were freed), so the trace does not show what made \
-         it. Start recording before the step that makes it (for a benchmark, before the warm-up \
+        "Most of the unknown memory was allocated before the trace began: the trace holds no \
+         allocation of it, so it does not show when it was made or what it is for (a block \
+         freed in the trace carries only the stack that freed it; one alive at the end, the \
+         stack that made it). Start recording before the step that makes it (for a benchmark, before the warm-up \
          runs), with `_record_memory_history(max_entries=…)` large enough to keep it."
             .to_string()
     } else {
