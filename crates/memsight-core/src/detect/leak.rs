@@ -324,8 +324,8 @@ fn bounded_cache_finding(
     f.events = (full.reached, full.reached);
     f.stack = stack;
     f.suggestion = format!(
-        "Nothing to fix if the cache is meant: it costs {} for the rest of the run; a smaller \
-         bound frees more.",
+        "Nothing to fix if the cache is meant: these blocks cost {} for the rest of the run; a \
+         smaller bound frees more.",
         format_bytes(bytes as i64)
     );
     f

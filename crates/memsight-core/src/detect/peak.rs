@@ -2738,7 +2738,7 @@ fn unknown_advice(facts: &PeakFacts) -> String {
             .to_string()
     } else if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
         "Most of the unknown memory was allocated before the trace began: the trace holds no \
-         allocation of it, so it does not show when it was made or what it is for (a block \
+         allocation of it, so it does not show when it was made (a block \
          freed in the trace carries only the stack that freed it; one alive at the end, the \
          stack that made it). Start recording before the step that makes it (for a benchmark, before the warm-up \
          runs), with `_record_memory_history(max_entries=…)` large enough to keep it."
