@@ -223,8 +223,8 @@ fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
 
 /// A call site's blocks of one size whose count alive stopped growing: from the first event at
 /// which as many were alive as at the end (and never more but for one, added before one is
-/// evicted), for a quarter of the trace or more,
-/// the site went on making blocks and freed one for each (a cache that evicts when full).
+/// evicted), for a quarter of the trace or more, the site went on making blocks and freed one
+/// for each (a cache that evicts when full).
 struct FullCache {
     /// The first event after which the site's blocks alive reached their final count.
     reached: u32,

@@ -79,11 +79,7 @@ fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
     // The pass that failed began after the last backward pass or optimizer step before it; the
     // forward pass before it ran up to the last backward pass, from the end of the one before.
     let runs = &cx.categories.runs;
-    let this_pass = runs
-        .iter()
-        .filter(|r| r.phase != Phase::Forward && r.end <= event)
-        .map(|r| r.end)
-        .next_back()?;
+    let this_pass = pass_start(cx, event)?;
     let backward: Vec<&crate::category::PhaseRun> = runs
         .iter()
         .filter(|r| r.phase == Phase::Backward && r.end <= event)
@@ -141,6 +137,17 @@ fn pass_to_come(cx: &DeviceContext, event: u32) -> Option<PassToCome> {
         largest_before_bytes,
         before_sizes,
     })
+}
+
+/// Where the pass that failed at `event` began: the end of the last backward pass or optimizer
+/// step before it (`None` where none came before).
+fn pass_start(cx: &DeviceContext, event: u32) -> Option<u32> {
+    cx.categories
+        .runs
+        .iter()
+        .filter(|r| r.phase != crate::category::Phase::Forward && r.end <= event)
+        .map(|r| r.end)
+        .next_back()
 }
 
 /// Whether the file names Adam (`Optimizer.step#AdamW.step`, `torch/optim/adam.py`,
@@ -301,14 +308,7 @@ fn released_and_retried_in_this_pass(
     cx: &DeviceContext,
     event: u32,
 ) -> Option<super::stall::ReleaseBurst> {
-    let this_pass = cx
-        .categories
-        .runs
-        .iter()
-        .filter(|r| r.phase != crate::category::Phase::Forward && r.end <= event)
-        .map(|r| r.end)
-        .next_back()
-        .unwrap_or(0) as usize;
+    let this_pass = pass_start(cx, event).unwrap_or(0) as usize;
     super::stall::release_bursts(cx.snapshot, cx.device, cx.replay)
         .into_iter()
         .rfind(|b| b.is_stall() && b.first_event >= this_pass && b.last_event < event as usize)
@@ -565,13 +565,7 @@ fn far_larger_than_before(
     if stack == crate::model::NO_STACK || requested <= free {
         return None;
     }
-    let this_pass = cx
-        .categories
-        .runs
-        .iter()
-        .filter(|r| r.phase != crate::category::Phase::Forward && r.end <= event)
-        .map(|r| r.end)
-        .next_back()?;
+    let this_pass = pass_start(cx, event)?;
     let largest_before = (0..this_pass)
         .filter(|&e| trace.action[e as usize] == Action::Alloc && trace.stack[e as usize] == stack)
         .map(|e| trace.size_bytes[e as usize])
