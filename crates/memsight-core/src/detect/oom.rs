@@ -3,6 +3,8 @@
 //! bytes would have covered it, just not in one piece) or a full device, so the reader knows
 //! whether to look at one call site, at the allocator settings, or at what holds the memory.
 
+use std::borrow::Cow;
+
 use crate::model::Action;
 use crate::units::format_bytes;
 
@@ -196,14 +198,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
             (reserved, cached_free),
             expandable,
         );
-        let mut suggestion = suggestion.to_string();
-        if cause.contains("near the device's capacity") {
-            suggestion.push_str(
-                " So near the device's capacity, the pass has little room left either way: a \
-                 smaller batch or shorter inputs, or activation checkpointing, lowers what it \
-                 holds.",
-            );
-        }
+        let mut suggestion = suggestion.into_owned();
         let mut evidence = Vec::new();
         let mut cause_words = String::new();
         if let Some(previous) = previous_result_of_the_line(cx, i as u32) {
@@ -263,7 +258,7 @@ fn fragmentation_cause(
     (requested, device_free): (u64, u64),
     (reserved, cached_free): (u64, u64),
     expandable: bool,
-) -> (String, &'static str) {
+) -> (String, Cow<'static, str>) {
     let would_hold = reserved - cached_free + requested;
     let capacity = reserved + device_free;
     match released_and_retried_in_this_pass(cx, event)
@@ -286,11 +281,17 @@ fn fragmentation_cause(
                 would_hold as f64 * 100.0 / capacity.max(1) as f64,
                 format_bytes(capacity as i64),
             ),
-            fragmentation_advice(cx, expandable),
+            format!(
+                "{} So near the device's capacity, the pass has little room left either way: a \
+                 smaller batch or shorter inputs, or activation checkpointing, lowers what it \
+                 holds.",
+                fragmentation_advice(cx, expandable)
+            )
+            .into(),
         ),
         None => (
             FRAGMENTATION_CAUSE.to_string(),
-            fragmentation_advice(cx, expandable),
+            fragmentation_advice(cx, expandable).into(),
         ),
     }
 }
@@ -342,7 +343,7 @@ fn cause_and_advice(
     (requested, device_free): (u64, u64),
     (reserved, cached_free): (u64, u64),
     expandable: bool,
-) -> (String, &'static str) {
+) -> (String, Cow<'static, str>) {
     let state_to_come =
         adam_state_to_come(cx, event).filter(|&(_, to_come)| to_come > cached_free + device_free);
     let state_words = state_to_come.map(|(made, to_come)| {
@@ -367,7 +368,7 @@ fn cause_and_advice(
     if let Some(words) = pass_words {
         (
             words,
-            if at_a_softmax(cx, event) {
+            Cow::Borrowed(if at_a_softmax(cx, event) {
                 "Lower what one input needs: cap or bucket input lengths (a token budget per \
                  batch), or a smaller batch for long inputs; and where the line is attention's \
                  softmax, an attention that never makes the scores \
@@ -379,7 +380,7 @@ fn cause_and_advice(
                  batch for text; fewer frames or a lower resolution for images and video), or a \
                  smaller batch for the large inputs; activation checkpointing keeps fewer of \
                  the pass's blocks alive at once."
-            },
+            }),
         )
     } else if let Some(words) = state_words {
         (
@@ -388,13 +389,14 @@ fn cause_and_advice(
              quarter of Adam's fp32 moments), fewer trainable weights (a smaller model, or \
              adapters such as LoRA on a frozen one), optimizer state kept in host memory \
              (DeepSpeed's ZeRO-Offload), or, on several devices, the state sharded across \
-             them (ZeRO-1, FSDP).",
+             them (ZeRO-1, FSDP)."
+                .into(),
         )
     } else if requested > reserved + device_free {
         (
             "a single request larger than everything the device could offer".to_string(),
             "Look at this call site: a tensor this large usually comes from an unexpected shape (an expand or \
-             broadcast before a cast, a batch or sequence far above the usual).",
+             broadcast before a cast, a batch or sequence far above the usual).".into(),
         )
     } else if let Some(words) =
         far_larger_than_before(cx, event, requested, cached_free + device_free)
@@ -404,7 +406,8 @@ fn cause_and_advice(
             "Look at what this line computes for this input: a request far above its usual \
              comes from an unusual shape (a pairwise matrix or a repeat over many objects, an \
              expand or broadcast, an input far above the usual); computing it in chunks holds \
-             one chunk at a time.",
+             one chunk at a time."
+                .into(),
         )
     } else if cached_free >= requested {
         fragmentation_cause(
@@ -429,17 +432,18 @@ fn cause_and_advice(
             "Look at this call site: a tensor this large usually comes from an unexpected shape \
              (an expand or broadcast before a reduction, a pairwise matrix of a large batch, a \
              batch or sequence far above the usual); computing it in chunks holds one chunk at \
-             a time.",
+             a time."
+                .into(),
         )
     } else if cx.workload == super::Workload::Training {
         (
             "a full device: live tensors hold the memory".to_string(),
-            "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.",
+            "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.".into(),
         )
     } else {
         (
             "a full device: live tensors hold the memory".to_string(),
-            "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.",
+            "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.".into(),
         )
     }
 }
