@@ -760,14 +760,15 @@ fn link_leaks_to_peak(cx: &DeviceContext, leaks: &[Finding], peaks: &mut [Findin
         // part would be advice on the leak's own blocks: the leak's fix is the advice.
         if leaked * 2 >= f.bytes {
             f.suggestion = format!(
-                "Fix the leak first: it holds {} of this peak ({percent}%), and more every \
-                 iteration.",
+                "Fix the leak first: it holds {} of this peak ({percent}%), and more as \
+                 the run goes on.",
                 crate::units::format_bytes(leaked as i64),
             );
         } else if leaked * 10 >= f.bytes {
             let then = lowercase_first(&f.suggestion);
             f.suggestion = format!(
-                "Fix the leak first: it holds {} of this peak, and more every iteration. Then: {then}",
+                "Fix the leak first: it holds {} of this peak, and more as the run goes on. \
+                 Then: {then}",
                 crate::units::format_bytes(leaked as i64),
             );
         }
