@@ -955,7 +955,37 @@ fn last_rules(
     if !trains {
         untraced_weights_need_a_twin(replay, of_lifetime);
     }
+    kept_before_the_trace_as_in_it(replay, of_lifetime);
     owners_decide(snapshot, device, replay, runs, of_lifetime);
+}
+
+/// A block alive before the trace and never freed in it, of unknown category, whose call stack
+/// made blocks in the trace that are retained and never freed, is retained too: the same line
+/// kept it earlier, before the recording began (batch 28's held-out audit: three graphs kept
+/// with stored exceptions before a ring buffer, 26.4 GiB "unknown" beside the window's two,
+/// "retained", from the same 54 stacks).
+fn kept_before_the_trace_as_in_it(replay: &DeviceReplay, of_lifetime: &mut [Category]) {
+    let kept: FxHashSet<StackId> = replay
+        .lifetimes
+        .iter()
+        .zip(of_lifetime.iter())
+        .filter(|&(l, &c)| {
+            c == Category::Retained
+                && l.alloc_event.is_some()
+                && l.free_requested_event.is_none()
+                && l.free_completed_event.is_none()
+                && l.stack != NO_STACK
+        })
+        .map(|(l, _)| l.stack)
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
+        if *c == Category::Unknown && l.spans_the_trace() && kept.contains(&l.stack) {
+            *c = Category::Retained;
+        }
+    }
 }
 
 /// In a trace that shows no training, a block alive before the trace, never freed and without a
