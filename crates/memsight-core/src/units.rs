@@ -25,6 +25,20 @@ pub fn format_bytes(bytes: i64) -> String {
     }
 }
 
+/// Bytes exactly, thousands apart: `317,688,448 B`; for two figures that [`format_bytes`]
+/// rounds alike, where their difference is the point.
+pub fn exact_bytes(bytes: i64) -> String {
+    let digits = bytes.unsigned_abs().to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    format!("{}{grouped} B", if bytes < 0 { "-" } else { "" })
+}
+
 /// `part` as a whole percentage of `whole`, rounded half up (14.51 % is 15 %, 13.8 % is 14 %):
 /// what every finding prints, so that no figure reads lower than the data.
 pub fn percent(part: u64, whole: u64) -> u64 {
@@ -34,7 +48,15 @@ pub fn percent(part: u64, whole: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{format_bytes, percent};
+    use super::{exact_bytes, format_bytes, percent};
+
+    #[test]
+    fn exact_bytes_are_grouped_by_thousands() {
+        assert_eq!(exact_bytes(317_688_448), "317,688,448 B");
+        assert_eq!(exact_bytes(999), "999 B");
+        assert_eq!(exact_bytes(1000), "1,000 B");
+        assert_eq!(exact_bytes(-65_536), "-65,536 B");
+    }
 
     #[test]
     fn percentages_are_rounded_not_truncated() {

@@ -9434,3 +9434,76 @@ fn blocks_from_before_the_trace_of_a_kept_line_are_retained() {
     assert_eq!(bytes_of(Category::Retained), 80 << 20, "{:#?}", peak[0]);
     assert_eq!(bytes_of(Category::Unknown), 0, "{:#?}", peak[0]);
 }
+
+/// A training loop of 8 iterations (a 128 MiB forward block freed by backward, an optimizer
+/// step) where `augment.py:37` re-makes one tensor each iteration: `history(k)` bytes in
+/// iteration k, the new block made before the old one is freed, as `torch.cat([seen, new])`
+/// and the rebinding do; the last one is alive at the dump.
+fn history_grown_each_iteration(history: impl Fn(i128) -> i128) -> Vec<Finding> {
+    let seen = || {
+        stack(&[
+            ("forward", "/src/augment.py", 37),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("train", "/src/train.py", 90),
+        ])
+    };
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, train_forward(76))];
+    let slots = [BASE + 200 * MIB, BASE + 201 * MIB];
+    for k in 0..8 {
+        trace.push(event("alloc", BASE, 128 * MIB, train_forward(76)));
+        trace.push(event("alloc", slots[(k % 2) as usize], history(k), seen()));
+        if k > 0 {
+            let old = slots[((k - 1) % 2) as usize];
+            free_block(&mut trace, old, history(k - 1), seen());
+        }
+        trace.push(event("alloc", BASE + 128 * MIB, 8 * MIB, engine_backward()));
+        free_block(&mut trace, BASE + 128 * MIB, 8 * MIB, engine_backward());
+        free_block(&mut trace, BASE, 128 * MIB, engine_backward());
+        trace.push(event("alloc", BASE + 136 * MIB, MIB, foreach_adamw_step()));
+        free_block(&mut trace, BASE + 136 * MIB, MIB, foreach_adamw_step());
+    }
+    let last = slots[1];
+    let blocks = vec![
+        block(BASE, 201 * MIB, "inactive", None),
+        Py::Dict(vec![
+            ("address", Py::Int(last)),
+            ("size", Py::Int(MIB)),
+            ("requested_size", Py::Int(history(7))),
+            ("state", Py::Str("active_allocated")),
+            ("frames", seen()),
+        ]),
+        block(last + MIB, 54 * MIB, "inactive", None),
+    ];
+    analyze(&load(&top(
+        vec![segment(0, BASE, 256 * MIB, "large", blocks)],
+        vec![trace],
+    )))
+}
+
+/// One tensor re-made 256 B larger every iteration, the old one freed: a leak, though the
+/// number of live blocks never grows (batch 29's held-out audit: a Conformer's lengths history,
+/// "no leak: the low point stays at 303 MiB"). The same tensor re-made at one size is not.
+#[test]
+fn a_tensor_re_made_larger_every_iteration_is_a_leak() {
+    let findings = history_grown_each_iteration(|k| 4096 + 256 * k);
+    let leaks = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leaks.len(), 1, "{findings:#?}");
+    assert_eq!(
+        leaks[0].title,
+        "Leak: one tensor re-made 256 B larger every iteration at forward (/src/augment.py:37)"
+    );
+    assert!(
+        leaks[0]
+            .summary
+            .contains("made one block in each of iterations 1 to 8 of the trace's 8 iterations")
+            && leaks[0].summary.contains("(from 4.00 KiB to 5.75 KiB)")
+            && leaks[0].summary.contains("about 256 B per iteration"),
+        "{}",
+        leaks[0].summary
+    );
+    let same_size = history_grown_each_iteration(|_| 4096);
+    assert!(
+        of_kind(&same_size, FindingKind::Leak).is_empty(),
+        "{same_size:#?}"
+    );
+}

@@ -10,6 +10,7 @@
 //! allocation is for.
 
 pub mod fragmentation;
+mod grown;
 mod imbalance;
 pub mod inefficient;
 mod integrity;

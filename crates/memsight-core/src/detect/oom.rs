@@ -438,7 +438,7 @@ fn cause_and_advice(
     } else if cx.workload == super::Workload::Training {
         (
             "a full device: live tensors hold the memory".to_string(),
-            "Reduce what is live at this moment (batch size, activation checkpointing) or find what should have been freed.".into(),
+            full_device_training_advice(cx, event),
         )
     } else {
         (
@@ -447,6 +447,68 @@ fn cause_and_advice(
         )
     }
 }
+
+/// What lowers a training step that fills the device, from the failing request's stack: an
+/// attention that makes its own scores is told of one that never does, and checkpointing is
+/// not advised where it already runs (batch 29's held-out audit: an 8 GiB `baddbmm` of
+/// diffusers' `_attention`, under `torch.utils.checkpoint`, told "batch size, activation
+/// checkpointing").
+fn full_device_training_advice(cx: &DeviceContext, event: u32) -> Cow<'static, str> {
+    let snapshot = cx.snapshot;
+    let Some(&stack) = cx.device.trace.stack.get(event as usize) else {
+        return Cow::Borrowed(FULL_DEVICE_TRAINING_ADVICE);
+    };
+    let names = || snapshot.stack_frames(stack).map(|f| snapshot.str(f.name));
+    let checkpointed = snapshot.stack_frames(stack).any(|f| {
+        snapshot
+            .str(f.filename)
+            .replace('\\', "/")
+            .ends_with("torch/utils/checkpoint.py")
+    });
+    let fused = names().any(|name| {
+        let name = name.to_ascii_lowercase();
+        [
+            "scaled_dot_product",
+            "flash",
+            "xformers",
+            "memory_efficient",
+        ]
+        .iter()
+        .any(|word| name.contains(word))
+    });
+    let attention = snapshot
+        .stack_frames(stack)
+        .filter(|f| crate::frames::is_python(snapshot, f))
+        .find(|f| {
+            let name = snapshot.str(f.name).to_ascii_lowercase();
+            name.contains("attention") || name.contains("attn")
+        })
+        .filter(|_| !fused);
+    let less = if checkpointed {
+        "a smaller batch or smaller inputs; activation checkpointing is already on around this \
+         request"
+    } else {
+        "a smaller batch or smaller inputs, activation checkpointing"
+    };
+    match attention {
+        Some(frame) => Cow::Owned(format!(
+            "This request is made in {}, an attention that computes its scores itself (a \
+             tokens × tokens matrix per head): an attention that never makes them \
+             (scaled_dot_product_attention, FlashAttention, xformers), or one computed in \
+             slices, needs far less. Otherwise reduce what is live at this moment ({less}).",
+            crate::frames::frame_text(snapshot, frame)
+        )),
+        None if checkpointed => Cow::Owned(format!(
+            "Reduce what is live at this moment ({less}) or find what should have been freed."
+        )),
+        None => Cow::Borrowed(FULL_DEVICE_TRAINING_ADVICE),
+    }
+}
+
+/// What lowers a training step that fills the device, where its stack says nothing more.
+const FULL_DEVICE_TRAINING_ADVICE: &str = "Reduce what is live at this moment (batch size, \
+                                           activation checkpointing) or find what should have \
+                                           been freed.";
 
 /// What makes room where the cached free bytes would cover the request but not in one piece:
 /// the allocator setting named for the device's backend, bucketing only where the iterations

