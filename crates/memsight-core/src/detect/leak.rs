@@ -1572,8 +1572,8 @@ fn climbing(lows: &[i64]) -> Option<String> {
     let steps = lows.len() - 1;
     // Rising in every step, by however little, is never flat (batch 29's held-out audit: a
     // lengths history re-made 256 B larger each step, "no leak: stays at 303 MiB").
-    let least = if rises == steps { 0 } else { FLAT_LOW_BYTES };
-    if last - first <= least || rises < MIN_LEAKING_ITERATIONS || rises < 3 * falls {
+    let at_least = if rises == steps { 0 } else { FLAT_LOW_BYTES };
+    if last - first <= at_least || rises < MIN_LEAKING_ITERATIONS || rises < 3 * falls {
         return None;
     }
     Some(format!(
