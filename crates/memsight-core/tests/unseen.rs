@@ -9790,7 +9790,7 @@ fn the_idle_cache_at_the_end_says_what_is_still_allocated() {
 /// forward block freed by backward and an optimizer temporary; the first step's `_init_group`
 /// makes two 8 MiB moments, kept.
 #[test]
-fn the_first_step_s_state_is_said_to_set_the_level_once() {
+fn the_first_step_s_state_is_said_to_raise_the_level() {
     let init_group = || {
         stack(&[
             ("_init_group", "/lib/torch/optim/adamw.py", 100),
@@ -9830,8 +9830,8 @@ fn the_first_step_s_state_is_said_to_set_the_level_once() {
     let peak = the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace);
     assert!(
         peak.summary.contains(
-            "The level was set once, by what iteration 1's backward pass and optimizer step made \
-             and kept, 16.0 MiB: 16.0 MiB optimizer state (an optimizer makes its state in its \
+            "What iteration 1's backward pass and optimizer step made and kept, 16.0 MiB, raised \
+             the level after it: 16.0 MiB optimizer state (an optimizer makes its state in its \
              first step)."
         ),
         "{}",

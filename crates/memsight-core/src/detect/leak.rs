@@ -1558,8 +1558,8 @@ fn note_no_leak(cx: &DeviceContext, peak: &mut [Finding]) {
     }
 }
 
-/// " The level was set once, by what iteration 1's backward pass and optimizer step made and
-/// kept, 323 MiB: 207 MiB optimizer state, 116 MiB gradient (…)": where the first iteration's
+/// " What iteration 1's backward pass and optimizer step made and kept, 323 MiB, raised the
+/// level after it: 207 MiB optimizer state, 116 MiB gradient (…)": where the first iteration's
 /// low point lies more than `flat` under `level` (the later iterations' lowest), the blocks
 /// alive at iteration 2's low point that iteration 1 made from its first backward pass or
 /// optimizer step on, by category (batch 29's held-out audit: three keys' step 0 → 1 rises,
@@ -1621,8 +1621,8 @@ fn first_iteration_lower(cx: &DeviceContext, steps: &Steps, level: i64, flat: i6
         (false, false) => "",
     };
     format!(
-        " The level was set once, by what iteration 1's backward pass and optimizer step made \
-         and kept, {}: {}{why}.",
+        " What iteration 1's backward pass and optimizer step made and kept, {}, raised the level \
+         after it: {}{why}.",
         format_bytes(kept as i64),
         parts
             .iter()
