@@ -1624,11 +1624,7 @@ fn first_iteration_lower(cx: &DeviceContext, steps: &Steps, level: i64, flat: i6
         " What iteration 1's backward pass and optimizer step made and kept, {}, raised the level \
          after it: {}{why}.",
         format_bytes(kept as i64),
-        parts
-            .iter()
-            .map(|p| format!("{} {}", format_bytes(p.bytes as i64), p.category.words()))
-            .collect::<Vec<_>>()
-            .join(", "),
+        super::parts_words(&parts),
     )
 }
 

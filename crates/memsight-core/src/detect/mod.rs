@@ -219,6 +219,21 @@ impl Finding {
     }
 }
 
+/// "207 MiB optimizer state, 116 MiB gradient": a [`breakdown`]'s parts in words, largest first.
+fn parts_words(parts: &[CategoryBytes]) -> String {
+    parts
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                crate::units::format_bytes(p.bytes as i64),
+                p.category.words()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `(category, bytes)` pairs summed per category, largest first, zeros left out.
 pub fn breakdown(items: impl IntoIterator<Item = (Category, u64)>) -> Vec<CategoryBytes> {
     let mut sums = [0u64; Category::ALL.len()];

@@ -332,15 +332,11 @@ fn allocated_at_the_end(cx: &DeviceContext) -> String {
     if bytes == 0 {
         return String::new();
     }
-    let parts: Vec<String> = parts
-        .iter()
-        .map(|p| format!("{} {}", format_bytes(p.bytes as i64), p.category.words()))
-        .collect();
     format!(
         " What is still allocated at the end, {} in {blocks} block{}: {}.",
         format_bytes(bytes as i64),
         if blocks == 1 { "" } else { "s" },
-        parts.join(", ")
+        super::parts_words(&parts)
     )
 }
 
