@@ -32,6 +32,13 @@ pub fn is_internal(snapshot: &Snapshot, frame: &Frame) -> bool {
         || file.contains("/lib/python")
 }
 
+/// Whether `file` is in `PyTorch`'s own package (`…/site-packages/torch/nn/modules/module.py`,
+/// `torch/utils/checkpoint.py`), not a checkout `torch.hub` keeps under `~/.cache/torch/hub/`.
+pub(crate) fn is_pytorch_s_own(file: &str) -> bool {
+    let file = file.replace('\\', "/");
+    (file.starts_with("torch/") || file.contains("/torch/")) && !file.contains("/torch/hub/")
+}
+
 /// Whether a frame's file is native code (or names none): no Python line.
 pub(crate) fn is_native(file: &str) -> bool {
     // Object files, assembly and shared objects are native too: `thread48.o` holds

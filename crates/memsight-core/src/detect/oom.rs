@@ -476,9 +476,14 @@ fn full_device_training_advice(cx: &DeviceContext, event: u32) -> Cow<'static, s
         .iter()
         .any(|word| name.contains(word))
     });
+    // PyTorch's own attention (`multi_head_attention_forward`) may run fused kernels that a
+    // stack of Python frames alone does not show: only the program's or a library's counts.
     let attention = snapshot
         .stack_frames(stack)
-        .filter(|f| crate::frames::is_python(snapshot, f))
+        .filter(|f| {
+            crate::frames::is_python(snapshot, f)
+                && !crate::frames::is_pytorch_s_own(snapshot.str(f.filename))
+        })
         .find(|f| {
             let name = snapshot.str(f.name).to_ascii_lowercase();
             name.contains("attention") || name.contains("attn")

@@ -2470,7 +2470,7 @@ fn python_function(
         .filter(|f| crate::frames::is_python(snapshot, f));
     let innermost = python.next()?;
     let caller = python
-        .find(|f| !is_pytorch_s_own(snapshot.str(f.filename)))
+        .find(|f| !crate::frames::is_pytorch_s_own(snapshot.str(f.filename)))
         .map(|f| (f.filename, f.line));
     Some((innermost, caller))
 }
@@ -2488,17 +2488,10 @@ fn python_functions(
     (0..python.len()).map(move |i| {
         let caller = python[i + 1..]
             .iter()
-            .find(|f| !is_pytorch_s_own(snapshot.str(f.filename)))
+            .find(|f| !crate::frames::is_pytorch_s_own(snapshot.str(f.filename)))
             .map(|f| (f.filename, f.line));
         (python[i], caller)
     })
-}
-
-/// Whether `file` is in `PyTorch`'s own package (`…/site-packages/torch/nn/modules/module.py`,
-/// `torch/utils/checkpoint.py`), not a checkout `torch.hub` keeps under `~/.cache/torch/hub/`.
-fn is_pytorch_s_own(file: &str) -> bool {
-    let file = file.replace('\\', "/");
-    (file.starts_with("torch/") || file.contains("/torch/")) && !file.contains("/torch/hub/")
 }
 
 /// How many allocations back a softmax's input (the scores) may have been made.
