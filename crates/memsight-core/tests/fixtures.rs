@@ -1232,6 +1232,19 @@ fn state_a_constructor_makes_is_not_temporary() {
         "{}",
         peak.suggestion
     );
+    // With no backward pass, what is kept to the end has no phase to tell it by: the idle
+    // cache gives no split of it (the estimator's state, re-made in each update, would read
+    // "activation").
+    let findings = memsight_core::detect::analyze(&loaded);
+    let idle = findings
+        .iter()
+        .find(|f| f.kind == memsight_core::detect::FindingKind::IdleCache)
+        .expect("the idle cache at the end");
+    assert!(
+        !idle.summary.contains("still allocated at the end"),
+        "{}",
+        idle.summary
+    );
 }
 
 /// Issue 32 (the casebook's audit of `cuda_4gpu_expandable_oom`): on device 1, 87 of the 111

@@ -3287,19 +3287,26 @@ fn with_fsdp_copies(text: &str, facts: &PeakFacts) -> String {
 /// Whether a `zero_grad` call frees gradients somewhere in the trace: a gradient block freed
 /// by an event whose stack has a `zero_grad` frame.
 fn zero_grad_frees_gradients(cx: &DeviceContext) -> bool {
-    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
     cx.replay
         .lifetimes
         .iter()
         .zip(&cx.categories.of_lifetime)
         .filter(|&(_, &c)| c == Category::Gradient)
         .filter_map(|(l, _)| l.free_requested_event)
-        .any(|free| {
-            trace.stack.get(free as usize).is_some_and(|&stack| {
-                snapshot
-                    .stack_frames(stack)
-                    .any(|f| snapshot.str(f.name) == "zero_grad")
-            })
+        .any(|free| freed_by_zero_grad(cx, free))
+}
+
+/// Whether the free at event `free` runs inside `zero_grad` (a frame of that name).
+fn freed_by_zero_grad(cx: &DeviceContext, free: u32) -> bool {
+    let snapshot = cx.snapshot;
+    cx.device
+        .trace
+        .stack
+        .get(free as usize)
+        .is_some_and(|&stack| {
+            snapshot
+                .stack_frames(stack)
+                .any(|f| snapshot.str(f.name) == "zero_grad")
         })
 }
 
@@ -3337,14 +3344,6 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
         .map(|r| r.start)
         .min()
         .unwrap_or(u32::MAX);
-    let (snapshot, trace) = (cx.snapshot, &cx.device.trace);
-    let by_zero_grad = |free: u32| {
-        trace.stack.get(free as usize).is_some_and(|&stack| {
-            snapshot
-                .stack_frames(stack)
-                .any(|f| snapshot.str(f.name) == "zero_grad")
-        })
-    };
     let replay = cx.replay;
     let (mut freed, mut kept) = (0, 0);
     let mut unstepped: Option<(u64, StackId)> = None;
@@ -3369,14 +3368,14 @@ fn stale_gradients(cx: &DeviceContext, event: Option<u32>) -> (u64, u64, Option<
             kept += l.requested_size_bytes;
         } else if let Some(f) = l
             .free_requested_event
-            .filter(|&f| f < next_step && f < next_backward && by_zero_grad(f))
+            .filter(|&f| f < next_step && f < next_backward && freed_by_zero_grad(cx, f))
         {
             freed += l.requested_size_bytes;
             let since_the_last_step = l
                 .alloc_event
                 .is_some_and(|a| last_step.is_none_or(|s| a > s));
             if since_the_last_step {
-                let entry = unstepped.get_or_insert((0, trace.stack[f as usize]));
+                let entry = unstepped.get_or_insert((0, cx.device.trace.stack[f as usize]));
                 entry.0 += l.requested_size_bytes;
             }
         }

@@ -315,8 +315,19 @@ fn at_trace_end(cx: &DeviceContext, fragmented: bool, ran_short: bool) -> Option
 /// " What is still allocated at the end, 317 MiB in 749 blocks: 202 MiB optimizer state, …": the
 /// live blocks when the trace ends, by category, largest first, as the peak splits its own
 /// (batch 29's held-out audit: five keys' final pools, told only what was reserved and idle).
-/// Empty where nothing is.
+/// Empty where nothing is, and where the trace has no backward pass: there a block kept to the
+/// end with no phase to tell it by is "what a forward pass keeps", a guess the end's split
+/// would state as fact (`cuda_decomfl_adam`, zeroth-order training: its estimator's state,
+/// replaced in each update, would read "479 MiB activation").
 fn allocated_at_the_end(cx: &DeviceContext) -> String {
+    if !cx
+        .categories
+        .runs
+        .iter()
+        .any(|r| r.phase == crate::category::Phase::Backward)
+    {
+        return String::new();
+    }
     let alive = cx
         .replay
         .lifetimes
