@@ -116,6 +116,11 @@
 //!   Python frames only (Windows), a block freed by autocast's `__exit__` (which clears the cache
 //!   of casts) is such a cast. At no moment are more
 //!   copies of a size alive than weights of twice that size: casts beyond that are activations.
+//! - **`nn.DataParallel`'s own**, by its frames (`torch/nn/parallel/`), before the lifetime rules:
+//!   `replicate`'s broadcast of the weights to another device is a **weight copy**, `scatter`'s
+//!   share of the batch (outside backward) an **input**; `Broadcast.backward`'s buckets of the
+//!   replicas' gradients summed (`reduce_add_coalesced`) are gradients bound by bytes, as a
+//!   gradient buffer is, not by a weight's size.
 //! - **parameter, trained input**: a retained or long-lived block of a size that has optimizer
 //!   state and a gradient but no weight: the input the optimizer trains (`trained_inputs`).
 //! - **parameter, replaced by the optimizer**: a block an optimizer step makes and keeps, where
@@ -164,7 +169,8 @@ pub enum Category {
     Parameter,
     Gradient,
     OptimizerState,
-    /// A 16-bit copy of a weight that autocast keeps for the whole autocast region.
+    /// A 16-bit copy of a weight that autocast keeps for the whole autocast region; or
+    /// `nn.DataParallel`'s replica of a weight on another device, broadcast in each forward pass.
     WeightCopy,
     Activation,
     /// Made by the training loop itself (no frame calls the model, steps an optimizer or
@@ -257,8 +263,9 @@ impl Category {
             Self::Gradient => {
                 "made by autograd's AccumulateGrad, made in a backward pass and alive when it \
                  ends, or freed by zero_grad, or made and kept by a gradient buffer \
-                 (param_and_grad_buffer.py); never more of a size than blocks of that size that \
-                 may be weights"
+                 (param_and_grad_buffer.py) or by nn.DataParallel's Broadcast.backward (the \
+                 replicas' gradients summed in flat buckets); never more of a size than blocks \
+                 of that size that may be weights"
             }
             Self::OptimizerState => {
                 "made inside an optimizer step (frames of torch/optim or an optimizer's step) and \
@@ -275,7 +282,9 @@ impl Category {
                  its cache of casts) at half a weight's size, at most one alive per weight; in a \
                  file of Python frames alone, a forward pass's blocks of half a weight's size \
                  kept into the backward pass, where they number exactly the weights of that size \
-                 and such weights hold two thirds of the trained weights' bytes or more"
+                 and such weights hold two thirds of the trained weights' bytes or more; or made \
+                 by nn.DataParallel's replicate: the weights broadcast to another device for one \
+                 forward and backward pass"
             }
             Self::Activation => {
                 "made outside backward and the optimizer, alive when the next backward pass \
@@ -295,7 +304,9 @@ impl Category {
                  before this iteration's first allocation that calls the model, alive when that allocation is made, and freed \
                  before the backward pass after the next or before its line makes the batch \
                  after the next (or, made for the trace's last iteration, kept), no block of its \
-                 line kept longer: the batch on the device and what the loop made of it"
+                 line kept longer: the batch on the device and what the loop made of it; or \
+                 made by nn.DataParallel's scatter outside a backward pass: a device's share of \
+                 the batch"
             }
             Self::Retained => {
                 "made outside backward and the optimizer step (or by a checkpoint's recomputation \
@@ -486,7 +497,8 @@ struct StackMarks {
     /// block such a stack makes and keeps is a weight.
     model_load: bool,
     /// A gradient buffer's frame (Megatron's `param_and_grad_buffer.py`): a block it makes and
-    /// keeps holds the weights' gradients.
+    /// keeps holds the weights' gradients; or `nn.DataParallel`'s `Broadcast.backward` summing
+    /// the replicas' gradients in flat buckets (`reduce_add_coalesced`).
     grad_buffer: bool,
     /// A constructor in a file that names an optimizer (`optimizer.py`, `adam.py`, …): a
     /// hand-written optimizer making its state up front; or a function that builds the
@@ -505,6 +517,13 @@ struct StackMarks {
     /// A frame of native code (C++, a shared object): the file records more than Python lines,
     /// so autocast's casts would show their `cached_cast` frame.
     native: bool,
+    /// `nn.DataParallel`'s `replicate` (`torch/nn/parallel/replicate.py`), not below a call of
+    /// the model: each forward pass broadcasts the weights to every other device, a copy of
+    /// them there that lives until the backward pass is done with it.
+    replica: bool,
+    /// `nn.DataParallel`'s `scatter` (`torch/nn/parallel/scatter_gather.py`), not below a call
+    /// of the model nor in a backward pass: the device's share of the batch.
+    scattered_input: bool,
 }
 
 /// Whether `stack` is activation checkpointing's recomputation of a forward pass
@@ -513,8 +532,14 @@ pub fn is_recomputation(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).recompute
 }
 
-/// Whether `stack` is a gradient buffer's (Megatron's `param_and_grad_buffer.py`): gradients
-/// kept by design, zeroed in place each step, never freed.
+/// Whether `stack` is `nn.DataParallel` broadcasting the weights to another device (`replicate`).
+pub fn is_replica(snapshot: &Snapshot, stack: StackId) -> bool {
+    stack_marks(snapshot, stack).replica
+}
+
+/// Whether `stack` is a gradient buffer's (Megatron's `param_and_grad_buffer.py`: gradients
+/// kept by design, zeroed in place each step, never freed) or `nn.DataParallel`'s buckets of
+/// the replicas' gradients summed (`Broadcast.backward`).
 pub fn is_gradient_buffer(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).grad_buffer
 }
@@ -562,6 +587,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     // `training_step` puts the batch on the device itself (`_prepare_inputs`) before it runs the
     // model (batch 27's wav2vec2 rank: 30 MiB of inputs "activation").
     let mut moving_data_inside = false;
+    let (mut reduce_add_coalesced, mut broadcast_backward) = (false, false);
     for frame in snapshot.stack_frames(stack) {
         let name = snapshot.str(frame.name);
         let file = snapshot.str(frame.filename);
@@ -665,7 +691,24 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
         marks.optimizer_constructor |= zero_partition == Some(ZeroPartition::Master);
         moving_data_inside |=
             !runs_the_model && crate::frames::is_python(snapshot, frame) && moves_data(name);
+        let parallel = |module: &str| {
+            let file = file.replace('\\', "/");
+            file.ends_with(&format!("nn/parallel/{module}"))
+        };
+        marks.replica |= !runs_the_model && name == "replicate" && parallel("replicate.py");
+        marks.scattered_input |= !runs_the_model
+            && matches!(name, "scatter" | "scatter_kwargs")
+            && parallel("scatter_gather.py");
+        // `Broadcast.backward` sums the replicas' gradients onto the device that holds the
+        // module, bucket by bucket (`reduce_add_coalesced`): the weights' gradients in flat
+        // buffers, of no weight's size (batch 29's held-out audit: 109 MiB of them, 79.1 MiB
+        // "unknown").
+        reduce_add_coalesced |= name == "reduce_add_coalesced" && parallel("comm.py");
+        broadcast_backward |=
+            reduce_add_coalesced && name == "backward" && parallel("_functions.py");
     }
+    marks.grad_buffer |= broadcast_backward;
+    marks.scattered_input &= !marks.backward;
     marks.runs_the_model = runs_the_model;
     marks
 }
@@ -1340,13 +1383,13 @@ fn inputs_of_each_iteration(
             .entry(stack)
             .or_insert_with(|| stack_marks(snapshot, stack))
     };
-    let mut model_allocs: Vec<(u32, StackId)> = replay
-        .lifetimes
-        .iter()
-        .filter(|l| l.stack != NO_STACK && marks(l.stack).runs_the_model)
-        .filter_map(|l| Some((l.alloc_event?, l.stack)))
-        .collect();
-    model_allocs.sort_unstable();
+    let model_allocs = model_allocations(replay, &mut marks);
+    let mut callers: FxHashMap<StackId, bool> = FxHashMap::default();
+    let mut has_caller = |stack: StackId| {
+        *callers
+            .entry(stack)
+            .or_insert_with(|| shows_the_model_s_caller(snapshot, stack))
+    };
     // By stack: the candidates; the stacks of which one was kept past its time; and the
     // candidates freed after the backward pass after the next (or never), each with its free.
     let mut by_stack: FxHashMap<StackId, Vec<usize>> = FxHashMap::default();
@@ -1377,13 +1420,32 @@ fn inputs_of_each_iteration(
             continue;
         };
         let previous_end = k.checked_sub(1).map_or(0, |j| backward_ends[j]);
-        let next_model = model_allocs.partition_point(|&(e, _)| e <= alloc);
-        let Some(&(forward, forward_stack)) = model_allocs.get(next_model) else {
+        let next_model = model_allocs.partition_point(|&(e, _, _)| e <= alloc);
+        let Some(&(forward, _, _)) = model_allocs.get(next_model) else {
             continue;
         };
-        let forward_already_began = next_model
-            .checked_sub(1)
-            .is_some_and(|j| model_allocs[j].0 >= previous_end);
+        // The first of the forward pass's allocations whose stack shows what called the model:
+        // `nn.DataParallel` runs each replica on a thread of its own, whose stacks begin at
+        // `parallel_apply`'s worker (batch 29's held-out audit: a 73.5 MiB batch,
+        // "activation").
+        let Some(forward_stack) = model_allocs[next_model..]
+            .iter()
+            .take_while(|&&(e, _, _)| e < next_backward)
+            .find(|&&(_, s, _)| has_caller(s))
+            .map(|&(_, s, _)| s)
+        else {
+            continue;
+        };
+        // Made while something the model made since the last backward pass is alive: inside
+        // the forward pass, not before it. A pass of the model that freed all it made (a
+        // validation run between two training steps) is not this iteration's (batch 29's
+        // held-out audit: the batch of the step after a sliding-window validation,
+        // "activation").
+        let forward_already_began = model_allocs[..next_model]
+            .iter()
+            .rev()
+            .take_while(|&&(e, _, _)| e >= previous_end)
+            .any(|&(_, _, freed)| freed > alloc);
         if alloc < previous_end || forward >= next_backward || forward_already_began {
             continue;
         }
@@ -1421,6 +1483,53 @@ fn inputs_of_each_iteration(
             }
         }
     }
+}
+
+/// The model's allocations in trace order: when, by what stack, and when freed (`u32::MAX`:
+/// never).
+fn model_allocations(
+    replay: &DeviceReplay,
+    marks: &mut impl FnMut(StackId) -> StackMarks,
+) -> Vec<(u32, StackId, u32)> {
+    let mut allocs: Vec<(u32, StackId, u32)> = replay
+        .lifetimes
+        .iter()
+        .filter(|l| l.stack != NO_STACK && marks(l.stack).runs_the_model)
+        .filter_map(|l| {
+            let freed = l.free_requested_event.or(l.free_completed_event);
+            Some((l.alloc_event?, l.stack, freed.unwrap_or(u32::MAX)))
+        })
+        .collect();
+    allocs.sort_unstable();
+    allocs
+}
+
+/// Whether `stack` shows what called the model: a Python frame outside its outermost module call
+/// (`_call_impl`) other than a thread's (a replica run on `parallel_apply`'s worker thread).
+fn shows_the_model_s_caller(snapshot: &Snapshot, stack: StackId) -> bool {
+    let frames: Vec<&crate::model::Frame> = snapshot.stack_frames(stack).collect();
+    let Some(outermost_call) = frames
+        .iter()
+        .rposition(|f| matches!(snapshot.str(f.name), "_call_impl" | "_wrapped_call_impl"))
+    else {
+        return false;
+    };
+    frames[outermost_call + 1..]
+        .iter()
+        .find(|f| crate::frames::is_python(snapshot, f))
+        .is_some_and(|f| {
+            let file = snapshot.str(f.filename);
+            !(file.ends_with("threading.py") || file.ends_with("parallel_apply.py"))
+        })
+}
+
+/// Whether `frame` is a comprehension's (`<listcomp>`, `<genexpr>`, …): part of the function it
+/// is written in.
+fn is_comprehension(snapshot: &Snapshot, frame: &crate::model::Frame) -> bool {
+    matches!(
+        snapshot.str(frame.name),
+        "<listcomp>" | "<genexpr>" | "<dictcomp>" | "<setcomp>"
+    )
 }
 
 /// Of the candidate inputs freed after the backward pass after the next (or never: `u32::MAX`),
@@ -1551,9 +1660,11 @@ fn the_loop_calls_the_model(
     // The innermost Python function (a script's `<module>` too, where the loop is written at
     // the top level), or, for a helper named for moving data, any function further out (the
     // script's top level too: pix2pix's `set_input`, called from `train.py`'s loop).
+    // A comprehension is part of the function it is written in (batch 29's held-out audit: a
+    // U-Net's deep-supervision targets, `[t.npu() for t in targets]`, "activation").
     let mut python = snapshot
         .stack_frames(stack)
-        .filter(|f| crate::frames::is_python(snapshot, f));
+        .filter(|f| crate::frames::is_python(snapshot, f) && !is_comprehension(snapshot, f));
     let innermost = python.next()?;
     if calls(innermost) {
         Some(LoopFrame::Innermost)
@@ -2987,6 +3098,8 @@ fn lifetime_category(
         let freed_in_run = |run: &PhaseRun| freed.is_some_and(|f| f < run.end);
         match run {
             _ if m.accumulate_grad => Category::Gradient,
+            _ if m.replica => Category::WeightCopy,
+            _ if m.scattered_input => Category::Input,
             Some(run) if run.phase == Phase::Backward => {
                 made_in_backward(freed, m, run, runs, recomputations)
             }

@@ -9842,3 +9842,245 @@ fn the_first_step_s_state_is_said_to_raise_the_level() {
         peak.summary
     );
 }
+
+/// A module call in the data-parallel run.
+const DP_CALL: (&str, &str, i128) = ("_call_impl", "/lib/torch/nn/modules/module.py", 1527);
+
+/// `nn.DataParallel`'s `forward`, called by `train` at `train.py:22`.
+const DP_FORWARD: [(&str, &str, i128); 3] = [
+    ("forward", "/lib/torch/nn/parallel/data_parallel.py", 185),
+    DP_CALL,
+    ("train", "/src/train.py", 22),
+];
+
+/// `frames` above `DataParallel.forward`.
+fn below_dp_forward(frames: &[(&'static str, &'static str, i128)]) -> Py {
+    let mut lines = frames.to_vec();
+    lines.extend(DP_FORWARD);
+    stack(&lines)
+}
+
+/// The model's forward on a replica, run on `parallel_apply`'s worker thread.
+fn replica_worker() -> Py {
+    stack(&[
+        ("forward", "/src/model.py", 41),
+        DP_CALL,
+        ("_worker", "/lib/torch/nn/parallel/parallel_apply.py", 84),
+        ("run", "/usr/lib/python3.10/threading.py", 953),
+    ])
+}
+
+/// Device 0 of [`data_parallel_run`]: three 8 MiB weights, then four iterations.
+fn data_parallel_device_0() -> Vec<Py> {
+    let at = |k: i128| BASE + k * MIB;
+    let buckets = || {
+        stack(&[
+            ("reduce_add", "/lib/torch/nn/parallel/comm.py", 81),
+            (
+                "reduce_add_coalesced",
+                "/lib/torch/nn/parallel/comm.py",
+                127,
+            ),
+            ("forward", "/lib/torch/nn/parallel/_functions.py", 63),
+            ("apply", "/lib/torch/autograd/function.py", 575),
+            ("backward", "/lib/torch/nn/parallel/_functions.py", 33),
+            ("apply", "/lib/torch/autograd/function.py", 306),
+        ])
+    };
+    let zero_grad = || {
+        stack(&[
+            ("zero_grad", "/lib/torch/optim/optimizer.py", 969),
+            ("train", "/src/train.py", 24),
+        ])
+    };
+    let state = |line| {
+        stack(&[
+            ("_init_group", "/lib/torch/optim/adamw.py", line),
+            ("step", "/lib/torch/optim/adamw.py", 209),
+            ("train", "/src/train.py", 26),
+        ])
+    };
+    let loop_line = |line| stack(&[("train", "/src/train.py", line)]);
+    let mut trace = vec![event("segment_alloc", at(0), 512 * MIB, loop_line(9))];
+    for w in 0..3 {
+        let to = stack(&[
+            ("convert", "/lib/torch/nn/modules/module.py", 1326),
+            ("_apply", "/lib/torch/nn/modules/module.py", 928),
+            ("to", "/lib/torch/nn/modules/module.py", 1340),
+            ("main", "/src/train.py", 10),
+        ]);
+        trace.push(event("alloc", at(8 * w), 8 * MIB, to));
+    }
+    for iteration in 0..4 {
+        if iteration == 2 {
+            let validation = stack(&[
+                ("forward", "/src/model.py", 41),
+                DP_CALL,
+                ("validate", "/src/train.py", 60),
+                ("train", "/src/train.py", 18),
+            ]);
+            trace.push(event("alloc", at(200), 4 * MIB, validation.clone()));
+            free_block(&mut trace, at(200), 4 * MIB, validation);
+        }
+        let targets = stack(&[
+            ("<listcomp>", "/src/train.py", 21),
+            ("train", "/src/train.py", 21),
+        ]);
+        trace.push(event(
+            "alloc",
+            at(100 + 10 * (iteration % 2)),
+            8 * MIB,
+            loop_line(20),
+        ));
+        trace.push(event("alloc", at(120 + iteration % 2), MIB, targets));
+        // The third iteration's is the largest: the peak is in its forward pass.
+        let activation = if iteration == 2 { 66 * MIB } else { 64 * MIB };
+        trace.push(event("alloc", at(300), activation, replica_worker()));
+        let gather = below_dp_forward(&[
+            ("gather", "/lib/torch/nn/parallel/comm.py", 234),
+            ("gather", "/lib/torch/nn/parallel/scatter_gather.py", 104),
+        ]);
+        trace.push(event("alloc", at(122), MIB, gather));
+        if iteration > 0 {
+            free_block(&mut trace, at(24), 12 * MIB, zero_grad());
+            free_block(&mut trace, at(36), 12 * MIB, zero_grad());
+        }
+        trace.push(event("alloc", at(24), 12 * MIB, buckets()));
+        trace.push(event("alloc", at(36), 12 * MIB, buckets()));
+        free_block(&mut trace, at(300), activation, engine_backward());
+        free_block(&mut trace, at(122), MIB, engine_backward());
+        if iteration == 0 {
+            for w in 0..3 {
+                trace.push(event("alloc", at(48 + 16 * w), 8 * MIB, state(133)));
+                trace.push(event("alloc", at(56 + 16 * w), 8 * MIB, state(137)));
+            }
+        } else {
+            // The previous iteration's batch and targets, replaced.
+            let previous = (iteration + 1) % 2;
+            free_block(&mut trace, at(100 + 10 * previous), 8 * MIB, loop_line(20));
+            free_block(&mut trace, at(120 + previous), MIB, loop_line(21));
+        }
+    }
+    trace
+}
+
+/// Device 1 of [`data_parallel_run`]: four iterations of the replica.
+fn data_parallel_device_1() -> Vec<Py> {
+    let at = |k: i128| BASE + k * MIB;
+    let mut trace = vec![event(
+        "segment_alloc",
+        at(1024),
+        256 * MIB,
+        stack(&[("train", "/src/train.py", 9)]),
+    )];
+    for _ in 0..4 {
+        let replicate = below_dp_forward(&[
+            ("broadcast_coalesced", "/lib/torch/nn/parallel/comm.py", 67),
+            ("replicate", "/lib/torch/nn/parallel/replicate.py", 110),
+            ("replicate", "/lib/torch/nn/parallel/data_parallel.py", 200),
+        ]);
+        let scatter = below_dp_forward(&[
+            ("scatter", "/lib/torch/nn/parallel/comm.py", 205),
+            ("scatter", "/lib/torch/nn/parallel/scatter_gather.py", 60),
+            (
+                "scatter_kwargs",
+                "/lib/torch/nn/parallel/scatter_gather.py",
+                84,
+            ),
+        ]);
+        trace.push(event("alloc", at(1024), 24 * MIB, replicate));
+        trace.push(event("alloc", at(1048), 8 * MIB, scatter));
+        trace.push(event("alloc", at(1056), 64 * MIB, replica_worker()));
+        trace.push(event("alloc", at(1120), 4 * MIB, engine_backward()));
+        free_block(&mut trace, at(1120), 4 * MIB, engine_backward());
+        free_block(&mut trace, at(1056), 64 * MIB, engine_backward());
+        free_block(&mut trace, at(1048), 8 * MIB, engine_backward());
+        free_block(&mut trace, at(1024), 24 * MIB, engine_backward());
+    }
+    trace
+}
+
+/// `nn.DataParallel` over two devices, four iterations. Device 0: `x.cuda()` at `train.py:20`
+/// (8 MiB) and its targets by a comprehension at `train.py:21` (1 MiB), the replica's 64 MiB
+/// activation made on `parallel_apply`'s worker thread, the gathered output,
+/// `Broadcast.backward`'s two 12 MiB buckets of the replicas' gradients summed (the three 8 MiB
+/// weights' gradients, kept until `zero_grad` after the next forward pass), and `AdamW`'s state;
+/// before the third iteration's batch, a validation pass of the model from `validate`; the third
+/// iteration's activation is the largest (66 MiB), so its forward pass holds the peak. Device
+/// 1: `replicate`'s 24 MiB broadcast of the weights, `scatter`'s 8 MiB half of the batch, and
+/// the replica's activation. At the dump, device 0 holds the weights, the last buckets,
+/// `AdamW`'s state and the last batch and targets; device 1 nothing.
+fn data_parallel_run() -> Vec<Finding> {
+    let at = |k: i128| BASE + k * MIB;
+    let mut blocks = Vec::new();
+    let mut end = at(0);
+    let weights = (0..3).map(|w| (8 * w, 8));
+    let state = (0..6).map(|k| (48 + 8 * k, 8));
+    let live = weights
+        .chain([(24, 12), (36, 12)])
+        .chain(state)
+        .chain([(110, 8), (121, 1)]);
+    for (start, size) in live {
+        if at(start) > end {
+            blocks.push(block(end, at(start) - end, "inactive", None));
+        }
+        blocks.push(block(at(start), size * MIB, "active_allocated", None));
+        end = at(start) + size * MIB;
+    }
+    blocks.push(block(end, at(512) - end, "inactive", None));
+    let segments = vec![
+        segment(0, at(0), 512 * MIB, "large", blocks),
+        segment(
+            1,
+            at(1024),
+            256 * MIB,
+            "large",
+            vec![block(at(1024), 256 * MIB, "inactive", None)],
+        ),
+    ];
+    let traces = vec![data_parallel_device_0(), data_parallel_device_1()];
+    analyze(&load(&top(segments, traces)))
+}
+
+/// What `nn.DataParallel` makes is what its frames say: device 1's broadcast weights are weight
+/// copies (no autocast advice) and its scattered half-batch an input; device 0's buckets of
+/// summed gradients are gradients, none "unknown" for having no weight's size; the batch and
+/// its comprehension-made targets are inputs though the replica runs the model on a worker
+/// thread, and after a validation pass too (batch 29's held-out audit: 109 MiB of buckets split
+/// "unknown" / "gradient", a 73.5 MiB batch, a U-Net's targets, "activation").
+#[test]
+fn data_parallel_s_replicas_scatters_and_buckets_are_named() {
+    let findings = data_parallel_run();
+    assert!(
+        of_kind(&findings, FindingKind::Integrity).is_empty(),
+        "{findings:#?}"
+    );
+    let peaks = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peaks.len(), 2, "{findings:#?}");
+    let bytes_of = |device: u32, category: Category| {
+        let peak = peaks.iter().find(|f| f.device == device).expect("a peak");
+        peak.breakdown
+            .iter()
+            .filter(|c| c.category == category)
+            .map(|c| c.bytes)
+            .sum::<u64>()
+    };
+    assert_eq!(bytes_of(1, Category::WeightCopy), 24 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(1, Category::Input), 8 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(0, Category::Gradient), 24 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(0, Category::Unknown), 0, "{peaks:#?}");
+    // This iteration's batch and targets, and the previous iteration's, freed once this
+    // iteration's backward pass is over.
+    assert_eq!(bytes_of(0, Category::Input), 18 << 20, "{peaks:#?}");
+    assert!(
+        findings.iter().all(|f| !f.suggestion.contains("utocast")),
+        "{findings:#?}"
+    );
+    // What "activation" holds is said where it is a part.
+    assert!(
+        peaks.iter().all(|f| f
+            .summary
+            .contains("('Activation' is memory made outside backward and the optimizer step")),
+        "{peaks:#?}"
+    );
+}
