@@ -10084,3 +10084,236 @@ fn data_parallel_s_replicas_scatters_and_buckets_are_named() {
         "{peaks:#?}"
     );
 }
+
+/// A ring-buffered trace that begins at the end of a forward pass, three iterations. From
+/// before the trace: three 8 MiB weights (no stack), a 64 MiB dataset a data iterator's
+/// `__init__` put on the device, the previous 16 MiB recurrence memory (freed by
+/// `loss, mems = ret[0], ret[1:]` at `train.py:476` once the new one is made) and that forward
+/// pass's two 32 MiB saved tensors, which the first backward pass frees on autograd's thread (no
+/// stack). Each iteration makes its memory in `_update_mems` (freed the same way in the next) and,
+/// from the second on, two 32 MiB activations, then a backward pass and an `AdamW` step.
+fn ring_begun_in_a_forward_pass() -> Vec<Finding> {
+    let at = |k: i128| BASE + k * MIB;
+    let memory = stack(&[
+        ("_update_mems", "/src/mem_transformer.py", 656),
+        ("forward", "/src/mem_transformer.py", 700),
+        ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+        ("train", "/src/train.py", 470),
+    ]);
+    let dropped = || stack(&[("train", "/src/train.py", 476)]);
+    let no_stack = || Py::List(vec![]);
+    let mut trace = Vec::new();
+    for iteration in 0..3 {
+        if iteration > 0 {
+            for k in 0..2 {
+                trace.push(event(
+                    "alloc",
+                    at(200 + 32 * k),
+                    32 * MIB,
+                    train_forward(60),
+                ));
+            }
+        }
+        let (new, old) = if iteration % 2 == 0 {
+            (120, 100)
+        } else {
+            (100, 120)
+        };
+        trace.push(event("alloc", at(new), 16 * MIB, memory.clone()));
+        free_block(&mut trace, at(old), 16 * MIB, dropped());
+        trace.push(event("alloc", at(300), 4 * MIB, engine_backward()));
+        free_block(&mut trace, at(300), 4 * MIB, engine_backward());
+        for k in 0..2 {
+            free_block(&mut trace, at(200 + 32 * k), 32 * MIB, no_stack());
+        }
+        trace.push(event("alloc", at(310), MIB, foreach_adamw_step()));
+        free_block(&mut trace, at(310), MIB, foreach_adamw_step());
+    }
+    // At the dump: the weights, the dataset and the last memory (made in the third iteration,
+    // at 120 MiB).
+    let dataset = stack(&[
+        ("__init__", "/src/data_utils.py", 20),
+        ("get_iterator", "/src/data_utils.py", 240),
+        ("main", "/src/train.py", 300),
+    ]);
+    let blocks = vec![
+        block(at(0), 8 * MIB, "active_allocated", None),
+        block(at(8), 8 * MIB, "active_allocated", None),
+        block(at(16), 8 * MIB, "active_allocated", None),
+        block(at(24), 64 * MIB, "active_allocated", Some(dataset)),
+        block(at(88), 32 * MIB, "inactive", None),
+        block(at(120), 16 * MIB, "active_allocated", Some(memory)),
+        block(at(136), 376 * MIB, "inactive", None),
+    ];
+    analyze(&load(&top(
+        vec![segment(0, at(0), 512 * MIB, "large", blocks)],
+        vec![trace],
+    )))
+}
+
+/// What a ring buffer begun inside a forward pass holds from before it is told by what the trace
+/// does with it: the first backward pass frees that forward pass's saved tensors (activations,
+/// not "unknown" weights or a cache), the line that drops each iteration's memory drops the
+/// one from before the trace (retained, as the window's), and a data iterator's constructor made
+/// the dataset (long-lived state) (batch 30's held-out audit: a Transformer-XL's 11.0 GiB of saved
+/// tensors, 572 MiB of memory and 687 MiB of data "unknown").
+#[test]
+fn a_ring_begun_in_a_forward_pass_tells_what_came_before_it() {
+    let findings = ring_begun_in_a_forward_pass();
+    let peaks = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peaks.len(), 1, "{findings:#?}");
+    let bytes_of = |category: Category| {
+        peaks[0]
+            .breakdown
+            .iter()
+            .filter(|c| c.category == category)
+            .map(|c| c.bytes)
+            .sum::<u64>()
+    };
+    assert_eq!(bytes_of(Category::Activation), 64 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(Category::Retained), 32 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(Category::LongLived), 64 << 20, "{peaks:#?}");
+    assert_eq!(bytes_of(Category::Unknown), 0, "{peaks:#?}");
+}
+
+/// Four optimizer steps of two accumulated micro-batches each, the trace begun at the first
+/// micro-batch's batch (`x.cuda()` at `train.py:20`, 4 MiB, freed once the next one is made),
+/// each micro-batch a 64 MiB forward block freed by its backward pass; the first step's
+/// `_init_group` makes two 8 MiB moments, kept.
+fn accumulated_micro_batches() -> Finding {
+    let init_group = || {
+        stack(&[
+            ("_init_group", "/lib/torch/optim/adamw.py", 100),
+            ("step", "/lib/torch/optim/adamw.py", 220),
+            ("train", "/src/train.py", 115),
+        ])
+    };
+    let batch = || stack(&[("train", "/src/train.py", 20)]);
+    let at = |k: i128| BASE + k * MIB;
+    let mut trace = Vec::new();
+    for k in 0..4 {
+        for m in 0..2 {
+            let micro_batch = 2 * k + m;
+            trace.push(event(
+                "alloc",
+                at(80 + 4 * (micro_batch % 2)),
+                4 * MIB,
+                batch(),
+            ));
+            if micro_batch > 0 {
+                let previous = at(80 + 4 * ((micro_batch + 1) % 2));
+                free_block(&mut trace, previous, 4 * MIB, batch());
+            }
+            trace.push(event("alloc", at(0), 64 * MIB, train_forward(76)));
+            trace.push(event("alloc", at(64), 8 * MIB, engine_backward()));
+            free_block(&mut trace, at(64), 8 * MIB, engine_backward());
+            free_block(&mut trace, at(0), 64 * MIB, engine_backward());
+        }
+        if k == 0 {
+            trace.push(event("alloc", at(96), 8 * MIB, init_group()));
+            trace.push(event("alloc", at(104), 8 * MIB, init_group()));
+        }
+        trace.push(event("alloc", at(72), MIB, foreach_adamw_step()));
+        free_block(&mut trace, at(72), MIB, foreach_adamw_step());
+    }
+    let blocks = vec![
+        block(at(0), 84 * MIB, "inactive", None),
+        block(at(84), 4 * MIB, "active_allocated", Some(batch())),
+        block(at(88), 8 * MIB, "inactive", None),
+        block(at(96), 8 * MIB, "active_allocated", Some(init_group())),
+        block(at(104), 8 * MIB, "active_allocated", Some(init_group())),
+        block(at(112), 16 * MIB, "inactive", None),
+    ];
+    the_peak(segment(0, BASE, 128 * MIB, "large", blocks), trace)
+}
+
+/// With gradient accumulation, what raised the level after iteration 1 is what its backward
+/// passes and optimizer step made and kept, not the next micro-batch's batch a forward pass
+/// made in between: a batch was under iteration 1's low point too (batch 30's held-out audit: a
+/// 73.5 MiB batch counted in a rise it was no part of).
+#[test]
+fn a_micro_batch_s_batch_is_no_part_of_the_first_step_s_rise() {
+    let peak = accumulated_micro_batches();
+    assert!(
+        peak.summary.contains(
+            "What iteration 1's backward pass and optimizer step made and kept, 16.0 MiB, raised \
+             the level after it: 16.0 MiB optimizer state (an optimizer makes its state in its \
+             first step)."
+        ),
+        "{}",
+        peak.summary
+    );
+}
+
+/// An inference script whose low points begin after half its trace: the fp32 copy of its weights
+/// (200 MiB, from before the trace) alive while a checkpoint is loaded as 60 blocks of 1 MiB and
+/// freed, and freed once the first result (50 MiB) is made, then twelve batches, each an 8 MiB batch, three 400 MiB passes with
+/// their 50 MiB sum kept between them, and the batch's 50 MiB result, which stays until the next
+/// batch's replaces it (a first one made before the loop). The curve comes back to the weights
+/// and one result at every batch's end, and dips less deeply between the passes.
+#[test]
+fn a_floor_that_begins_late_is_still_the_same_lowest_point() {
+    let line = |n| {
+        two_frames(
+            ("predict_batch", "/w/predict.py", n),
+            ("<module>", "/w/predict.py", 90),
+        )
+    };
+    let at = |k: i128| BASE + k * MIB;
+    let mut trace = vec![event("segment_alloc", at(0), 1024 * MIB, line(40))];
+    for k in 0..60 {
+        trace.push(event("alloc", at(k), MIB, line(41)));
+    }
+    for k in 0..60 {
+        free_block(&mut trace, at(k), MIB, line(42));
+    }
+    trace.push(event("alloc", at(900), 50 * MIB, line(58)));
+    free_block(&mut trace, at(100), 200 * MIB, line(45));
+    for b in 0..12 {
+        let (result, previous) = if b % 2 == 0 { (800, 900) } else { (900, 800) };
+        trace.push(event("alloc", at(0), 8 * MIB, line(62)));
+        for pass in 0..3 {
+            trace.push(event("alloc", at(100), 400 * MIB, line(63)));
+            free_block(&mut trace, at(100), 400 * MIB, line(63));
+            if pass == 0 {
+                trace.push(event("alloc", at(600), 50 * MIB, line(64)));
+            }
+        }
+        trace.push(event("alloc", at(result), 50 * MIB, line(69)));
+        free_block(&mut trace, at(600), 50 * MIB, line(69));
+        free_block(&mut trace, at(0), 8 * MIB, line(70));
+        free_block(&mut trace, at(previous), 50 * MIB, line(69));
+    }
+    let weights = BASE + 2048 * MIB;
+    let loader = two_frames(
+        ("load_model", "/w/predict.py", 20),
+        ("<module>", "/w/predict.py", 80),
+    );
+    let pool = segment(
+        0,
+        at(0),
+        1024 * MIB,
+        "large",
+        vec![
+            block(at(0), 900 * MIB, "inactive", None),
+            block(at(900), 50 * MIB, "active_allocated", Some(line(69))),
+            block(at(950), 74 * MIB, "inactive", None),
+        ],
+    );
+    let model = segment(
+        0,
+        weights,
+        100 * MIB,
+        "large",
+        vec![block(weights, 100 * MIB, "active_allocated", Some(loader))],
+    );
+    let findings = analyze(&load(&top(vec![pool, model], vec![trace])));
+    let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.summary
+            .contains("comes back to the same lowest point (150 MiB)")
+            && !peak.summary.contains("that low point moves"),
+        "{}",
+        peak.summary
+    );
+}

@@ -197,12 +197,13 @@ fn no_trace(cx: &DeviceContext, pool: &Idle, recorded: &str, record_better: Stri
     };
     f.summary = format!(
         "The file holds the pool when it was written and no allocation over time: {} \
-         reserved, {} in live blocks ({}%), {} cached in free blocks.{sites} {} Peaks, \
+         reserved, {} in live blocks ({}%), {} cached in free blocks ({}).{sites} {} Peaks, \
          leaks, stalls and fragmentation over time cannot be judged without a trace.",
         format_bytes(reserved as i64),
         format_bytes(reserved.saturating_sub(idle) as i64),
         percent(reserved.saturating_sub(idle), reserved),
         format_bytes(idle as i64),
+        pool.words(),
         recorded
     );
     f.bytes = reserved.saturating_sub(idle);
