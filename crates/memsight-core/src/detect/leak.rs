@@ -1148,14 +1148,19 @@ fn made_in_a_forward(cx: &DeviceContext, stack: StackId) -> bool {
 /// The innermost Python frame of `stack` whose function is a hook (`forward_hook`,
 /// `_save_output_hook`), as `name (file:line)`: a leak made there is kept by the hook (batch
 /// 21's held-out audit: a forward hook's clone captured by a tensor hook never removed, told
-/// only "a list, a cache").
+/// only "a list, a cache"). Not a framework's function that calls its built-in hooks
+/// (Lightning's `_call_lightning_module_hook`, `_call_callback_hooks`; `MMEngine`'s
+/// `call_hook`): it runs them every step by design, and registers none (batch 31's held-out
+/// audit: a batch kept by a plotting callback, made under Lightning's batch transfer, told "a
+/// hook registered again every step … `handle.remove()`").
 fn made_in_a_hook(cx: &DeviceContext, stack: StackId) -> Option<String> {
     let snapshot = cx.snapshot;
     snapshot
         .stack_frames(stack)
         .find(|f| {
-            crate::frames::is_python(snapshot, f)
-                && snapshot.str(f.name).to_ascii_lowercase().contains("hook")
+            let name = snapshot.str(f.name).to_ascii_lowercase();
+            let calls_hooks = name.starts_with("_call_") || name.starts_with("call_");
+            crate::frames::is_python(snapshot, f) && name.contains("hook") && !calls_hooks
         })
         .map(|f| crate::frames::frame_text(snapshot, f))
 }
@@ -1366,7 +1371,11 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         && floor
             .last()
             .is_some_and(|&(at, _)| (at as usize) * 4 >= n * 3);
-    let sentence = if hi - lo > flat && spans_the_trace {
+    // A floor that rises at every return, however little, is no floor: what repeats keeps
+    // something each time (batch 30's re-audit: an indexer's lists kept 2.8 MiB a batch until
+    // its call ended, read as "the same lowest point" within the tolerance).
+    let climbing = floor.windows(2).all(|w| w[1].1 > w[0].1);
+    let sentence = if hi - lo > flat && spans_the_trace && !climbing {
         let (f0, f1) = (floor[0].0, floor[floor.len() - 1].0);
         repeats_over = (f0, f1, floor.len());
         format!(
