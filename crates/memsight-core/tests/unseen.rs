@@ -5976,6 +5976,15 @@ fn a_reserve_one_phase_added_is_idle_cache_not_fragmentation() {
         "{}",
         f.suggestion
     );
+    // A phase that runs again runs with the run's shapes: no "same batch size" to run it with
+    // (batch 31's held-out audit).
+    assert!(
+        !f.suggestion.contains("batch size")
+            && f.suggestion
+                .contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "{}",
+        f.suggestion
+    );
 }
 
 /// Weights (1000 MiB, before the trace), then six denoising steps, each making 100 MiB, then

