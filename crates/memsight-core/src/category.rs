@@ -2576,11 +2576,18 @@ fn weight_copies_by_count(
         previous_end = end;
         // Per copy size, the forward pass's blocks kept into the backward pass.
         let mut by_size: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        // Kept into the backward pass and freed by it (autograd saved the cast for it; one
+        // freed at autocast's exit is found by its stack), or never: a block the loop frees
+        // after the backward pass is no cast (batch 31's re-audit: a Llama's `logits.float()`,
+        // freed by the trainer at the iteration's end, of half the size of its embedding and
+        // head, read with the head's output as their two copies).
         for &(_, id) in candidates.get(first..last).unwrap_or_default() {
             let l = &replay.lifetimes[id];
+            let freed_by_backward =
+                |f: u32| f >= start && run_at(runs, f).is_some_and(|r| r.phase == Phase::Backward);
             if l.free_requested_event
                 .or(l.free_completed_event)
-                .is_none_or(|f| f >= start)
+                .is_none_or(freed_by_backward)
             {
                 by_size.entry(l.requested_size_bytes).or_default().push(id);
             }

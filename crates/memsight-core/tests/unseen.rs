@@ -8491,55 +8491,16 @@ fn a_leak_in_a_queue_s_function_is_told_to_bound_it() {
 /// `cached_cast` were these casts. `embedding_mib`: a fourth weight of that size (none where 0),
 /// also trained (its gradient made by the backward pass), that no copy stands for.
 fn by_count(casts: i128, cpp_frame: bool, embedding_mib: i128) -> Vec<(u64, &'static str)> {
-    let module_to = || stack(&[("_apply", "/lib/torch/nn/modules/module.py", 930)]);
-    let at_line = |line: i128| {
-        stack(&[
-            ("forward", "/src/model.py", line),
-            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
-            ("train", "/src/train.py", 30),
-        ])
-    };
-    let backward = || {
-        if cpp_frame {
-            engine_backward()
-        } else {
-            stack(&[
-                ("backward", "/lib/torch/_tensor.py", 521),
-                ("train", "/src/train.py", 31),
-            ])
-        }
-    };
-    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, module_to())];
-    for w in 0..3 {
-        trace.push(event("alloc", BASE + w * 4 * MIB, 4 * MIB, module_to()));
-    }
-    let big = BASE + 64 * MIB;
-    if embedding_mib > 0 {
-        trace.push(event("segment_alloc", big, 64 * MIB, module_to()));
-        trace.push(event("alloc", big, embedding_mib * MIB, module_to()));
-    }
-    let mut made = Vec::new();
-    for c in 0..=casts {
-        let addr = BASE + 12 * MIB + c * 2 * MIB;
-        let line = if c < casts { 41 } else { 57 };
-        trace.push(event("alloc", addr, 2 * MIB, at_line(line)));
-        made.push((addr, line));
-    }
+    by_count_freed(casts, cpp_frame, embedding_mib, false)
+}
+
+/// The pool at the dump of [`by_count_freed`]: the three weights and their gradients, and the
+/// embedding and its gradient where there is one.
+fn by_count_pool(casts: i128, embedding_mib: i128, module_to: &Py, backward: &Py) -> Vec<Py> {
+    let module_to = || module_to.clone();
+    let backward = || backward.clone();
     let gradients = BASE + 12 * MIB + (casts + 1) * 2 * MIB;
-    for g in 0..3 {
-        trace.push(event("alloc", gradients + g * 4 * MIB, 4 * MIB, backward()));
-    }
-    if embedding_mib > 0 {
-        trace.push(event(
-            "alloc",
-            big + embedding_mib * MIB,
-            embedding_mib * MIB,
-            backward(),
-        ));
-    }
-    for (addr, _) in made {
-        free_block(&mut trace, addr, 2 * MIB, backward());
-    }
+    let big = BASE + 64 * MIB;
     let mut blocks: Vec<Py> = (0..3)
         .map(|w| {
             block(
@@ -8588,6 +8549,83 @@ fn by_count(casts: i128, cpp_frame: bool, embedding_mib: i128) -> Vec<(u64, &'st
         }
         segments.push(segment(0, big, 64 * MIB, "large", weight_and_gradient));
     }
+    segments
+}
+
+/// [`by_count`], with the 2 MiB blocks freed by the loop (`train.py:33`) inside an optimizer
+/// step after the backward pass where `freed_by_the_loop`, not by the backward pass.
+fn by_count_freed(
+    casts: i128,
+    cpp_frame: bool,
+    embedding_mib: i128,
+    freed_by_the_loop: bool,
+) -> Vec<(u64, &'static str)> {
+    let module_to = || stack(&[("_apply", "/lib/torch/nn/modules/module.py", 930)]);
+    let at_line = |line: i128| {
+        stack(&[
+            ("forward", "/src/model.py", line),
+            ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+            ("train", "/src/train.py", 30),
+        ])
+    };
+    let backward = || {
+        if cpp_frame {
+            engine_backward()
+        } else {
+            stack(&[
+                ("backward", "/lib/torch/_tensor.py", 521),
+                ("train", "/src/train.py", 31),
+            ])
+        }
+    };
+    let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, module_to())];
+    for w in 0..3 {
+        trace.push(event("alloc", BASE + w * 4 * MIB, 4 * MIB, module_to()));
+    }
+    let big = BASE + 64 * MIB;
+    if embedding_mib > 0 {
+        trace.push(event("segment_alloc", big, 64 * MIB, module_to()));
+        trace.push(event("alloc", big, embedding_mib * MIB, module_to()));
+    }
+    let mut made = Vec::new();
+    for c in 0..=casts {
+        let addr = BASE + 12 * MIB + c * 2 * MIB;
+        let line = if c < casts { 41 } else { 57 };
+        trace.push(event("alloc", addr, 2 * MIB, at_line(line)));
+        made.push((addr, line));
+    }
+    let gradients = BASE + 12 * MIB + (casts + 1) * 2 * MIB;
+    for g in 0..3 {
+        trace.push(event("alloc", gradients + g * 4 * MIB, 4 * MIB, backward()));
+    }
+    if embedding_mib > 0 {
+        trace.push(event(
+            "alloc",
+            big + embedding_mib * MIB,
+            embedding_mib * MIB,
+            backward(),
+        ));
+    }
+    let step = BASE + 60 * MIB;
+    if freed_by_the_loop {
+        trace.push(event("alloc", step, MIB, foreach_adamw_step()));
+    }
+    for (addr, _) in made {
+        if freed_by_the_loop {
+            free_block(
+                &mut trace,
+                addr,
+                2 * MIB,
+                stack(&[("train", "/src/train.py", 33)]),
+            );
+        } else {
+            free_block(&mut trace, addr, 2 * MIB, backward());
+        }
+    }
+    if freed_by_the_loop {
+        free_block(&mut trace, step, MIB, foreach_adamw_step());
+    }
+    let segments = by_count_pool(casts, embedding_mib, &module_to(), &backward());
     categories_by_mib(segments, trace)
 }
 
@@ -8607,6 +8645,15 @@ fn weight_copies_are_counted_where_no_frame_shows_the_casts() {
         of_copy_size(&found),
         ["weight_copy", "weight_copy", "weight_copy", "activation"],
         "{found:?}"
+    );
+    // Freed by the loop, not by the backward pass: autograd saved no cast (batch 31's
+    // re-audit: a Llama's `logits.float()` freed by the trainer, called a weight copy).
+    let loop_freed = by_count_freed(3, false, 0, true);
+    assert!(
+        of_copy_size(&loop_freed)
+            .iter()
+            .all(|&c| c != "weight_copy"),
+        "{loop_freed:?}"
     );
     // One more than the weights: no count says which are copies, so none is called one.
     let over = by_count(4, false, 0);
