@@ -627,17 +627,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
             // audit: a ZeRO-Offload run's every gradient read as "outside backward", 99 %
             // unknown); not one that also steps the optimizer inside it.
             || (name == "backward" && !marks.optimizer);
-        // Or the `step` of a file named for an optimizer (DeepSpeed's `ops/adam/fused_adam.py`:
-        // batch 26's held-out audit, 7.82 GiB of Adam moments made in its step called
-        // "retained"), or of DeepSpeed's `ZeRO` optimizers (`runtime/zero/stage3.py`), whose
-        // step runs the inner one once per parameter sub-group: the whole step is one.
-        let optimizer_frame = file.contains("/optim/")
-            || file.starts_with("optim/")
-            || file.contains("\\optim\\")
-            || (name == "step"
-                && (file.contains("optimizer")
-                    || names_an_optimizer(file)
-                    || file.replace('\\', "/").contains("deepspeed/runtime/zero/")));
+        let optimizer_frame = is_optimizer_frame(file, name);
         marks.optimizer |= !runs_the_model && optimizer_frame;
         marks.closure_in_optimizer |= runs_the_model && optimizer_frame;
         marks.state_init |= !runs_the_model && name == "_init_group" && optimizer_frame;
@@ -717,6 +707,24 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     marks.scattered_input &= !marks.backward;
     marks.runs_the_model = runs_the_model;
     marks
+}
+
+/// Whether a frame is an optimizer's: a file of `torch/optim/` (or any `optim/` folder), or
+/// the `step` of a file named for an optimizer.
+fn is_optimizer_frame(file: &str, name: &str) -> bool {
+    // The `step` of a file named for an optimizer (DeepSpeed's `ops/adam/fused_adam.py`:
+    // batch 26's held-out audit, 7.82 GiB of Adam moments made in its step called
+    // "retained"), or of DeepSpeed's `ZeRO` optimizers (`runtime/zero/stage3.py`), whose
+    // step runs the inner one once per parameter sub-group: the whole step is one.
+    // Not a `backward` written there: fairseq's `FP16Optimizer.backward` (in
+    // `fairseq/optim/`) scales the loss and runs `loss.backward()`, the backward pass (batch
+    // 32's held-out audit: 30 of them read as optimizer steps, "31 iterations" of 15).
+    ((file.contains("/optim/") || file.starts_with("optim/") || file.contains("\\optim\\"))
+        && name != "backward")
+        || (name == "step"
+            && (file.contains("optimizer")
+                || names_an_optimizer(file)
+                || file.replace('\\', "/").contains("deepspeed/runtime/zero/")))
 }
 
 /// What a `DeepSpeed` `ZeRO` optimizer's own function makes, by its name: the rank's flat 16-bit

@@ -10529,3 +10529,37 @@ fn peft_s_prepared_and_adapter_weights_are_parameters() {
     };
     assert_eq!(bytes_of(Category::Parameter), 40 << 20, "{peak:#?}");
 }
+
+/// A fairseq-style loop of four iterations: a 64 MiB forward block, the loss scaled by
+/// `FP16Optimizer.backward` (`fairseq/optim/fp16_optimizer.py`, which then runs
+/// `loss.backward()`), the backward pass on autograd's engine, then the optimizer's step. The
+/// wrapper named `backward` is the backward pass, not an optimizer step: four iterations, not
+/// eight (batch 32's held-out audit: "31 iterations" of 15).
+#[test]
+fn a_backward_written_in_an_optimizer_s_file_is_the_backward_pass() {
+    let at = |k: i128| BASE + k * MIB;
+    let scale = || {
+        stack(&[
+            ("backward", "/lib/fairseq/optim/fp16_optimizer.py", 99),
+            ("train_step", "/lib/fairseq/trainer.py", 800),
+        ])
+    };
+    let mut trace = vec![event("segment_alloc", at(0), 128 * MIB, train_forward(76))];
+    for _ in 0..4 {
+        trace.push(event("alloc", at(0), 64 * MIB, train_forward(76)));
+        trace.push(event("alloc", at(80), 512, scale()));
+        trace.push(event("alloc", at(64), 8 * MIB, engine_backward()));
+        free_block(&mut trace, at(64), 8 * MIB, engine_backward());
+        free_block(&mut trace, at(80), 512, scale());
+        free_block(&mut trace, at(0), 64 * MIB, engine_backward());
+        trace.push(event("alloc", at(72), MIB, foreach_adamw_step()));
+        free_block(&mut trace, at(72), MIB, foreach_adamw_step());
+    }
+    let blocks = vec![block(at(0), 128 * MIB, "inactive", None)];
+    let peak = the_peak(segment(0, at(0), 128 * MIB, "large", blocks), trace);
+    assert!(
+        peak.summary.contains("of the trace's 4 iterations"),
+        "{}",
+        peak.summary
+    );
+}
