@@ -123,6 +123,15 @@ fn of_kind(findings: &[Finding], kind: FindingKind) -> Vec<&Finding> {
     findings.iter().filter(|f| f.kind == kind).collect()
 }
 
+/// The bytes a finding's category breakdown gives `category`.
+fn breakdown_bytes(f: &Finding, category: Category) -> u64 {
+    f.breakdown
+        .iter()
+        .filter(|c| c.category == category)
+        .map(|c| c.bytes)
+        .sum()
+}
+
 /// The one peak finding of a one-device file with `segment` and `trace`.
 fn the_peak(segment: Py, trace: Vec<Py>) -> Finding {
     let findings = analyze(&load(&top(vec![segment], vec![trace])));
@@ -9498,14 +9507,7 @@ fn blocks_from_before_the_trace_of_a_kept_line_are_retained() {
     let findings = kept_in_two_iterations(3);
     let peak = of_kind(&findings, FindingKind::Peak);
     assert_eq!(peak.len(), 1, "{findings:#?}");
-    let bytes_of = |category: Category| {
-        peak[0]
-            .breakdown
-            .iter()
-            .filter(|c| c.category == category)
-            .map(|c| c.bytes)
-            .sum::<u64>()
-    };
+    let bytes_of = |category: Category| breakdown_bytes(peak[0], category);
     assert_eq!(bytes_of(Category::Retained), 80 << 20, "{:#?}", peak[0]);
     assert_eq!(bytes_of(Category::Unknown), 0, "{:#?}", peak[0]);
 }
@@ -10134,11 +10136,7 @@ fn data_parallel_s_replicas_scatters_and_buckets_are_named() {
     assert_eq!(peaks.len(), 2, "{findings:#?}");
     let bytes_of = |device: u32, category: Category| {
         let peak = peaks.iter().find(|f| f.device == device).expect("a peak");
-        peak.breakdown
-            .iter()
-            .filter(|c| c.category == category)
-            .map(|c| c.bytes)
-            .sum::<u64>()
+        breakdown_bytes(peak, category)
     };
     assert_eq!(bytes_of(1, Category::WeightCopy), 24 << 20, "{peaks:#?}");
     assert_eq!(bytes_of(1, Category::Input), 8 << 20, "{peaks:#?}");
@@ -10237,14 +10235,7 @@ fn a_ring_begun_in_a_forward_pass_tells_what_came_before_it() {
     let findings = ring_begun_in_a_forward_pass();
     let peaks = of_kind(&findings, FindingKind::Peak);
     assert_eq!(peaks.len(), 1, "{findings:#?}");
-    let bytes_of = |category: Category| {
-        peaks[0]
-            .breakdown
-            .iter()
-            .filter(|c| c.category == category)
-            .map(|c| c.bytes)
-            .sum::<u64>()
-    };
+    let bytes_of = |category: Category| breakdown_bytes(peaks[0], category);
     assert_eq!(bytes_of(Category::Activation), 64 << 20, "{peaks:#?}");
     assert_eq!(bytes_of(Category::Retained), 32 << 20, "{peaks:#?}");
     assert_eq!(bytes_of(Category::LongLived), 64 << 20, "{peaks:#?}");
@@ -10467,13 +10458,7 @@ fn autocast_inference_over_untraced_weights() -> Finding {
 #[test]
 fn weights_autocast_leaves_alone_are_weights_where_it_casts_the_rest() {
     let peak = autocast_inference_over_untraced_weights();
-    let bytes_of = |category: Category| {
-        peak.breakdown
-            .iter()
-            .filter(|c| c.category == category)
-            .map(|c| c.bytes)
-            .sum::<u64>()
-    };
+    let bytes_of = |category: Category| breakdown_bytes(&peak, category);
     assert_eq!(bytes_of(Category::Parameter), 88 << 20, "{peak:#?}");
     assert_eq!(bytes_of(Category::Unknown), 0, "{peak:#?}");
     assert!(
@@ -10520,13 +10505,7 @@ fn peft_s_prepared_and_adapter_weights_are_parameters() {
         block(at(120), 8 * MIB, "inactive", None),
     ];
     let peak = the_peak(segment(0, at(0), 128 * MIB, "large", blocks), trace);
-    let bytes_of = |category: Category| {
-        peak.breakdown
-            .iter()
-            .filter(|c| c.category == category)
-            .map(|c| c.bytes)
-            .sum::<u64>()
-    };
+    let bytes_of = |category: Category| breakdown_bytes(&peak, category);
     assert_eq!(bytes_of(Category::Parameter), 40 << 20, "{peak:#?}");
 }
 
