@@ -1066,7 +1066,10 @@ fn leak_advice(
     // kept tensor's autograd graph holds (batch 22's held-out audit: an LSTM's hidden state
     // carried without detach, a GAN's image pool storing `fake` with its graph; told only "a
     // list, a cache").
-    if leaking.len() >= GRAPH_STACKS && in_forward * 2 >= leaking.len() {
+    if leaking.len() >= GRAPH_STACKS
+        && in_forward * 2 >= leaking.len()
+        && stacks_kept_together(leaking) >= GRAPH_STACKS
+    {
         said.push(format!(
             "They come from {} call stacks, {in_forward} of them inside a module's forward, kept \
              together {}: a forward pass's saved tensors, held by a tensor that \
@@ -1082,6 +1085,21 @@ fn leak_advice(
                 "each iteration"
             }
         ));
+    }
+    // One block a module's forward made, kept each iteration: a result stored, or a slice of
+    // one, which holds its whole block (batch 32's held-out audit: a recommender's cache kept
+    // one encoder output row per call, `.clone()` the fix, told `.detach()`).
+    let one_block_each = leaking.iter().all(|l| {
+        l.site
+            .iteration_bytes
+            .iter()
+            .all(|&(_, blocks)| blocks == 1)
+    });
+    if in_forward == leaking.len() && one_block_each && stacks_kept_together(leaking) == 1 {
+        said.push(
+            "Each iteration keeps one block made inside a module's forward: a result stored              somewhere (a cache, a list, a default argument that outlives the call), or a              slice or view of one (`out[:, 0]`, a row), which keeps its whole block alive. Keep              only what is needed as its own tensor (`out[:, 0].clone()`, or `.cpu()`), and              bound or clear what stores it."
+                .to_string(),
+        );
     }
     if let Some(hook) = made_in_a_hook(cx, stack) {
         said.push(format!(
@@ -1132,9 +1150,26 @@ fn named_for_a_container(cx: &DeviceContext, stack: StackId) -> Option<String> {
     })
 }
 
-/// A leak from this many call stacks or more, half of them in a module's forward, is a kept
-/// autograd graph's.
+/// A leak from this many call stacks or more, half of them in a module's forward, kept together
+/// in a typical iteration, is a kept autograd graph's.
 const GRAPH_STACKS: usize = 3;
+
+/// How many of the leaking call stacks a typical iteration keeps blocks of: the median over the
+/// iterations that keep any. A kept graph holds many of a forward pass's tensors at once; one
+/// output kept per call, from whichever of several call paths ran it, is no graph (batch 32's
+/// held-out audit: an encoder's last-layer output, one block a call from 3 stacks, told of
+/// saved tensors and `.detach()`).
+fn stacks_kept_together(leaking: &[Leaking]) -> usize {
+    let mut per_iteration: FxHashMap<usize, usize> = FxHashMap::default();
+    for l in leaking {
+        for &k in &l.site.iterations {
+            *per_iteration.entry(k).or_default() += 1;
+        }
+    }
+    let mut counts: Vec<usize> = per_iteration.into_values().collect();
+    counts.sort_unstable();
+    counts.get(counts.len() / 2).copied().unwrap_or(0)
+}
 
 /// Whether `stack` runs inside a module's forward (`forward`, `_call_impl`).
 fn made_in_a_forward(cx: &DeviceContext, stack: StackId) -> bool {
