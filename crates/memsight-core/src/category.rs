@@ -417,6 +417,9 @@ pub struct Categories {
     /// Blocks from before the trace found to be gradients kept from an earlier step (paired
     /// with the weights, added into by backward), not weights.
     pub kept_gradient_blocks: usize,
+    /// Those gradients were told by their missing stack: each weight's own block has one, its
+    /// twin none (the backward thread records no Python frames).
+    pub kept_gradients_stackless: bool,
     /// Some allocation ran inside an optimizer's step through a closure (the model's forward
     /// and backward run by `optimizer.step(closure)`): optimizer frames the stacks hold that are
     /// no step of the optimizer's own.
@@ -923,6 +926,7 @@ pub fn classify(snapshot: &Snapshot, device: &Device, replay: &DeviceReplay) -> 
         autocast: false,
         half_precision_weights: false,
         kept_gradient_blocks: 0,
+        kept_gradients_stackless: false,
         optimizer_runs_closure: runs_a_closure(device, &mut marks),
         optimizer_frames: has_optimizer_frames(device, &mut marks),
         casts_by_count: false,
@@ -1236,13 +1240,14 @@ fn state_from_before_the_trace(
             .copied()
             .filter(|r| r.start > first_alloc)
             .collect();
-        let (gradients, beside) = gradients_kept_from_an_earlier_step(
+        let (gradients, beside, stackless) = gradients_kept_from_an_earlier_step(
             replay,
             &whole_passes,
             adam,
             &mut categories.of_lifetime,
         );
         categories.kept_gradient_blocks = gradients;
+        categories.kept_gradients_stackless = stackless;
         // What is kept beside each weight and its gradient has been judged.
         if beside {
             return;
@@ -2101,16 +2106,17 @@ struct SizeHeld {
 /// weights. Where the weights carry their `.to()` stacks, the stackless blocks of their sizes
 /// are the gradients (the backward thread records no Python frames).
 ///
-/// Returns the gradients found, and whether they came three or four per weight
-/// ([`more_than_a_gradient_beside_each_weight`]), with what is kept beside them judged.
+/// Returns the gradients found, whether they came three or four per weight
+/// ([`more_than_a_gradient_beside_each_weight`]), with what is kept beside them judged, and
+/// whether they were told by their missing stack alone.
 fn gradients_kept_from_an_earlier_step(
     replay: &DeviceReplay,
     runs: &[PhaseRun],
     adam: bool,
     of_lifetime: &mut [Category],
-) -> (usize, bool) {
+) -> (usize, bool, bool) {
     let Some(backward) = runs.iter().find(|r| r.phase == Phase::Backward) else {
-        return (0, false);
+        return (0, false, false);
     };
     let mut held: FxHashMap<u64, SizeHeld> = FxHashMap::default();
     for (id, (l, &c)) in replay.lifetimes.iter().zip(of_lifetime.iter()).enumerate() {
@@ -2132,7 +2138,7 @@ fn gradients_kept_from_an_earlier_step(
     held.retain(|_, h| h.weights > 0);
     let weight_bytes: u64 = held.iter().map(|(size, h)| size * h.weights as u64).sum();
     if weight_bytes == 0 {
-        return (0, false);
+        return (0, false, false);
     }
     // Per size: blocks the backward pass made and freed in it, and whether it kept any (a new
     // gradient where `.grad` was `None`).
@@ -2156,6 +2162,13 @@ fn gradients_kept_from_an_earlier_step(
             kept.insert(size);
         }
     }
+    // Every weight's own block carries its stack and has one twin of its size without: the
+    // twins are the backward thread's (which records no Python frames), where the pass makes
+    // weight-sized blocks at all (batch 33's held-out audit: an xLSTM's 781 MiB of gradients,
+    // kept by `zero_grad(set_to_none=False)`, counted as weights, its backward passes making
+    // temporaries for its large weights only).
+    let twinned = held.values().all(|h| h.stackless.len() * 2 == h.weights)
+        && held.keys().any(|size| made_and_freed.contains_key(size));
     // Per size: how many of its stackless weights are gradients (weights and gradients pair up).
     let missing: Vec<(u64, usize)> = held
         .iter()
@@ -2163,11 +2176,12 @@ fn gradients_kept_from_an_earlier_step(
             let all = h.weights + h.gradients;
             let pairs = all / 2;
             let missing = pairs.checked_sub(h.gradients)?;
+            let made_and_freed = made_and_freed.get(&size).copied().unwrap_or(0);
             (all % 2 == 0
                 && missing > 0
                 && h.stackless.len() >= missing
                 && !kept.contains(&size)
-                && made_and_freed.get(&size).copied().unwrap_or(0) >= pairs)
+                && (made_and_freed >= pairs || twinned))
                 .then_some((size, missing))
         })
         .collect();
@@ -2190,8 +2204,13 @@ fn gradients_kept_from_an_earlier_step(
             adam,
             of_lifetime,
         )
-        .map_or((0, false), |found| (found, true));
+        .map_or((0, false, false), |found| (found, true, false));
     }
+    // Told by the missing stack where the backward pass does not make a block of every size.
+    let by_stack_alone = twinned
+        && missing.iter().any(|(size, _)| {
+            made_and_freed.get(size).copied().unwrap_or(0) < held[size].weights / 2
+        });
     let mut found = 0;
     for (size, missing) in missing {
         let mut ids = held.remove(&size).map(|h| h.stackless).unwrap_or_default();
@@ -2201,7 +2220,7 @@ fn gradients_kept_from_an_earlier_step(
             found += 1;
         }
     }
-    (found, false)
+    (found, false, by_stack_alone)
 }
 
 /// The blocks from before the trace taken for weights, by size, and what the first backward

@@ -226,7 +226,9 @@ pub fn find(
             return Some(steps);
         }
         let annotated_steps = annotated("Optimizer.step", AnnotationStage::End);
-        if let Some(starts) = batches_serving_several_steps(replay, categories, &annotated_steps) {
+        if let Some(starts) =
+            batches_serving_several_steps(snapshot, replay, categories, &annotated_steps)
+        {
             return starting(starts, StepSource::InputBatches);
         }
         if let Some(steps) = ending(annotated_steps, StepSource::OptimizerAnnotations) {
@@ -251,7 +253,9 @@ pub fn find(
         return Some(steps);
     }
     let optimizer_ends: Vec<u32> = categories.optimizer_steps().map(|run| run.end).collect();
-    if let Some(starts) = batches_serving_several_steps(replay, categories, &optimizer_ends) {
+    if let Some(starts) =
+        batches_serving_several_steps(snapshot, replay, categories, &optimizer_ends)
+    {
         return starting(starts, StepSource::InputBatches);
     }
     if let Some(ends) = passes_making_gradients(replay, categories, optimizer_ends.len()) {
@@ -282,6 +286,7 @@ pub fn find(
 /// makes most of them; a batch is its allocations with no optimizer step between them. Three
 /// batches or more, and every one but the last followed by two steps or more before the next.
 fn batches_serving_several_steps(
+    snapshot: &Snapshot,
     replay: &DeviceReplay,
     categories: &Categories,
     step_ends: &[u32],
@@ -295,6 +300,11 @@ fn batches_serving_several_steps(
             inputs_of.entry(l.stack).or_default().push(alloc);
         }
     }
+    // Not what a function under `@torch.no_grad()` / `@torch.inference_mode()` makes: an
+    // evaluation's or a generation's inputs, not the training loop's batches (batch 33's
+    // held-out audit: a ControlNet run's validation pipeline, every few steps, read as "4
+    // iterations, each serving two or more optimizer steps" of 10 one-step iterations).
+    inputs_of.retain(|&stack, _| !under_a_no_grad_decorator(snapshot, stack));
     let mut allocs = inputs_of
         .into_values()
         .max_by_key(|v| (v.len(), std::cmp::Reverse(v.first().copied())))?;
@@ -316,6 +326,18 @@ fn batches_serving_several_steps(
             .windows(2)
             .all(|w| steps_before(w[1]) >= steps_before(w[0]) + 2))
     .then_some(starts)
+}
+
+/// Whether `stack` runs inside a function decorated with `@torch.no_grad()` or
+/// `@torch.inference_mode()` (their wrapper, `decorate_context` in `torch/utils/_contextlib.py`).
+fn under_a_no_grad_decorator(snapshot: &Snapshot, stack: StackId) -> bool {
+    snapshot.stack_frames(stack).any(|f| {
+        snapshot.str(f.name) == "decorate_context"
+            && snapshot
+                .str(f.filename)
+                .replace('\\', "/")
+                .ends_with("utils/_contextlib.py")
+    })
 }
 
 /// The ends of the backward passes, where they outnumber the optimizer steps that allocate
