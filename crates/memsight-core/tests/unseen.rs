@@ -1142,17 +1142,27 @@ fn a_cache_kept_through_every_request_is_long_lived() {
     );
 }
 
-/// A KV cache allocated by a function of a file named for one (`allocate` in `kv_cache.py`) is a
+/// A KV cache allocated by a function of a file named for one (`allocate` in `kv_cache.py`), or
+/// by Hugging Face's cache classes (`DynamicCache.update` in `transformers/cache_utils.py`), is a
 /// KV cache; a function of a file named for attention over one is not (batch 21's held-out
-/// server: its per-request cache was "temporary").
+/// server: its per-request cache was "temporary"; batch 33's: a Llama's `DynamicCache`,
+/// "activation").
 #[test]
 fn a_file_named_for_a_kv_cache_names_its_blocks() {
     let cache = || frames("allocate", "/srv/chat/kv_cache.py", 33);
     let attention = || frames("forward", "/srv/chat/attn_kv_cache.py", 20);
+    let dynamic = || {
+        frames(
+            "update",
+            "/env/lib/python3.10/site-packages/transformers/cache_utils.py",
+            389,
+        )
+    };
     let trace = vec![
         event("segment_alloc", BASE, 20 * MIB, cache()),
         event("alloc", BASE, 4 * MIB, cache()),
         event("alloc", BASE + 4 * MIB, 2 * MIB, attention()),
+        event("alloc", BASE + 6 * MIB, MIB, dynamic()),
     ];
     let blocks = vec![
         block(BASE, 4 * MIB, "active_allocated", Some(cache())),
@@ -1162,10 +1172,15 @@ fn a_file_named_for_a_kv_cache_names_its_blocks() {
             "active_allocated",
             Some(attention()),
         ),
-        block(BASE + 6 * MIB, 14 * MIB, "inactive", None),
+        block(BASE + 6 * MIB, MIB, "active_allocated", Some(dynamic())),
+        block(BASE + 7 * MIB, 13 * MIB, "inactive", None),
     ];
     let by_mib = categories_by_mib(vec![segment(0, BASE, 20 * MIB, "large", blocks)], trace);
-    assert_eq!(by_mib, [(4, "kv_cache"), (2, "activation")], "{by_mib:?}");
+    assert_eq!(
+        by_mib,
+        [(4, "kv_cache"), (2, "activation"), (1, "kv_cache")],
+        "{by_mib:?}"
+    );
 }
 
 /// A block a forward-only trace frees after holding it over a quarter of the trace (a warm-up
@@ -6064,6 +6079,7 @@ fn repetitions_beside_one_larger_excursion_are_recognised() {
             && !summary.contains("no repeating shape"),
         "{summary}"
     );
+
     // The steps reach 1000 + 150 MiB; the decode 2000 MiB, 850 MiB above.
     assert!(
         summary
@@ -10814,5 +10830,57 @@ fn an_evaluation_s_inputs_under_no_grad_do_not_make_the_iterations() {
             && !peak.summary.contains("each serving two or more"),
         "{}",
         peak.summary
+    );
+}
+
+/// Batch 33's held-out audit: a speculative-decoding server whose allocated curve came back to
+/// its weights after every request was told to quantise its weights, with no word that nothing
+/// needs fixing. Six requests over 1000 MiB of loaded weights, each making 100 and 50 MiB and
+/// freeing them, in a pool that reserves little more than it allocates: nothing to fix, and
+/// lowering the peak an option.
+#[test]
+fn a_server_back_to_its_weights_after_every_request_needs_nothing_fixed() {
+    let step = || frames("generate", "/srv/gen/serve.py", 40);
+    let pool = BASE + 1024 * MIB;
+    let mut trace = vec![event("segment_alloc", pool, 160 * MIB, step())];
+    for _ in 0..6 {
+        trace.push(event("alloc", pool, 100 * MIB, step()));
+        trace.push(event("alloc", pool + 100 * MIB, 50 * MIB, step()));
+        free_block(&mut trace, pool + 100 * MIB, 50 * MIB, step());
+        free_block(&mut trace, pool, 100 * MIB, step());
+    }
+    let segments = vec![
+        segment(
+            0,
+            BASE,
+            1000 * MIB,
+            "large",
+            vec![block(
+                BASE,
+                1000 * MIB,
+                "active_allocated",
+                Some(frames("load_weights", "/srv/gen/serve.py", 10)),
+            )],
+        ),
+        segment(
+            0,
+            pool,
+            160 * MIB,
+            "large",
+            vec![block(pool, 160 * MIB, "inactive", None)],
+        ),
+    ];
+    let findings = analyze(&load(&top(segments, vec![trace])));
+    let peak = of_kind(&findings, FindingKind::Peak)[0];
+    assert!(
+        peak.summary
+            .contains("nothing leaks across those repetitions")
+            && peak
+                .summary
+                .contains("Nothing on this device needs fixing for memory")
+            && peak
+                .suggestion
+                .starts_with("Only if the peak must come down"),
+        "{peak:#?}"
     );
 }
