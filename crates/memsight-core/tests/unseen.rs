@@ -10884,3 +10884,92 @@ fn a_server_back_to_its_weights_after_every_request_needs_nothing_fixed() {
         "{peak:#?}"
     );
 }
+
+/// [`one_big_fragmented_growth_is_fragmentation`]'s pool (2280 MiB reserved, 1125 MiB
+/// allocated), then a failing request of `request_mib` with 1 GiB free on the device.
+fn fragmented_then_failing(request_mib: i128) -> Vec<Finding> {
+    let at = || frames("loss", "/tmp/ipykernel/2.py", 64);
+    let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
+    let trace = vec![
+        event("segment_alloc", a, 1024 * MIB, at()),
+        event("alloc", a, 1000 * MIB, at()),
+        event("free_requested", a, 1000 * MIB, at()),
+        event("free_completed", a, 1000 * MIB, at()),
+        event("segment_alloc", b, 256 * MIB, at()),
+        event("alloc", b, 256 * MIB, at()),
+        event("free_requested", b, 256 * MIB, at()),
+        event("free_completed", b, 256 * MIB, at()),
+        event("alloc", a, 125 * MIB, at()),
+        event("segment_alloc", c, 1000 * MIB, at()),
+        event("alloc", c, 1000 * MIB, at()),
+        Py::Dict(vec![
+            ("action", Py::Str("oom")),
+            ("size", Py::Int(request_mib * MIB)),
+            ("device_free", Py::Int(1024 * MIB)),
+            ("stream", Py::Int(0)),
+            ("frames", at()),
+        ]),
+    ];
+    let segments = vec![
+        segment(
+            0,
+            a,
+            1024 * MIB,
+            "large",
+            vec![
+                block(a, 125 * MIB, "active_allocated", Some(at())),
+                block(a + 125 * MIB, 899 * MIB, "inactive", None),
+            ],
+        ),
+        segment(
+            0,
+            b,
+            256 * MIB,
+            "large",
+            vec![block(b, 256 * MIB, "inactive", None)],
+        ),
+        segment(
+            0,
+            c,
+            1000 * MIB,
+            "large",
+            vec![block(c, 1000 * MIB, "active_allocated", Some(at()))],
+        ),
+    ];
+    analyze(&load(&top(segments, vec![trace])))
+}
+
+/// Batch 33's held-out audit: a 15.0 GiB output buffer failed with 13.2 GiB free and 567 MiB
+/// cached, and a fragmentation warning beside it advised expandable segments. A request larger
+/// than the device's free memory and the cache's free bytes together (4 GiB against 1 GiB and
+/// 1155 MiB): no layout of the pool would have served it, so the fragmentation is a note that
+/// says it did not cause the failure, and the failure's advice says how to build such a tensor
+/// elsewhere. A request they could have held (2 GiB) leaves the warning.
+#[test]
+fn fragmentation_beside_a_request_no_pool_could_serve_is_a_note() {
+    let findings = fragmented_then_failing(4096);
+    let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
+    assert_eq!(fragmentation.len(), 1, "{findings:#?}");
+    assert!(
+        fragmentation[0].severity == memsight_core::detect::Severity::Info
+            && fragmentation[0].summary.contains(
+                "It did not cause the out-of-memory error at event 11: the request alone was \
+                 larger than the device's free memory and the cache's free bytes together."
+            ),
+        "{:#?}",
+        fragmentation[0]
+    );
+    let oom = of_kind(&findings, FindingKind::Oom);
+    assert!(
+        oom[0].suggestion.contains("build it on the host"),
+        "{:#?}",
+        oom[0]
+    );
+    let findings = fragmented_then_failing(2048);
+    let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
+    assert_eq!(
+        fragmentation[0].severity,
+        memsight_core::detect::Severity::Warning,
+        "{findings:#?}"
+    );
+}

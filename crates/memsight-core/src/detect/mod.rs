@@ -977,7 +977,21 @@ fn link_full_device_oom(
 ) {
     use crate::category::Phase;
     for oom in ooms.iter().filter(|f| f.kind == FindingKind::Oom) {
-        let (reason, fix) = if oom.summary.contains(oom::PASS_TO_COME_CAUSE) {
+        let event = oom.events.0;
+        // One request larger than the device's free memory and the cache's free bytes together:
+        // no pool could have served it, however its reserve was laid out, so the fragmentation
+        // before it is a note (batch 33's held-out audit: a 15.0 GiB output buffer failing with
+        // 13.2 GiB free stood beside a fragmentation warning advising expandable segments).
+        let beyond_the_device = (oom.summary.contains(oom::SINGLE_REQUEST_CAUSE)
+            || oom.summary.contains(oom::OFFER_CAUSE))
+            && request_beyond_the_device(cx, event);
+        let (reason, fix) = if beyond_the_device {
+            (
+                "the request alone was larger than the device's free memory and the cache's free \
+                 bytes together",
+                "that request must shrink or go elsewhere (see the out-of-memory finding)",
+            )
+        } else if oom.summary.contains(oom::PASS_TO_COME_CAUSE) {
             (
                 "the pass that failed needed more than the pool and the device held together",
                 "what one pass needs must shrink (see the out-of-memory finding)",
@@ -990,11 +1004,13 @@ fn link_full_device_oom(
         } else {
             continue;
         };
-        let event = oom.events.0;
         for f in fragmentation
             .iter_mut()
             .filter(|f| f.kind == FindingKind::Fragmentation && f.events.0 <= event)
         {
+            if beyond_the_device {
+                f.severity = Severity::Info;
+            }
             let _ = write!(
                 f.summary,
                 " It did not cause the out-of-memory error at event {event}: {reason}."
@@ -1021,6 +1037,23 @@ fn link_full_device_oom(
             );
         }
     }
+}
+
+/// Whether the request that failed at `oom_event` was larger than the device's free memory (its
+/// `oom` entry's) and the pool's cached free bytes just before it together.
+fn request_beyond_the_device(cx: &DeviceContext, oom_event: u32) -> bool {
+    let trace = &cx.device.trace;
+    let Some(&(_, device_free_bytes)) = trace
+        .oom_device_free_bytes
+        .iter()
+        .find(|&&(i, _)| i == oom_event)
+    else {
+        return false;
+    };
+    let before = cx.replay.totals_after(oom_event.checked_sub(1));
+    let cached_free_bytes =
+        u64::try_from(before.reserved_bytes - before.allocated_bytes).unwrap_or(0);
+    trace.size_bytes[oom_event as usize] > cached_free_bytes.saturating_add(device_free_bytes)
 }
 
 /// An imbalance whose heavier device ran out of memory is a likely cause of that OOM: each

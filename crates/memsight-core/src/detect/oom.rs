@@ -45,6 +45,21 @@ fn adam_state_to_come(cx: &DeviceContext, event: u32) -> Option<(u64, u64)> {
     (gradients > 0).then(|| (state, (2 * gradients).saturating_sub(state)))
 }
 
+/// The cause an OOM summary names where one request is larger than everything allocated.
+pub(super) const SINGLE_REQUEST_CAUSE: &str = "a single request larger than everything allocated";
+
+/// The cause an OOM summary names where one request is larger than the pool's reserve and the
+/// device's free memory together.
+pub(super) const OFFER_CAUSE: &str =
+    "a single request larger than everything the device could offer";
+
+/// What the advice on one oversized request adds for a tensor meant to be that large (batch
+/// 33's held-out audit: a sliding-window inferer's output buffer for a whole CT volume,
+/// 15.0 GiB, told only to compute it in chunks).
+const MEANT_TO_BE_LARGE: &str = " Where it is meant to be this large (an output or aggregation \
+     buffer for a whole input), build it on the host (device=\"cpu\") or in a 16-bit dtype, or \
+     split or crop the input.";
+
 /// The cause an OOM summary names where blocks a leak keeps hold most of the memory (set where
 /// the leak is linked to it): no allocator setting removes it.
 pub(super) const LEAK_CAUSE: &str = "a full device, filled by a leak";
@@ -394,9 +409,13 @@ fn cause_and_advice(
         )
     } else if requested > reserved + device_free {
         (
-            "a single request larger than everything the device could offer".to_string(),
-            "Look at this call site: a tensor this large usually comes from an unexpected shape (an expand or \
-             broadcast before a cast, a batch or sequence far above the usual).".into(),
+            OFFER_CAUSE.to_string(),
+            format!(
+                "Look at this call site: a tensor this large usually comes from an unexpected \
+                 shape (an expand or broadcast before a cast, a batch or sequence far above the \
+                 usual).{MEANT_TO_BE_LARGE}"
+            )
+            .into(),
         )
     } else if let Some(words) =
         far_larger_than_before(cx, event, requested, cached_free + device_free)
@@ -424,16 +443,18 @@ fn cause_and_advice(
         let allocated = reserved.saturating_sub(cached_free);
         (
             format!(
-                "a single request larger than everything allocated ({}; it is {:.1}× that): \
-                 this one tensor is what to look at, before what is live",
+                "{SINGLE_REQUEST_CAUSE} ({}; it is {:.1}× that): this one tensor is what to \
+                 look at, before what is live",
                 format_bytes(allocated as i64),
                 requested as f64 / allocated.max(1) as f64
             ),
-            "Look at this call site: a tensor this large usually comes from an unexpected shape \
+            format!(
+                "Look at this call site: a tensor this large usually comes from an unexpected shape \
              (an expand or broadcast before a reduction, a pairwise matrix of a large batch, a \
              batch or sequence far above the usual); computing it in chunks holds one chunk at \
-             a time."
-                .into(),
+             a time.{MEANT_TO_BE_LARGE}"
+            )
+            .into(),
         )
     } else if cx.workload == super::Workload::Training {
         (
