@@ -3262,13 +3262,7 @@ fn lifetime_category(
             // The optimizer's tensors made anew by the program and kept through an optimizer
             // step: its state, and the parameters it holds with it (the file does not say which
             // is which); not a leak, however they grow.
-            _ if m.rewrites_optimizer_tensors
-                && runs.iter().any(|r| {
-                    r.phase == Phase::Optimizer
-                        && r.start > alloc
-                        && freed.is_none_or(|f| r.start < f)
-                }) =>
-            {
+            _ if m.rewrites_optimizer_tensors && kept_through_a_step(runs, alloc, freed) => {
                 Category::OptimizerState
             }
             _ if m.parameter_init => Category::Parameter,
@@ -3374,6 +3368,14 @@ fn lifetime_category(
     } else {
         before_the_trace(m, l.stack != NO_STACK, freed, runs, start)
     }
+}
+
+/// Whether a block made at `alloc` and freed at `freed` (or never) is alive when an optimizer
+/// step begins.
+fn kept_through_a_step(runs: &[PhaseRun], alloc: u32, freed: Option<u32>) -> bool {
+    runs.iter().any(|r| {
+        r.phase == Phase::Optimizer && r.start > alloc && freed.is_none_or(|f| r.start < f)
+    })
 }
 
 /// The allocations of a checkpoint's recomputed forward pass, in trace order.

@@ -10754,7 +10754,7 @@ fn stackless_twins_of_weights_with_stacks_are_gradients() {
     );
 }
 
-/// Batch 33's held-out audit: a ControlNet run's validation pipeline (`log_validation`, under
+/// Batch 33's held-out audit: a `ControlNet` run's validation pipeline (`log_validation`, under
 /// `@torch.no_grad()`), run every few optimizer steps, made more input blocks than the training
 /// loop's batches, and its runs were taken for the iterations: "4 iterations, each serving two
 /// or more optimizer steps", of 10 one-step iterations. Eight steps, each with its 4 MiB batch

@@ -53,12 +53,19 @@ pub(super) const SINGLE_REQUEST_CAUSE: &str = "a single request larger than ever
 pub(super) const OFFER_CAUSE: &str =
     "a single request larger than everything the device could offer";
 
-/// What the advice on one oversized request adds for a tensor meant to be that large (batch
-/// 33's held-out audit: a sliding-window inferer's output buffer for a whole CT volume,
-/// 15.0 GiB, told only to compute it in chunks).
-const MEANT_TO_BE_LARGE: &str = " Where it is meant to be this large (an output or aggregation \
-     buffer for a whole input), build it on the host (device=\"cpu\") or in a 16-bit dtype, or \
-     split or crop the input.";
+/// The advice on one request too large to look past: where such a tensor usually comes from
+/// (`shapes`), and, for one meant to be that large, where else to build it (batch 33's held-out
+/// audit: a sliding-window inferer's output buffer for a whole CT volume, 15.0 GiB, told only to
+/// compute it in chunks).
+fn oversized_request_advice(shapes: &str) -> Cow<'static, str> {
+    format!(
+        "Look at this call site: a tensor this large usually comes from an unexpected shape \
+         {shapes} Where it is meant to be this large (an output or aggregation buffer for a \
+         whole input), build it on the host (device=\"cpu\") or in a 16-bit dtype, or split or \
+         crop the input."
+    )
+    .into()
+}
 
 /// The cause an OOM summary names where blocks a leak keeps hold most of the memory (set where
 /// the leak is linked to it): no allocator setting removes it.
@@ -410,12 +417,9 @@ fn cause_and_advice(
     } else if requested > reserved + device_free {
         (
             OFFER_CAUSE.to_string(),
-            format!(
-                "Look at this call site: a tensor this large usually comes from an unexpected \
-                 shape (an expand or broadcast before a cast, a batch or sequence far above the \
-                 usual).{MEANT_TO_BE_LARGE}"
-            )
-            .into(),
+            oversized_request_advice(
+                "(an expand or broadcast before a cast, a batch or sequence far above the usual).",
+            ),
         )
     } else if let Some(words) =
         far_larger_than_before(cx, event, requested, cached_free + device_free)
@@ -448,13 +452,11 @@ fn cause_and_advice(
                 format_bytes(allocated as i64),
                 requested as f64 / allocated.max(1) as f64
             ),
-            format!(
-                "Look at this call site: a tensor this large usually comes from an unexpected shape \
-             (an expand or broadcast before a reduction, a pairwise matrix of a large batch, a \
-             batch or sequence far above the usual); computing it in chunks holds one chunk at \
-             a time.{MEANT_TO_BE_LARGE}"
-            )
-            .into(),
+            oversized_request_advice(
+                "(an expand or broadcast before a reduction, a pairwise matrix of a large batch, \
+                 a batch or sequence far above the usual); computing it in chunks holds one \
+                 chunk at a time.",
+            ),
         )
     } else if cx.workload == super::Workload::Training {
         (

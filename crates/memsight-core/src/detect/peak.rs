@@ -3175,24 +3175,7 @@ fn stale_gradient_advice(
     } else {
         ("model", "")
     };
-    // How gradients from before the trace were told from weights, where no stack says so.
-    let evidence = if cx.categories.kept_gradients_stackless {
-        format!(
-            " They are gradients, not weights: {} blocks from before the trace match the \
-             weights one for one in size and have no call stack, where each weight's own \
-             block has one (the backward pass's thread records no Python frames).",
-            cx.categories.kept_gradient_blocks
-        )
-    } else if cx.categories.kept_gradient_blocks > 0 {
-        format!(
-            " They are gradients, not weights: {} blocks from before the trace match the \
-             weights one for one in size, and the backward pass makes a block of each of these \
-             sizes and frees it again (a new gradient added into the existing one).",
-            cx.categories.kept_gradient_blocks
-        )
-    } else {
-        String::new()
-    };
+    let evidence = kept_gradient_evidence(cx);
     // What the trace shows of their end: freed by zero_grad after this forward pass, or never.
     let ends_in_this_forward = event.is_some_and(|e| {
         !cx.categories
@@ -3263,6 +3246,28 @@ fn stale_gradient_advice(
         format_bytes(stale as i64),
         super::lowercase_first(&advice)
     )
+}
+
+/// How gradients from before the trace were told from weights, where no stack says so: by
+/// their missing stack beside weights that have one, or by the backward pass adding into them.
+fn kept_gradient_evidence(cx: &DeviceContext) -> String {
+    if cx.categories.kept_gradients_stackless {
+        format!(
+            " They are gradients, not weights: {} blocks from before the trace match the \
+             weights one for one in size and have no call stack, where each weight's own \
+             block has one (the backward pass's thread records no Python frames).",
+            cx.categories.kept_gradient_blocks
+        )
+    } else if cx.categories.kept_gradient_blocks > 0 {
+        format!(
+            " They are gradients, not weights: {} blocks from before the trace match the \
+             weights one for one in size, and the backward pass makes a block of each of these \
+             sizes and frees it again (a new gradient added into the existing one).",
+            cx.categories.kept_gradient_blocks
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// What removes autocast's weight copies, from the kind of run and what the trace shows of it

@@ -163,18 +163,7 @@ pub fn find(
     if end == 0 {
         return None;
     }
-    // Boundaries that start iterations: the first starts at the boundary.
-    let starting = |mut bounds: Vec<u32>, source| {
-        bounds.sort_unstable();
-        bounds.dedup();
-        bounds.retain(|&b| b < end);
-        bounds.push(end);
-        (bounds.len() >= 2).then_some(Steps {
-            bounds,
-            source,
-            last_end: None,
-        })
-    };
+    let starting = |bounds: Vec<u32>, source| starting_at(bounds, source, end);
     // Boundaries that end iterations: the first iteration starts with the trace, and whatever
     // follows the last end belongs to the last iteration.
     let ending = |mut ends: Vec<u32>, source| {
@@ -275,6 +264,20 @@ pub fn find(
     }
     let ends = regular_backward_pass_ends(categories)?;
     ending(ends, StepSource::BackwardPasses)
+}
+
+/// Iterations started at `bounds` (the first starts at its boundary), in a trace of `end`
+/// events; `None` for fewer than one.
+fn starting_at(mut bounds: Vec<u32>, source: StepSource, end: u32) -> Option<Steps> {
+    bounds.sort_unstable();
+    bounds.dedup();
+    bounds.retain(|&b| b < end);
+    bounds.push(end);
+    (bounds.len() >= 2).then_some(Steps {
+        bounds,
+        source,
+        last_end: None,
+    })
 }
 
 /// Where the loop's batches each serve two or more optimizer steps (`step_ends`), the events
