@@ -268,6 +268,18 @@ pub fn stack_text(snapshot: &Snapshot, stack: StackId, with_internal: bool) -> S
         .join("\n")
 }
 
+/// Whether `stack` runs inside a function decorated with `@torch.no_grad()` or
+/// `@torch.inference_mode()` (their wrapper, `decorate_context` in `torch/utils/_contextlib.py`).
+pub(crate) fn under_a_no_grad_decorator(snapshot: &Snapshot, stack: StackId) -> bool {
+    snapshot.stack_frames(stack).any(|f| {
+        snapshot.str(f.name) == "decorate_context"
+            && snapshot
+                .str(f.filename)
+                .replace('\\', "/")
+                .ends_with("utils/_contextlib.py")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1440,7 +1440,17 @@ fn a_gan_s_iterations_are_its_batches_not_its_optimizer_steps() {
 /// batch 4,096 beside training at 512 was told to bucket inputs by length).
 #[test]
 fn an_evaluation_s_own_batch_size_is_no_reason_to_bucket_training_inputs() {
-    let vary = |training_mib: &dyn Fn(i128) -> i128| {
+    // Batch 33's held-out audit: a ControlNet run's validation (`log_validation`, under
+    // `@torch.no_grad()`), at growing image sizes, its last images held into the next backward
+    // pass, was told to bucket inputs by length.
+    let validation = stack(&[
+        ("forward", "/src/model.py", 41),
+        ("_call_impl", "/lib/torch/nn/modules/module.py", 1527),
+        ("log_validation", "/src/train.py", 166),
+        ("decorate_context", "/lib/torch/utils/_contextlib.py", 116),
+        ("train", "/src/train.py", 140),
+    ]);
+    let vary = |training_mib: &dyn Fn(i128) -> i128, held_validation: bool| {
         let model = || train_forward(30);
         let mut trace = vec![event("segment_alloc", BASE, 128 * MIB, model())];
         for i in 0..8 {
@@ -1449,12 +1459,28 @@ fn an_evaluation_s_own_batch_size_is_no_reason_to_bucket_training_inputs() {
             trace.push(event("alloc", BASE + 64 * MIB, 2 * MIB, engine_backward()));
             free_block(&mut trace, BASE + 64 * MIB, 2 * MIB, engine_backward());
             free_block(&mut trace, BASE, mib * MIB, engine_backward());
+            if held_validation && i % 3 == 2 {
+                free_block(
+                    &mut trace,
+                    BASE + 100 * MIB,
+                    (2 + i) * MIB,
+                    validation.clone(),
+                );
+            }
             trace.push(event("alloc", BASE + 96 * MIB, MIB, foreach_adamw_step()));
             free_block(&mut trace, BASE + 96 * MIB, MIB, foreach_adamw_step());
             // An evaluation under no_grad every third iteration, at its own batch size.
             if i % 3 == 1 {
                 trace.push(event("alloc", BASE, 60 * MIB, model()));
                 free_block(&mut trace, BASE, 60 * MIB, model());
+                if held_validation && i < 6 {
+                    trace.push(event(
+                        "alloc",
+                        BASE + 100 * MIB,
+                        (3 + i) * MIB,
+                        validation.clone(),
+                    ));
+                }
             }
         }
         let blocks = vec![block(BASE, 128 * MIB, "inactive", None)];
@@ -1475,8 +1501,9 @@ fn an_evaluation_s_own_batch_size_is_no_reason_to_bucket_training_inputs() {
         );
         memsight_core::detect::fragmentation::sizes_vary(&cx)
     };
-    assert!(!vary(&|_| 16), "fixed training shapes");
-    assert!(vary(&|i| 8 + 4 * i), "training shapes that change");
+    assert!(!vary(&|_| 16, false), "fixed training shapes");
+    assert!(vary(&|i| 8 + 4 * i, false), "training shapes that change");
+    assert!(!vary(&|_| 16, true), "a validation's growing images");
 }
 
 /// A call site that makes one large request in every iteration (a speech model's first
@@ -7603,6 +7630,21 @@ fn a_leak_made_inside_a_hook_names_the_hook() {
     assert!(
         !leaks[0].suggestion.contains("made inside a hook")
             && !leaks[0].suggestion.contains("handle.remove()"),
+        "{:#?}",
+        leaks[0]
+    );
+    // A function of the program's file of hooks, called from native code with no other frame
+    // (batch 33's held-out audit: a DDP communication hook appending a residual each step, told
+    // `.item()` / `.cpu()`): the hook is named, with state kept per key.
+    let comm_hook = frames("fp16_compress_with_error_feedback", "/w/comm_hooks.py", 41);
+    let findings = queue_steps(1, false, &comm_hook);
+    let leaks = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leaks.len(), 1, "{findings:#?}");
+    assert!(
+        leaks[0].suggestion.contains(
+            "made inside a hook (fp16_compress_with_error_feedback (/w/comm_hooks.py:41))"
+        ) && leaks[0].suggestion.contains("one entry per key")
+            && !leaks[0].suggestion.contains("a metrics accumulator"),
         "{:#?}",
         leaks[0]
     );

@@ -900,7 +900,8 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
 /// keep for backward is compared (the training batch's shapes): an evaluation every few
 /// iterations asks for its own batch's sizes, which bucketing training inputs cannot change
 /// (batch 27's held-out audit: a tabular model's evaluations at batch 4,096 beside training at
-/// 512 were told to bucket inputs by length).
+/// 512 were told to bucket inputs by length), nor what a function under `@torch.no_grad()`
+/// asks for (batch 33's: a `ControlNet` run's validation images, growing, told the same).
 pub fn sizes_vary(cx: &DeviceContext) -> bool {
     let trace = &cx.device.trace;
     let trains = cx
@@ -925,9 +926,10 @@ pub fn sizes_vary(cx: &DeviceContext) -> bool {
             s.request_sizes_vary(cx.device, |e| {
                 let stack = trace.stack[e];
                 (!trains || category_at[e] == Some(Category::Activation))
-                    && *runs_the_model
-                        .entry(stack)
-                        .or_insert_with(|| crate::category::runs_the_model(cx.snapshot, stack))
+                    && *runs_the_model.entry(stack).or_insert_with(|| {
+                        crate::category::runs_the_model(cx.snapshot, stack)
+                            && !crate::frames::under_a_no_grad_decorator(cx.snapshot, stack)
+                    })
             })
         })
         .unwrap_or(false)

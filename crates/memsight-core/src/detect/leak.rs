@@ -1104,9 +1104,11 @@ fn leak_advice(
     if let Some(hook) = made_in_a_hook(cx, stack) {
         said.push(format!(
             "They are made inside a hook ({hook}): what a hook keeps (in its closure, a list, \
-             or a tensor hook it registers) lives as long as the hook does, and a hook \
-             registered again every step keeps one more each step. Register it once, or keep \
-             the handle and call handle.remove() when done."
+             its state, or a tensor hook it registers) lives as long as the hook does, and a \
+             hook registered again every step keeps one more each step. Register it once, or \
+             keep the handle and call handle.remove() when done; state the hook needs from one \
+             call to the next (a residual, a buffer) is one entry per key (a bucket, a module), \
+             overwritten each call, not appended."
         ));
     }
     if let Some(container) = named_for_a_container(cx, stack).filter(|_| !backlog) {
@@ -1188,6 +1190,10 @@ fn made_in_a_forward(cx: &DeviceContext, stack: StackId) -> bool {
 /// `call_hook`): it runs them every step by design, and registers none (batch 31's held-out
 /// audit: a batch kept by a plotting callback, made under Lightning's batch transfer, told "a
 /// hook registered again every step … `handle.remove()`").
+///
+/// Or a function of the program's own file of hooks (`comm_hooks.py`), which may be called from
+/// native code with no other frame: batch 33's held-out audit, a DDP communication hook
+/// appending an error-feedback residual each step, told `.item()` / `.cpu()`.
 fn made_in_a_hook(cx: &DeviceContext, stack: StackId) -> Option<String> {
     let snapshot = cx.snapshot;
     snapshot
@@ -1195,7 +1201,18 @@ fn made_in_a_hook(cx: &DeviceContext, stack: StackId) -> Option<String> {
         .find(|f| {
             let name = snapshot.str(f.name).to_ascii_lowercase();
             let calls_hooks = name.starts_with("_call_") || name.starts_with("call_");
-            crate::frames::is_python(snapshot, f) && name.contains("hook") && !calls_hooks
+            let file = snapshot.str(f.filename).replace('\\', "/");
+            let base = file
+                .rsplit('/')
+                .next()
+                .unwrap_or(&file)
+                .to_ascii_lowercase();
+            let program_s_hooks = base.contains("hook")
+                && !file.contains("site-packages/")
+                && !file.contains("dist-packages/");
+            crate::frames::is_python(snapshot, f)
+                && (name.contains("hook") || program_s_hooks)
+                && !calls_hooks
         })
         .map(|f| crate::frames::frame_text(snapshot, f))
 }

@@ -307,7 +307,7 @@ fn batches_serving_several_steps(
     // evaluation's or a generation's inputs, not the training loop's batches (batch 33's
     // held-out audit: a ControlNet run's validation pipeline, every few steps, read as "4
     // iterations, each serving two or more optimizer steps" of 10 one-step iterations).
-    inputs_of.retain(|&stack, _| !under_a_no_grad_decorator(snapshot, stack));
+    inputs_of.retain(|&stack, _| !crate::frames::under_a_no_grad_decorator(snapshot, stack));
     let mut allocs = inputs_of
         .into_values()
         .max_by_key(|v| (v.len(), std::cmp::Reverse(v.first().copied())))?;
@@ -329,18 +329,6 @@ fn batches_serving_several_steps(
             .windows(2)
             .all(|w| steps_before(w[1]) >= steps_before(w[0]) + 2))
     .then_some(starts)
-}
-
-/// Whether `stack` runs inside a function decorated with `@torch.no_grad()` or
-/// `@torch.inference_mode()` (their wrapper, `decorate_context` in `torch/utils/_contextlib.py`).
-fn under_a_no_grad_decorator(snapshot: &Snapshot, stack: StackId) -> bool {
-    snapshot.stack_frames(stack).any(|f| {
-        snapshot.str(f.name) == "decorate_context"
-            && snapshot
-                .str(f.filename)
-                .replace('\\', "/")
-                .ends_with("utils/_contextlib.py")
-    })
 }
 
 /// The ends of the backward passes, where they outnumber the optimizer steps that allocate
