@@ -859,9 +859,10 @@ fn builds_an_optimizer(lower_name: &str) -> bool {
 /// Whether a function's name (lower case) says it rewrites an optimizer's tensors: it names the
 /// optimizer and a change of its tensors' shape (`cat_tensors_to_optimizer`, `_prune_optimizer`,
 /// `replace_tensor_to_optimizer`), not the model (Megatron's `setup_model_and_optimizer` makes
-/// the weights); an optimizer built, stepped or loaded is no such change. Batch 32's held-out audit: 3D Gaussian Splatting's
-/// densification, which replaces every parameter and both Adam moments with larger tensors each
-/// hundred iterations, was read as a backlog leak with queue advice.
+/// the weights); an optimizer built, stepped or loaded is no such change. Batch 32's held-out
+/// audit: 3D Gaussian Splatting's densification, which replaces every parameter and both Adam
+/// moments with larger tensors each hundred iterations, was read as a backlog leak with queue
+/// advice.
 fn rewrites_optimizer_tensors(lower_name: &str) -> bool {
     lower_name.contains("optimizer")
         && !lower_name.contains("model")

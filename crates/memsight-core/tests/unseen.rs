@@ -10724,7 +10724,10 @@ fn one_output_kept_a_call_from_several_paths_is_no_graph() {
     assert_eq!(leak.len(), 1, "{findings:#?}");
     assert!(
         !leak[0].suggestion.contains("autograd graph")
-            && leak[0].suggestion.contains("`out[:, 0].clone()`"),
+            && leak[0].suggestion.contains(
+                "a slice or view of one (`out[:, 0]`, a row), which keeps its whole block alive. \
+                 Keep only what is needed as its own tensor (`out[:, 0].clone()`, or `.cpu()`)"
+            ),
         "{:#?}",
         leak[0]
     );

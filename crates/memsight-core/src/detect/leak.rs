@@ -1097,7 +1097,11 @@ fn leak_advice(
     });
     if in_forward == leaking.len() && one_block_each && stacks_kept_together(leaking) == 1 {
         said.push(
-            "Each iteration keeps one block made inside a module's forward: a result stored              somewhere (a cache, a list, a default argument that outlives the call), or a              slice or view of one (`out[:, 0]`, a row), which keeps its whole block alive. Keep              only what is needed as its own tensor (`out[:, 0].clone()`, or `.cpu()`), and              bound or clear what stores it."
+            "Each iteration keeps one block made inside a module's forward: a result stored \
+             somewhere (a cache, a list, a default argument that outlives the call), or a \
+             slice or view of one (`out[:, 0]`, a row), which keeps its whole block alive. \
+             Keep only what is needed as its own tensor (`out[:, 0].clone()`, or `.cpu()`), \
+             and bound or clear what stores it."
                 .to_string(),
         );
     }
