@@ -10602,11 +10602,11 @@ fn a_backward_written_in_an_optimizer_s_file_is_the_backward_pass() {
 }
 
 /// Twelve iterations (a 512 MiB activation, 8 MiB temporaries of the backward pass and the
-/// optimizer step each) of a model that
-/// grows by densification every third iteration: `cat_tensors_to_optimizer` (3D Gaussian
-/// Splatting's `gaussian_model.py`) makes a parameter and its two Adam moments anew, each
-/// twice the size of the last (1 to 8 MiB), and frees the three it replaces (a `zeros_like` temporary of the
-/// extension freed at once). `densifier` names the function the stack shows.
+/// optimizer step each) of a model that grows by densification every third iteration:
+/// `cat_tensors_to_optimizer` (3D Gaussian Splatting's `gaussian_model.py`) makes a parameter
+/// and its two Adam moments anew, each twice the size of the last (1 to 8 MiB), and frees the
+/// three it replaces (a `zeros_like` temporary of the extension freed at once). `densifier`
+/// names the function the stack shows.
 fn densified_steps(densifier: &'static str) -> Vec<Finding> {
     const STEPS: i128 = 12;
     let (activations, optimizer) = (forward_frames(), optimizer_frames());
