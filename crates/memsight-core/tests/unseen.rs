@@ -2323,49 +2323,7 @@ fn foreach_false_is_advised_only_where_no_parameter_dominates() {
 /// peak, no finding because fewer than three segments grew that way).
 #[test]
 fn one_big_fragmented_growth_is_fragmentation() {
-    let at = || frames("loss", "/tmp/ipykernel/2.py", 64);
-    let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
-    let trace = vec![
-        event("segment_alloc", a, 1024 * MIB, at()),
-        event("alloc", a, 1000 * MIB, at()),
-        event("free_requested", a, 1000 * MIB, at()),
-        event("free_completed", a, 1000 * MIB, at()),
-        event("segment_alloc", b, 256 * MIB, at()),
-        event("alloc", b, 256 * MIB, at()),
-        event("free_requested", b, 256 * MIB, at()),
-        event("free_completed", b, 256 * MIB, at()),
-        event("alloc", a, 125 * MIB, at()),
-        event("segment_alloc", c, 1000 * MIB, at()),
-        event("alloc", c, 1000 * MIB, at()),
-    ];
-    let segments = vec![
-        segment(
-            0,
-            a,
-            1024 * MIB,
-            "large",
-            vec![
-                block(a, 125 * MIB, "active_allocated", Some(at())),
-                block(a + 125 * MIB, 899 * MIB, "inactive", None),
-            ],
-        ),
-        segment(
-            0,
-            b,
-            256 * MIB,
-            "large",
-            vec![block(b, 256 * MIB, "inactive", None)],
-        ),
-        segment(
-            0,
-            c,
-            1000 * MIB,
-            "large",
-            vec![block(c, 1000 * MIB, "active_allocated", Some(at()))],
-        ),
-    ];
-    let loaded = load(&top(segments, vec![trace]));
-    let findings = analyze(&loaded);
+    let findings = fragmented_pool(None);
     let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
     assert_eq!(fragmentation.len(), 1, "{findings:#?}");
     // Reserved 2280 MiB at most, allocated 1125 MiB at most: 1155 MiB above it.
@@ -10930,12 +10888,13 @@ fn a_server_back_to_its_weights_after_every_request_needs_nothing_fixed() {
     );
 }
 
-/// [`one_big_fragmented_growth_is_fragmentation`]'s pool (2280 MiB reserved, 1125 MiB
-/// allocated), then a failing request of `request_mib` with 1 GiB free on the device.
-fn fragmented_then_failing(request_mib: i128) -> Vec<Finding> {
+/// A pool fragmented by one big growth (2280 MiB reserved, 1125 MiB allocated: see
+/// [`one_big_fragmented_growth_is_fragmentation`]), then, where given, a failing request of
+/// `failing_request_mib` with 1 GiB free on the device.
+fn fragmented_pool(failing_request_mib: Option<i128>) -> Vec<Finding> {
     let at = || frames("loss", "/tmp/ipykernel/2.py", 64);
     let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
-    let trace = vec![
+    let mut trace = vec![
         event("segment_alloc", a, 1024 * MIB, at()),
         event("alloc", a, 1000 * MIB, at()),
         event("free_requested", a, 1000 * MIB, at()),
@@ -10947,14 +10906,16 @@ fn fragmented_then_failing(request_mib: i128) -> Vec<Finding> {
         event("alloc", a, 125 * MIB, at()),
         event("segment_alloc", c, 1000 * MIB, at()),
         event("alloc", c, 1000 * MIB, at()),
-        Py::Dict(vec![
+    ];
+    if let Some(request_mib) = failing_request_mib {
+        trace.push(Py::Dict(vec![
             ("action", Py::Str("oom")),
             ("size", Py::Int(request_mib * MIB)),
             ("device_free", Py::Int(1024 * MIB)),
             ("stream", Py::Int(0)),
             ("frames", at()),
-        ]),
-    ];
+        ]));
+    }
     let segments = vec![
         segment(
             0,
@@ -10992,7 +10953,7 @@ fn fragmented_then_failing(request_mib: i128) -> Vec<Finding> {
 /// elsewhere. A request they could have held (2 GiB) leaves the warning.
 #[test]
 fn fragmentation_beside_a_request_no_pool_could_serve_is_a_note() {
-    let findings = fragmented_then_failing(4096);
+    let findings = fragmented_pool(Some(4096));
     let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
     assert_eq!(fragmentation.len(), 1, "{findings:#?}");
     assert!(
@@ -11010,7 +10971,7 @@ fn fragmentation_beside_a_request_no_pool_could_serve_is_a_note() {
         "{:#?}",
         oom[0]
     );
-    let findings = fragmented_then_failing(2048);
+    let findings = fragmented_pool(Some(2048));
     let fragmentation = of_kind(&findings, FindingKind::Fragmentation);
     assert_eq!(
         fragmentation[0].severity,
