@@ -774,8 +774,11 @@ fn zero_partition(file: &str, name: &str) -> Option<ZeroPartition> {
 }
 
 /// Function names that say KV cache (lower case).
-pub(crate) const KV_CACHE: [&str; 9] = [
+pub(crate) const KV_CACHE: [&str; 11] = [
     "kv_cache",
+    // A Chinese team's names: `KV缓存`, `键值缓存` (key-value cache).
+    "kv缓存",
+    "键值缓存",
     // Beam search's `_reorder_cache(past_key_values, beam_idx)` (Hugging Face's models), whose
     // copies are the next step's cache (batch 25's held-out Marian beam search: 381 MiB of
     // reordered keys and values called temporary).

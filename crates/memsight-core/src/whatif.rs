@@ -643,6 +643,8 @@ pub fn recorded_expandable(device: &Device) -> bool {
 pub struct Capacity {
     pub bytes: u64,
     pub source: String,
+    /// The most the device can have had (from a stall), not a measurement.
+    pub upper_bound: bool,
 }
 
 /// The capacity the file shows: at the first `oom`, what was reserved plus the free bytes the
@@ -656,6 +658,7 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
         return Some(Capacity {
             bytes: reserved(event as usize)?.saturating_add(free),
             source: format!("the oom at event {event}: reserved then plus the device's free bytes"),
+            upper_bound: false,
         });
     }
     if let Some((bytes, m)) = crate::device_memory::pool_capacity_bytes(device, replay) {
@@ -669,6 +672,7 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
                     |e| format!("after event {e}")
                 )
             ),
+            upper_bound: false,
         });
     }
     let peak = replay.peak_reserved.bytes.max(0) as u64;
@@ -690,6 +694,7 @@ pub fn capacity_from_file(recording: &Recording) -> Option<Capacity> {
                 "the stall at event {event}: just under reserved then plus the segment that did \
                  not fit, the most it can have been"
             ),
+            upper_bound: true,
         })
         .filter(|c| c.bytes >= peak)
 }

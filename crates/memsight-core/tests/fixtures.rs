@@ -1001,15 +1001,19 @@ fn gradients_from_before_the_trace_are_told_from_weights() {
     let peak = peak_finding(&compiled);
     // Alive through the forward pass (peak at event 1402, backward from 1418) and never freed
     // (the trace has no zero_grad: an audit found "zero_grad() frees them after it" unclear
-    // there): the advice starts with them, says how they were told from weights (111 pairs:
+    // there): the advice names them, says how they were told from weights (111 pairs:
     // 36 + 48 + 2 + 25), and with zero_grad(set_to_none=True) and what it saves; the trace has
     // no optimizer step, so the model's zero_grad (an audit found "optimizer.zero_grad"
     // assumed an optimizer).
+    // At 4 % of the peak they follow the largest part's advice, not lead it (batch 33's
+    // held-out audit: an xLSTM's 4 % of kept gradients advised before its 82 % of activations).
     assert!(
-        peak.suggestion.starts_with(
-            "Gradients from an earlier step (491 MiB, 4% of the peak) stay allocated through this \
-             whole forward pass and are never freed in the trace"
-        ) && peak.suggestion.contains(
+        !peak.suggestion.starts_with("Gradients")
+            && peak.suggestion.contains(
+                " Beside that: gradients from an earlier step (491 MiB, 4% of the peak) stay \
+                 allocated through this whole forward pass and are never freed in the trace"
+            )
+            && peak.suggestion.contains(
             "They are gradients, not weights: 111 blocks from before the trace match the weights \
              one for one in size"
         ) && peak

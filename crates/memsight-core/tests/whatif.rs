@@ -317,6 +317,12 @@ fn the_capacity_a_file_shows_brings_stalls_and_ooms_into_the_prediction() {
         let (_, loaded) = generate_loaded(scenario, 20_000, 1);
         let recording = Recording::of(&loaded, 0);
         let capacity = whatif::capacity_from_file(&recording).expect("the file shows it");
+        // A stall bounds the capacity; an `oom` entry's free bytes measure it.
+        assert_eq!(
+            capacity.upper_bound,
+            scenario == Scenario::Stall,
+            "{scenario:?}"
+        );
         let settings = Settings::recorded(&recording);
         assert_eq!(settings.capacity_bytes, Some(capacity.bytes));
         let recorded = whatif::recorded(&recording);

@@ -952,11 +952,12 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
 }
 
 /// What a peak's summary says where the trace shows no leak: iterations' low points that stay,
-/// or returns of the allocated curve to one low point.
-const NO_LEAK_SAID: [&str; 3] = [
+/// returns of the allocated curve to one low point, or a trace that ends where it began.
+const NO_LEAK_SAID: [&str; 4] = [
     "No leak",
     "so nothing leaks across those repetitions",
     "so nothing accumulates from one of these returns to the next",
+    "so the trace keeps nothing it made",
 ];
 
 /// A pool reserving under this share (percent) more than is allocated at the peak is not

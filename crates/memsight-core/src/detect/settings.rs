@@ -270,9 +270,16 @@ fn capacity_words(capacity: Option<&whatif::Capacity>) -> String {
         || "The device's capacity is not known, so no stall or OOM is predicted.".to_string(),
         |c| {
             let (from, how) = c.source.split_once(": ").unwrap_or((&c.source, ""));
+            // A bound is no figure of the device (batch 33's held-out audit: "the device's
+            // capacity, 11.3 GiB", under a memory fraction that capped it at 11.0 GiB).
+            let stated = if c.upper_bound {
+                "taken as at most"
+            } else {
+                "taken as"
+            };
             format!(
-                "The device's capacity, {}, comes from {from} ({how}); a setting that needs no \
-                 more memory than the recording did is the surer prediction.",
+                "The device's capacity is {stated} {}, from {from} ({how}); a setting that needs \
+                 no more memory than the recording did is the surer prediction.",
                 format_bytes(c.bytes as i64)
             )
         },

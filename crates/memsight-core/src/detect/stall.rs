@@ -411,6 +411,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.focus_event = Some(worst.last as u32);
         f.stack = trace.stack[retry];
         f.suggestion = advice(cx, expandable);
+        if let Some(words) = evaluation_requests(cx, &stalls) {
+            f.suggestion = format!("{words} {}", f.suggestion);
+        }
         findings.push(f);
     }
 
@@ -446,6 +449,39 @@ fn advice(cx: &DeviceContext, expandable: bool) -> String {
              lower the peak."
         )
     }
+}
+
+/// Where every request that waited in a training trace was made in an evaluation pass (a
+/// function named for it, or under `torch.no_grad()`'s decorator), the stalls are evaluation's: its requests did not fit
+/// what training left cached, and the advice starts there (batch 33's held-out audit: a
+/// `ControlNet`'s growing validation images stalled five times, and the advice spoke of bucketing).
+fn evaluation_requests(cx: &DeviceContext, stalls: &[&Burst]) -> Option<String> {
+    // Only beside training: in a program that only evaluates (the real `cuda_llama_retry_stalls`,
+    // all of it under `validate`), nothing else cached the segments.
+    if cx.workload != super::Workload::Training {
+        return None;
+    }
+    let frames: Vec<String> = stalls
+        .iter()
+        .map(|b| super::peak::evaluation_frame(cx, b.retry? as u32))
+        .collect::<Option<_>>()?;
+    let first = frames.first()?;
+    let same = frames.iter().all(|f| f == first);
+    Some(format!(
+        "{} request{} that waited {} made in evaluation ({}{}), which the segments cached before \
+         it could not serve. Smaller evaluation inputs, or a memory-efficient attention where \
+         attention makes them, lower those requests; torch.cuda.empty_cache() before and after \
+         the evaluation hands the cache back without a failed device allocation.",
+        if frames.len() == 1 {
+            "The".to_string()
+        } else {
+            format!("All {}", frames.len())
+        },
+        if frames.len() == 1 { "" } else { "s" },
+        if frames.len() == 1 { "was" } else { "were" },
+        first,
+        if same { "" } else { ", and others" },
+    ))
 }
 
 /// The bursts with no request waiting (explicit `empty_cache()` calls) as one note.
