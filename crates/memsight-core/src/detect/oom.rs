@@ -67,6 +67,39 @@ fn oversized_request_advice(shapes: &str) -> Cow<'static, str> {
     .into()
 }
 
+/// The function of a library (installed in `site-packages`, not `PyTorch` itself) that made the
+/// request at `event`, where its stack's innermost Python frame is one and no module call is
+/// below it, as `name (package path:line)`: its shape is the library's, sized from what the program passed (batch 33's
+/// held-out audit: `MONAI`'s `sliding_window_inference` asking for a whole volume's 15 GiB output
+/// buffer was told of "an unexpected shape" before the host or a 16-bit dtype).
+fn library_request(cx: &DeviceContext, event: u32) -> Option<String> {
+    let snapshot = cx.snapshot;
+    let stack = *cx.device.trace.stack.get(event as usize)?;
+    let frame = snapshot
+        .stack_frames(stack)
+        .find(|f| crate::frames::is_python(snapshot, f))?;
+    // Not a model's layer (a module call below the program): its compute is the model's.
+    let in_a_module = snapshot.stack_frames(stack).any(|f| {
+        snapshot
+            .str(f.filename)
+            .replace('\\', "/")
+            .ends_with("torch/nn/modules/module.py")
+    });
+    let file = snapshot.str(frame.filename).replace('\\', "/");
+    (!in_a_module
+        && file.contains("-packages/")
+        && !crate::frames::is_pytorch_s_own(&file)
+        && !file.contains("/torch_npu/"))
+    .then(|| {
+        format!(
+            "{} ({}:{})",
+            snapshot.str(frame.name),
+            crate::frames::package_path(&file),
+            frame.line
+        )
+    })
+}
+
 /// The cause an OOM summary names where blocks a leak keeps hold most of the memory (set where
 /// the leak is linked to it): no allocator setting removes it.
 pub(super) const LEAK_CAUSE: &str = "a full device, filled by a leak";
@@ -452,10 +485,26 @@ fn cause_and_advice(
                 format_bytes(allocated as i64),
                 requested as f64 / allocated.max(1) as f64
             ),
-            oversized_request_advice(
-                "(an expand or broadcast before a reduction, a pairwise matrix of a large batch, \
-                 a batch or sequence far above the usual); computing it in chunks holds one \
-                 chunk at a time.",
+            library_request(cx, event).map_or_else(
+                || {
+                    oversized_request_advice(
+                        "(an expand or broadcast before a reduction, a pairwise matrix of a large \
+                         batch, a batch or sequence far above the usual); computing it in chunks \
+                         holds one chunk at a time.",
+                    )
+                },
+                |library| {
+                    format!(
+                        "The request is made inside a library's function, {library}: a tensor it \
+                         sizes from what the program passes it. Where it is meant to be this \
+                         large (an output or aggregation buffer for a whole input), have it built \
+                         on the host (where the function takes a device argument: \
+                         device=\"cpu\") or in a 16-bit dtype, or split or crop the input. Where \
+                         it is not, look at the shape of what the program passed (a batch or \
+                         size far above the usual)."
+                    )
+                    .into()
+                },
             ),
         )
     } else if cx.workload == super::Workload::Training {
