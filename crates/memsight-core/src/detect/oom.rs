@@ -67,10 +67,36 @@ fn oversized_request_advice(shapes: &str) -> Cow<'static, str> {
     .into()
 }
 
+/// What to do about one request larger than everything allocated: a library function's is told
+/// as its buffer (see [`library_request`]), any other as an unexpected shape first.
+fn single_request_advice(cx: &DeviceContext, event: u32) -> Cow<'static, str> {
+    library_request(cx, event).map_or_else(
+        || {
+            oversized_request_advice(
+                "(an expand or broadcast before a reduction, a pairwise matrix of a large \
+                 batch, a batch or sequence far above the usual); computing it in chunks \
+                 holds one chunk at a time.",
+            )
+        },
+        |library| {
+            format!(
+                "The request is made inside a library's function, {library}: a tensor it \
+                 sizes from what the program passes it. Where it is meant to be this \
+                 large (an output or aggregation buffer for a whole input), have it built \
+                 on the host (where the function takes a device argument: \
+                 device=\"cpu\") or in a 16-bit dtype, or split or crop the input. Where \
+                 it is not, look at the shape of what the program passed (a batch or \
+                 size far above the usual)."
+            )
+            .into()
+        },
+    )
+}
+
 /// The function of a library (installed in `site-packages`, not `PyTorch` itself) that made the
 /// request at `event`, where its stack's innermost Python frame is one and no module call is
-/// below it, as `name (package path:line)`: its shape is the library's, sized from what the program passed (batch 33's
-/// held-out audit: `MONAI`'s `sliding_window_inference` asking for a whole volume's 15 GiB output
+/// below it, as `name (package path:line)`: its shape is the library's, sized from what the
+/// program passed (batch 33's held-out audit: `MONAI`'s `sliding_window_inference` asking for a whole volume's 15 GiB output
 /// buffer was told of "an unexpected shape" before the host or a 16-bit dtype).
 fn library_request(cx: &DeviceContext, event: u32) -> Option<String> {
     let snapshot = cx.snapshot;
@@ -485,27 +511,7 @@ fn cause_and_advice(
                 format_bytes(allocated as i64),
                 requested as f64 / allocated.max(1) as f64
             ),
-            library_request(cx, event).map_or_else(
-                || {
-                    oversized_request_advice(
-                        "(an expand or broadcast before a reduction, a pairwise matrix of a large \
-                         batch, a batch or sequence far above the usual); computing it in chunks \
-                         holds one chunk at a time.",
-                    )
-                },
-                |library| {
-                    format!(
-                        "The request is made inside a library's function, {library}: a tensor it \
-                         sizes from what the program passes it. Where it is meant to be this \
-                         large (an output or aggregation buffer for a whole input), have it built \
-                         on the host (where the function takes a device argument: \
-                         device=\"cpu\") or in a 16-bit dtype, or split or crop the input. Where \
-                         it is not, look at the shape of what the program passed (a batch or \
-                         size far above the usual)."
-                    )
-                    .into()
-                },
-            ),
+            single_request_advice(cx, event),
         )
     } else if cx.workload == super::Workload::Training {
         (
