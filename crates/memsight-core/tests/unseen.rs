@@ -7081,7 +7081,57 @@ fn an_oom_with_more_of_the_pass_to_come_is_a_full_device() {
 /// free on the device: the request itself is what to look at.
 #[test]
 fn a_request_larger_than_everything_allocated_is_the_request_s_fault() {
-    let similarity = || frames("nt_xent", "/w/losses.py", 21);
+    let oom = request_larger_than_everything(frames("nt_xent", "/w/losses.py", 21));
+    assert!(
+        oom.summary.contains(
+            "a single request larger than everything allocated (10.0 MiB; it is 6.4× that)"
+        ) && oom.suggestion.contains("unexpected shape")
+            && !oom.suggestion.contains("Reduce what is live"),
+        "{oom:#?}"
+    );
+    // Made inside a library's function, not a model layer (batch 33's held-out audit: MONAI's
+    // `sliding_window_inference` asking for a whole volume's output buffer): named, and the
+    // buffer's levers lead.
+    let oom = request_larger_than_everything(stack(&[
+        (
+            "sliding_window_inference",
+            "/opt/conda/lib/python3.10/site-packages/monai/inferers/utils.py",
+            264,
+        ),
+        ("run_case", "/workspace/infer.py", 104),
+    ]));
+    assert!(
+        oom.suggestion.starts_with(
+            "The request is made inside a library's function, sliding_window_inference \
+             (monai/inferers/utils.py:264): a tensor it sizes from what the program passes it. \
+             Where it is meant to be this large"
+        ) && oom.suggestion.contains("device=\"cpu\""),
+        "{oom:#?}"
+    );
+    // A library's model layer (a module call below the program) is the model's compute.
+    let oom = request_larger_than_everything(stack(&[
+        (
+            "forward",
+            "/usr/lib/python3/site-packages/transformers/models/llama/modeling_llama.py",
+            856,
+        ),
+        (
+            "_call_impl",
+            "/usr/lib/python3/site-packages/torch/nn/modules/module.py",
+            1527,
+        ),
+        ("generate", "/w/serve.py", 30),
+    ]));
+    assert!(
+        oom.suggestion.contains("unexpected shape")
+            && !oom.suggestion.contains("library's function"),
+        "{oom:#?}"
+    );
+}
+
+/// The out-of-memory finding of a 64 MiB request made at `request` with 10 MiB allocated and
+/// 60 MiB free on the device.
+fn request_larger_than_everything(request: Py) -> Finding {
     let trace = vec![
         event("segment_alloc", BASE, 12 * MIB, forward_frames()),
         event("alloc", BASE, 10 * MIB, forward_frames()),
@@ -7090,7 +7140,7 @@ fn a_request_larger_than_everything_allocated_is_the_request_s_fault() {
             ("size", Py::Int(64 * MIB)),
             ("device_free", Py::Int(60 * MIB)),
             ("stream", Py::Int(0)),
-            ("frames", similarity()),
+            ("frames", request),
         ]),
     ];
     let blocks = vec![
@@ -7103,14 +7153,7 @@ fn a_request_larger_than_everything_allocated_is_the_request_s_fault() {
     )));
     let oom = of_kind(&findings, FindingKind::Oom);
     assert_eq!(oom.len(), 1, "{findings:#?}");
-    assert!(
-        oom[0].summary.contains(
-            "a single request larger than everything allocated (10.0 MiB; it is 6.4× that)"
-        ) && oom[0].suggestion.contains("unexpected shape")
-            && !oom[0].suggestion.contains("Reduce what is live"),
-        "{:#?}",
-        oom[0]
-    );
+    oom[0].clone()
 }
 
 /// Batch 23's held-out audit: a video model's clips grew 16× and a residual add failed with four

@@ -1,0 +1,55 @@
+"""Builds the ten snapshot files into ../ and gen/expected.json (the generator's own bookkeeping).
+Deterministic: fixed seeds, no wall clock.  Usage: python3 gen/build.py"""
+import json
+import os
+import pickle
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import prog_m01, prog_m02, prog_m03, prog_m04, prog_m05, prog_m06, prog_m07, prog_m08, prog_m09, prog_m10  # noqa: E402,E401
+
+OUT = os.path.dirname(HERE)
+PROGS = [prog_m01, prog_m02, prog_m03, prog_m04, prog_m05, prog_m06, prog_m07, prog_m08, prog_m09, prog_m10]
+BANNED = ("leak", "bug", "oom", "healthy", "fragment")
+
+
+def lint(d, name):
+    """No verdict words in paths or function names; every trace event well-formed."""
+    seen = set()
+    for t in d["device_traces"]:
+        for e in t:
+            fr = e.get("frames")
+            if fr is None or id(fr) in seen:
+                continue
+            seen.add(id(fr))
+            for f in fr:
+                s = (f["filename"] + " " + f["name"]).lower()
+                for w in BANNED:
+                    if w in s:
+                        raise SystemExit("%s: banned word %r in frame %r" % (name, w, f))
+    for w in BANNED:
+        assert w not in name.lower(), name
+
+
+def main():
+    exp = {}
+    for P in PROGS:
+        r = P.build()
+        d = r["data"]
+        lint(d, r["name"])
+        path = os.path.join(OUT, r["name"])
+        with open(path, "wb") as f:
+            pickle.dump(d, f, protocol=4)
+        exp[r["name"]] = dict(info=r.get("info", {}),
+                              devices={str(A.device): dict(final_allocated=A.allocated, final_reserved=A.reserved,
+                                                           stalls=[list(s) for s in A.stalls])
+                                       for A in r["devs"]})
+        n = sum(len(t) for t in d["device_traces"])
+        print("%-45s %10d bytes %7d events" % (r["name"], os.path.getsize(path), n))
+    with open(os.path.join(HERE, "expected.json"), "w") as f:
+        json.dump(exp, f, indent=1, sort_keys=True, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
