@@ -25,6 +25,8 @@
 #   MEMSIGHT_CHECKSET32  batch 32, generated snapshots (default /work/checkset/synth32)
 #   MEMSIGHT_CHECKSET33  batch 33, generated snapshots (default checkset/synth33, which
 #                        `python3 checkset/synth33/gen/build.py` fills)
+#   MEMSIGHT_CHECKSET34  batch 34, generated snapshots (default checkset/synth34, which
+#                        `python3 checkset/synth34/gen/build.py` fills)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -57,6 +59,7 @@ batches+=("synth30=${MEMSIGHT_CHECKSET30:-/work/checkset/synth30}")
 batches+=("synth31=${MEMSIGHT_CHECKSET31:-/work/checkset/synth31}")
 batches+=("synth32=${MEMSIGHT_CHECKSET32:-/work/checkset/synth32}")
 batches+=("synth33=${MEMSIGHT_CHECKSET33:-checkset/synth33}")
+batches+=("synth34=${MEMSIGHT_CHECKSET34:-checkset/synth34}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |

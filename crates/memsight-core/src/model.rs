@@ -399,6 +399,15 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether `pool` is a private pool (`segment_pool_id` other than `(0, 0)`: a CUDA graph's
+    /// or a `MemPool`'s): only allocations made into it use its segments, and `empty_cache()`
+    /// does not release them while the graph lives.
+    pub fn is_private_pool(&self, pool: PoolId) -> bool {
+        self.pools
+            .get(pool as usize)
+            .is_some_and(|&pair| pair != (0, 0))
+    }
+
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id as usize).map_or("", |s| s)
     }

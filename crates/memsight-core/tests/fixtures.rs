@@ -922,7 +922,7 @@ fn the_casebook_verdicts_hold_on_every_fixture() {
             replay,
         })
         .pad_bytes;
-        let growth = fragmented_growth(device, replay, pad_bytes);
+        let growth = fragmented_growth(&loaded.snapshot, device, replay, pad_bytes);
         let seen = (!growth.is_empty()).then(|| {
             (
                 growth.len(),

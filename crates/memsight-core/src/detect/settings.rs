@@ -260,7 +260,8 @@ fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
             && f.device == device
             && (f.summary.contains(super::oom::STATE_TO_COME_CAUSE)
                 || f.summary.contains(super::oom::PASS_TO_COME_CAUSE)
-                || f.summary.contains(super::oom::LEAK_CAUSE))
+                || f.summary.contains(super::oom::LEAK_CAUSE)
+                || f.summary.contains(super::oom::CHECKPOINT_RESTORE_CAUSE))
     })
 }
 

@@ -135,10 +135,15 @@ pub fn score_suite(seeds: std::ops::RangeInclusive<u64>, events: usize) -> Vec<S
                 BTreeSet::new()
             } else {
                 // The generator writes CUDA's allocator: no padding.
-                detect::fragmentation::fragmented_growth(device, &loaded.replays[0], 0)
-                    .iter()
-                    .map(|f| u64::from(f.segment_alloc_event))
-                    .collect()
+                detect::fragmentation::fragmented_growth(
+                    &loaded.snapshot,
+                    device,
+                    &loaded.replays[0],
+                    0,
+                )
+                .iter()
+                .map(|f| u64::from(f.segment_alloc_event))
+                .collect()
             };
             let injected: BTreeSet<u64> = if unscored {
                 BTreeSet::new()
