@@ -343,7 +343,9 @@ impl Category {
                  by the program: an input, a weight made as a plain tensor, an output); or made in \
                  a backward pass and kept, beyond one per weight of its size; or, from before \
                  the trace with no stack, what is kept beside each weight and its gradient where \
-                 each weight's size is held three or four times and no optimizer is shown"
+                 each weight's size is held three or four times and no optimizer is shown; or \
+                 restored by torch.load (a checkpoint's weights, or optimizer state saved with \
+                 them: its frames cannot tell which)"
             }
         }
     }
@@ -472,6 +474,9 @@ impl Categories {
 )]
 struct StackMarks {
     workspace: bool,
+    /// `torch.load` restoring a storage onto the device (`torch/serialization.py`): a
+    /// checkpoint's tensor, a weight or an optimizer's state saved with it.
+    checkpoint_restore: bool,
     /// `DistributedDataParallel` building its reducer's gradient buckets (`_ddp_init_helper`)
     /// or rebuilding them (`_pre_forward`), not below a call of the model.
     communication: bool,
@@ -552,6 +557,24 @@ pub fn is_replica(snapshot: &Snapshot, stack: StackId) -> bool {
 /// the replicas' gradients summed (`Broadcast.backward`).
 pub fn is_gradient_buffer(snapshot: &Snapshot, stack: StackId) -> bool {
     stack_marks(snapshot, stack).grad_buffer
+}
+
+/// Whether `stack` is `torch.load` restoring a storage onto the device
+/// (`torch/serialization.py`'s `default_restore_location`, `_cuda_deserialize`): a checkpoint's
+/// tensor, a weight or an optimizer's state saved with it, the frames cannot tell which (batch
+/// 34's held-out audit: a resumed run's 7.35 GiB of weights and `AdamW` moments, "100%
+/// parameter").
+fn restores_a_checkpoint(snapshot: &Snapshot, stack: StackId) -> bool {
+    snapshot.stack_frames(stack).any(|f| {
+        snapshot
+            .str(f.filename)
+            .replace('\\', "/")
+            .ends_with("torch/serialization.py")
+            && matches!(
+                snapshot.str(f.name),
+                "default_restore_location" | "_cuda_deserialize" | "restore_location"
+            )
+    })
 }
 
 /// Whether `stack` made a weight or an optimizer's state by its frames (a model being loaded or
@@ -667,6 +690,7 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
                 .iter()
                 .chain(&MODEL_BUILDING)
                 .any(|w| lower_name.contains(w));
+
         // Megatron's contiguous gradient buffer (`ParamAndGradBuffer`, the fp32 `main_grad` of
         // every weight, one block made when the model is wrapped for data parallelism).
         marks.grad_buffer |= file.ends_with("param_and_grad_buffer.py")
@@ -720,6 +744,8 @@ fn stack_marks(snapshot: &Snapshot, stack: StackId) -> StackMarks {
     marks.grad_buffer |= broadcast_backward;
     marks.scattered_input &= !marks.backward;
     marks.runs_the_model = runs_the_model;
+    // Told before `model_load` (a loader's name around it): see `told_by_the_stack_alone`.
+    marks.checkpoint_restore = restores_a_checkpoint(snapshot, stack);
     marks
 }
 
@@ -3215,7 +3241,10 @@ fn frames_show_backward(device: &Device, marks: &mut impl FnMut(StackId) -> Stac
 /// Workspace and communication buffers and KV caches are what their frames say, whatever their
 /// lifetime.
 fn told_by_the_stack_alone(m: StackMarks) -> Option<Category> {
-    if m.workspace {
+    // A checkpoint's tensor: weights, or optimizer state saved with them.
+    if m.checkpoint_restore {
+        Some(Category::Unknown)
+    } else if m.workspace {
         Some(Category::Workspace)
     } else if m.communication {
         Some(Category::Communication)

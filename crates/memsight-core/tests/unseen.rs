@@ -11250,6 +11250,17 @@ fn an_out_of_memory_error_restoring_a_checkpoint_is_told_of_map_location() {
         let findings = analyze(&load(&top(segments, traces)));
         let oom = of_kind(&findings, FindingKind::Oom);
         assert_eq!(oom.len(), 1, "{findings:#?}");
+        // The peak before it is the checkpoint: not named weights, advised by the failure.
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert!(
+            peak[0].device == 0
+                && peak[0].title.ends_with("100% unknown")
+                && peak[0]
+                    .suggestion
+                    .starts_with("This peak is the checkpoint torch.load was restoring"),
+            "{:#?}",
+            peak[0]
+        );
         oom[0].clone()
     };
     let oom = oom_of(true);
@@ -11340,4 +11351,53 @@ fn private_pools_holding_the_reserve_are_named_as_theirs() {
         "{:#?}",
         idle[0]
     );
+}
+
+/// A loss module's call (`nn.CrossEntropyLoss`, in `torch/nn/modules/loss.py`) is no pass
+/// through the model (batch 34's held-out audit: `BERT4Rec`'s loss, called twice from the line
+/// after the model's, with a loss-named function's tensors between, was "2 forward passes kept
+/// at once" with `total_loss += loss` advice). One pass of the model (32 MiB), the loss module
+/// (64 MiB), `calculate_loss`'s own 1 MiB, the loss module again (1 MiB), then backward.
+#[test]
+fn a_loss_module_s_calls_are_no_forward_passes() {
+    let model = || {
+        stack_of(&[
+            ("forward", "/src/model.py", 40),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1762),
+            ("calculate_loss", "/src/trainer.py", 40),
+        ])
+    };
+    let loss_module = || {
+        stack_of(&[
+            ("cross_entropy", "/py/torch/nn/functional.py", 3104),
+            ("forward", "/py/torch/nn/modules/loss.py", 1188),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1762),
+            ("calculate_loss", "/src/trainer.py", 41),
+        ])
+    };
+    let own = || frames("calculate_loss", "/src/trainer.py", 42);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let mut trace = vec![event("segment_alloc", BASE, 256 * MIB, model())];
+    let made = [
+        (BASE, 32 * MIB, model()),
+        (BASE + 32 * MIB, 64 * MIB, loss_module()),
+        (BASE + 96 * MIB, MIB, own()),
+        (BASE + 97 * MIB, MIB, loss_module()),
+        (BASE + 98 * MIB, 16 * MIB, backward()),
+    ];
+    for (at, size, stack) in &made {
+        trace.push(event("alloc", *at, *size, stack.clone()));
+    }
+    for (at, size, _) in made {
+        free_block(&mut trace, at, size, backward());
+    }
+    let pool = segment(
+        0,
+        BASE,
+        256 * MIB,
+        "large",
+        vec![block(BASE, 256 * MIB, "inactive", None)],
+    );
+    let advice = the_peak(pool, trace).suggestion;
+    assert!(!advice.contains("forward passes kept at once"), "{advice}");
 }

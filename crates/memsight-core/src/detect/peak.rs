@@ -2724,8 +2724,19 @@ fn kept_forward_passes(cx: &DeviceContext, held: &[Held], peak: u32) -> Option<K
             continue;
         }
         let (site, loss) = *site_of.entry(trace.stack[i]).or_insert_with(|| {
+            // A loss module's call (`nn.CrossEntropyLoss` in `torch/nn/modules/loss.py`) is no
+            // pass through the model (batch 34's held-out audit: `BERT4Rec`'s loss, called from
+            // the line after the model's, read as a second forward pass kept at once).
+            let loss_module = snapshot.stack_frames(trace.stack[i]).any(|f| {
+                snapshot
+                    .str(f.filename)
+                    .replace('\\', "/")
+                    .ends_with("nn/modules/loss.py")
+            });
             (
-                model_call_site(snapshot, trace.stack[i]).map(|f| (f.filename, f.line)),
+                model_call_site(snapshot, trace.stack[i])
+                    .filter(|_| !loss_module)
+                    .map(|f| (f.filename, f.line)),
                 computes_a_loss(snapshot, trace.stack[i]),
             )
         });
