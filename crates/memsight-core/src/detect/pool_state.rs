@@ -66,9 +66,10 @@ impl PrivatePools {
         format!(
             " {} private pool{} (segment_pool_id other than (0, 0): the pools of captured CUDA \
              graphs, or of a MemPool) hold {} of it in {} segment{}, {} of that in live blocks. \
-             A private pool's segments serve only the allocations made into it (a graph's \
-             capture), and {module}.empty_cache() does not release them while the graph that \
-             owns them lives.",
+             A private pool's segments serve only the allocations made into it: a graph's free \
+             blocks are where each replay of it puts its tensors, not cache for other requests, \
+             and {module}.empty_cache() does not release them while the graph that owns them \
+             lives.",
             self.pools,
             if self.pools == 1 { "" } else { "s" },
             format_bytes(self.reserved_bytes as i64),
@@ -385,7 +386,12 @@ fn release_words(pool: &Idle, module: &str) -> String {
     } else {
         String::new()
     };
-    if default_empty_bytes == 0 {
+    if pool.empty_bytes == 0 {
+        format!(
+            "{module}.empty_cache() cannot help: every segment still holds a live block, and a \
+             segment is returned only when it is empty."
+        )
+    } else if default_empty_bytes == 0 {
         format!(
             "{module}.empty_cache() cannot help: no segment of the default pool is completely \
              free{private}, and a segment is returned only when it is empty."
