@@ -11456,3 +11456,74 @@ fn a_reserve_grown_for_the_peak_s_own_tensors_is_told_as_theirs() {
         reserve[0]
     );
 }
+
+/// A stall whose request waited beside more cached free bytes than it needed, none of them in
+/// one piece, says the cache was in pieces (batch 34's held-out audit: an 832 MiB request
+/// waited beside 5.5 GiB cached free, and no finding named the fragmentation). Two 64 MiB
+/// segments each holding 40 MiB with 24 MiB free, a 20 MiB empty segment released for a 32 MiB
+/// request: 68 MiB cached free. With the live blocks grown to 60 MiB (4 MiB free in each): not
+/// said.
+#[test]
+fn a_stall_beside_a_cache_in_pieces_names_the_fragmentation() {
+    let forward = || frames("forward", "/w/model.py", 125);
+    let summary = |live_mib: i128| {
+        let (a, b, c, d) = (
+            BASE,
+            BASE + 1024 * MIB,
+            BASE + 2048 * MIB,
+            BASE + 3072 * MIB,
+        );
+        let mut trace = vec![
+            event("segment_alloc", a, 64 * MIB, forward()),
+            event("alloc", a, live_mib * MIB, forward()),
+            event("segment_alloc", b, 64 * MIB, forward()),
+            event("alloc", b, live_mib * MIB, forward()),
+            event("segment_alloc", c, 20 * MIB, forward()),
+            event("alloc", c, 20 * MIB, forward()),
+        ];
+        free_block(&mut trace, c, 20 * MIB, forward());
+        trace.extend([
+            event("segment_free", c, 20 * MIB, forward()),
+            event("segment_alloc", d, 32 * MIB, forward()),
+            event("alloc", d, 32 * MIB, forward()),
+        ]);
+        let with_live = |at: i128| {
+            segment(
+                0,
+                at,
+                64 * MIB,
+                "large",
+                vec![
+                    block(at, live_mib * MIB, "active_allocated", Some(forward())),
+                    block(at + live_mib * MIB, (64 - live_mib) * MIB, "inactive", None),
+                ],
+            )
+        };
+        let segments = vec![
+            with_live(a),
+            with_live(b),
+            segment(
+                0,
+                d,
+                32 * MIB,
+                "large",
+                vec![block(d, 32 * MIB, "active_allocated", Some(forward()))],
+            ),
+        ];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+        assert_eq!(stalls.len(), 1, "{findings:#?}");
+        stalls[0].summary.clone()
+    };
+    let pieces = summary(40);
+    assert!(
+        pieces.contains(
+            "When it began, 68.0 MiB of the 148 MiB reserved was cached in free blocks of the \
+             large pool on its stream, more than the 32.0 MiB segment made for it, yet none of \
+             them could hold it: the cache was in pieces (fragmentation)"
+        ),
+        "{pieces}"
+    );
+    let full = summary(60);
+    assert!(!full.contains("the cache was in pieces"), "{full}");
+}
