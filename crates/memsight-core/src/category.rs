@@ -3065,12 +3065,18 @@ fn phase_runs(
     let main_base = engine_thread
         .then(|| main_thread_base(snapshot, device))
         .flatten();
+    // A stack whose outermost frame is a module call's own machinery was cut short (no thread
+    // begins inside `torch/nn/modules/module.py`): the main thread's (batch 34's held-out audit:
+    // a VQGAN's LPIPS forward, its stack six frames deep, was "in the backward pass").
     let on_another_thread = |stack: StackId| {
         main_base.is_some_and(|base| {
-            snapshot
-                .stack_frames(stack)
-                .last()
-                .is_some_and(|f| f.filename != base.0 || f.name != base.1)
+            snapshot.stack_frames(stack).last().is_some_and(|f| {
+                (f.filename != base.0 || f.name != base.1)
+                    && !snapshot
+                        .str(f.filename)
+                        .replace('\\', "/")
+                        .ends_with("torch/nn/modules/module.py")
+            })
         })
     };
     // The phase a stack shows; none for a missing stack where the file gives no reason to

@@ -11527,3 +11527,59 @@ fn a_stall_beside_a_cache_in_pieces_names_the_fragmentation() {
     let full = summary(60);
     assert!(!full.contains("the cache was in pieces"), "{full}");
 }
+
+/// A stack cut short inside a module call (its outermost frame `torch/nn/modules/module.py`'s
+/// `_wrapped_call_impl`) is the main thread's forward, not a hook on autograd's thread (batch
+/// 34's held-out audit: a VQGAN's LPIPS forward, six frames deep, was "in the backward pass").
+/// A file of Python frames alone: the model's 32 MiB from `<module>`, then 16 MiB from a cut
+/// stack (the peak), then the backward pass's stackless blocks.
+#[test]
+fn a_stack_cut_short_in_a_module_call_is_the_forward_pass() {
+    let model = || {
+        stack_of(&[
+            ("forward", "/src/model.py", 40),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1527),
+            ("_wrapped_call_impl", "/py/torch/nn/modules/module.py", 1518),
+            ("<module>", "/src/train.py", 50),
+        ])
+    };
+    let cut = || {
+        stack_of(&[
+            ("forward", "/src/lpips.py", 45),
+            ("_call_impl", "/py/torch/nn/modules/module.py", 1527),
+            ("_wrapped_call_impl", "/py/torch/nn/modules/module.py", 1518),
+        ])
+    };
+    let mut trace = vec![
+        event("segment_alloc", BASE, 128 * MIB, model()),
+        event("alloc", BASE, 32 * MIB, model()),
+        event("alloc", BASE + 32 * MIB, 16 * MIB, cut()),
+    ];
+    free_block(&mut trace, BASE + 32 * MIB, 16 * MIB, Py::List(Vec::new()));
+    trace.push(event("alloc", BASE + 48 * MIB, 8 * MIB, Py::List(Vec::new())));
+    for (at, size) in [(BASE + 48 * MIB, 8), (BASE, 32)] {
+        free_block(&mut trace, at, size * MIB, Py::List(Vec::new()));
+    }
+    let step = || {
+        stack_of(&[
+            ("_multi_tensor_adamw", "/py/torch/optim/adamw.py", 600),
+            ("step", "/py/torch/optim/adamw.py", 220),
+            ("<module>", "/src/train.py", 52),
+        ])
+    };
+    trace.push(event("alloc", BASE + 64 * MIB, 4 * MIB, step()));
+    free_block(&mut trace, BASE + 64 * MIB, 4 * MIB, step());
+    let pool = segment(
+        0,
+        BASE,
+        128 * MIB,
+        "large",
+        vec![block(BASE, 128 * MIB, "inactive", None)],
+    );
+    let peak = the_peak(pool, trace);
+    assert!(
+        peak.summary.contains("allocated at event 2, in the forward pass"),
+        "{}",
+        peak.summary
+    );
+}
