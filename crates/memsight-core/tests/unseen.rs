@@ -11556,7 +11556,12 @@ fn a_stack_cut_short_in_a_module_call_is_the_forward_pass() {
         event("alloc", BASE + 32 * MIB, 16 * MIB, cut()),
     ];
     free_block(&mut trace, BASE + 32 * MIB, 16 * MIB, Py::List(Vec::new()));
-    trace.push(event("alloc", BASE + 48 * MIB, 8 * MIB, Py::List(Vec::new())));
+    trace.push(event(
+        "alloc",
+        BASE + 48 * MIB,
+        8 * MIB,
+        Py::List(Vec::new()),
+    ));
     for (at, size) in [(BASE + 48 * MIB, 8), (BASE, 32)] {
         free_block(&mut trace, at, size * MIB, Py::List(Vec::new()));
     }
@@ -11578,7 +11583,8 @@ fn a_stack_cut_short_in_a_module_call_is_the_forward_pass() {
     );
     let peak = the_peak(pool, trace);
     assert!(
-        peak.summary.contains("allocated at event 2, in the forward pass"),
+        peak.summary
+            .contains("allocated at event 2, in the forward pass"),
         "{}",
         peak.summary
     );

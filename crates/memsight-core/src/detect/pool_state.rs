@@ -100,13 +100,13 @@ impl Idle {
         let mut private_pools = FxHashSet::default();
         for s in &device.segments {
             idle.reserved_bytes += s.total_size_bytes;
+            let free: u64 = s
+                .blocks
+                .iter()
+                .filter(|b| b.state == BlockState::Inactive)
+                .map(|b| b.size_bytes)
+                .sum();
             if snapshot.is_private_pool(s.pool) {
-                let free: u64 = s
-                    .blocks
-                    .iter()
-                    .filter(|b| b.state == BlockState::Inactive)
-                    .map(|b| b.size_bytes)
-                    .sum();
                 private_pools.insert(s.pool);
                 idle.private.segments += 1;
                 idle.private.reserved_bytes += s.total_size_bytes;
@@ -115,12 +115,6 @@ impl Idle {
                     idle.private.empty_bytes += s.total_size_bytes;
                 }
             }
-            let free: u64 = s
-                .blocks
-                .iter()
-                .filter(|b| b.state == BlockState::Inactive)
-                .map(|b| b.size_bytes)
-                .sum();
             if free == 0 {
                 continue;
             }
