@@ -564,7 +564,7 @@ pub fn is_gradient_buffer(snapshot: &Snapshot, stack: StackId) -> bool {
 /// tensor, a weight or an optimizer's state saved with it, the frames cannot tell which (batch
 /// 34's held-out audit: a resumed run's 7.35 GiB of weights and `AdamW` moments, "100%
 /// parameter").
-fn restores_a_checkpoint(snapshot: &Snapshot, stack: StackId) -> bool {
+pub(crate) fn restores_a_checkpoint(snapshot: &Snapshot, stack: StackId) -> bool {
     snapshot.stack_frames(stack).any(|f| {
         snapshot
             .str(f.filename)

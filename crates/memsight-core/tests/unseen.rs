@@ -8866,28 +8866,31 @@ fn a_line_every_iteration_runs_is_no_one_time_spike() {
     assert!(!peak.summary.contains("one-time spike"), "{}", peak.summary);
 }
 
-/// A device whose allocator had to release its cache to serve a request (a stall) is not told
-/// "no fragmentation to fix" from the moment of its peak alone (batch 25's held-out audit: a
-/// tensor-parallel rank stalled three times on cached memory in pieces just before its peak,
-/// whose gap was small). A 60 MiB block, then a 96 MiB request that waits while the allocator
-/// frees a 32 MiB segment it cached, then is served from a new segment.
-#[test]
-fn a_stalled_device_is_not_told_it_has_no_fragmentation() {
+/// The findings of a pool where a 96 MiB request, made at `request`, waits while the allocator
+/// frees a 32 MiB segment it cached, then is served from a new segment; a 60 MiB block stays.
+/// Where `trains`, a backward pass's 2 MiB comes first.
+fn one_stall(request: Py, trains: bool) -> Vec<Finding> {
     let forward = || frames("forward", "/w/model.py", 125);
     let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
     let mut trace = vec![
         event("segment_alloc", a, 64 * MIB, forward()),
         event("alloc", a, 60 * MIB, forward()),
+    ];
+    if trains {
+        trace.push(event("alloc", a + 60 * MIB, 2 * MIB, engine_backward()));
+        free_block(&mut trace, a + 60 * MIB, 2 * MIB, engine_backward());
+    }
+    trace.extend([
         event("segment_alloc", b, 32 * MIB, forward()),
         event("alloc", b, 16 * MIB, forward()),
-    ];
+    ]);
     free_block(&mut trace, b, 16 * MIB, forward());
     trace.extend([
-        event("segment_free", b, 32 * MIB, forward()),
-        event("segment_alloc", c, 96 * MIB, forward()),
-        event("alloc", c, 96 * MIB, forward()),
+        event("segment_free", b, 32 * MIB, request.clone()),
+        event("segment_alloc", c, 96 * MIB, request.clone()),
+        event("alloc", c, 96 * MIB, request.clone()),
     ]);
-    free_block(&mut trace, c, 96 * MIB, forward());
+    free_block(&mut trace, c, 96 * MIB, request);
     let segments = vec![
         segment(
             0,
@@ -8907,7 +8910,17 @@ fn a_stalled_device_is_not_told_it_has_no_fragmentation() {
             vec![block(c, 96 * MIB, "inactive", None)],
         ),
     ];
-    let findings = analyze(&load(&top(segments, vec![trace])));
+    analyze(&load(&top(segments, vec![trace])))
+}
+
+/// A device whose allocator had to release its cache to serve a request (a stall) is not told
+/// "no fragmentation to fix" from the moment of its peak alone (batch 25's held-out audit: a
+/// tensor-parallel rank stalled three times on cached memory in pieces just before its peak,
+/// whose gap was small). A 60 MiB block, then a 96 MiB request that waits while the allocator
+/// frees a 32 MiB segment it cached, then is served from a new segment.
+#[test]
+fn a_stalled_device_is_not_told_it_has_no_fragmentation() {
+    let findings = one_stall(frames("forward", "/w/model.py", 125), false);
     let stalls = of_kind(&findings, FindingKind::AllocatorStall);
     assert_eq!(stalls.len(), 1, "{findings:#?}");
     assert!(
@@ -11059,45 +11072,7 @@ fn fragmentation_beside_a_request_no_pool_could_serve_is_a_note() {
 #[test]
 fn a_stall_evaluation_made_is_advised_as_evaluation_s() {
     let advice = |request: Py| {
-        let forward = || frames("forward", "/w/model.py", 125);
-        let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
-        let mut trace = vec![
-            event("segment_alloc", a, 64 * MIB, forward()),
-            event("alloc", a, 60 * MIB, forward()),
-            event("alloc", a + 60 * MIB, 2 * MIB, engine_backward()),
-        ];
-        free_block(&mut trace, a + 60 * MIB, 2 * MIB, engine_backward());
-        trace.extend([
-            event("segment_alloc", b, 32 * MIB, forward()),
-            event("alloc", b, 16 * MIB, forward()),
-        ]);
-        free_block(&mut trace, b, 16 * MIB, forward());
-        trace.extend([
-            event("segment_free", b, 32 * MIB, request.clone()),
-            event("segment_alloc", c, 96 * MIB, request.clone()),
-            event("alloc", c, 96 * MIB, request.clone()),
-        ]);
-        free_block(&mut trace, c, 96 * MIB, request);
-        let segments = vec![
-            segment(
-                0,
-                a,
-                64 * MIB,
-                "large",
-                vec![
-                    block(a, 60 * MIB, "active_allocated", Some(forward())),
-                    block(a + 60 * MIB, 4 * MIB, "inactive", None),
-                ],
-            ),
-            segment(
-                0,
-                c,
-                96 * MIB,
-                "large",
-                vec![block(c, 96 * MIB, "inactive", None)],
-            ),
-        ];
-        let findings = analyze(&load(&top(segments, vec![trace])));
+        let findings = one_stall(request, true);
         let stalls = of_kind(&findings, FindingKind::AllocatorStall);
         assert_eq!(stalls.len(), 1, "{findings:#?}");
         stalls[0].suggestion.clone()
@@ -11119,8 +11094,8 @@ fn a_stall_evaluation_made_is_advised_as_evaluation_s() {
 }
 
 /// A trace with no iterations that ends at its starting level (a server's requests, in a
-/// 128 MiB segment, on top of its 1.25 GiB of weights and cache) kept nothing it made: the peak says so beside "cannot be
-/// judged", and that nothing needs fixing (batch 33's held-out audit: a `torch_npu` server whose
+/// 128 MiB segment, on top of its 1.25 GiB of weights and cache) kept nothing it made: the peak
+/// says so beside "cannot be judged", and that nothing needs fixing (batch 33's held-out audit: a `torch_npu` server whose
 /// trace ended at exactly its weights was only told a leak could not be judged). One block kept
 /// at the end: not said.
 #[test]

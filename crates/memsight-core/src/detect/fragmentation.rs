@@ -231,7 +231,7 @@ fn pool_before_the_trace(
 }
 
 /// Whether private pools reserve at least half of the dump's pool.
-fn private_pools_dominate(cx: &DeviceContext) -> bool {
+pub(super) fn private_pools_dominate(cx: &DeviceContext) -> bool {
     let segments = &cx.device.segments;
     let private_bytes: u64 = segments
         .iter()

@@ -145,16 +145,7 @@ const CHECKPOINT_RESTORE_ADVICE: &str = "torch.load puts each saved tensor on th
 fn checkpoint_restore(cx: &DeviceContext, event: u32) -> Option<String> {
     let snapshot = cx.snapshot;
     let trace = &cx.device.trace;
-    let restores = |stack: crate::model::StackId| {
-        snapshot.stack_frames(stack).any(|f| {
-            let file = snapshot.str(f.filename).replace('\\', "/");
-            file.ends_with("torch/serialization.py")
-                && matches!(
-                    snapshot.str(f.name),
-                    "default_restore_location" | "_cuda_deserialize" | "restore_location"
-                )
-        })
-    };
+    let restores = |stack| crate::category::restores_a_checkpoint(snapshot, stack);
     if !restores(*trace.stack.get(event as usize)?) {
         return None;
     }

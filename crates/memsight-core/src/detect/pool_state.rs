@@ -54,12 +54,6 @@ struct PrivatePools {
 }
 
 impl PrivatePools {
-    /// Private pools hold at least half of what the device reserves: the pool's story is
-    /// theirs.
-    fn dominate(&self, reserved_bytes: u64) -> bool {
-        self.pools > 0 && self.reserved_bytes * 2 >= reserved_bytes
-    }
-
     /// " 32 private pools (`segment_pool_id` other than `(0, 0)`: …) hold 10.6 GiB of it in 235
     /// segments, 855 MiB of that in live blocks. …".
     fn words(&self, module: &str) -> String {
@@ -235,7 +229,7 @@ pub fn detect(cx: &DeviceContext, fragmented_until: Option<u32>, ran_short: bool
         format_bytes(pool.empty_bytes.saturating_sub(pool.private.empty_bytes) as i64),
         record_better
     );
-    if pool.private.dominate(reserved) {
+    if super::fragmentation::private_pools_dominate(cx) {
         let module = if cx.npu { "torch.npu" } else { "torch.cuda" };
         let release = release_words(&pool, module);
         f = private_pools_finding(f, &pool, module, &release);
@@ -335,7 +329,7 @@ fn at_trace_end(cx: &DeviceContext, fragmented: bool, ran_short: bool) -> Option
     f.events = (last, last);
     f.focus_event = Some(last);
     let release = release_words(&pool, module);
-    if pool.private.dominate(reserved) {
+    if super::fragmentation::private_pools_dominate(cx) {
         return Some(private_pools_finding(f, &pool, module, &release));
     }
     f.suggestion = if fragmented {
