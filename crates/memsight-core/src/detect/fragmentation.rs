@@ -31,7 +31,7 @@ use rustc_hash::FxHashMap;
 
 use crate::category::Category;
 use crate::model::{Action, BlockState, Device, StackId, StreamId};
-use crate::replay::{DeviceReplay, rounded_size_bytes};
+use crate::replay::{DeviceReplay, PoolSegment, rounded_size_bytes};
 use crate::units::format_bytes;
 
 use super::{DeviceContext, Finding, FindingKind, Severity};
@@ -503,9 +503,9 @@ fn told_as_the_peak_s(cx: &DeviceContext, in_cycle: &[FragmentedGrowth], f: &mut
     );
     let _ = write!(
         f.summary,
-        " {} of the {} of segments that grew the pool this way were made for blocks the \
-         allocated peak holds (event {peak_event}), each a tenth of it or more: the pool \
-         grew for the peak's largest tensors.",
+        " {} of the {} of segments that grew the pool this way hold, at the allocated peak \
+         (event {peak_event}), a block of a tenth of it or more: the pool grew for the peak's \
+         largest tensors.",
         format_bytes(for_peak_bytes as i64),
         format_bytes(grown_bytes as i64),
     );
@@ -516,53 +516,48 @@ fn told_as_the_peak_s(cx: &DeviceContext, in_cycle: &[FragmentedGrowth], f: &mut
     );
 }
 
-/// Where most of the bytes of `growth`'s segments were made for blocks alive at the device's
-/// allocated peak, each a tenth of it or more and larger than any block freed before it, that
-/// peak's event and those bytes: the reserve is
+/// Where most of the bytes of `growth`'s segments hold, at the device's allocated peak, a block
+/// of a tenth of it or more, each made for a request that large while every segment that could
+/// have held it held a live block as large, that peak's event and those bytes: the reserve is
 /// the peak's own large tensors' (batch 33's held-out audit: unchunked triangle attention's
 /// 3.55 GiB scores and probabilities grew the pool by 7.11 GiB beside 5.75 GiB cached, called
-/// fragmentation). Not blocks of the peak's lines made earlier: a KV cache grown by `torch.cat`
-/// each step (the public `kv_cat` decode) is the classic fragmentation, and chunking is no fix
-/// for it; so batch 34's video VAE decode, whose earlier clips grew the pool, is left as it was.
+/// fragmentation; batch 34's video VAE decode, whose 3.5 then 7 GiB tensors grew the pool
+/// level by level, each 7 GiB segment holding one of the peak's three 7 GiB tensors, the same).
+/// A segment large enough for the request that holds only smaller blocks was split by them: that
+/// is fragmentation proper (the real fused-loss benchmark's 125 MiB chunk in a freed 1000 MiB
+/// block). So is a KV cache grown by `torch.cat` each step (the public `kv_cat` decode): its
+/// earlier segments hold nothing of the peak, and chunking is no fix for it.
 fn grown_for_the_peak(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> Option<(u32, u64)> {
-    let peak = cx.replay.peak_allocated.event?;
-    let replay = cx.replay;
+    let (device, replay) = (cx.device, cx.replay);
+    let peak = replay.peak_allocated.event?;
     let peak_bytes = replay.peak_allocated.bytes.max(0) as u64;
-    // The largest block freed up to each event: a request no larger than one freed before it
-    // fitted the cache once, and a smaller block split it (the real fused-loss benchmark's
-    // 125 MiB chunk in a freed 1000 MiB block): fragmentation proper.
-    let mut freed: Vec<(u32, u64)> = replay
-        .lifetimes
-        .iter()
-        .filter_map(|l| {
-            Some((
-                l.free_completed_event.or(l.free_requested_event)?,
-                l.size_bytes.unwrap_or(l.requested_size_bytes),
-            ))
-        })
-        .collect();
-    freed.sort_unstable();
-    let mut largest = 0;
-    for f in &mut freed {
-        largest = largest.max(f.1);
-        f.1 = largest;
-    }
-    let largest_freed_before = |event: u32| {
-        let n = freed.partition_point(|&(e, _)| e < event);
-        n.checked_sub(1).map_or(0, |i| freed[i].1)
+    let large = |bytes: u64| bytes * 10 >= peak_bytes;
+    let live_as_large = |seg: &PoolSegment, bytes: u64| {
+        seg.blocks
+            .iter()
+            .any(|b| b.state != BlockState::Inactive && b.size_bytes >= bytes)
+    };
+    let at_peak = replay.pool_after(device, Some(peak));
+    let holds_the_peak_s = |g: &FragmentedGrowth| {
+        let address = device.trace.addr[g.segment_alloc_event as usize];
+        g.segment_alloc_event <= peak
+            && at_peak
+                .segments
+                .iter()
+                .find(|seg| seg.address == address)
+                .is_some_and(|seg| live_as_large(seg, peak_bytes.div_ceil(10)))
+    };
+    let no_segment_split_for_it = |g: &FragmentedGrowth| {
+        replay
+            .pool_after(device, g.segment_alloc_event.checked_sub(1))
+            .segments
+            .iter()
+            .filter(|seg| seg.total_size_bytes >= g.requested_bytes)
+            .all(|seg| live_as_large(seg, g.requested_bytes))
     };
     let for_peak_bytes: u64 = growth
         .iter()
-        .filter(|g| largest_freed_before(g.request_event) < g.requested_bytes)
-        .filter(|g| {
-            let lifetime = replay
-                .event_lifetime
-                .get(g.request_event as usize)
-                .copied()
-                .filter(|&l| l != crate::replay::NO_LIFETIME);
-            g.requested_bytes * 10 >= peak_bytes
-                && lifetime.is_some_and(|l| replay.lifetimes[l as usize].is_live_after(Some(peak)))
-        })
+        .filter(|g| large(g.requested_bytes) && holds_the_peak_s(g) && no_segment_split_for_it(g))
         .map(|g| g.segment_bytes)
         .sum();
     let grown_bytes: u64 = growth.iter().map(|g| g.segment_bytes).sum();
