@@ -1921,6 +1921,64 @@ fn the_model_freed_at_exit_is_no_iteration_s_low_point() {
     assert!(!leaking.contains("No leak"), "{leaking}");
 }
 
+/// Optimizer steps called in turn from two places of the program, in one order that repeats,
+/// are one iteration a round (batch 34's held-out audit: `DreamerV3`'s 4 training calls, each
+/// stepping a world model's, an actor's and a critic's optimizer, read as 12 iterations). Three
+/// rounds, each a forward and backward pass then the model's step (`train.py:152`), another
+/// pass then the critic's (`train.py:190`); with every step from one line, six iterations.
+#[test]
+fn optimizers_stepped_in_turn_are_one_iteration_a_round() {
+    let iterations = |second_line: i128| {
+        let forward = || frames("forward", "/src/model.py", 30);
+        let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+        let step = |line: i128| {
+            two_frames(
+                ("_single_tensor_adam", "/lib/torch/optim/adam.py", 400),
+                ("_train", "/src/train.py", line),
+            )
+        };
+        let mut trace = vec![event("segment_alloc", BASE, 64 * MIB, forward())];
+        for _ in 0..3 {
+            for line in [152, second_line] {
+                trace.push(event("alloc", BASE, 4 * MIB, forward()));
+                trace.push(event("alloc", BASE + 4 * MIB, 8 * MIB, backward()));
+                free_block(&mut trace, BASE, 4 * MIB, backward());
+                trace.push(event("alloc", BASE + 12 * MIB, 2 * MIB, step(line)));
+                free_block(&mut trace, BASE + 12 * MIB, 2 * MIB, step(line));
+                free_block(&mut trace, BASE + 4 * MIB, 8 * MIB, forward());
+            }
+        }
+        let pool = segment(
+            0,
+            BASE,
+            64 * MIB,
+            "large",
+            vec![block(BASE, 64 * MIB, "inactive", None)],
+        );
+        let findings = analyze(&load(&top(vec![pool], vec![trace])));
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert_eq!(peak.len(), 1, "{findings:#?}");
+        peak[0]
+            .evidence
+            .iter()
+            .find(|e| e.starts_with("iterations: "))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let rounds = iterations(190);
+    assert!(
+        rounds.starts_with(
+            "iterations: 3 iterations (from the optimizer steps, each iteration one round"
+        ),
+        "{rounds}"
+    );
+    let one_line = iterations(152);
+    assert!(
+        one_line.starts_with("iterations: 6 iterations"),
+        "{one_line}"
+    );
+}
+
 /// Where no iterations are found, no request is an outlier "that only one iteration asked for"
 /// (batch 26's held-out audit: a generation loop's prefill blocks, 224× the median of its decode
 /// steps from the same line, flagged with "(no iterations found)"): twenty 1 MiB requests and
