@@ -171,23 +171,7 @@ pub fn find(
         return None;
     }
     let starting = |bounds: Vec<u32>, source| starting_at(bounds, source, end);
-    // Boundaries that end iterations: the first iteration starts with the trace, and whatever
-    // follows the last end belongs to the last iteration.
-    let ending = |mut ends: Vec<u32>, source| {
-        ends.sort_unstable();
-        ends.dedup();
-        ends.retain(|&b| b > 0 && b <= end);
-        // The last iteration runs on to the trace's end.
-        let last_end = ends.pop()?;
-        let mut bounds = vec![0];
-        bounds.extend(ends);
-        bounds.push(end);
-        Some(Steps {
-            bounds,
-            source,
-            last_end: Some(last_end),
-        })
-    };
+    let ending = |ends: Vec<u32>, source| ending_at(ends, source, end);
     if trace.has_time() {
         // Running maximum, so the search stays valid if the clock ever steps back.
         let mut latest = i64::MIN;
@@ -227,12 +211,10 @@ pub fn find(
         {
             return starting(starts, StepSource::InputBatches);
         }
-        if let Some(ends) =
-            rounds_of_optimizer_steps(snapshot, device, categories, &annotated_steps)
+        let each = StepSource::OptimizerAnnotations;
+        if let Some(steps) =
+            optimizer_iterations(snapshot, device, categories, annotated_steps, each)
         {
-            return ending(ends, StepSource::OptimizerRounds);
-        }
-        if let Some(steps) = ending(annotated_steps, StepSource::OptimizerAnnotations) {
             return Some(steps);
         }
     }
@@ -262,10 +244,8 @@ pub fn find(
     if let Some(ends) = passes_making_gradients(replay, categories, optimizer_ends.len()) {
         return ending(ends, StepSource::BackwardPasses);
     }
-    if let Some(ends) = rounds_of_optimizer_steps(snapshot, device, categories, &optimizer_ends) {
-        return ending(ends, StepSource::OptimizerRounds);
-    }
-    if let Some(steps) = ending(optimizer_ends, StepSource::OptimizerSteps) {
+    let each = StepSource::OptimizerSteps;
+    if let Some(steps) = optimizer_iterations(snapshot, device, categories, optimizer_ends, each) {
         return Some(steps);
     }
     // The curve's shape is an iteration's only where backward makes it fall: in a forward pass
@@ -279,6 +259,40 @@ pub fn find(
     }
     let ends = regular_backward_pass_ends(categories)?;
     ending(ends, StepSource::BackwardPasses)
+}
+
+/// Iterations ended at `ends` (the first starts with the trace, and whatever follows the last
+/// end belongs to the last iteration), in a trace of `end` events; `None` for no end.
+fn ending_at(mut ends: Vec<u32>, source: StepSource, end: u32) -> Option<Steps> {
+    ends.sort_unstable();
+    ends.dedup();
+    ends.retain(|&b| b > 0 && b <= end);
+    // The last iteration runs on to the trace's end.
+    let last_end = ends.pop()?;
+    let mut bounds = vec![0];
+    bounds.extend(ends);
+    bounds.push(end);
+    Some(Steps {
+        bounds,
+        source,
+        last_end: Some(last_end),
+    })
+}
+
+/// Iterations ended by the optimizer steps ending at `step_ends`: one a round where the steps
+/// come in rounds (see [`rounds_of_optimizer_steps`]), else one a step (`each`).
+fn optimizer_iterations(
+    snapshot: &Snapshot,
+    device: &Device,
+    categories: &Categories,
+    step_ends: Vec<u32>,
+    each: StepSource,
+) -> Option<Steps> {
+    let end = device.trace.len() as u32;
+    match rounds_of_optimizer_steps(snapshot, device, categories, &step_ends) {
+        Some(rounds) => ending_at(rounds, StepSource::OptimizerRounds, end),
+        None => ending_at(step_ends, each, end),
+    }
 }
 
 /// Iterations started at `bounds` (the first starts at its boundary), in a trace of `end`
