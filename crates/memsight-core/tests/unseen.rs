@@ -1979,6 +1979,126 @@ fn optimizers_stepped_in_turn_are_one_iteration_a_round() {
     );
 }
 
+/// A training loop of `iterations` iterations (a 64 MiB forward temporary, an 8 MiB backward
+/// block, a 2 MiB optimizer temporary, 8 MiB of weights) whose line `train.py:126` keeps a block
+/// of `kept_bytes` in the iterations `keeps` says, freeing the oldest once it holds `cap`.
+fn kept_by_a_loop(
+    iterations: i128,
+    kept_bytes: i128,
+    keeps: impl Fn(i128) -> bool,
+    cap: Option<usize>,
+) -> Vec<Finding> {
+    let init = || frames("__init__", "/src/model.py", 10);
+    let forward = || frames("forward", "/src/model.py", 30);
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let step = || {
+        two_frames(
+            ("_single_tensor_adam", "/lib/torch/optim/adam.py", 400),
+            ("train_step", "/src/train.py", 120),
+        )
+    };
+    let keep = || {
+        two_frames(
+            ("train_step", "/src/train.py", 126),
+            ("fit", "/src/train.py", 288),
+        )
+    };
+    let kept_at = |k: i128| BASE + 128 * MIB + k * 4 * MIB;
+    let mut trace = vec![
+        event("segment_alloc", BASE, 1024 * MIB, init()),
+        event("alloc", BASE, 8 * MIB, init()),
+    ];
+    let mut alive: std::collections::VecDeque<i128> = std::collections::VecDeque::new();
+    for k in 0..iterations {
+        trace.push(event("alloc", BASE + 8 * MIB, 64 * MIB, forward()));
+        trace.push(event("alloc", BASE + 72 * MIB, 8 * MIB, backward()));
+        free_block(&mut trace, BASE + 8 * MIB, 64 * MIB, backward());
+        trace.push(event("alloc", BASE + 80 * MIB, 2 * MIB, step()));
+        free_block(&mut trace, BASE + 80 * MIB, 2 * MIB, step());
+        free_block(&mut trace, BASE + 72 * MIB, 8 * MIB, forward());
+        if keeps(k) {
+            trace.push(event("alloc", kept_at(k), kept_bytes, keep()));
+            alive.push_back(k);
+            if cap.is_some_and(|cap| alive.len() > cap) {
+                let oldest = alive.pop_front().expect("one kept");
+                free_block(&mut trace, kept_at(oldest), kept_bytes, keep());
+            }
+        }
+    }
+    let mut blocks = vec![
+        block(BASE, 8 * MIB, "active_allocated", Some(init())),
+        block(BASE + 8 * MIB, 120 * MIB, "inactive", None),
+    ];
+    let rounded = (kept_bytes.max(512) + 511) / 512 * 512;
+    let mut at = BASE + 128 * MIB;
+    for k in 0..iterations {
+        if alive.contains(&k) {
+            if kept_at(k) > at {
+                blocks.push(block(at, kept_at(k) - at, "inactive", None));
+            }
+            blocks.push(block(kept_at(k), rounded, "active_allocated", Some(keep())));
+            at = kept_at(k) + rounded;
+        }
+    }
+    blocks.push(block(at, BASE + 1024 * MIB - at, "inactive", None));
+    let pool = segment(0, BASE, 1024 * MIB, "large", blocks);
+    analyze(&load(&top(vec![pool], vec![trace])))
+}
+
+/// A block kept every iteration that would take 100,000 iterations to add a hundredth of the
+/// peak is no leak (batch 35's held-out audit: a 4-byte loss scalar kept per step, "Leak: 4 B
+/// per iteration" on a healthy 10.7 GiB run); 64 KiB a step in the same loop is one.
+#[test]
+fn a_leak_of_a_few_bytes_an_iteration_is_not_told() {
+    let leaks = |bytes| {
+        let findings = kept_by_a_loop(16, bytes, |_| true, None);
+        of_kind(&findings, FindingKind::Leak).len()
+    };
+    assert_eq!(leaks(4), 0);
+    assert_eq!(leaks(64 * 1024), 1);
+}
+
+/// A store that holds as many blocks at the end of every iteration once full, dropping its
+/// oldest for each new one, is no leak (batch 35's held-out audit: a GPU clip cache capped at
+/// 600 clips, "Leak: 132 MiB per iteration"): 24 iterations, each keeping 4 MiB, capped at 14
+/// blocks; without the cap, a leak.
+#[test]
+fn a_store_capped_at_a_number_of_entries_is_no_leak() {
+    let capped = kept_by_a_loop(24, 4 * MIB, |_| true, Some(14));
+    let store = of_kind(&capped, FindingKind::BoundedGrowth);
+    assert!(
+        of_kind(&capped, FindingKind::Leak).is_empty()
+            && store.len() == 1
+            && store[0]
+                .title
+                .starts_with("A store capped at 14 blocks, not a leak: 56.0 MiB"),
+        "{capped:#?}"
+    );
+    let uncapped = kept_by_a_loop(24, 4 * MIB, |_| true, None);
+    assert_eq!(
+        of_kind(&uncapped, FindingKind::Leak).len(),
+        1,
+        "{uncapped:#?}"
+    );
+}
+
+/// A leak in jumps at evenly spaced iterations is told as something the loop does on a
+/// schedule (batch 35's held-out audit: a `state_dict` copy appended every 10 steps, told to
+/// look for a stored exception): 24 iterations, every 4th keeping 4 MiB.
+#[test]
+fn a_leak_every_few_iterations_is_told_as_a_schedule() {
+    let findings = kept_by_a_loop(24, 4 * MIB, |k| k % 4 == 3, None);
+    let leak = of_kind(&findings, FindingKind::Leak);
+    assert_eq!(leak.len(), 1, "{findings:#?}");
+    assert!(
+        leak[0]
+            .suggestion
+            .starts_with("6 of the 24 iterations kept them, one every 4:"),
+        "{}",
+        leak[0].suggestion
+    );
+}
+
 /// Where no iterations are found, no request is an outlier "that only one iteration asked for"
 /// (batch 26's held-out audit: a generation loop's prefill blocks, 224× the median of its decode
 /// steps from the same line, flagged with "(no iterations found)"): twenty 1 MiB requests and
@@ -11692,6 +11812,76 @@ fn a_stall_beside_a_cache_in_pieces_names_the_fragmentation() {
     );
     let full = summary(60);
     assert!(!full.contains("the cache was in pieces"), "{full}");
+}
+
+/// A stall whose request was larger than every segment the cache held, most of the free bytes
+/// in segments holding nothing, is told as that request's, not as a cache in pieces (batch 35's
+/// held-out audit: a diagnostics callback's 4.90 GiB flat copy beside 44 GiB of whole activation
+/// segments, "the cache was in pieces (fragmentation)"). 8 MiB of weights, two 64 MiB segments
+/// emptied, both released for a 96 MiB request; where the request's own line made those
+/// segments (a tensor grown step by step), the cache was in pieces.
+#[test]
+fn a_stall_for_a_request_larger_than_every_segment_names_the_request() {
+    let stall = |own_line: bool| {
+        let forward = || frames("forward", "/w/model.py", 125);
+        let flat = || frames("update_ratio", "/w/diagnostics.py", 34);
+        let maker = move || if own_line { flat() } else { forward() };
+        let (a, b, d, e) = (
+            BASE,
+            BASE + 1024 * MIB,
+            BASE + 2048 * MIB,
+            BASE + 3072 * MIB,
+        );
+        let mut trace = vec![
+            event("segment_alloc", e, 8 * MIB, forward()),
+            event("alloc", e, 8 * MIB, forward()),
+        ];
+        for at in [a, b] {
+            trace.push(event("segment_alloc", at, 64 * MIB, maker()));
+            trace.push(event("alloc", at, 64 * MIB, maker()));
+        }
+        for at in [a, b] {
+            free_block(&mut trace, at, 64 * MIB, maker());
+        }
+        trace.extend([
+            event("segment_free", a, 64 * MIB, flat()),
+            event("segment_free", b, 64 * MIB, flat()),
+            event("segment_alloc", d, 96 * MIB, flat()),
+            event("alloc", d, 96 * MIB, flat()),
+        ]);
+        let live = |at: i128, mib: i128, stack: Py| {
+            segment(
+                0,
+                at,
+                mib * MIB,
+                "large",
+                vec![block(at, mib * MIB, "active_allocated", Some(stack))],
+            )
+        };
+        let segments = vec![live(e, 8, forward()), live(d, 96, flat())];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+        assert_eq!(stalls.len(), 1, "{findings:#?}");
+        stalls[0].clone()
+    };
+    let grown = stall(true);
+    assert!(
+        grown.summary.contains("the cache was in pieces"),
+        "{grown:#?}"
+    );
+    let stalls = [stall(false)];
+    assert!(
+        stalls[0].summary.contains(
+            "128 MiB of it in 2 segments holding nothing, the largest 64.0 MiB: the request was \
+             larger than any segment the cache held"
+        ) && !stalls[0].summary.contains("in pieces")
+            && stalls[0].suggestion.starts_with(
+                "Make the 96.0 MiB request at update_ratio (/w/diagnostics.py:34) smaller or \
+                 avoid it"
+            ),
+        "{:#?}",
+        stalls[0]
+    );
 }
 
 /// A stack cut short inside a module call (its outermost frame `torch/nn/modules/module.py`'s

@@ -409,15 +409,20 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         // The request waited though the cache held more than it in free blocks: none of them
         // fitted it, so the cache was in pieces (batch 34's held-out audit: an 832 MiB request
         // waited beside 5.5 GiB cached free, and no finding named the fragmentation).
+        let mut too_large = false;
         if trace.action[retry] != Action::Oom && !expandable {
-            f.summary
-                .push_str(&cached_in_pieces(cx, worst.first, retry));
+            let cached = cached_in_pieces(cx, worst.first, retry);
+            too_large = cached.larger_than_every_segment;
+            f.summary.push_str(&cached.sentence);
         }
         f.bytes = worst.freed_bytes;
         f.events = (worst.first as u32, retry as u32);
         f.focus_event = Some(worst.last as u32);
         f.stack = trace.stack[retry];
         f.suggestion = advice(cx, expandable);
+        if too_large {
+            f.suggestion = too_large_advice(cx, retry);
+        }
         if let Some(words) = evaluation_requests(cx, &stalls) {
             f.suggestion = format!("{words} {}", f.suggestion);
         }
@@ -428,17 +433,30 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     findings
 }
 
+/// What the cache held when a stall began, for its summary.
+struct CachedFree {
+    /// " When it began, 5.47 GiB of the 21.3 GiB reserved was cached in free blocks …", or empty.
+    sentence: String,
+    /// Most of those free bytes were whole segments, each smaller than the request: the request
+    /// was too large for any segment, not blocked by pieces.
+    larger_than_every_segment: bool,
+}
+
 /// " When it began, 5.47 GiB of the 21.3 GiB reserved was cached in free blocks …": where the
 /// free blocks of the large pool, on the waiting request's stream and outside private pools,
 /// held more than the segment made for it (`retry`) just before the release at `first`; empty
-/// otherwise. None of them fitted it, or it would not have waited.
-fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> String {
+/// otherwise. None of them fitted it, or it would not have waited. Where most of those bytes
+/// were segments with nothing in them, the request was larger than any segment the cache held:
+/// no pieces were to blame (batch 35's held-out audit: a diagnostics callback's 4.90 GiB flat
+/// copy of every gradient beside 44 GiB of whole activation segments, read as "the cache was in
+/// pieces (fragmentation)").
+fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFree {
     let trace = &cx.device.trace;
     let segment_bytes = trace.size_bytes[retry];
     let pool = cx
         .replay
         .pool_after(cx.device, (first as u32).checked_sub(1));
-    let free_bytes: u64 = pool
+    let segments: Vec<_> = pool
         .segments
         .iter()
         .filter(|s| {
@@ -446,20 +464,103 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> String {
                 && s.total_size_bytes != 2 << 20
                 && !cx.snapshot.is_private_pool(s.pool)
         })
+        .collect();
+    let free_bytes: u64 = segments
+        .iter()
         .flat_map(|s| &s.blocks)
         .filter(|b| b.state == crate::model::BlockState::Inactive)
         .map(|b| b.size_bytes)
         .sum();
     if free_bytes < segment_bytes {
-        return String::new();
+        return CachedFree {
+            sentence: String::new(),
+            larger_than_every_segment: false,
+        };
     }
-    format!(
+    let empty: Vec<u64> = segments
+        .iter()
+        .filter(|s| {
+            s.blocks
+                .iter()
+                .all(|b| b.state == crate::model::BlockState::Inactive)
+        })
+        .map(|s| s.total_size_bytes)
+        .collect();
+    let empty_bytes: u64 = empty.iter().sum();
+    let largest = empty.iter().copied().max().unwrap_or(0);
+    // The empty segments were made for other code than the request's: a request of a size the
+    // program asks for again and again (a KV cache grown by `torch.cat`, validation images
+    // that grow) left segments of its own sizes behind, fragmentation proper.
+    let site = |stack| crate::frames::headline_frame(cx.snapshot, stack);
+    let request_site = site(trace.stack[retry]);
+    let mut made_by: FxHashMap<u64, StackId> = FxHashMap::default();
+    for i in 0..first {
+        if trace.action[i] == Action::SegmentAlloc {
+            made_by.insert(trace.addr[i], trace.stack[i]);
+        }
+    }
+    let made_elsewhere = segments
+        .iter()
+        .filter(|s| {
+            s.blocks
+                .iter()
+                .all(|b| b.state == crate::model::BlockState::Inactive)
+        })
+        .all(|s| {
+            made_by
+                .get(&s.address)
+                .is_none_or(|&stack| site(stack) != request_site)
+        });
+    let head = format!(
         " When it began, {} of the {} reserved was cached in free blocks of the large pool on \
-         its stream, more than the {} segment made for it, yet none of them could hold it: the \
-         cache was in pieces (fragmentation), and the release was the price of that.",
+         its stream, more than the {} segment made for it",
         format_bytes(free_bytes as i64),
         format_bytes(pool.totals.reserved_bytes),
         format_bytes(segment_bytes as i64),
+    );
+    if empty_bytes * 2 >= free_bytes && largest < segment_bytes && made_elsewhere {
+        return CachedFree {
+            sentence: format!(
+                "{head}, {} of it in {} segments holding nothing, the largest {}: the request \
+                 was larger than any segment the cache held, and a segment cannot grow into its \
+                 neighbours, so the allocator released them to make room. One request that \
+                 large, not pieces between live blocks, is what the release paid for.",
+                format_bytes(empty_bytes as i64),
+                empty.len(),
+                format_bytes(largest as i64),
+            ),
+            larger_than_every_segment: true,
+        };
+    }
+    CachedFree {
+        sentence: format!(
+            "{head}, yet none of them could hold it: the cache was in pieces (fragmentation), \
+             and the release was the price of that."
+        ),
+        larger_than_every_segment: false,
+    }
+}
+
+/// What to do where the request that waited (`retry`'s) was larger than every segment the
+/// cache held: that request first, then expandable segments where the platform has them.
+fn too_large_advice(cx: &DeviceContext, retry: usize) -> String {
+    let trace = &cx.device.trace;
+    let site = crate::frames::headline_frame(cx.snapshot, trace.stack[retry])
+        .unwrap_or_else(|| "its call site".to_string());
+    let expandable_too = if cx.snapshot.recorded_on_windows() {
+        String::new()
+    } else {
+        format!(
+            " Or turn on expandable segments ({}=expandable_segments:True): they avoid the \
+             free-everything-and-retry path.",
+            cx.alloc_conf_variable()
+        )
+    };
+    format!(
+        "Make the {} request at {site} smaller or avoid it: compute what it holds in chunks, \
+         or, where it joins many tensors into one (a flat copy, a concatenation), over them in \
+         turn (torch._foreach_norm and its kind work on lists of tensors).{expandable_too}",
+        format_bytes(trace.size_bytes[retry] as i64),
     )
 }
 
