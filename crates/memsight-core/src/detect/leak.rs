@@ -772,32 +772,62 @@ struct Cap {
 
 /// Whether `site` is a store capped at a number of entries: at the end of its last quarter of
 /// the trace's iterations or more (and [`MIN_LEAKING_ITERATIONS`]), it holds its most blocks,
-/// the same number every time, while it makes a block an iteration or more and frees as many
+/// the same number every time and no more than a quarter more bytes at the end than when it
+/// filled, while it makes a block an iteration or more and frees as many
 /// (batch 35's held-out audit: a video dataset's GPU clip cache capped at 600 clips, full from
 /// step 45 of 80 with 468 evictions, read as "Leak: 132 MiB per iteration").
 fn capped_at(cx: &DeviceContext, steps: &Steps, site: &Leaking) -> Option<Cap> {
     let n = steps.count();
+    // Its blocks' allocations and frees in trace order, each with its bytes.
     let (mut made, mut gone, mut bytes_at_end) = (Vec::new(), Vec::new(), 0);
     for l in cx.replay.lifetimes.iter().filter(|l| l.stack == site.stack) {
         let Some(alloc) = l.alloc_event else { continue };
-        made.push(alloc);
+        made.push((alloc, l.requested_size_bytes));
         match l.free_completed_event.or(l.free_requested_event) {
-            Some(free) => gone.push(free),
+            Some(free) => gone.push((free, l.requested_size_bytes)),
             None => bytes_at_end += l.requested_size_bytes,
         }
     }
     made.sort_unstable();
     gone.sort_unstable();
-    let live_at = |b: u32| made.partition_point(|&e| e < b) - gone.partition_point(|&e| e < b);
-    let held: Vec<usize> = steps.bounds[1..=n].iter().map(|&b| live_at(b)).collect();
-    let entries = *held.iter().max()?;
-    let full = held.iter().rev().take_while(|&&c| c == entries).count();
+    // The bytes of the first k of each, for every k.
+    let running = |v: &[(u32, u64)]| {
+        let mut sum = 0;
+        std::iter::once(0)
+            .chain(v.iter().map(|&(_, size)| {
+                sum += size;
+                sum
+            }))
+            .collect::<Vec<u64>>()
+    };
+    let (made_bytes, gone_bytes) = (running(&made), running(&gone));
+    // Blocks and bytes alive just before event `b`.
+    let alive_at = |b: u32| {
+        let (m, g) = (
+            made.partition_point(|&(e, _)| e < b),
+            gone.partition_point(|&(e, _)| e < b),
+        );
+        (m - g, made_bytes[m].saturating_sub(gone_bytes[g]))
+    };
+    let held: Vec<(usize, u64)> = steps.bounds[1..=n].iter().map(|&b| alive_at(b)).collect();
+    let entries = held.iter().map(|&(count, _)| count).max()?;
+    let full = held
+        .iter()
+        .rev()
+        .take_while(|&&(c, _)| c == entries)
+        .count();
     if entries < 2 || full < MIN_LEAKING_ITERATIONS.max(n / 4) {
         return None;
     }
     let from_k = n - full;
+    // Entries that grow while their number stays (tensors replaced by larger ones, a model
+    // densified) still grow the store.
+    let (_, bytes_when_full) = held[from_k];
+    if bytes_at_end * 4 > bytes_when_full * 5 {
+        return None;
+    }
     let since = steps.bounds[from_k + 1];
-    let replaced = made.len() - made.partition_point(|&e| e < since);
+    let replaced = made.len() - made.partition_point(|&(e, _)| e < since);
     (replaced + 1 >= full).then_some(Cap {
         entries,
         from_k,
