@@ -2986,7 +2986,8 @@ fn workspaces_of_the_backward_thread(
 const CUBLAS_DEFAULT_WORKSPACE_BYTES: u64 = 8_519_680;
 /// cuBLAS's default workspace on Hopper and later GPUs (`:4096:8`).
 const CUBLAS_HOPPER_WORKSPACE_BYTES: u64 = 32 << 20;
-/// More blocks of that size from before the trace than this are taken for weights.
+/// More blocks of that size (or of a workspace the trace made) from before the trace than this
+/// are taken for weights.
 const MAX_CUBLAS_WORKSPACES: usize = 4;
 
 /// A block alive before the trace with no stack, never freed, and exactly the size of a
@@ -3042,6 +3043,10 @@ fn workspaces_made_before_the_trace(
     {
         workspace_sizes.insert(CUBLAS_HOPPER_WORKSPACE_BYTES);
     }
+    // Of a traced workspace's size too, many such blocks are weights (batch 35's held-out
+    // audit: 25 weights of 16 MiB from before the trace read as workspace, beside Transformer
+    // Engine's 16 MiB FP8 weight copies from `get_weight_workspace`).
+    workspace_sizes.retain(|&size| untraced_of_size(size) <= MAX_CUBLAS_WORKSPACES);
     for (l, c) in replay.lifetimes.iter().zip(of_lifetime.iter_mut()) {
         if untraced_weight(l, *c) && workspace_sizes.contains(&l.requested_size_bytes) {
             *c = Category::Workspace;

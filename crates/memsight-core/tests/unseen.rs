@@ -3338,6 +3338,55 @@ fn a_tensor_grown_by_copying_is_named() {
     assert!(!advice.contains("re-allocates"), "{advice}");
 }
 
+/// Stackless blocks from before the trace of a workspace's size the trace makes are taken for
+/// such workspaces only where a few: many are weights of that size (batch 35's held-out audit:
+/// 25 weights of 16 MiB read as workspace beside Transformer Engine's 16 MiB FP8 weight copies).
+/// A 16 MiB `get_weight_workspace` block made in a training trace, beside two or six stackless
+/// 16 MiB blocks from before it.
+#[test]
+fn many_blocks_of_a_workspace_s_size_from_before_the_trace_are_weights() {
+    let backward = || frames("torch::autograd::generated::MmBackward0::apply", "", 0);
+    let workspace = || {
+        frames(
+            "get_weight_workspace",
+            "/py/transformer_engine/pytorch/module/base.py",
+            923,
+        )
+    };
+    let run = |before: i128| {
+        let made = BASE + before * 16 * MIB;
+        let trace = vec![
+            event("alloc", made, 16 * MIB, workspace()),
+            event("alloc", made + 16 * MIB, MIB, backward()),
+            event("free_requested", made + 16 * MIB, MIB, backward()),
+            event("free_completed", made + 16 * MIB, MIB, backward()),
+        ];
+        let mut blocks: Vec<Py> = (0..before)
+            .map(|k| block(BASE + k * 16 * MIB, 16 * MIB, "active_allocated", None))
+            .collect();
+        blocks.push(block(made, 16 * MIB, "active_allocated", Some(workspace())));
+        blocks.push(block(
+            made + 16 * MIB,
+            256 * MIB - (before + 1) * 16 * MIB,
+            "inactive",
+            None,
+        ));
+        let by_mib = categories_by_mib(vec![segment(0, BASE, 256 * MIB, "large", blocks)], trace);
+        by_mib
+            .into_iter()
+            .filter(|&(mib, _)| mib == 16)
+            .map(|(_, category)| category)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(2), ["workspace", "workspace", "workspace"]);
+    let six = run(6);
+    assert_eq!(
+        six.iter().filter(|&&c| c == "parameter").count(),
+        6,
+        "{six:?}"
+    );
+}
+
 /// cuBLAS's default workspace on Hopper is 32 MiB (`:4096:8`): in a training trace, stackless
 /// blocks of that size from before it with no gradient of their size are workspaces, not
 /// weights (a held-out minGPT step: two beside 437 weights that each had a gradient); a 32 MiB
@@ -3513,6 +3562,51 @@ fn one_optimizer_state_per_weight_from_before_the_trace_is_not_a_weight() {
     ] {
         assert!(peak.summary.contains(words), "{words}: {}", peak.summary);
     }
+}
+
+/// An out-of-memory error whose own line already holds a large block made for the same call is
+/// told so, with that block's advice first; one exactly twice a 16-bit tensor from before the
+/// trace is named as its 32-bit copy (batch 35's held-out audit: a retriever's fp32 copy of its
+/// fp16 index, 25.3 GiB, held when the score matrix failed, advised "a smaller batch"). A 64 MiB
+/// index from before the trace, its 128 MiB copy made by `search`, then `search`'s 96 MiB request
+/// fails with 8 MiB free; with the copy made by another line, not said.
+#[test]
+fn an_oom_beside_its_own_line_s_large_block_names_that_block() {
+    let summary_and_advice = |copy_line: i128| {
+        let search = || frames("search", "/srv/index.py", 52);
+        let copy = move || frames("search", "/srv/index.py", copy_line);
+        let mut oom = event("oom", 0, 96 * MIB, search());
+        if let Py::Dict(fields) = &mut oom {
+            fields.push(("device_free", Py::Int(8 * MIB)));
+        }
+        let trace = vec![event("alloc", BASE + 64 * MIB, 128 * MIB, copy()), oom];
+        let segments = vec![segment(
+            0,
+            BASE,
+            256 * MIB,
+            "large",
+            vec![
+                block(BASE, 64 * MIB, "active_allocated", None),
+                block(BASE + 64 * MIB, 128 * MIB, "active_allocated", Some(copy())),
+                block(BASE + 192 * MIB, 64 * MIB, "inactive", None),
+            ],
+        )];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let ooms = of_kind(&findings, FindingKind::Oom);
+        assert_eq!(ooms.len(), 1, "{findings:#?}");
+        (ooms[0].summary.clone(), ooms[0].suggestion.clone())
+    };
+    let (summary, advice) = summary_and_advice(52);
+    assert!(
+        summary.contains(
+            "The failing line, search (/srv/index.py:52), already held 128 MiB (67% of what was \
+             allocated), made before this request, exactly twice a 64.0 MiB block alive since \
+             before the trace"
+        ) && advice.starts_with("Lower that line's own 128 MiB block first"),
+        "{summary}\n{advice}"
+    );
+    let (summary, _) = summary_and_advice(30);
+    assert!(!summary.contains("The failing line"), "{summary}");
 }
 
 /// The allocator's last attempt before an out-of-memory error: it releases a 96 MiB free
