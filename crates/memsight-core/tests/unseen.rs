@@ -3660,6 +3660,71 @@ fn an_oom_beside_its_own_line_s_large_block_names_that_block() {
     assert!(!summary.contains("The failing line"), "{summary}");
 }
 
+/// A peak whose largest temporary is exactly twice a large block from before the trace is
+/// advised as a 32-bit copy of that 16-bit tensor, not with in-place operations (batch 35's
+/// re-audit: a retriever's 25.3 GiB fp32 copy of its 12.65 GiB fp16 index, advised `relu_`). A
+/// 64 MiB index from before the trace, `search` making a 128 MiB copy and 16 MiB of scores
+/// between small requests; beside a 48 MiB block instead, the usual advice.
+#[test]
+fn a_temporary_twice_a_block_from_before_the_trace_is_told_as_its_copy() {
+    let advice = |before_mib: i128| {
+        let search = || frames("search", "/srv/index.py", 52);
+        let other = || frames("encode", "/srv/encoder.py", 20);
+        let at = |mib: i128| BASE + 64 * MIB + mib * MIB;
+        let mut trace = Vec::new();
+        for _ in 0..10 {
+            trace.push(event("alloc", at(200), MIB, other()));
+            free_block(&mut trace, at(200), MIB, other());
+        }
+        trace.push(event("alloc", at(0), 128 * MIB, search()));
+        trace.push(event("alloc", at(128), 16 * MIB, search()));
+        free_block(&mut trace, at(128), 16 * MIB, search());
+        free_block(&mut trace, at(0), 128 * MIB, search());
+        for _ in 0..10 {
+            trace.push(event("alloc", at(200), MIB, other()));
+            free_block(&mut trace, at(200), MIB, other());
+        }
+        let segments = vec![
+            segment(
+                0,
+                BASE,
+                64 * MIB,
+                "large",
+                vec![
+                    block(BASE, before_mib * MIB, "active_allocated", None),
+                    block(
+                        BASE + before_mib * MIB,
+                        (64 - before_mib) * MIB,
+                        "inactive",
+                        None,
+                    ),
+                ],
+            ),
+            segment(
+                0,
+                at(0),
+                256 * MIB,
+                "large",
+                vec![block(at(0), 256 * MIB, "inactive", None)],
+            ),
+        ];
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let peak = of_kind(&findings, FindingKind::Peak);
+        assert_eq!(peak.len(), 1, "{findings:#?}");
+        peak[0].suggestion.clone()
+    };
+    let copy = advice(64);
+    assert!(
+        copy.contains(
+            "the largest, from search (/srv/index.py:52), is exactly twice a 64.0 MiB block \
+             alive since before the trace"
+        ) && !copy.contains("relu_"),
+        "{copy}"
+    );
+    let usual = advice(48);
+    assert!(!usual.contains("exactly twice"), "{usual}");
+}
+
 /// The allocator's last attempt before an out-of-memory error: it releases a 96 MiB free
 /// segment and retries a 384 MiB request that fails, with 24 MiB cached free and 252 MiB free
 /// on the device. Nothing could have served it: no allocator setting or fragmentation advice,

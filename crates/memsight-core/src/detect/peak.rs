@@ -300,6 +300,7 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     let largest_temporary = largest_temporary.map_or_else(String::new, |h| name(h.2));
     let mut facts = PeakFacts::of(cx, &held, &largest_temporary);
     facts.largest_temporary_recomputed = recomputed;
+    facts.largest_temporary_doubles = doubled_before_the_trace(&held, &largest, total);
     f.evidence
         .extend(facts.kept_forwards.as_ref().map(KeptForwards::evidence));
     if let Some(grown) = &facts.grown_by_copy {
@@ -1106,6 +1107,9 @@ struct PeakFacts<'a> {
     /// made it, recomputing a forward pass inside backward.
     largest_temporary: &'a str,
     largest_temporary_recomputed: bool,
+    /// Where the largest temporary block holds a quarter of the peak or more and is exactly
+    /// twice a block alive since before the trace, that block's bytes: a 32-bit copy of it.
+    largest_temporary_doubles: Option<u64>,
     /// What a forward-only trace shows of autograd recording.
     autograd: AutogradSign,
     /// Optimizer-step temporaries at the peak, and whether they are multi-tensor (`foreach`).
@@ -1491,6 +1495,7 @@ impl<'a> PeakFacts<'a> {
             generation: generation.clone(),
             largest_temporary,
             largest_temporary_recomputed: false,
+            largest_temporary_doubles: None,
             autograd: if generation.is_none() && keeps_layers(cx, held) {
                 AutogradSign::KeepsLayers
             } else if let Some(bytes) = kept_inside_modules(cx, held) {
@@ -2807,6 +2812,17 @@ fn temporary_advice(facts: &PeakFacts) -> String {
          `_record_memory_history(stacks=\"all\")` to see which operation makes them."
             .to_string()
     } else {
+        if let Some(half) = facts.largest_temporary_doubles {
+            return format!(
+                "Most of the peak is temporary tensors; the largest, from {}, is exactly twice \
+                 a {} block alive since before the trace: a 32-bit copy of a 16-bit tensor \
+                 (.float()) has that size. Computing with the tensor as it is stored (a 16-bit \
+                 matmul accumulates in 32 bits on the device) needs no copy; computing it in \
+                 chunks holds one chunk at a time.",
+                facts.largest_temporary,
+                format_bytes(half as i64)
+            );
+        }
         // Whether its inputs are still held at the peak the trace does not say (a held-out
         // step's input was freed before it): no advice to free them.
         format!(
@@ -2816,6 +2832,19 @@ fn temporary_advice(facts: &PeakFacts) -> String {
             facts.largest_temporary
         )
     }
+}
+
+/// See [`PeakFacts::largest_temporary_doubles`] (batch 35's re-audit: a retriever's peak, a
+/// 25.3 GiB fp32 copy of its 12.65 GiB fp16 index, advised `relu_`).
+fn doubled_before_the_trace(held: &[Held], largest: &[&Held], total: u64) -> Option<u64> {
+    let temporary = largest.iter().find(|h| h.0 == Category::Temporary)?;
+    (temporary.1 * 4 >= total)
+        .then(|| {
+            held.iter()
+                .find(|h| h.3.is_none() && h.1 * 2 == temporary.1)
+                .map(|h| h.1)
+        })
+        .flatten()
 }
 
 /// What to do where the largest part of the peak is unknown.
