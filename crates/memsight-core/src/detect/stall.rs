@@ -437,8 +437,9 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
 struct CachedFree {
     /// " When it began, 5.47 GiB of the 21.3 GiB reserved was cached in free blocks …", or empty.
     sentence: String,
-    /// Most of those free bytes were whole segments, each smaller than the request: the request
-    /// was too large for any segment, not blocked by pieces.
+    /// Most of those free bytes were whole segments, each smaller than the request and none
+    /// made by the request's own line: the request was too large for any segment, not blocked
+    /// by pieces.
     larger_than_every_segment: bool,
 }
 
@@ -477,17 +478,16 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
             larger_than_every_segment: false,
         };
     }
-    let empty: Vec<u64> = segments
+    let empty: Vec<_> = segments
         .iter()
         .filter(|s| {
             s.blocks
                 .iter()
                 .all(|b| b.state == crate::model::BlockState::Inactive)
         })
-        .map(|s| s.total_size_bytes)
         .collect();
-    let empty_bytes: u64 = empty.iter().sum();
-    let largest = empty.iter().copied().max().unwrap_or(0);
+    let empty_bytes: u64 = empty.iter().map(|s| s.total_size_bytes).sum();
+    let largest = empty.iter().map(|s| s.total_size_bytes).max().unwrap_or(0);
     // The empty segments were made for other code than the request's: a request of a size the
     // program asks for again and again (a KV cache grown by `torch.cat`, validation images
     // that grow) left segments of its own sizes behind, fragmentation proper.
@@ -499,18 +499,11 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
             made_by.insert(trace.addr[i], trace.stack[i]);
         }
     }
-    let made_elsewhere = segments
-        .iter()
-        .filter(|s| {
-            s.blocks
-                .iter()
-                .all(|b| b.state == crate::model::BlockState::Inactive)
-        })
-        .all(|s| {
-            made_by
-                .get(&s.address)
-                .is_none_or(|&stack| site(stack) != request_site)
-        });
+    let made_elsewhere = empty.iter().all(|s| {
+        made_by
+            .get(&s.address)
+            .is_none_or(|&stack| site(stack) != request_site)
+    });
     let head = format!(
         " When it began, {} of the {} reserved was cached in free blocks of the large pool on \
          its stream, more than the {} segment made for it",
