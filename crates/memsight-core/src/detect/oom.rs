@@ -414,11 +414,7 @@ struct HeldByTheLine {
 impl HeldByTheLine {
     fn sentence(&self, allocated: u64) -> String {
         let twice = self.half_of_it_bytes.map_or_else(String::new, |half| {
-            format!(
-                ", exactly twice a {} block alive since before the trace: a 32-bit copy of a \
-                 16-bit tensor (.float()) has that size",
-                format_bytes(half as i64)
-            )
+            format!(", {}", super::peak::twice_a_block_before_the_trace(half))
         });
         format!(
             " The failing line, {}, already held {} ({}% of what was allocated), made before \
@@ -430,9 +426,12 @@ impl HeldByTheLine {
     }
 
     fn advice(&self, requested: u64) -> String {
-        let dtype = if self.half_of_it_bytes.is_some() {
-            "compute with the 16-bit tensor as it is stored (a 16-bit matmul accumulates in 32 \
-             bits on the device) instead of copying it to 32 bits, or "
+        let dtype: &str = if self.half_of_it_bytes.is_some() {
+            &format!(
+                "compute with the 16-bit tensor as it is stored {} instead of copying it to 32 \
+                 bits, or ",
+                super::peak::SIXTEEN_BIT_MATMUL
+            )
         } else {
             ""
         };

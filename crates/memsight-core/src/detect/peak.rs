@@ -2814,13 +2814,11 @@ fn temporary_advice(facts: &PeakFacts) -> String {
     } else {
         if let Some(half) = facts.largest_temporary_doubles {
             return format!(
-                "Most of the peak is temporary tensors; the largest, from {}, is exactly twice \
-                 a {} block alive since before the trace: a 32-bit copy of a 16-bit tensor \
-                 (.float()) has that size. Computing with the tensor as it is stored (a 16-bit \
-                 matmul accumulates in 32 bits on the device) needs no copy; computing it in \
-                 chunks holds one chunk at a time.",
+                "Most of the peak is temporary tensors; the largest, from {}, is {}. Computing \
+                 with the tensor as it is stored {SIXTEEN_BIT_MATMUL} needs no copy; computing \
+                 it in chunks holds one chunk at a time.",
                 facts.largest_temporary,
-                format_bytes(half as i64)
+                twice_a_block_before_the_trace(half)
             );
         }
         // Whether its inputs are still held at the peak the trace does not say (a held-out
@@ -2833,6 +2831,22 @@ fn temporary_advice(facts: &PeakFacts) -> String {
         )
     }
 }
+
+/// "exactly twice a 12.6 GiB block alive since before the trace: a 32-bit copy of a 16-bit
+/// tensor (`.float()`) has that size", said of a block twice as large as one of `half` bytes
+/// from before the trace (the peak's largest temporary, the failing line's block at an
+/// out-of-memory error).
+pub(super) fn twice_a_block_before_the_trace(half: u64) -> String {
+    format!(
+        "exactly twice a {} block alive since before the trace: a 32-bit copy of a 16-bit \
+         tensor (.float()) has that size",
+        format_bytes(half as i64)
+    )
+}
+
+/// Why computing with a 16-bit tensor as stored loses no precision a 32-bit copy would keep.
+pub(super) const SIXTEEN_BIT_MATMUL: &str =
+    "(a 16-bit matmul accumulates in 32 bits on the device)";
 
 /// See [`PeakFacts::largest_temporary_doubles`] (batch 35's re-audit: a retriever's peak, a
 /// 25.3 GiB fp32 copy of its 12.65 GiB fp16 index, advised `relu_`).
