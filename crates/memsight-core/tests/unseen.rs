@@ -6533,7 +6533,10 @@ fn repetitions_beside_one_larger_excursion_are_recognised() {
     assert_eq!(peak.len(), 1, "{findings:#?}");
     let summary = &peak[0].summary;
     assert!(
-        summary.contains("comes back to the same low point 6 times")
+        // The weights before the first step and after each of the six, the last of them right
+        // before the decode (a rise that separates it), counted before the peak alone.
+        summary.contains("comes back to the same low point 7 times (events 0 to 53;")
+            && summary.contains("a fall as large separate, before the peak)")
             && summary.contains("nothing leaks across those repetitions")
             && !summary.contains("no repeating shape"),
         "{summary}"
@@ -6660,12 +6663,13 @@ fn a_serving_loop_after_its_warm_up_is_recognised() {
     assert_eq!(peak.len(), 1, "{findings:#?}");
     let summary = &peak[0].summary;
     assert!(
-        summary.contains("comes back to the same low point 40 times")
+        // Before the first step and after each of the 40, the last at the trace's end.
+        summary.contains("comes back to the same low point 41 times")
             // How a return is counted, so that the count can be checked: 20 % of the steps'
-            // 12 MiB range.
+            // 12 MiB range, after the warm-up's peak.
             && summary.contains(
                 "; 1.04 GiB; counting low points that a rise of at least 2.40 MiB and a fall as \
-                 large separate)"
+                 large separate, after the peak, and its return at the end)"
             )
             && summary.contains("The peak (event 2) comes before the first of them, 188 MiB above")
             && !summary.contains("no repeating shape"),
@@ -12210,5 +12214,55 @@ fn a_stack_cut_short_in_a_module_call_is_the_forward_pass() {
             .contains("allocated at event 2, in the forward pass"),
         "{}",
         peak.summary
+    );
+}
+
+/// An inference trace over weights loaded before it: six requests of 100 MiB and, between the
+/// third and fourth, one of 300 MiB, each freed (`free_requested` brings the curve back), the
+/// trace ending back on the weights. The seven returns, one after each request, are counted
+/// over the whole trace by the rule the finding states, with the return at the end (batch 35's re-audit could not recount "3 times (events 0 to 36379)" where the curve
+/// came back 7 times, the last at the end); the healthy device's advice says first that nothing
+/// needs fixing, not "Start recording before the model is loaded" (batch 35's re-audit: a
+/// healthy mixture-of-experts server).
+#[test]
+fn returns_to_one_low_point_are_counted_over_the_whole_trace() {
+    let weights = BASE + 4096 * MIB;
+    let request = BASE;
+    let serve = || frames("generate", "/srv/app/serve.py", 77);
+    let mut trace = Vec::new();
+    for mib in [100, 100, 100, 300, 100, 100, 100] {
+        trace.push(event("alloc", request, mib * MIB, serve()));
+        free_block(&mut trace, request, mib * MIB, serve());
+    }
+    // The last request's `free_requested`.
+    let last = trace.len() - 2;
+    let pool = vec![
+        segment(
+            0,
+            request,
+            512 * MIB,
+            "large",
+            vec![block(request, 512 * MIB, "inactive", None)],
+        ),
+        segment(
+            0,
+            weights,
+            1024 * MIB,
+            "large",
+            vec![block(weights, 1024 * MIB, "active_allocated", None)],
+        ),
+    ];
+    let findings = analyze(&load(&top(pool, vec![trace])));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert_eq!(peak.len(), 1, "{findings:#?}");
+    assert!(
+        peak[0].summary.contains(&format!(
+            "comes back to the same low point 7 times (events 1 to {last}; 1.00 GiB;"
+        )) && peak[0]
+            .summary
+            .contains("Nothing on this device needs fixing for memory")
+            && peak[0].suggestion.starts_with("Nothing to fix."),
+        "{:#?}",
+        peak[0]
     );
 }

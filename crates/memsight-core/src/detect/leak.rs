@@ -1653,18 +1653,10 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
             floor.len()
         )
     } else if hi - lo <= flat {
-        format!(
-            " The allocated curve comes back to the same low point {} times (events {first_at} \
-             to {last_at}; {}; {counted}): whatever repeats (layers, steps or batches) frees what it makes, \
-             so nothing leaks across those repetitions. The trace marks no training iteration, \
-             so leaks from one training step to the next are not judged.",
-            lows.len(),
-            if format_bytes(hi) == format_bytes(lo) {
-                format_bytes(lo)
-            } else {
-                format!("{} to {}", format_bytes(lo), format_bytes(hi))
-            }
-        )
+        let Some(sentence) = same_low_point(cx, &lows, swing_bytes, flat, &counted) else {
+            return false;
+        };
+        sentence
     } else {
         let range = if (lo, hi) == (first.min(last), first.max(last)) {
             String::new()
@@ -1694,6 +1686,101 @@ fn note_repetitions(cx: &DeviceContext, peak: &mut [Finding]) -> bool {
         f.summary.push_str(&sentence);
     }
     true
+}
+
+/// The sentence for `lows` (at the first and last's events) that all sit at one level (within
+/// `flat`): the returns to that level counted over the whole trace by the stated rule (see
+/// [`returns_to_one_level`]), or on the repetitions' side of a peak that stands apart from them.
+fn same_low_point(
+    cx: &DeviceContext,
+    lows: &[(u32, i64)],
+    swing_bytes: i64,
+    flat: i64,
+    counted: &str,
+) -> Option<String> {
+    let allocated = cx.replay.allocated_bytes();
+    let (Some(&(first_at, _)), Some(&(last_at, _))) = (lows.first(), lows.last()) else {
+        return None;
+    };
+    let levels = lows.iter().map(|&(_, level)| level);
+    let (lo, hi) = (levels.clone().min().unwrap_or(0), levels.max().unwrap_or(0));
+    // Where the peak is a stretch of its own beside them (a decode after the denoising
+    // steps), the returns on its other side belong to it, not to the repetitions.
+    let peak_at = cx.replay.peak_allocated.event.unwrap_or(0);
+    let beside = !peak_beside_the_repetitions(cx, (first_at, last_at), lows.len()).is_empty();
+    let side = match beside {
+        false => None,
+        true if peak_at < first_at => Some(peak_at..u32::MAX),
+        true => Some(0..peak_at),
+    };
+    let (returns, at_the_end) = returns_to_one_level(allocated, swing_bytes, (lo, hi), flat);
+    let returns: Vec<(u32, i64)> = returns
+        .into_iter()
+        .filter(|(at, _)| side.as_ref().is_none_or(|side| side.contains(at)))
+        .collect();
+    let over = match (&side, at_the_end) {
+        (None, false) => "over the whole trace",
+        (None, true) => "over the whole trace, and its return at the end",
+        (Some(side), _) if side.start == 0 => "before the peak",
+        (Some(_), false) => "after the peak",
+        (Some(_), true) => "after the peak, and its return at the end",
+    };
+    let (Some(&(from, _)), Some(&(to, _))) = (returns.first(), returns.last()) else {
+        return None;
+    };
+    let levels = returns.iter().map(|&(_, level)| level);
+    let (lowest, highest) = (levels.clone().min().unwrap_or(0), levels.max().unwrap_or(0));
+    let level = if highest == lowest {
+        format_bytes(lowest)
+    } else if format_bytes(highest) == format_bytes(lowest) {
+        format!(
+            "{}, the lowest and highest of them {} apart",
+            format_bytes(lowest),
+            format_bytes(highest - lowest)
+        )
+    } else {
+        format!("{} to {}", format_bytes(lowest), format_bytes(highest))
+    };
+    Some(format!(
+        " The allocated curve comes back to the same low point {} times (events {from} to \
+         {to}; {level}; {counted}, {over}): \
+         whatever repeats (layers, steps or batches) frees what it makes, so nothing leaks \
+         across those repetitions. The trace marks no training iteration, so leaks from one \
+         training step to the next are not judged.",
+        returns.len(),
+    ))
+}
+
+/// The low points of the whole of `allocated` that a swing of `swing_bytes` separates, at the
+/// level `(lo, hi)` of the repetitions found (within `flat`), and the trace's end where it rose
+/// from the last of them and came back (`true` with it): what a reader counts who follows the stated rule over
+/// the whole trace (batch 35's re-audit could not recount "3 times (events 0 to 36379)", found
+/// before the peak alone, where the curve came back 7 times to event 109114).
+fn returns_to_one_level(
+    allocated: &[i64],
+    swing_bytes: i64,
+    (lo, hi): (i64, i64),
+    flat: i64,
+) -> (Vec<(u32, i64)>, bool) {
+    let at_level = |level: i64| level >= lo - flat && level <= hi + flat;
+    let mut returns: Vec<(u32, i64)> = super::steps::lows_separated_by(allocated, swing_bytes)
+        .into_iter()
+        .filter(|&(_, level)| at_level(level))
+        .collect();
+    if let (Some(&(last_at, _)), Some(&end)) = (returns.last(), allocated.last()) {
+        let rose_since = allocated[last_at as usize..]
+            .iter()
+            .any(|&a| a - end >= swing_bytes);
+        if at_level(end) && rose_since {
+            let mut at = allocated.len() - 1;
+            while at > last_at as usize && allocated[at - 1] <= end {
+                at -= 1;
+            }
+            returns.push((at as u32, allocated[at]));
+            return (returns, true);
+        }
+    }
+    (returns, false)
 }
 
 /// " The peak (event 21508) comes after the last of them, 1.94 GiB above the most they reach

@@ -925,52 +925,81 @@ fn say_no_fragmentation(cx: &DeviceContext, peaks: &mut [Finding]) {
 }
 
 /// Where a device's peak already says "no leak" and "no fragmentation to fix" and nothing else
-/// found on it is a problem (no out-of-memory error, stall, outlier, growth, contradiction or
+/// found on it is a problem (no out-of-memory error, stall, outlier, leak, contradiction or
 /// warning), the peak says the trace needs nothing fixed, and its advice becomes what lowers the
 /// peak if it must come down: batch 23's held-out audit found "healthy run, nothing to change"
 /// the verdict most often left unsaid, and the peak's levers read as a problem's fix (chunking
-/// advised to a healthy 208 MiB service).
+/// advised to a healthy 208 MiB service). A store that stopped growing (a `BoundedGrowth` note:
+/// "not a leak") says no leak as well (batch 35's re-audit: a video clip cache capped at 600
+/// clips, its peak told to checkpoint activations without a condition). Where the device's only
+/// problems are the allocator's (a stall, fragmentation), the peak is not what to fix and its
+/// advice says so (batch 35's re-audit: a stalling run told to checkpoint activations).
 fn say_nothing_to_fix(device_findings: &mut [Finding]) {
-    let problem = device_findings.iter().any(|f| {
-        f.severity > Severity::Info
-            || matches!(
+    let problems: Vec<&Finding> = device_findings
+        .iter()
+        .filter(|f| {
+            f.severity > Severity::Info
+                || matches!(
+                    f.kind,
+                    FindingKind::Leak
+                        | FindingKind::Fragmentation
+                        | FindingKind::AllocatorStall
+                        | FindingKind::Oom
+                        | FindingKind::OutlierAllocation
+                        | FindingKind::Integrity
+                        | FindingKind::InefficientMemory
+                )
+        })
+        .collect();
+    // A warning of the allocator's (an "Info" reserve grown for the peak's own tensors is none).
+    let the_allocators = problems.iter().any(|f| f.severity > Severity::Info)
+        && problems.iter().all(|f| {
+            matches!(
                 f.kind,
-                FindingKind::Leak
-                    | FindingKind::Fragmentation
-                    | FindingKind::AllocatorStall
-                    | FindingKind::Oom
-                    | FindingKind::OutlierAllocation
-                    | FindingKind::BoundedGrowth
-                    | FindingKind::Integrity
-                    | FindingKind::InefficientMemory
+                FindingKind::AllocatorStall | FindingKind::Fragmentation
             )
-    });
-    if problem {
+        });
+    if !problems.is_empty() && !the_allocators {
         return;
     }
-    // Advice that leads with something to fix (a previous result held, the optimizer's
-    // temporaries) is no healthy peak's. No leak is said by iterations whose low point stays,
-    // or, in a trace that marks none (inference), by the curve's returns to one low point
-    // (batch 33's held-out audit: a speculative-decoding server told to quantise its weights,
-    // with no word that nothing needs fixing).
-    for peak in device_findings.iter_mut().filter(|f| {
+    let store_stopped = device_findings
+        .iter()
+        .any(|f| f.kind == FindingKind::BoundedGrowth);
+    let healthy = |f: &Finding| {
         f.kind == FindingKind::Peak
-            && NO_LEAK_SAID.iter().any(|said| f.summary.contains(said))
-            && f.summary.contains("No fragmentation to fix")
-            && peak::LARGEST_PART_LEADS
-                .iter()
-                .any(|lead| f.suggestion.starts_with(lead))
-    }) {
-        peak.summary.push_str(
-            " Nothing on this device needs fixing for memory: its trace shows no out-of-memory \
-             error, leak, allocator stall or fragmentation.",
-        );
-        if let Some(first) = peak.suggestion.chars().next() {
+            && (store_stopped || NO_LEAK_SAID.iter().any(|said| f.summary.contains(said)))
+            && (the_allocators || f.summary.contains("No fragmentation to fix"))
+    };
+    for peak in device_findings.iter_mut().filter(|f| healthy(f)) {
+        if peak::LARGEST_PART_LEADS
+            .iter()
+            .any(|lead| peak.suggestion.starts_with(lead))
+        {
+            let condition = if the_allocators {
+                "The peak is not this device's problem (its allocator finding says what is). \
+                 Only if the peak must come down"
+            } else {
+                "Only if the peak must come down"
+            };
             peak.suggestion = format!(
-                "Only if the peak must come down (to fit a smaller device, a larger batch or \
-                 longer inputs): {}{}",
-                first.to_lowercase(),
-                &peak.suggestion[first.len_utf8()..]
+                "{condition} (to fit a smaller device, a larger batch or longer inputs): {}",
+                lowercase_first(&peak.suggestion)
+            );
+        } else if !the_allocators && peak.suggestion.starts_with(peak::UNTRACED_UNKNOWN_LEAD) {
+            // Weights or a cache from before the trace: recording earlier says which, but
+            // nothing needs it (batch 35's re-audit: a healthy MoE server whose advice led
+            // with "Start recording before the model is loaded").
+            peak.suggestion = format!(
+                "Nothing to fix. Only to know what the memory from before the trace is: {}",
+                lowercase_first(&peak.suggestion)
+            );
+        } else {
+            continue;
+        }
+        if !the_allocators {
+            peak.summary.push_str(
+                " Nothing on this device needs fixing for memory: its trace shows no \
+                 out-of-memory error, leak, allocator stall or fragmentation.",
             );
         }
     }
@@ -1171,4 +1200,49 @@ fn optimizer_steps_words(cx: &DeviceContext, steps: usize) -> Option<String> {
 #[cfg(test)]
 pub(crate) mod test_support {
     pub use crate::r#gen::generate_loaded as generated;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Finding, FindingKind, Severity};
+
+    /// A device's peak that says no leak and no fragmentation: beside a store that stopped
+    /// growing it is told healthy and advised with a condition (batch 35's re-audit: a clip
+    /// cache capped at 600 clips); beside an allocator stall, its advice says the stall is the
+    /// problem (batch 35's re-audit: a stalling run told to checkpoint activations); beside a
+    /// leak, it is left as it is.
+    #[test]
+    fn a_peak_beside_a_capped_store_or_a_stall_is_advised_with_a_condition() {
+        let advice = "Most of the peak is activations. Activation checkpointing lowers it.";
+        let with = |kind: FindingKind, severity: Severity| {
+            let mut peak = Finding::new(FindingKind::Peak, Severity::Info, 0);
+            peak.summary = "No leak: the low point stays. No fragmentation to fix: …".to_string();
+            peak.suggestion = advice.to_string();
+            let mut findings = vec![peak, Finding::new(kind, severity, 0)];
+            super::say_nothing_to_fix(&mut findings);
+            findings.swap_remove(0)
+        };
+        let store = with(FindingKind::BoundedGrowth, Severity::Info);
+        assert!(
+            store.summary.ends_with(
+                "Nothing on this device needs fixing for memory: its trace shows no \
+                 out-of-memory error, leak, allocator stall or fragmentation."
+            ) && store.suggestion.starts_with(
+                "Only if the peak must come down (to fit a smaller device, a larger batch or \
+                 longer inputs): most of the peak is activations."
+            ),
+            "{store:#?}"
+        );
+        let stall = with(FindingKind::AllocatorStall, Severity::Warning);
+        assert!(
+            !stall.summary.contains("Nothing on this device")
+                && stall.suggestion.starts_with(
+                    "The peak is not this device's problem (its allocator finding says what \
+                     is). Only if the peak must come down"
+                ),
+            "{stall:#?}"
+        );
+        let leak = with(FindingKind::Leak, Severity::Warning);
+        assert_eq!(leak.suggestion, advice);
+    }
 }

@@ -2861,6 +2861,11 @@ fn doubled_before_the_trace(held: &[Held], largest: &[&Held], total: u64) -> Opt
         .flatten()
 }
 
+/// How the advice begins where most of the peak's unknown memory is stackless blocks from before
+/// the trace (weights or a cache; the device's health is judged apart).
+pub(super) const UNTRACED_UNKNOWN_LEAD: &str =
+    "Most of the unknown memory was allocated before the trace began, with no call stack";
+
 /// What to do where the largest part of the peak is unknown.
 fn unknown_advice(facts: &PeakFacts) -> String {
     // What a call before the trace returned, held through the next: said, and advised, above.
@@ -2876,12 +2881,12 @@ fn unknown_advice(facts: &PeakFacts) -> String {
     // Made before recording began: the trace holds no allocation of theirs to judge.
     if facts.unknown_untraced_bytes * 2 > facts.unknown_bytes {
         // Stackless blocks from before a trace that shows no training: weights or a cache.
-        "Most of the unknown memory was allocated before the trace began, with no call stack: \
-         the model's weights loaded before recording, or a cache made then (a KV cache looks the \
-         same), and the file cannot tell which. Start recording before the model is loaded, \
-         with `_record_memory_history(max_entries=…)` large enough to keep it, to see what made \
-         each block."
-            .to_string()
+        format!(
+            "{UNTRACED_UNKNOWN_LEAD}: the model's weights loaded before recording, or a cache \
+             made then (a KV cache looks the same), and the file cannot tell which. Start \
+             recording before the model is loaded, with `_record_memory_history(max_entries=…)` \
+             large enough to keep it, to see what made each block."
+        )
     } else if facts.unknown_before_the_trace_bytes * 2 > facts.unknown_bytes {
         "Most of the unknown memory was allocated before the trace began: the trace holds no \
          allocation of it, so it does not show when it was made (a block \

@@ -708,32 +708,42 @@ fn low_points_by(allocated: &[i64], swing_share_percent: i64) -> Vec<(u32, i64)>
     if swing <= 0 {
         return Vec::new();
     }
+    let lows = lows_separated_by(allocated, swing);
+    let levels = lows.iter().map(|&(_, level)| level);
+    let spread = levels.clone().max().unwrap_or(0) - levels.min().unwrap_or(0);
+    if spread * 2 > hi - lo {
+        return Vec::new();
+    }
+    lows
+}
+
+/// The low points of `allocated`, `(event, bytes)`, that a rise of at least `swing_bytes` and a
+/// fall as large separate: the lowest value since the last high, once the curve has risen
+/// `swing_bytes` above it; then the highest, until the curve falls as much from it. The rule a
+/// finding states with its count, so that the count can be checked.
+pub fn lows_separated_by(allocated: &[i64], swing_bytes: i64) -> Vec<(u32, i64)> {
+    let Some(&start) = allocated.first().filter(|_| swing_bytes > 0) else {
+        return Vec::new();
+    };
     let mut lows: Vec<(u32, i64)> = Vec::new();
-    // Looking for a low point: the lowest value since the last high, until the curve rises from
-    // it by `swing`. Then looking for a high: until the curve falls from it by `swing`.
     let mut seeking_low = true;
-    let (mut low_at, mut low) = (0u32, allocated[0]);
-    let mut high = allocated[0];
+    let (mut low_at, mut low) = (0u32, start);
+    let mut high = start;
     for (i, &a) in allocated.iter().enumerate() {
         if seeking_low {
             if a < low {
                 (low_at, low) = (i as u32, a);
-            } else if a - low >= swing {
+            } else if a - low >= swing_bytes {
                 lows.push((low_at, low));
                 seeking_low = false;
                 high = a;
             }
         } else if a > high {
             high = a;
-        } else if high - a >= swing {
+        } else if high - a >= swing_bytes {
             seeking_low = true;
             (low_at, low) = (i as u32, a);
         }
-    }
-    let levels = lows.iter().map(|&(_, level)| level);
-    let spread = levels.clone().max().unwrap_or(0) - levels.min().unwrap_or(0);
-    if spread * 2 > hi - lo {
-        return Vec::new();
     }
     lows
 }
