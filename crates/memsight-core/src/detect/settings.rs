@@ -142,6 +142,13 @@ fn replayed_advice(
     if !have.expandable_segments && !recording.snapshot.recorded_on_windows() {
         candidates.push((EXPANDABLE_WHY, vec![Change::ExpandableSegments(true)]));
     }
+    // A limit the file sets is tried away: it keeps cached blocks at or above it whole and from
+    // requests more than 20 MiB smaller (batch 36's held-out audit: `max_split_size_mb:64`, left
+    // from an earlier error, stalled a detector whose image sizes change every step, advised
+    // garbage collection instead of its removal).
+    if base_settings.max_split_size_mb.is_some() {
+        candidates.push((REMOVE_MAX_SPLIT_WHY, vec![Change::MaxSplitSizeMb(None)]));
+    }
     if fragmentation && !have.max_split_size && !have.expandable_segments {
         for mb in [128, 512] {
             candidates.push((MAX_SPLIT_WHY, vec![Change::MaxSplitSizeMb(Some(mb))]));
@@ -181,6 +188,8 @@ fn replayed_advice(
     // expandable segments, which removed the OOM and every stall and lowered the reserve).
     let all: Vec<Outcome> = tried.iter().map(|t| t.outcome).collect();
     tried.retain(|t| !all.iter().any(|other| dominates(other, &t.outcome)));
+    // Undoing what the file set comes first.
+    tried.sort_by_key(|t| t.why != REMOVE_MAX_SPLIT_WHY);
     Some((base, tried))
 }
 
@@ -201,6 +210,8 @@ const EXPANDABLE_WHY: &str = "segments grow in place, so free memory is not spli
      have to free everything and retry";
 const MAX_SPLIT_WHY: &str =
     "large cached blocks stay whole for large requests instead of being split by small ones";
+const REMOVE_MAX_SPLIT_WHY: &str = "cached blocks at or above the limit are then split for \
+     smaller requests, instead of serving only requests at most 20 MiB smaller than them";
 const GC_WHY: &str = "unused cached blocks are released gradually before the pool fills, \
                       instead of all at once in a stall";
 
@@ -232,6 +243,14 @@ fn advice_lines(tried: &[Tried], base: &Outcome, npu: bool, capacity_bytes: u64)
             } else {
                 String::new()
             };
+            if t.why == REMOVE_MAX_SPLIT_WHY {
+                return format!(
+                    "{variable} without max_split_size_mb (the file's allocator settings set \
+                     it): {} (the replay predicts {})",
+                    t.why,
+                    quoted(&t.outcome, base)
+                );
+            }
             format!(
                 "{variable}={}{with}: {} (the replay predicts {})",
                 t.conf,
@@ -390,7 +409,10 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
                 ""
             },
             capacity_words(capacity.as_ref()),
-            if have.known {
+            if tried.iter().any(|t| t.why == REMOVE_MAX_SPLIT_WHY) {
+                "set max_split_size_mb, whose removal is advised, and none of the other advised \
+                 options"
+            } else if have.known {
                 "show none of the advised options on"
             } else {
                 "are not recorded, so apply these unless already set"

@@ -409,10 +409,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         // The request waited though the cache held more than it in free blocks: none of them
         // fitted it, so the cache was in pieces (batch 34's held-out audit: an 832 MiB request
         // waited beside 5.5 GiB cached free, and no finding named the fragmentation).
-        let mut too_large = false;
+        let (mut too_large, mut held_back_mb) = (false, None);
         if trace.action[retry] != Action::Oom && !expandable {
             let cached = cached_in_pieces(cx, worst.first, retry);
-            too_large = cached.larger_than_every_segment;
+            (too_large, held_back_mb) = (cached.larger_than_every_segment, cached.held_back_mb);
             f.summary.push_str(&cached.sentence);
         }
         f.bytes = worst.freed_bytes;
@@ -422,6 +422,13 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         f.suggestion = advice(cx, expandable);
         if too_large {
             f.suggestion = too_large_advice(cx, retry);
+        }
+        if let Some(mb) = held_back_mb {
+            f.suggestion = format!(
+                "Remove max_split_size_mb:{mb} from {} (the settings finding replays the trace \
+                 without it): cached blocks are then split for the requests they can hold.",
+                cx.alloc_conf_variable()
+            );
         }
         if let Some(words) = evaluation_requests(cx, &stalls) {
             f.suggestion = format!("{words} {}", f.suggestion);
@@ -441,6 +448,8 @@ struct CachedFree {
     /// made by the request's own line: the request was too large for any segment, not blocked
     /// by pieces.
     larger_than_every_segment: bool,
+    /// The file's `max_split_size` (MiB) kept a cached block as large from the request.
+    held_back_mb: Option<u64>,
 }
 
 /// " When it began, 5.47 GiB of the 21.3 GiB reserved was cached in free blocks …": where the
@@ -476,6 +485,7 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
         return CachedFree {
             sentence: String::new(),
             larger_than_every_segment: false,
+            held_back_mb: None,
         };
     }
     let empty: Vec<_> = segments
@@ -523,7 +533,13 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
                 format_bytes(largest as i64),
             ),
             larger_than_every_segment: true,
+            held_back_mb: None,
         };
+    }
+    if let Some(cached) =
+        held_whole_by_the_limit(cx, &segments, (free_bytes, &head), (first, retry))
+    {
+        return cached;
     }
     CachedFree {
         sentence: format!(
@@ -531,7 +547,62 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
              and the release was the price of that."
         ),
         larger_than_every_segment: false,
+        held_back_mb: None,
     }
+}
+
+/// The stall's sentence where the file's `max_split_size` kept cached blocks whole: most of the
+/// free bytes (`free_bytes`, after `head`) in blocks at or above the limit, or one of them as
+/// large as the request (see [`cached_in_pieces`]).
+fn held_whole_by_the_limit(
+    cx: &DeviceContext,
+    segments: &[&crate::replay::PoolSegment],
+    (free_bytes, head): (u64, &str),
+    (first, retry): (usize, usize),
+) -> Option<CachedFree> {
+    let trace = &cx.device.trace;
+    let segment_bytes = trace.size_bytes[retry];
+    // A limit the file sets keeps cached blocks at or above it whole (batch 36's held-out audit:
+    // `max_split_size_mb:64` filled the cache with blocks that fit few requests, read "the
+    // cache was in pieces"): where most of the free bytes are such blocks, or one of them was as
+    // large as the request, the setting is named.
+    let limit = super::fragmentation::max_split_size_bytes(cx.snapshot)?;
+    let oversize_bytes: u64 = segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == crate::model::BlockState::Inactive && b.size_bytes >= limit)
+        .map(|b| b.size_bytes)
+        .sum();
+    let request = (retry + 1..trace.len().min(retry + 8))
+        .find(|&j| trace.action[j] == Action::Alloc)
+        .map_or(segment_bytes, |j| trace.size_bytes[j]);
+    let as_large = super::fragmentation::large_enough_block_cached(
+        cx,
+        first as u32,
+        trace.stream[retry],
+        request,
+    );
+    if !as_large && oversize_bytes * 2 < free_bytes {
+        return None;
+    }
+    let mb = limit >> 20;
+    let which = if as_large {
+        "and one of them was at least as large as the request"
+    } else {
+        "none large enough for it"
+    };
+    Some(CachedFree {
+        sentence: format!(
+            "{head}, {which}; {} of them in blocks of {mb} MiB or more, which the file's \
+             max_split_size_mb:{mb} keeps whole: such a block is never split, and serves only a \
+             request of {mb} MiB or more at most 20 MiB smaller than it, so the cache filled \
+             with blocks that fit few requests. That setting, not pieces between live blocks, is \
+             what the release paid for.",
+            format_bytes(oversize_bytes as i64)
+        ),
+        larger_than_every_segment: false,
+        held_back_mb: Some(mb),
+    })
 }
 
 /// What to do where the request that waited (`retry`'s) was larger than every segment the
