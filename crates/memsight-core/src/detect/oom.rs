@@ -48,6 +48,19 @@ fn adam_state_to_come(cx: &DeviceContext, event: u32) -> Option<(u64, u64)> {
 /// The cause an OOM summary names where one request is larger than everything allocated.
 pub(super) const SINGLE_REQUEST_CAUSE: &str = "a single request larger than everything allocated";
 
+/// The cause an OOM summary names where one request is a large share of what is allocated.
+pub(super) const LARGE_REQUEST_CAUSE: &str = "one request as large as a good part of all that is \
+     live";
+
+/// What to do about a request far above what its line asked for before.
+const FAR_LARGER_ADVICE: &str = "Look at what this line computes for this input: a request far \
+     above its usual comes from an unusual shape (a pairwise matrix or a repeat over many \
+     objects, an expand or broadcast, an input far above the usual); computing it in chunks \
+     holds one chunk at a time.";
+
+/// A failed request of at least this share (percent) of what is allocated is its own cause.
+const MIN_LARGE_REQUEST_PERCENT: u64 = 25;
+
 /// The cause an OOM summary names where one request is larger than the pool's reserve and the
 /// device's free memory together.
 pub(super) const OFFER_CAUSE: &str =
@@ -631,14 +644,7 @@ fn cause_and_advice(
     } else if let Some(words) =
         far_larger_than_before(cx, event, requested, cached_free + device_free)
     {
-        (
-            words,
-            "Look at what this line computes for this input: a request far above its usual \
-             comes from an unusual shape (a pairwise matrix or a repeat over many objects, an \
-             expand or broadcast, an input far above the usual); computing it in chunks holds \
-             one chunk at a time."
-                .into(),
-        )
+        (words, Cow::Borrowed(FAR_LARGER_ADVICE))
     } else if cached_free >= requested {
         fragmentation_cause(
             cx,
@@ -661,6 +667,16 @@ fn cause_and_advice(
             ),
             single_request_advice(cx, event),
         )
+    } else if requested * 100 >= reserved.saturating_sub(cached_free) * MIN_LARGE_REQUEST_PERCENT
+        // Where the failing line already holds a large block, that block is told first (the
+        // full device's own account, below).
+        && held_by_the_line(cx, event, reserved.saturating_sub(cached_free)).is_none()
+    {
+        large_request(
+            requested,
+            reserved.saturating_sub(cached_free),
+            device_free + cached_free,
+        )
     } else if cx.workload == super::Workload::Training {
         (
             "a full device: live tensors hold the memory".to_string(),
@@ -672,6 +688,32 @@ fn cause_and_advice(
             "Reduce what is live at this moment (a smaller batch or shorter inputs) or find what should have been freed.".into(),
         )
     }
+}
+
+/// The cause and advice where the failed request is a good part of all that is `allocated`
+/// (see [`MIN_LARGE_REQUEST_PERCENT`]), with `headroom` free and cached: one request of a third
+/// of all that is live is the failure's own cause (batch 36's held-out audit: a Dice loss's
+/// int64 one-hot of 4.72 GiB beside 14.2 GiB live, told "live tensors hold the memory" and a
+/// smaller batch).
+fn large_request(requested: u64, allocated: u64, headroom: u64) -> (String, Cow<'static, str>) {
+    (
+        format!(
+            "{LARGE_REQUEST_CAUSE}: {} is {}% of the {} allocated, and {} more than was free and \
+             cached ({}): this one tensor is what to look at first",
+            format_bytes(requested as i64),
+            (requested * 100 + allocated / 2) / allocated.max(1),
+            format_bytes(allocated as i64),
+            format_bytes(requested.saturating_sub(headroom) as i64),
+            format_bytes(headroom as i64),
+        ),
+        Cow::Borrowed(
+            "Look at what this line builds: a tensor this large beside the rest usually comes \
+             from a wide dtype or a full expansion (an int64 index or one-hot where a bool or \
+             16-bit one, or a gather, would do; an expand or broadcast before a reduction; a \
+             32-bit copy of a 16-bit tensor). Building it smaller or in chunks removes the \
+             failure; a smaller batch only shrinks it with everything else.",
+        ),
+    )
 }
 
 /// What lowers a training step that fills the device, from the failing request's stack: an
