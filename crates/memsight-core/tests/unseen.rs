@@ -12341,7 +12341,7 @@ fn a_floor_that_climbs_after_the_returns_is_not_told_as_no_leak() {
             ))
             && summary.contains(&format!(
                 "extend (/srv/bot/cache.py:12) holds 20.0 MiB in 1 block at the end, 20.0 MiB \
-                 more than at event {last_return}"
+                 more than its blocks held at event {last_return}"
             ))
             && !summary.contains("nothing leaks")
             && !summary.contains("Nothing on this device needs fixing"),

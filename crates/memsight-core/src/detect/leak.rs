@@ -1893,7 +1893,7 @@ fn floor_rises_after(
         .iter()
         .map(|&(line, more, (bytes, count))| {
             format!(
-                "{line} holds {} in {count} block{} at the end, {} more than at event {start}",
+                "{line} holds {} in {count} block{} at the end, {} more than its blocks held at event {start}",
                 format_bytes(bytes),
                 if count == 1 { "" } else { "s" },
                 format_bytes(more)
