@@ -273,8 +273,8 @@ fn kept_results_finding(
         "Nothing in this trace marks its iterations, so it was cut into {WINDOWS} equal parts. \
          Blocks made in the trace and never freed hold {} at the end, and the lowest allocated \
          point of the parts rose from {} (the second part) to {} (the last), while inside a \
-         part the memory spans about {} from its lowest to its highest point. The call sites \
-         holding most of them: {}. The trace has no backward pass: where these are results the \
+         part the memory spans a median of {} from its lowest to its highest point. The call \
+         sites holding most of them: {}. The trace has no backward pass: where these are results the \
          program gathers on purpose (outputs kept in a list to stack or save at the end), this \
          is no leak, though they stay on the device; where they belong to work already done, it \
          is one.",
