@@ -242,6 +242,20 @@ impl Change {
     }
 }
 
+/// The `max_split_size` a file's `allocator_settings` set, in bytes: `None` where it sets none
+/// (`-1`, or `SIZE_MAX`, which can arrive as a huge number).
+pub fn recorded_max_split_size_bytes(snapshot: &crate::model::Snapshot) -> Option<u64> {
+    snapshot
+        .allocator_settings
+        .iter()
+        .find_map(|(key, value)| match (key.as_str(), value) {
+            ("max_split_size", SettingValue::Int(bytes)) if *bytes > 0 && *bytes < 1 << 50 => {
+                Some(*bytes as u64)
+            }
+            _ => None,
+        })
+}
+
 impl Settings {
     /// The settings `recording` was made under, as far as the file says: its
     /// `allocator_settings` (`CUDA`, `PyTorch` ≥ 2.3), expandable segments seen in the trace or
@@ -250,18 +264,13 @@ impl Settings {
         let mut s = Settings {
             expandable_segments: recorded_expandable(recording.device),
             capacity_bytes: capacity_from_file(recording).map(|c| c.bytes),
+            max_split_size_mb: recorded_max_split_size_bytes(recording.snapshot)
+                .map(|bytes| bytes / MIB),
             ..Settings::default()
         };
         for (key, value) in &recording.snapshot.allocator_settings {
             match (key.as_str(), value) {
                 ("expandable_segments", SettingValue::Bool(true)) => s.expandable_segments = true,
-                ("max_split_size", SettingValue::Int(bytes)) if *bytes > 0 => {
-                    let bytes = *bytes as u64;
-                    // `SIZE_MAX` (no limit) can arrive as a huge number.
-                    if bytes < 1 << 50 {
-                        s.max_split_size_mb = Some(bytes / MIB);
-                    }
-                }
                 ("garbage_collection_threshold", SettingValue::Float(t)) if *t > 0.0 => {
                     s.garbage_collection_threshold = Some(*t);
                 }

@@ -1101,21 +1101,6 @@ fn growth_words(
     }
 }
 
-/// The `max_split_size` the file's allocator settings set, in bytes (`-1` or `SIZE_MAX`: none).
-pub(super) fn max_split_size_bytes(snapshot: &crate::model::Snapshot) -> Option<u64> {
-    snapshot
-        .allocator_settings
-        .iter()
-        .find_map(|(key, value)| match (key.as_str(), value) {
-            ("max_split_size", crate::model::SettingValue::Int(bytes))
-                if *bytes > 0 && *bytes < 1 << 50 =>
-            {
-                Some(*bytes as u64)
-            }
-            _ => None,
-        })
-}
-
 /// Whether, right before event `at`, a free block of the large pool on `stream` (outside
 /// private pools) was at least `request_bytes` (rounded): one the allocator would have served
 /// the request from, had `max_split_size` not kept it whole for larger requests.
@@ -1143,7 +1128,7 @@ pub(super) fn large_enough_block_cached(
 /// the file's `max_split_size` (see [`large_enough_block_cached`]), and that limit in MiB; `None`
 /// where the file sets no limit or no growth was so.
 fn held_back_by_the_limit(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> Option<(usize, u64)> {
-    let limit = max_split_size_bytes(cx.snapshot)?;
+    let limit = crate::whatif::recorded_max_split_size_bytes(cx.snapshot)?;
     let trace = &cx.device.trace;
     // Small-pool requests never meet the limit (the re-audit of batch 36: 100 of "521" were
     // theirs).

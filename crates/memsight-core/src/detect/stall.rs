@@ -566,7 +566,7 @@ fn held_whole_by_the_limit(
     // `max_split_size_mb:64` filled the cache with blocks that fit few requests, read "the
     // cache was in pieces"): where most of the free bytes are such blocks, or one of them was as
     // large as the request, the setting is named.
-    let limit = super::fragmentation::max_split_size_bytes(cx.snapshot)?;
+    let limit = crate::whatif::recorded_max_split_size_bytes(cx.snapshot)?;
     let oversize_bytes: u64 = segments
         .iter()
         .flat_map(|s| &s.blocks)
