@@ -474,16 +474,53 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     );
     f.focus_event = Some(cycle.peak_event);
     f.stack = stack;
-    f.suggestion = match held_back {
-        Some((_, mb)) => format!(
+    advise(cx, in_cycle, held_back, &mut f);
+    told_as_the_peak_s(cx, in_cycle, &mut f);
+    vec![f]
+}
+
+/// The fragmentation finding `f`'s advice, with the cause where the file shows one: the file's
+/// `max_split_size_mb` (`held_back`), or requests that kept getting larger
+/// ([`growing_requests`]), said in its summary.
+fn advise(
+    cx: &DeviceContext,
+    in_cycle: &[FragmentedGrowth],
+    held_back: Option<(usize, u64)>,
+    f: &mut Finding,
+) {
+    if let Some((_, mb)) = held_back {
+        f.suggestion = format!(
             "Remove max_split_size_mb:{mb} from {} (the settings finding replays the trace \
              without it): cached blocks are then split for the requests they can hold.",
             cx.alloc_conf_variable()
-        ),
-        None => advice(cx, gap_bytes),
+        );
+        return;
+    }
+    f.suggestion = advice(cx, f.bytes);
+    let Some(g) = growing_requests(cx.device, in_cycle) else {
+        return;
     };
-    told_as_the_peak_s(cx, in_cycle, &mut f);
-    vec![f]
+    let _ = write!(
+        f.summary,
+        " The requests that grew the pool kept getting larger: {} were each larger than every \
+         request made before them in the trace (from {} at event {} to {} at event {}), so the \
+         pieces that earlier, smaller requests left free were always too small for the next \
+         one. Inputs taken in order of growing size (sorted by length, ascending) do this.",
+        if g.records == in_cycle.len() {
+            format!("all {} of these", g.records)
+        } else {
+            format!("{} of these {}", g.records, in_cycle.len())
+        },
+        format_bytes(g.first_bytes as i64),
+        g.first_event,
+        format_bytes(g.last_bytes as i64),
+        g.last_event,
+    );
+    f.suggestion = format!(
+        "Take the largest inputs first (sort by length, descending), or pad them to a few fixed \
+         lengths: the pieces the first requests leave then serve the smaller ones after them. {}",
+        f.suggestion
+    );
 }
 
 /// `f` retitled and advised as the peak's reserve where [`grown_for_the_peak`] says so.
@@ -1146,6 +1183,63 @@ fn held_back_by_the_limit(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> Op
         .count();
     (held > 0).then_some((held, limit >> 20))
 }
+
+/// Growths of the pool ([`FragmentedGrowth`]) for requests each larger than every request
+/// before it in the trace: what inputs sorted by growing size make.
+struct GrowingRequests {
+    records: usize,
+    first_event: u32,
+    first_bytes: u64,
+    last_event: u32,
+    last_bytes: u64,
+}
+
+/// Where at least [`GROWING_PERCENT`] of `growth` (and [`MIN_GROWING`] of them) asked for more
+/// than any request before it: the pool grows because each request outgrows every piece the
+/// earlier ones left, not because sizes vary (batch 36's held-out file 8: a feature extractor
+/// taking 64 batches of utterances sorted by duration, ascending, grew the pool 64 times; told
+/// only to try expandable segments, with no cause).
+fn growing_requests(device: &Device, growth: &[FragmentedGrowth]) -> Option<GrowingRequests> {
+    let trace = &device.trace;
+    let mut largest_before = 0u64;
+    let mut next = 0usize;
+    let mut records: Vec<&FragmentedGrowth> = Vec::new();
+    for (i, (&action, &size)) in trace.action.iter().zip(&trace.size_bytes).enumerate() {
+        while growth
+            .get(next)
+            .is_some_and(|g| g.request_event as usize == i)
+        {
+            if growth[next].requested_bytes > largest_before {
+                records.push(&growth[next]);
+            }
+            next += 1;
+        }
+        if next == growth.len() {
+            break;
+        }
+        if action == Action::Alloc {
+            largest_before = largest_before.max(size);
+        }
+    }
+    if records.len() < MIN_GROWING || records.len() * 100 < growth.len() * GROWING_PERCENT {
+        return None;
+    }
+    let (first, last) = (records[0], records[records.len() - 1]);
+    Some(GrowingRequests {
+        records: records.len(),
+        first_event: first.request_event,
+        first_bytes: first.requested_bytes,
+        last_event: last.request_event,
+        last_bytes: last.requested_bytes,
+    })
+}
+
+/// Share (percent) of the pool's growths that must each be for a request larger than all
+/// before it to call the requests growing.
+const GROWING_PERCENT: usize = 75;
+
+/// The fewest such growths.
+const MIN_GROWING: usize = 8;
 
 /// The spread of large request sizes in `events` (the stretch the finding describes; batch 25's
 /// re-audit: "in that stretch … a median of 9.00 MiB" was the whole trace's, the stretch's 24.6).

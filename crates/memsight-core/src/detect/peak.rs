@@ -527,20 +527,45 @@ fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
         }
     }
     let allocated = cx.replay.allocated_bytes();
-    let mut per_line: FxHashMap<String, usize> = FxHashMap::default();
+    let mut per_line: FxHashMap<String, Vec<(u32, u64)>> = FxHashMap::default();
     for (stack, mut allocs) in per_stack {
         // Blocks that accumulate alone (nothing else kept between them) are a leak's or a
         // cache's, not layers'.
         if super::leak::grows_by_itself(allocated, &mut allocs) {
             continue;
         }
-        let n = allocs.len();
         if let Some(line) = headline_frame(cx.snapshot, stack) {
-            *per_line.entry(line).or_default() += n;
+            per_line.entry(line).or_default().extend(allocs);
         }
     }
-    per_line.values().any(|&n| n >= KEPT_LAYER_BLOCKS)
+    per_line.into_values().any(|mut allocs| {
+        allocs.len() >= KEPT_LAYER_BLOCKS && !gathered_across_passes(allocated, &mut allocs)
+    })
 }
+
+/// Whether blocks one line holds at the peak (`allocs`: alloc event and bytes) were made across
+/// repeated passes rather than one pass's layers: between the first and the last of them the
+/// allocated curve fell and rose again, by at least half of what they hold, [`MIN_PASSES`]
+/// times ([`super::steps::lows_separated_by`]). One pass's layers keep their tensors as it climbs, and
+/// what a layer frees again is a fraction of every layer's kept blocks together; a loop that
+/// appends each batch's outputs to a list frees each batch's work in between (batch 36's
+/// re-audit: a feature extractor under `inference_mode` keeping 256 blocks of one list's
+/// outputs was told "autograd is recording").
+fn gathered_across_passes(allocated: &[i64], allocs: &mut [(u32, u64)]) -> bool {
+    allocs.sort_unstable();
+    let (Some(first), Some(last)) = (allocs.first(), allocs.last()) else {
+        return false;
+    };
+    let Some(between) = allocated.get(first.0 as usize..=last.0 as usize) else {
+        return false;
+    };
+    let held: u64 = allocs.iter().map(|a| a.1).sum();
+    super::steps::lows_separated_by(between, (held / 2).max(1) as i64).len() >= MIN_PASSES
+}
+
+/// How many times the curve must fall and rise again between one line's blocks for them to be
+/// called the work of repeated passes ([`gathered_across_passes`]).
+const MIN_PASSES: usize = 3;
 
 /// The bytes of activations at the peak made inside `torch.nn` modules' own forward code, where
 /// they come from two or more of its lines (`conv.py`'s padding and convolution, `batchnorm.py`):
@@ -849,8 +874,8 @@ enum AutogradSign {
 
 /// How the peak's advice begins where it names its largest part's levers ("most of", or under
 /// half of the peak "the largest part of"), or where no part dominates; advice that begins
-/// otherwise leads with something to fix (kept gradients, a previous result held, the
-/// optimizer's temporaries).
+/// otherwise leads with something to fix (kept gradients, a previous result held) or with the
+/// optimizer's temporaries ([`FOREACH_LEAD`]).
 pub(super) const LARGEST_PART_LEADS: [&str; 4] = [
     "Most of the peak is",
     "The largest part of the peak is",
@@ -3020,6 +3045,11 @@ fn suggestion(
     stale_gradient_advice(cx, event, total, advice)
 }
 
+/// How the peak's advice begins where it leads with the optimizer step's multi-tensor
+/// temporaries ([`foreach_advice`]): a lever of a peak, and on a healthy device one to pull only
+/// where the peak must come down (`foreach` is the optimizers' default).
+pub(super) const FOREACH_LEAD: &str = "The optimizer step's multi-tensor (_foreach_*) temporaries";
+
 /// `advice`, led by the optimizer step's multi-tensor temporaries where they hold
 /// [`MIN_OPTIMIZER_TEMPORARY_PERCENT`] of the peak's `total` bytes.
 fn foreach_advice(facts: &PeakFacts, total: u64, mut advice: String) -> String {
@@ -3044,9 +3074,8 @@ fn foreach_advice(facts: &PeakFacts, total: u64, mut advice: String) -> String {
             "fused=True".to_string()
         };
         advice = format!(
-            "The optimizer step's multi-tensor (_foreach_*) temporaries hold {} ({}% of the \
-             peak): one per parameter at once. {one_at_a_time}, where the device supports it, \
-             needs no such temporaries. Then: {}",
+            "{FOREACH_LEAD} hold {} ({}% of the peak): one per parameter at once. \
+             {one_at_a_time}, where the device supports it, needs no such temporaries. Then: {}",
             format_bytes(optimizer as i64),
             (optimizer * 100 + total / 2) / total.max(1),
             super::lowercase_first(&advice)

@@ -744,7 +744,7 @@ fn packed_bytes(released: Vec<u64>, mut new: Vec<u64>) -> u64 {
 /// where every one of the 372 MiB mapped again could have been kept).
 fn reusable_and_how(
     trace: &crate::model::Trace,
-    flushes: &[&Burst],
+    (flushes, all): (&[&Burst], &[Burst]),
     unmaps: bool,
     pages: u64,
 ) -> (u64, &'static str) {
@@ -755,9 +755,10 @@ fn reusable_and_how(
         )
     } else {
         (
-            reusable_after_releases(trace, flushes),
-            "each new segment placed whole in a released segment of its stream and pool that it \
-             fits in, largest first; the allocator can also split a segment, so it may be more",
+            reusable_after_releases(trace, flushes, all),
+            "each new segment placed whole in the released segment of its stream and pool with \
+             the least room that still holds it, largest first, several sharing one where they \
+             fit together; the allocator can also split a segment, so it may be more",
         )
     }
 }
@@ -864,7 +865,8 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
             (false, true) => ("cuMemUnmap", "cuMemMap"),
             (false, false) => ("cudaFree", "cudaMalloc"),
         };
-    let (reusable, how) = reusable_and_how(trace, &flushes, unmaps, released_bytes.min(regrown));
+    let (reusable, how) =
+        reusable_and_how(trace, (&flushes, all), unmaps, released_bytes.min(regrown));
     f.summary = format!(
         "The cache was released {} ({released} segments, {} in all{each}) while no request \
          was waiting for the memory; afterwards, up to the next release, {} of new segments \
@@ -890,12 +892,19 @@ fn empty_cache_note(snapshot: &Snapshot, device: &Device, all: &[Burst]) -> Opti
 /// What the released cache could have served: after each release, the new segments until the
 /// next one that fit in what that release gave back, segment by segment and stream by stream (a
 /// released 20 MiB segment serves no 64 MiB request).
-fn reusable_after_releases(trace: &crate::model::Trace, flushes: &[&Burst]) -> u64 {
+fn reusable_after_releases(trace: &crate::model::Trace, flushes: &[&Burst], all: &[Burst]) -> u64 {
     flushes
         .iter()
-        .enumerate()
-        .map(|(k, b)| {
-            let until = flushes.get(k + 1).map_or(trace.len(), |next| next.first);
+        .map(|b| {
+            // Up to the next release of either kind, as the new segments are counted
+            // ([`regrown_until_the_next_release`]; batch 35's re-audit: "could have held about
+            // 159 GiB" of new segments counted past three stalls).
+            let until = all
+                .iter()
+                .map(|next| next.first)
+                .filter(|&f| f > b.last)
+                .min()
+                .unwrap_or(trace.len());
             // A stream's segments serve only its own requests.
             let sizes = |range: std::ops::Range<usize>, actions: [Action; 2]| {
                 let mut by_stream: FxHashMap<StreamId, Vec<u64>> = FxHashMap::default();
