@@ -12731,3 +12731,81 @@ fn what_a_release_could_have_held_stops_at_the_next_release() {
         "{notes:#?}"
     );
 }
+
+/// `nn.MultiheadAttention` called with `need_weights=True` (its default) computes the attention
+/// weights explicitly: three iterations of a training loop whose forward keeps blocks made by
+/// `multi_head_attention_forward`'s softmax (64 MiB), dropout (16 MiB) and the copy for the
+/// product with the values (32 MiB), beside a 1 MiB per-token block of the same function and a
+/// 24 MiB block of the program's own; backward frees them. The peak names the function's 112 MiB
+/// from three lines and advises `need_weights=False` (batch 37's held-out audit: an audio
+/// transformer's 34.3 GiB of such weights, 73 % of its peak, told "nothing needs fixing"). Made
+/// through `scaled_dot_product_attention` instead, the same blocks are not said to be the
+/// module's weights.
+#[test]
+fn attention_weights_nn_multihead_attention_computes_are_named() {
+    let at = |k: i128| BASE + k * MIB;
+    let advice = |fused: bool| {
+        let in_mha = |callee: Option<(&'static str, i128)>, line: i128| {
+            let mut frames = Vec::new();
+            if fused {
+                frames.push((
+                    "scaled_dot_product_attention",
+                    "/lib/torch/nn/functional.py",
+                    5400,
+                ));
+            }
+            if let Some((name, callee_line)) = callee {
+                frames.push((name, "/lib/torch/nn/functional.py", callee_line));
+            }
+            frames.extend([
+                (
+                    "multi_head_attention_forward",
+                    "/lib/torch/nn/functional.py",
+                    line,
+                ),
+                ("forward", "/lib/torch/nn/modules/activation.py", 1275),
+                ("forward", "/src/blocks.py", 41),
+                ("train", "/src/train.py", 76),
+            ]);
+            stack(&frames)
+        };
+        let mut trace = Vec::new();
+        for _ in 0..3 {
+            trace.push(event("alloc", at(0), 24 * MIB, train_forward(76)));
+            trace.push(event(
+                "alloc",
+                at(24),
+                64 * MIB,
+                in_mha(Some(("softmax", 1885)), 5497),
+            ));
+            trace.push(event(
+                "alloc",
+                at(88),
+                16 * MIB,
+                in_mha(Some(("dropout", 1295)), 5499),
+            ));
+            trace.push(event("alloc", at(104), 32 * MIB, in_mha(None, 5501)));
+            trace.push(event("alloc", at(136), MIB, in_mha(None, 5503)));
+            trace.push(event("alloc", at(137), 8 * MIB, engine_backward()));
+            for (k, mib) in [(136, 1), (104, 32), (88, 16), (24, 64), (0, 24)] {
+                free_block(&mut trace, at(k), mib * MIB, engine_backward());
+            }
+            free_block(&mut trace, at(137), 8 * MIB, engine_backward());
+            trace.push(event("alloc", at(0), MIB, foreach_adamw_step()));
+            free_block(&mut trace, at(0), MIB, foreach_adamw_step());
+        }
+        let blocks = vec![block(at(0), 160 * MIB, "inactive", None)];
+        the_peak(segment(0, at(0), 160 * MIB, "large", blocks), trace).suggestion
+    };
+    let explicit = advice(false);
+    assert!(
+        explicit.contains(
+            "blocks made by torch.nn.functional.multi_head_attention_forward itself, from 3 of \
+             its lines"
+        ) && explicit.contains("hold 112 MiB")
+            && explicit.contains("call it with need_weights=False"),
+        "{explicit}"
+    );
+    let fused = advice(true);
+    assert!(!fused.contains("need_weights"), "{fused}");
+}

@@ -1147,6 +1147,9 @@ struct PeakFacts<'a> {
     /// Bytes at the peak made by `scaled_dot_product_attention`'s math path, where they hold
     /// much of it.
     math_attention_bytes: Option<u64>,
+    /// Bytes at the peak made by `nn.MultiheadAttention`'s explicit weights path, and how many
+    /// of its lines made them, where they hold much of it ([`explicit_mha_weights`]).
+    mha_weights: Option<(u64, usize)>,
     /// Blocks at the peak made by cross-entropy's operators, if they hold enough of it.
     cross_entropy: Option<CrossEntropyBlocks>,
     /// Forward passes whose activations are alive at once before one backward pass.
@@ -1542,6 +1545,7 @@ impl<'a> PeakFacts<'a> {
                 .unwrap_or(0),
             attention: hand_written_attention(cx, held),
             math_attention_bytes: math_attention(cx, held),
+            mha_weights: explicit_mha_weights(cx, held),
             cross_entropy: cross_entropy_blocks(cx, held),
             kept_forwards: cx
                 .replay
@@ -2367,6 +2371,48 @@ fn math_attention(cx: &DeviceContext, held: &[Held]) -> Option<u64> {
     (bytes > 0 && bytes * 100 >= total.max(1) * MIN_ATTENTION_PERCENT).then_some(bytes)
 }
 
+/// The bytes at the peak made by `torch.nn.functional.multi_head_attention_forward` itself (and
+/// the `softmax` and `dropout` it calls), not by its projections or by
+/// `scaled_dot_product_attention`, from at least two of its lines, blocks within an eighth of its
+/// largest, and how many lines: the attention weights, seq × seq per head, with their dropout
+/// and the copies the product with the values needs. `nn.MultiheadAttention` computes them so only when called with
+/// `need_weights=True`, its default; with `need_weights=False` it runs the fused kernels
+/// (batch 37's held-out file 8: an audio transformer whose twelve layers kept 34.3 GiB of them,
+/// 73 % of its peak, told "nothing needs fixing", activation checkpointing the lever).
+fn explicit_mha_weights(cx: &DeviceContext, held: &[Held]) -> Option<(u64, usize)> {
+    let snapshot = cx.snapshot;
+    let mut line_of: FxHashMap<StackId, Option<i64>> = FxHashMap::default();
+    let mut made: Vec<(i64, u64)> = Vec::new();
+    for h in held {
+        let line = *line_of.entry(h.2).or_insert_with(|| {
+            let mut frames = snapshot.stack_frames(h.2);
+            let mha = frames.by_ref().find(|f| {
+                let name = snapshot.str(f.name);
+                name.contains("scaled_dot_product")
+                    || name.starts_with("_in_projection")
+                    || name == "multi_head_attention_forward"
+            })?;
+            let file = snapshot.str(mha.filename).replace('\\', "/");
+            (snapshot.str(mha.name) == "multi_head_attention_forward"
+                && file.ends_with("nn/functional.py"))
+            .then_some(mha.line)
+        });
+        if let Some(line) = line {
+            made.push((line, h.1));
+        }
+    }
+    // The weights' blocks, not the per-token ones (the output's reshapes, a head's bias) the
+    // same function makes: within an eighth of its largest block (a bool dropout mask is a
+    // quarter of the fp32 weights).
+    let largest = made.iter().map(|m| m.1).max()?;
+    made.retain(|m| m.1 * 8 >= largest);
+    let lines: FxHashSet<i64> = made.iter().map(|m| m.0).collect();
+    let bytes: u64 = made.iter().map(|m| m.1).sum();
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    (lines.len() >= 2 && bytes * 100 >= total.max(1) * MIN_ATTENTION_PERCENT)
+        .then_some((bytes, lines.len()))
+}
+
 /// Blocks at the peak that `cross_entropy`'s operators made.
 #[derive(Default)]
 struct CrossEntropyBlocks {
@@ -3138,6 +3184,7 @@ fn fused_kernel_advice(facts: &PeakFacts, total: u64, advice: String, largest: C
     let dominant = [
         facts.attention.as_ref().map_or(0, |a| a.bytes),
         facts.math_attention_bytes.unwrap_or(0),
+        facts.mha_weights.map_or(0, |(bytes, _)| bytes),
         facts
             .cross_entropy
             .as_ref()
@@ -3185,6 +3232,20 @@ fn fused_kernel_advice(facts: &PeakFacts, total: u64, advice: String, largest: C
              memory-efficient attention also for fp32); the math path is taken where a kernel is \
              forced (sdpa_kernel) or the inputs suit none of them (a snapshot records no dtypes, \
              masks or head sizes).",
+            format_bytes(bytes as i64),
+            percent(bytes),
+        );
+    }
+    if let Some((bytes, lines)) = facts.mha_weights {
+        advice = format!(
+            "{advice} nn.MultiheadAttention computes its attention weights here: blocks made by \
+             torch.nn.functional.multi_head_attention_forward itself, from {lines} of its lines \
+             (the weights' softmax and dropout, the product with the values), hold {} ({}% of \
+             the peak), seq × seq per head. It takes this \
+             path when called with need_weights=True, its default, and returns the weights \
+             averaged over heads as its second output. Unless the program reads that output, \
+             call it with need_weights=False: it then runs scaled_dot_product_attention's fused \
+             kernels, which never hold the weights.",
             format_bytes(bytes as i64),
             percent(bytes),
         );
