@@ -2413,6 +2413,21 @@ fn explicit_mha_weights(cx: &DeviceContext, held: &[Held]) -> Option<(u64, usize
         .then_some((bytes, lines.len()))
 }
 
+/// `advice`, then what `nn.MultiheadAttention`'s explicit weights hold ([`explicit_mha_weights`]:
+/// `bytes` from `lines` of its lines, `percent` of the peak) and how it would not hold them.
+fn mha_weights_advice(advice: &str, (bytes, lines): (u64, usize), percent: u64) -> String {
+    format!(
+        "{advice} nn.MultiheadAttention computes its attention weights here: blocks made by \
+         torch.nn.functional.multi_head_attention_forward itself, from {lines} of its lines (the \
+         weights' softmax and dropout, the product with the values), hold {} ({percent}% of the \
+         peak), seq × seq per head. It takes this path when called with need_weights=True, its \
+         default, and returns the weights averaged over heads as its second output. Unless the \
+         program reads that output, call it with need_weights=False: it then runs \
+         scaled_dot_product_attention's fused kernels, which never hold the weights.",
+        format_bytes(bytes as i64),
+    )
+}
+
 /// Blocks at the peak that `cross_entropy`'s operators made.
 #[derive(Default)]
 struct CrossEntropyBlocks {
@@ -3237,18 +3252,7 @@ fn fused_kernel_advice(facts: &PeakFacts, total: u64, advice: String, largest: C
         );
     }
     if let Some((bytes, lines)) = facts.mha_weights {
-        advice = format!(
-            "{advice} nn.MultiheadAttention computes its attention weights here: blocks made by \
-             torch.nn.functional.multi_head_attention_forward itself, from {lines} of its lines \
-             (the weights' softmax and dropout, the product with the values), hold {} ({}% of \
-             the peak), seq × seq per head. It takes this \
-             path when called with need_weights=True, its default, and returns the weights \
-             averaged over heads as its second output. Unless the program reads that output, \
-             call it with need_weights=False: it then runs scaled_dot_product_attention's fused \
-             kernels, which never hold the weights.",
-            format_bytes(bytes as i64),
-            percent(bytes),
-        );
+        advice = mha_weights_advice(&advice, (bytes, lines), percent(bytes));
     }
     if let Some(loss) = &facts.cross_entropy {
         let logits = if loss.logits_blocks == 0 {
