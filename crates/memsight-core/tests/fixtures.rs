@@ -1041,10 +1041,11 @@ fn gradients_from_before_the_trace_are_told_from_weights() {
 /// `at::autocast::cached_cast` with half the bytes of a weight from before the trace are
 /// 65 × 5,120, 128 × 13,107,200, 96 × 52,428,800 and 1 × 51,200,000 bytes (Python's pickle,
 /// `scripts/category_figures.py`): 6,762,419,200 bytes (6.30 GiB) of bf16 weight copies, which
-/// an audit found counted as activations. Autograd is recording (every layer's tensors are
-/// alive at the end of the forward pass: 32 softmax outputs of `transformer.py:138`), so it
-/// saves those copies for backward: the advice leads with what the forward pass keeps, does not
-/// offer `cache_enabled=False` as a fix, and, autocast being on, does not suggest fp16 / bf16.
+/// an audit found counted as activations. Every layer's tensors are alive at the end of the
+/// forward pass (32 softmax outputs of `transformer.py:138`): what autograd keeps where it
+/// records (or a model's own lists, which the file cannot tell apart), and autograd would save
+/// those copies for backward: the advice leads with what the pass keeps, does not offer
+/// `cache_enabled=False` as a fix, and, autocast being on, does not suggest fp16 / bf16.
 #[test]
 fn autocast_weight_copies_are_named() {
     let Some(loaded) = load("cuda_ctx512_forward_mixed.pickle") else {
@@ -1059,8 +1060,9 @@ fn autocast_weight_copies_are_named() {
     );
     let advice = &peak.suggestion;
     assert!(
-        advice
-            .starts_with("The largest part of the peak is what a forward pass keeps for backward")
+        advice.starts_with("The largest part of the peak is tensors a pass keeps alive at once")
+            && advice
+                .contains("what a forward pass keeps for backward where autograd is recording")
             && advice.contains("activation checkpointing")
             && advice.contains("Autocast also made a 16-bit copy of each fp32 weight")
             && advice.contains("cache_enabled=False would not free them")

@@ -12809,3 +12809,153 @@ fn attention_weights_nn_multihead_attention_computes_are_named() {
     let fused = advice(true);
     assert!(!fused.contains("need_weights"), "{fused}");
 }
+
+/// A stall, then a failed request three quarters the size of what is live and larger than the
+/// device's free memory and the cache's free bytes together: the stall was part of the pass that
+/// failed, and no setting would have served the request (batch 37's held-out audit: a 14.1 GiB
+/// product of an unfolded burst failing with 3.83 GiB free, beside a fragmentation warning and a
+/// stall warning, both advising expandable segments). 900 MiB live; a 1000 MiB block made and
+/// freed; a 1100 MiB request that releases its segment and makes its own; then 1500 MiB asked
+/// for with 256 MiB free on the device.
+#[test]
+fn a_stall_before_a_request_no_pool_could_serve_is_part_of_the_failure() {
+    let at = || frames("apply_kernels", "/w/model.py", 61);
+    let unet = || frames("forward", "/w/model.py", 95);
+    let kernels = || frames("forward", "/w/model.py", 98);
+    let (a, b, c) = (BASE, BASE + 1024 * MIB, BASE + 2048 * MIB);
+    let mut trace = vec![
+        event("segment_alloc", a, 1024 * MIB, unet()),
+        event("alloc", a, 900 * MIB, unet()),
+        event("segment_alloc", b, 1024 * MIB, unet()),
+        event("alloc", b, 1000 * MIB, unet()),
+    ];
+    free_block(&mut trace, b, 1000 * MIB, unet());
+    trace.extend([
+        event("segment_free", b, 1024 * MIB, kernels()),
+        event("segment_alloc", c, 1100 * MIB, kernels()),
+        event("alloc", c, 1100 * MIB, kernels()),
+        Py::Dict(vec![
+            ("action", Py::Str("oom")),
+            ("size", Py::Int(1500 * MIB)),
+            ("device_free", Py::Int(256 * MIB)),
+            ("stream", Py::Int(0)),
+            ("frames", at()),
+        ]),
+    ]);
+    let segments = vec![
+        segment(
+            0,
+            a,
+            1024 * MIB,
+            "large",
+            vec![
+                block(a, 900 * MIB, "active_allocated", Some(unet())),
+                block(a + 900 * MIB, 124 * MIB, "inactive", None),
+            ],
+        ),
+        segment(
+            0,
+            c,
+            1100 * MIB,
+            "large",
+            vec![block(c, 1100 * MIB, "active_allocated", Some(kernels()))],
+        ),
+    ];
+    let findings = analyze(&load(&top(segments, vec![trace])));
+    let oom = of_kind(&findings, FindingKind::Oom);
+    assert!(
+        oom.len() == 1
+            && oom[0]
+                .summary
+                .contains("one request as large as a good part"),
+        "{findings:#?}"
+    );
+    let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+    assert!(
+        stalls.len() == 1
+            && stalls[0].severity == memsight_core::detect::Severity::Info
+            && stalls[0]
+                .suggestion
+                .starts_with("Part of the pass that ran out of memory at event 9"),
+        "{stalls:#?}"
+    );
+    assert!(
+        of_kind(&findings, FindingKind::Settings).is_empty(),
+        "{findings:#?}"
+    );
+}
+
+/// A stall whose release gave back other streams' segments (each stream keeps its own cached
+/// blocks) is told as theirs, fewer streams advised first (batch 37's held-out audit: four camera
+/// threads on four streams, 148 segments of the other streams released, "the cache was in
+/// pieces" and expandable segments advised). Stream 7 caches two 32 MiB segments; stream 0,
+/// holding 60 MiB of a 64 MiB segment, asks for 80 MiB: both of stream 7's are released.
+#[test]
+fn a_stall_that_releases_other_streams_cache_names_the_streams() {
+    let user = || frames("process_clip", "/srv/worker.py", 97);
+    let on_stream = |action: &'static str, addr: i128, size: i128, stream: i128| {
+        Py::Dict(vec![
+            ("action", Py::Str(action)),
+            ("addr", Py::Int(addr)),
+            ("size", Py::Int(size)),
+            ("stream", Py::Int(stream)),
+            ("frames", user()),
+        ])
+    };
+    let (a, s1, s2, c) = (
+        BASE,
+        BASE + 1024 * MIB,
+        BASE + 2048 * MIB,
+        BASE + 3072 * MIB,
+    );
+    let mut trace = vec![
+        on_stream("segment_alloc", a, 64 * MIB, 0),
+        on_stream("alloc", a, 60 * MIB, 0),
+    ];
+    for s in [s1, s2] {
+        trace.extend([
+            on_stream("segment_alloc", s, 32 * MIB, 7),
+            on_stream("alloc", s, 32 * MIB, 7),
+            on_stream("free_requested", s, 32 * MIB, 7),
+            on_stream("free_completed", s, 32 * MIB, 7),
+        ]);
+    }
+    trace.extend([
+        on_stream("segment_free", s1, 32 * MIB, 7),
+        on_stream("segment_free", s2, 32 * MIB, 7),
+        on_stream("segment_alloc", c, 80 * MIB, 0),
+        on_stream("alloc", c, 80 * MIB, 0),
+    ]);
+    let segments = vec![
+        segment(
+            0,
+            a,
+            64 * MIB,
+            "large",
+            vec![
+                block(a, 60 * MIB, "active_allocated", Some(user())),
+                block(a + 60 * MIB, 4 * MIB, "inactive", None),
+            ],
+        ),
+        segment(
+            0,
+            c,
+            80 * MIB,
+            "large",
+            vec![block(c, 80 * MIB, "active_allocated", Some(user()))],
+        ),
+    ];
+    let findings = analyze(&load(&top(segments, vec![trace])));
+    let stalls = of_kind(&findings, FindingKind::AllocatorStall);
+    assert!(
+        stalls.len() == 1
+            && stalls[0].summary.contains(
+                "All 2 segments it released (64.0 MiB) were other streams' cache: each stream \
+                 keeps its own cached blocks"
+            )
+            && stalls[0]
+                .suggestion
+                .starts_with("Run the work on fewer streams"),
+        "{findings:#?}"
+    );
+}

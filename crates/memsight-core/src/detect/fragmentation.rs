@@ -981,6 +981,9 @@ fn place_of_growth(cx: &DeviceContext, growth: &[FragmentedGrowth]) -> StackId {
         .map_or(crate::model::NO_STACK, |(_, stack, _)| stack)
 }
 
+/// How a fragmentation note says that nothing failed or waited ([`cost_nothing_yet`]).
+pub(super) const NOTHING_FAILED: &str = "Nothing in this trace failed or waited for lack of memory";
+
 /// A fragmentation warning on a device where nothing failed or waited (no out-of-memory error,
 /// no allocator stall) becomes a note that says so, its advice a lever for when the memory is
 /// needed: batch 25's held-out audit graded four such warnings on healthy runs (new shapes of a
@@ -991,11 +994,11 @@ pub fn cost_nothing_yet(finding: &mut Finding) {
         return;
     }
     finding.severity = Severity::Info;
-    finding.summary.push_str(
-        " Nothing in this trace failed or waited for lack of memory (no out-of-memory error, \
-         no allocator stall): the reserve costs memory that another process, a larger batch or \
-         a cache sized from what is left free (a serving engine's KV cache) could use, not this \
-         run's progress.",
+    let _ = write!(
+        finding.summary,
+        " {NOTHING_FAILED} (no out-of-memory error, no allocator stall): the reserve costs memory \
+         that another process, a larger batch or a cache sized from what is left free (a \
+         serving engine's KV cache) could use, not this run's progress."
     );
     if let Some(first) = finding.suggestion.chars().next() {
         finding.suggestion = format!(

@@ -3535,8 +3535,8 @@ fn weight_copy_advice(workload: Workload, facts: &PeakFacts) -> String {
              in a training step, autocast keeps the copies until its region ends."
         }
         Workload::Inference if facts.autograd == AutogradSign::KeepsLayers => {
-            "Autograd is recording and saves these copies for backward, so cache_enabled=False \
-             would not free them. If this is inference, run it under torch.inference_mode() \
+            "Where autograd is recording, it saves these copies for backward, so \
+             cache_enabled=False would not free them. If this is inference, run it under torch.inference_mode() \
              with the weights stored in bf16 (model.to(torch.bfloat16)) and no autocast: the \
              weights take half the memory and no copy is made."
         }
@@ -3744,14 +3744,21 @@ pub(super) const RETAINED_ADVICE: &str = "Most of the peak is tensors made outsi
 fn advice(largest_category: Category, facts: &PeakFacts, workload: Workload, most: bool) -> String {
     let inference = workload == Workload::Inference;
     let text = match largest_category {
-        Category::Activation if inference && facts.autograd == AutogradSign::KeepsLayers => "Most of the peak is what a \
-             forward pass keeps for backward: autograd is recording (every layer's tensors are \
-             still alive at the end of the pass), though the trace has no backward pass. If this \
-             is the forward half of a training step, activation checkpointing or a smaller batch \
-             or shorter inputs lowers it. If it is inference, run it under \
-             torch.inference_mode(): each layer's tensors are then freed when the next layer has \
-             used them."
-            .to_string(),
+        Category::Activation if inference && facts.autograd == AutogradSign::KeepsLayers => {
+            // The file cannot tell autograd's saved tensors from a model's own lists (batch 37's
+            // held-out audit: a video model under inference_mode keeping every frame's features
+            // for its propagation, told "autograd is recording").
+            "Most of the peak is tensors a pass keeps alive at once, many of them from one line \
+             (every layer's, or every frame's or step's): what a forward pass keeps for backward \
+             where autograd is recording, though the trace has no backward pass, or what the \
+             model gathers on purpose. Where autograd is recording: in the forward half of a \
+             training step, activation checkpointing or a smaller batch or shorter inputs \
+             lowers it; in inference, torch.inference_mode() frees each layer's tensors once \
+             the next layer has used them. Where the model keeps them on purpose (features of \
+             every frame, gathered for a later pass over them), shorter inputs or processing in \
+             chunks lowers them."
+                .to_string()
+        }
         Category::Activation if inference && facts.autograd != AutogradSign::None => {
             kept_inside_modules_advice(facts.autograd)
         }

@@ -409,27 +409,19 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
         // The request waited though the cache held more than it in free blocks: none of them
         // fitted it, so the cache was in pieces (batch 34's held-out audit: an 832 MiB request
         // waited beside 5.5 GiB cached free, and no finding named the fragmentation).
-        let (mut too_large, mut held_back_mb) = (false, None);
-        if trace.action[retry] != Action::Oom && !expandable {
-            let cached = cached_in_pieces(cx, worst.first, retry);
-            (too_large, held_back_mb) = (cached.larger_than_every_segment, cached.held_back_mb);
+        let cached = (trace.action[retry] != Action::Oom && !expandable)
+            .then(|| cached_in_pieces(cx, worst.first, retry));
+        if let Some(cached) = &cached {
             f.summary.push_str(&cached.sentence);
         }
         f.bytes = worst.freed_bytes;
         f.events = (worst.first as u32, retry as u32);
         f.focus_event = Some(worst.last as u32);
         f.stack = trace.stack[retry];
-        f.suggestion = advice(cx, expandable);
-        if too_large {
-            f.suggestion = too_large_advice(cx, retry);
-        }
-        if let Some(mb) = held_back_mb {
-            f.suggestion = format!(
-                "Remove max_split_size_mb:{mb} from {} (the settings finding replays the trace \
-                 without it): cached blocks are then split for the requests they can hold.",
-                cx.alloc_conf_variable()
-            );
-        }
+        f.suggestion = match &cached {
+            Some(cached) => cached.advice(cx, retry),
+            None => advice(cx, expandable),
+        };
         if let Some(words) = evaluation_requests(cx, &stalls) {
             f.suggestion = format!("{words} {}", f.suggestion);
         }
@@ -450,6 +442,86 @@ struct CachedFree {
     larger_than_every_segment: bool,
     /// The file's `max_split_size` (MiB) kept a cached block as large from the request.
     held_back_mb: Option<u64>,
+    /// Most of what the release gave back was other streams' segments ([`OTHER_STREAMS_CAUSE`]).
+    other_streams: bool,
+}
+
+impl CachedFree {
+    /// The stall's advice, by what the cache held when it began (`retry`: the segment made for
+    /// the request that waited).
+    fn advice(&self, cx: &DeviceContext, retry: usize) -> String {
+        if let Some(mb) = self.held_back_mb {
+            format!(
+                "Remove max_split_size_mb:{mb} from {} (the settings finding replays the trace \
+                 without it): cached blocks are then split for the requests they can hold.",
+                cx.alloc_conf_variable()
+            )
+        } else if self.other_streams {
+            OTHER_STREAMS_ADVICE.to_string()
+        } else if self.larger_than_every_segment {
+            too_large_advice(cx, retry)
+        } else {
+            advice(cx, false)
+        }
+    }
+}
+
+/// What a stall's summary says where most of the segments it released were other streams'.
+const OTHER_STREAMS_CAUSE: &str = "each stream keeps its own cached blocks";
+
+/// The advice for such a stall: fewer streams, or each stream's work bounded.
+const OTHER_STREAMS_ADVICE: &str = "Run the work on fewer streams (one stream fed by a queue, or \
+     batched work), or bound each stream's largest piece of work (fixed-length chunks), so that \
+     no stream caches what another needs; torch.cuda.empty_cache() after an unusually large \
+     piece of work is cheaper than a stall at a random moment. Expandable segments keep each \
+     stream's cache apart too: they lower the stalls only as far as the settings finding's \
+     replay, where there is one, predicts.";
+
+/// Where the segments released from `first` up to the retry at `retry` were, by bytes, mostly
+/// other streams' than the waiting request's: the stall's sentence that says so.
+fn released_from_other_streams(
+    trace: &crate::model::Trace,
+    (first, retry): (usize, usize),
+) -> Option<CachedFree> {
+    let released: Vec<usize> = (first..retry)
+        .filter(|&i| matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap))
+        .collect();
+    let others: Vec<usize> = released
+        .iter()
+        .copied()
+        .filter(|&i| trace.stream[i] != trace.stream[retry])
+        .collect();
+    let bytes = |events: &[usize]| events.iter().map(|&i| trace.size_bytes[i]).sum::<u64>();
+    let (other_bytes, released_bytes) = (bytes(&others), bytes(&released));
+    if other_bytes * 2 <= released_bytes {
+        return None;
+    }
+    let which = if others.len() == released.len() {
+        format!(
+            "All {} segments it released ({}) were other streams' cache",
+            released.len(),
+            format_bytes(released_bytes as i64)
+        )
+    } else {
+        format!(
+            "Of the {} segments it released ({}), {} ({}) were other streams' cache",
+            released.len(),
+            format_bytes(released_bytes as i64),
+            others.len(),
+            format_bytes(other_bytes as i64),
+        )
+    };
+    Some(CachedFree {
+        sentence: format!(
+            " {which}: {OTHER_STREAMS_CAUSE}, which a request on another stream may not use, so \
+             the free memory other streams held filled the device while this one ran short. The \
+             streams' separate caches, not pieces between live blocks, are what the release \
+             paid for."
+        ),
+        larger_than_every_segment: false,
+        held_back_mb: None,
+        other_streams: true,
+    })
 }
 
 /// " When it began, 5.47 GiB of the 21.3 GiB reserved was cached in free blocks …": where the
@@ -463,6 +535,12 @@ struct CachedFree {
 fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFree {
     let trace = &cx.device.trace;
     let segment_bytes = trace.size_bytes[retry];
+    // Other streams' cache, which this stream may not use, filled the device (batch 37's
+    // held-out audit: four camera threads each on its own stream, a release of 148 segments,
+    // all other streams', read as "the cache was in pieces").
+    if let Some(cached) = released_from_other_streams(trace, (first, retry)) {
+        return cached;
+    }
     let pool = cx
         .replay
         .pool_after(cx.device, (first as u32).checked_sub(1));
@@ -486,6 +564,7 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
             sentence: String::new(),
             larger_than_every_segment: false,
             held_back_mb: None,
+            other_streams: false,
         };
     }
     let empty: Vec<_> = segments
@@ -534,6 +613,7 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
             ),
             larger_than_every_segment: true,
             held_back_mb: None,
+            other_streams: false,
         };
     }
     if let Some(cached) =
@@ -548,6 +628,7 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
         ),
         larger_than_every_segment: false,
         held_back_mb: None,
+        other_streams: false,
     }
 }
 
@@ -602,6 +683,7 @@ fn held_whole_by_the_limit(
         ),
         larger_than_every_segment: false,
         held_back_mb: Some(mb),
+        other_streams: false,
     })
 }
 
