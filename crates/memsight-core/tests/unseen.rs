@@ -12959,3 +12959,91 @@ fn a_stall_that_releases_other_streams_cache_names_the_streams() {
         "{findings:#?}"
     );
 }
+
+/// Twelve iterations, each keeping a 1 MiB block from `stack` and, where `scalars`, a 4-byte
+/// tensor from `train.py:270` (a value appended to a list each step), both never freed; a
+/// 512 MiB forward block and an optimizer step's temporary freed each step. The scalars are
+/// named as what may keep a graph, and the large blocks its saved tensors (batch 37's held-out
+/// audit: a GRPO trainer appending `entropy.mean()` to a log, three vocabulary-sized blocks kept
+/// per step by its graph, the allocating lines inside `torch.distributions` named and the
+/// append not). Without them, nothing is said of scalars.
+#[test]
+fn a_scalar_kept_every_leaking_iteration_is_named_as_the_graph_s_holder() {
+    let told = |scalars: bool| {
+        const STEPS: i128 = 12;
+        let (activations, optimizer) = (forward_frames(), optimizer_frames());
+        let kept = two_frames(
+            ("entropy", "/lib/torch/distributions/categorical.py", 147),
+            ("training_step", "/w/train.py", 212),
+        );
+        let logged = two_frames(
+            ("training_step", "/w/train.py", 270),
+            ("<module>", "/w/train.py", 300),
+        );
+        let small = BASE + 2048 * MIB;
+        let mut trace = vec![event(
+            "segment_alloc",
+            BASE,
+            1024 * MIB,
+            activations.clone(),
+        )];
+        if scalars {
+            trace.push(event("segment_alloc", small, 2 * MIB, logged.clone()));
+        }
+        let at = |k: i128| BASE + 520 * MIB + k * MIB;
+        for k in 0..STEPS {
+            trace.push(event("alloc", BASE, 512 * MIB, activations.clone()));
+            trace.push(event("alloc", at(k), MIB, kept.clone()));
+            if scalars {
+                trace.push(event("alloc", small + k * 512, 4, logged.clone()));
+            }
+            free_block(&mut trace, BASE, 512 * MIB, activations.clone());
+            trace.push(event("alloc", BASE + 512 * MIB, 8 * MIB, optimizer.clone()));
+            free_block(&mut trace, BASE + 512 * MIB, 8 * MIB, optimizer.clone());
+        }
+        let mut blocks = vec![block(BASE, at(0) - BASE, "inactive", None)];
+        blocks
+            .extend((0..STEPS).map(|k| block(at(k), MIB, "active_allocated", Some(kept.clone()))));
+        blocks.push(block(
+            at(STEPS),
+            BASE + 1024 * MIB - at(STEPS),
+            "inactive",
+            None,
+        ));
+        let mut segments = vec![segment(0, BASE, 1024 * MIB, "large", blocks)];
+        if scalars {
+            let mut small_blocks: Vec<Py> = (0..STEPS)
+                .map(|k| {
+                    Py::Dict(vec![
+                        ("address", Py::Int(small + k * 512)),
+                        ("size", Py::Int(512)),
+                        ("requested_size", Py::Int(4)),
+                        ("state", Py::Str("active_allocated")),
+                        ("frames", logged.clone()),
+                    ])
+                })
+                .collect();
+            small_blocks.push(block(
+                small + STEPS * 512,
+                2 * MIB - STEPS * 512,
+                "inactive",
+                None,
+            ));
+            segments.push(segment(0, small, 2 * MIB, "small", small_blocks));
+        }
+        let findings = analyze(&load(&top(segments, vec![trace])));
+        let leaks = of_kind(&findings, FindingKind::Leak);
+        assert_eq!(leaks.len(), 1, "{findings:#?}");
+        format!("{} → {}", leaks[0].summary, leaks[0].suggestion)
+    };
+    let with = told(true);
+    assert!(
+        with.contains(
+            "Beside them, training_step (/w/train.py:270) made 12 tensors of a few bytes each \
+             (48 B in all)"
+        ) && with.contains("→ If training_step (/w/train.py:270) keeps such a scalar"),
+        "{with}"
+    );
+    let without = told(false);
+    assert!(!without.contains("Beside them"), "{without}");
+}

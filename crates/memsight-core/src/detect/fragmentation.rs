@@ -523,6 +523,9 @@ fn advise(
     );
 }
 
+/// How the title of a reserve grown for the peak's own tensors begins ([`told_as_the_peak_s`]).
+pub(super) const GROWN_FOR_THE_PEAK_TITLE: &str = "Reserve above the peak:";
+
 /// `f` retitled and advised as the peak's reserve where [`grown_for_the_peak`] says so.
 fn told_as_the_peak_s(cx: &DeviceContext, in_cycle: &[FragmentedGrowth], f: &mut Finding) {
     let Some((peak_event, for_peak_bytes)) = grown_for_the_peak(cx, in_cycle) else {
@@ -530,7 +533,7 @@ fn told_as_the_peak_s(cx: &DeviceContext, in_cycle: &[FragmentedGrowth], f: &mut
     };
     let grown_bytes: u64 = in_cycle.iter().map(|g| g.segment_bytes).sum();
     f.title = format!(
-        "Reserve above the peak: {}, grown for the peak's own tensors",
+        "{GROWN_FOR_THE_PEAK_TITLE} {}, grown for the peak's own tensors",
         format_bytes(f.bytes as i64)
     );
     let _ = write!(

@@ -971,11 +971,14 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
     // Only a reserve above the peak that cost nothing (a fragmentation note where nothing failed
     // or waited): the peak's levers are as optional as on a device without it (batch 37's
     // held-out audit: a healthy T5 run beside such a note told to checkpoint, unconditionally).
+    // Not a reserve grown for the peak's own tensors: that one points at the peak as the lever
+    // (batch 34's video decode, a wasteful peak, would be told "nothing needs fixing").
     let reserve_only = !problems.is_empty()
         && problems.iter().all(|f| {
             f.kind == FindingKind::Fragmentation
                 && f.severity == Severity::Info
                 && f.summary.contains(fragmentation::NOTHING_FAILED)
+                && !f.title.starts_with(fragmentation::GROWN_FOR_THE_PEAK_TITLE)
         });
     if !problems.is_empty() && !the_allocators && !reserve_only {
         return;
@@ -1280,25 +1283,30 @@ mod tests {
 
     /// A device whose only other finding is a fragmentation note that cost nothing (nothing
     /// failed or waited) is advised with the condition, and says what the note is (batch 37's
-    /// held-out audit: a healthy T5 run told to checkpoint, unconditionally); a note of
-    /// another kind (a reserve grown for the peak's own tensors) leaves the advice as it is.
+    /// held-out audit: a healthy T5 run told to checkpoint, unconditionally); a reserve grown for
+    /// the peak's own tensors, which points at the peak as the lever, leaves the advice as it is.
     #[test]
     fn a_peak_beside_a_reserve_that_cost_nothing_is_advised_with_a_condition() {
         let advice = "Most of the peak is activations. Activation checkpointing lowers it.";
-        let with = |note: &str| {
+        let with = |title: &str, note: &str| {
             let mut peak = Finding::new(FindingKind::Peak, Severity::Info, 0);
             peak.summary = "No leak: the low point stays.".to_string();
             peak.suggestion = advice.to_string();
             let mut reserve = Finding::new(FindingKind::Fragmentation, Severity::Info, 0);
+            reserve.title = title.to_string();
             reserve.summary = note.to_string();
             let mut findings = vec![peak, reserve];
             super::say_nothing_to_fix(&mut findings);
             findings.swap_remove(0)
         };
-        let costless = with(&format!(
+        let note = format!(
             "The pool reserved up to 28.6 GiB. {} (no out-of-memory error, no allocator stall).",
             super::fragmentation::NOTHING_FAILED
-        ));
+        );
+        let costless = with(
+            "Fragmentation: 6.69 GiB reserved above the allocated peak",
+            &note,
+        );
         assert!(
             costless.suggestion.starts_with(
                 "Only if the peak must come down (to fit a smaller device, a larger batch or \
@@ -1308,7 +1316,10 @@ mod tests {
             ),
             "{costless:#?}"
         );
-        let grown = with("Reserve above the peak: 2.00 GiB, grown for the peak's own tensors.");
+        let grown = with(
+            "Reserve above the peak: 2.00 GiB, grown for the peak's own tensors",
+            &note,
+        );
         assert_eq!(grown.suggestion, advice);
     }
 
