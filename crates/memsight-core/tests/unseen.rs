@@ -13047,3 +13047,74 @@ fn a_scalar_kept_every_leaking_iteration_is_named_as_the_graph_s_holder() {
     let without = told(false);
     assert!(!without.contains("Beside them"), "{without}");
 }
+
+/// Two optimizers stepped in every iteration (a sparse one for an embedding, a dense one for
+/// the rest), each with its own `Optimizer.step` annotation: four iterations of a forward block
+/// freed by backward, then each optimizer's temporary. The evidence counts eight steps of two
+/// optimizers in four rounds that allocate, not "8 optimizer steps, 4 of them allocating" (batch
+/// 37's held-out audit: SparseAdam and Adam, 60 annotations, "30 of them allocating" where all 60
+/// allocate).
+#[test]
+fn two_optimizers_stepped_together_are_counted_as_such() {
+    const STEPS: i128 = 4;
+    let at = |k: i128| BASE + k * MIB;
+    let sparse = two_frames(
+        (
+            "step",
+            "/env/lib/python3.11/site-packages/torch/optim/sparse_adam.py",
+            124,
+        ),
+        ("<module>", "/w/train.py", 92),
+    );
+    let mut trace = Vec::new();
+    for _ in 0..STEPS {
+        trace.push(event("alloc", at(0), 16 * MIB, forward_frames()));
+        free_block(&mut trace, at(0), 16 * MIB, backward_frames());
+        trace.push(event("alloc", at(16), MIB, sparse.clone()));
+        free_block(&mut trace, at(16), MIB, sparse.clone());
+        trace.push(event("alloc", at(17), MIB, optimizer_frames()));
+        free_block(&mut trace, at(17), MIB, optimizer_frames());
+    }
+    // Events per iteration: 3 + 3 + 3; the sparse step spans events 3–5, the dense one 6–8.
+    let annotations: Vec<Py> = (0..STEPS)
+        .flat_map(|k| {
+            let base = 9 * k;
+            [
+                ("Optimizer.step#SparseAdam.step", "START", base + 3),
+                ("Optimizer.step#SparseAdam.step", "END", base + 5),
+                ("Optimizer.step#Adam.step", "START", base + 6),
+                ("Optimizer.step#Adam.step", "END", base + 8),
+            ]
+            .map(|(name, stage, time)| {
+                Py::Dict(vec![
+                    ("name", Py::Str(name)),
+                    ("stage", Py::Str(stage)),
+                    ("device", Py::Int(0)),
+                    ("time_us", Py::Int(time)),
+                ])
+            })
+        })
+        .collect();
+    let pool = segment(
+        0,
+        at(0),
+        20 * MIB,
+        "large",
+        vec![block(at(0), 20 * MIB, "inactive", None)],
+    );
+    let Py::Dict(mut entries) = top(vec![pool], vec![with_times(trace)]) else {
+        unreachable!("top() writes a dict")
+    };
+    entries.push(("external_annotations", Py::List(annotations)));
+    let findings = analyze(&load(&Py::Dict(entries)));
+    let peak = of_kind(&findings, FindingKind::Peak);
+    assert!(
+        peak.len() == 1
+            && peak[0].evidence.iter().any(|e| e.contains(
+                "8 optimizer steps (Optimizer.step annotations in the trace's time) of 2 \
+                 optimizers (Adam.step, SparseAdam.step), stepped together in 4 rounds that \
+                 allocate"
+            )),
+        "{findings:#?}"
+    );
+}
