@@ -13052,7 +13052,7 @@ fn a_scalar_kept_every_leaking_iteration_is_named_as_the_graph_s_holder() {
 /// the rest), each with its own `Optimizer.step` annotation: four iterations of a forward block
 /// freed by backward, then each optimizer's temporary. The evidence counts eight steps of two
 /// optimizers in four rounds that allocate, not "8 optimizer steps, 4 of them allocating" (batch
-/// 37's held-out audit: SparseAdam and Adam, 60 annotations, "30 of them allocating" where all 60
+/// 37's held-out audit: `SparseAdam` and `Adam`, 60 annotations, "30 of them allocating" where all 60
 /// allocate).
 #[test]
 fn two_optimizers_stepped_together_are_counted_as_such() {

@@ -1206,7 +1206,7 @@ fn optimizer_steps_words(cx: &DeviceContext, steps: usize) -> Option<String> {
     let mut optimizers: Vec<&str> = starts.clone();
     optimizers.sort_unstable();
     optimizers.dedup();
-    // Several optimizers stepped in every round (batch 37's held-out audit: SparseAdam and Adam,
+    // Several optimizers stepped in every round (batch 37's held-out audit: `SparseAdam` and `Adam`,
     // 60 annotations in 30 rounds, "30 of them allocating" where all 60 allocate).
     if optimizers.len() > 1 && steps > 0 && annotated == steps * optimizers.len() {
         return Some(format!(
