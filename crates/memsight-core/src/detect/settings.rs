@@ -223,7 +223,12 @@ const GC_WHY: &str = "unused cached blocks are released gradually before the poo
 
 /// One line of advice per setting that helps: the variable to set, what it does, what the
 /// replay predicts against `base`.
-fn advice_lines(tried: &[Tried], base: &Outcome, npu: bool, capacity_bytes: u64) -> Vec<String> {
+fn advice_lines(
+    tried: &[Tried],
+    base: &Outcome,
+    (npu, streams_apart): (bool, bool),
+    capacity_bytes: u64,
+) -> Vec<String> {
     let (variable, fraction) = if npu {
         (
             "PYTORCH_NPU_ALLOC_CONF",
@@ -257,15 +262,38 @@ fn advice_lines(tried: &[Tried], base: &Outcome, npu: bool, capacity_bytes: u64)
                     quoted(&t.outcome, base)
                 );
             }
+            // What a setting does against pieces of one cache is not what it does here.
+            let why = if streams_apart {
+                STREAMS_APART_WHY
+            } else {
+                t.why
+            };
             format!(
-                "{variable}={}{with}: {} (the replay predicts {})",
+                "{variable}={}{with}: {why} (the replay predicts {})",
                 t.conf,
-                t.why,
                 quoted(&t.outcome, base)
             )
         })
         .collect()
 }
+
+/// What the settings finding says of the file's own allocator settings (`have`) beside `tried`.
+fn what_the_file_sets(tried: &[Tried], have: &Configured) -> &'static str {
+    if tried.iter().any(|t| t.why == REMOVE_MAX_SPLIT_WHY) {
+        "set max_split_size_mb, whose removal is advised, and none of the other advised options"
+    } else if have.known {
+        "show none of the advised options on"
+    } else {
+        "are not recorded, so apply these unless already set"
+    }
+}
+
+/// A setting's "why" where every stall the advice rests on came from other streams' caches
+/// (batch 37's re-audit: "free memory is not split into pieces" for expandable segments, beside
+/// the stall finding's "the streams' separate caches, not pieces … are what the release paid
+/// for").
+const STREAMS_APART_WHY: &str =
+    "each stream's cache stays its own, but a stream runs short less often, by the replay's count";
 
 /// The replay's OOM counts left out of `base` and `tried`, and the settings that then help no
 /// more dropped.
@@ -390,7 +418,12 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
         .collect::<Vec<_>>()
         .join(", ");
     let npu = crate::whatif::device_is_npu(snapshot, &snapshot.devices[index]);
-    let advice = advice_lines(&tried, &base, npu, capacity_bytes);
+    // Every stall it rests on came from other streams' caches.
+    let streams_apart = fragmentation.is_empty()
+        && stalls
+            .iter()
+            .all(|f| f.summary.contains(super::stall::OTHER_STREAMS_CAUSE));
+    let advice = advice_lines(&tried, &base, (npu, streams_apart), capacity_bytes);
     let freed: u64 = stalls.iter().map(|f| f.bytes).sum();
     let grown: u64 = fragmentation.iter().map(|f| f.bytes).sum();
     vec![Finding {
@@ -406,7 +439,7 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
              reproduces the recording under its own settings (peak reserved {}); each setting \
              advised does better there, judged in this order: fewer out-of-memory errors (where \
              the replay has any, nothing else counts), then fewer stalls, then a peak reserved \
-             at least 1 % lower.{} {} The file's allocator \
+             at least 1 % lower.{} {}{} The file's allocator \
              settings {}.",
             format_bytes(base.peak_reserved_bytes as i64),
             if beyond_the_device {
@@ -416,14 +449,14 @@ pub fn detect(loaded: &Loaded, findings: &[Finding]) -> Vec<Finding> {
                 ""
             },
             capacity_words(capacity.as_ref()),
-            if tried.iter().any(|t| t.why == REMOVE_MAX_SPLIT_WHY) {
-                "set max_split_size_mb, whose removal is advised, and none of the other advised \
-                 options"
-            } else if have.known {
-                "show none of the advised options on"
+            if streams_apart {
+                " The stalls it rests on came from the streams' separate caches (see the stall \
+                 finding), which no setting joins: fewer streams, or each stream's work bounded, \
+                 remains the fix, and a setting only changes how often a stream runs short."
             } else {
-                "are not recorded, so apply these unless already set"
-            }
+                ""
+            },
+            what_the_file_sets(&tried, &have)
         ),
         bytes: grown + freed,
         events: first.events,
@@ -461,6 +494,38 @@ mod tests {
         assert!(!super::dominates(&max_split, &outcome(0, 1, 40)));
         // The same outcome beats nothing.
         assert!(!super::dominates(&expandable, &expandable));
+    }
+
+    /// Where every stall the advice rests on came from other streams' caches, a setting's line
+    /// says each stream's cache stays its own, not that free memory is no longer in pieces
+    /// (batch 37's re-audit: expandable segments "so free memory is not split into pieces"
+    /// beside a stall blamed on four streams' separate caches).
+    #[test]
+    fn a_setting_for_streams_apart_says_their_caches_stay_apart() {
+        use crate::whatif::Outcome;
+        let outcome = |stalls, gib: u64| Outcome {
+            ooms: Some(0),
+            stalls: Some(stalls),
+            peak_reserved_bytes: gib << 30,
+            ..Outcome::default()
+        };
+        let tried = [super::Tried {
+            conf: "expandable_segments:True".to_string(),
+            why: super::EXPANDABLE_WHY,
+            outcome: outcome(2, 22),
+        }];
+        let lines = |apart| super::advice_lines(&tried, &outcome(3, 22), (false, apart), 0);
+        let apart = lines(true);
+        assert!(
+            apart[0].contains(super::STREAMS_APART_WHY)
+                && !apart[0].contains("not split into pieces"),
+            "{apart:?}"
+        );
+        assert!(
+            lines(false)[0].contains(super::EXPANDABLE_WHY),
+            "{:?}",
+            lines(false)
+        );
     }
 
     /// A run that fails as often with a setting as without gains nothing from it, whatever its

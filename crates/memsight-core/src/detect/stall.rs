@@ -466,8 +466,9 @@ impl CachedFree {
     }
 }
 
-/// What a stall's summary says where most of the segments it released were other streams'.
-const OTHER_STREAMS_CAUSE: &str = "each stream keeps its own cached blocks";
+/// What a stall's summary says where most of the segments it released were other streams'
+/// (the settings finding reads it).
+pub(super) const OTHER_STREAMS_CAUSE: &str = "each stream keeps its own cached blocks";
 
 /// The advice for such a stall: fewer streams, or each stream's work bounded.
 const OTHER_STREAMS_ADVICE: &str = "Run the work on fewer streams (one stream fed by a queue, or \
