@@ -1228,11 +1228,12 @@ impl GraphHolder {
 /// Requests of at most this many bytes are scalars (a loss, a metric: 0-dimensional tensors).
 const SCALAR_MAX_BYTES: u64 = 16;
 
-/// The line, other than the leaking `stacks`', that made never-freed scalars from event `first`
-/// (the leak's first block) on, between half and twice as many as the `leaking_iterations`: what keeps a graph alive, where
-/// the large blocks are its saved tensors (batch 37's held-out audit: a GRPO trainer appending
-/// `entropy.mean()` to a log list, three vocabulary-sized blocks kept per step, the allocating
-/// lines inside `torch.distributions` named and the append not).
+/// The line, other than the leaking `stacks`', that made never-freed scalars from event
+/// `first` (the leak's first block) on, between half and twice as many as the
+/// `leaking_iterations`: what keeps a graph alive, where the large blocks are its saved tensors
+/// (batch 37's held-out audit: a GRPO trainer appending `entropy.mean()` to a log, three
+/// vocabulary-sized blocks kept per step by its graph, the allocating lines inside
+/// `torch.distributions` named and the append not).
 fn graph_holder(
     cx: &DeviceContext,
     first: u32,

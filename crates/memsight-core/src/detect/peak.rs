@@ -546,10 +546,10 @@ fn keeps_layers(cx: &DeviceContext, held: &[Held]) -> bool {
 /// Whether blocks one line holds at the peak (`allocs`: alloc event and bytes) were made across
 /// repeated passes rather than one pass's layers: between the first and the last of them the
 /// allocated curve fell and rose again, by at least half of what they hold, [`MIN_PASSES`]
-/// times ([`super::steps::lows_separated_by`]). One pass's layers keep their tensors as it climbs, and
-/// what a layer frees again is a fraction of every layer's kept blocks together; a loop that
-/// appends each batch's outputs to a list frees each batch's work in between (batch 36's
-/// re-audit: a feature extractor under `inference_mode` keeping 256 blocks of one list's
+/// times ([`super::steps::lows_separated_by`]). One pass's layers keep their tensors as it
+/// climbs, and what a layer frees again is a fraction of every layer's kept blocks together; a
+/// loop that appends each batch's outputs to a list frees each batch's work in between (batch
+/// 36's re-audit: a feature extractor under `inference_mode` keeping 256 blocks of one list's
 /// outputs was told "autograd is recording").
 fn gathered_across_passes(allocated: &[i64], allocs: &mut [(u32, u64)]) -> bool {
     allocs.sort_unstable();
@@ -2375,10 +2375,10 @@ fn math_attention(cx: &DeviceContext, held: &[Held]) -> Option<u64> {
 /// the `softmax` and `dropout` it calls), not by its projections or by
 /// `scaled_dot_product_attention`, from at least two of its lines, blocks within an eighth of its
 /// largest, and how many lines: the attention weights, seq × seq per head, with their dropout
-/// and the copies the product with the values needs. `nn.MultiheadAttention` computes them so only when called with
-/// `need_weights=True`, its default; with `need_weights=False` it runs the fused kernels
-/// (batch 37's held-out file 8: an audio transformer whose twelve layers kept 34.3 GiB of them,
-/// 73 % of its peak, told "nothing needs fixing", activation checkpointing the lever).
+/// and the copies the product with the values needs. `nn.MultiheadAttention` computes them so
+/// only when called with `need_weights=True`, its default; with `need_weights=False` it runs the
+/// fused kernels (batch 37's held-out file 8: an audio transformer whose twelve layers kept
+/// 34.3 GiB of them, 73 % of its peak, told "nothing needs fixing", checkpointing the lever).
 fn explicit_mha_weights(cx: &DeviceContext, held: &[Held]) -> Option<(u64, usize)> {
     let snapshot = cx.snapshot;
     let mut line_of: FxHashMap<StackId, Option<i64>> = FxHashMap::default();
