@@ -854,19 +854,22 @@ fn regrown_until_the_next_release(
     flushes: &[&Burst],
     all: &[Burst],
 ) -> u64 {
-    let next_release = |after: usize| {
-        all.iter()
-            .map(|b| b.first)
-            .filter(|&f| f > after)
-            .min()
-            .unwrap_or(trace.len())
-    };
     flushes
         .iter()
-        .flat_map(|b| b.last + 1..next_release(b.last))
+        .flat_map(|b| b.last + 1..next_release(trace, all, b.last))
         .filter(|&i| matches!(trace.action[i], Action::SegmentAlloc | Action::SegmentMap))
         .map(|i| trace.size_bytes[i])
         .sum()
+}
+
+/// The first event of the next release of either kind (of `all`) after event `after`, or the
+/// trace's end.
+fn next_release(trace: &crate::model::Trace, all: &[Burst], after: usize) -> usize {
+    all.iter()
+        .map(|b| b.first)
+        .filter(|&f| f > after)
+        .min()
+        .unwrap_or(trace.len())
 }
 
 /// ", 52.9 GiB to 53.8 GiB each time": what each of several releases gave back, not only their
@@ -982,12 +985,7 @@ fn reusable_after_releases(trace: &crate::model::Trace, flushes: &[&Burst], all:
             // Up to the next release of either kind, as the new segments are counted
             // ([`regrown_until_the_next_release`]; batch 35's re-audit: "could have held about
             // 159 GiB" of new segments counted past three stalls).
-            let until = all
-                .iter()
-                .map(|next| next.first)
-                .filter(|&f| f > b.last)
-                .min()
-                .unwrap_or(trace.len());
+            let until = next_release(trace, all, b.last);
             // A stream's segments serve only its own requests.
             let sizes = |range: std::ops::Range<usize>, actions: [Action; 2]| {
                 let mut by_stream: FxHashMap<StreamId, Vec<u64>> = FxHashMap::default();
