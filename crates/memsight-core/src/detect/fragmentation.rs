@@ -1015,12 +1015,18 @@ pub fn cost_nothing_yet(finding: &mut Finding) {
 /// What to do about `gap_bytes` held above the allocated peak.
 fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
     let conf = cx.alloc_conf_variable();
-    let bucketing = if sizes_vary(cx) {
-        " The model's forward pass asks for different sizes from one iteration to the next \
-         (its requests over 1 MiB differ): bucketing inputs by length, so requests come in \
-         fewer sizes, helps too."
-    } else {
-        ""
+    let bucketing = match input_sizes(cx) {
+        InputSizes::Vary => " The model's forward pass asks for different sizes from one \
+             iteration to the next (its requests over 1 MiB differ): bucketing inputs by length, \
+             so requests come in fewer sizes, helps too."
+            .to_owned(),
+        // Batch 37's re-audit: a run already bucketed told to bucket its inputs.
+        InputSizes::Buckets(sets) => format!(
+            " The model's forward passes ask for one of {sets} sets of sizes over 1 MiB, each \
+             again in later iterations: its inputs already come in {sets} sizes (length buckets), \
+             and the gap is what moving between them leaves in pieces."
+        ),
+        InputSizes::Fixed => String::new(),
     };
     if cx.snapshot.recorded_on_windows() {
         // Expandable segments are not available on Windows.
@@ -1064,6 +1070,26 @@ fn advice(cx: &DeviceContext, gap_bytes: u64) -> String {
 /// 512 were told to bucket inputs by length), nor what a function under `@torch.no_grad()`
 /// asks for (batch 33's: a `ControlNet` run's validation images, growing, told the same).
 pub fn sizes_vary(cx: &DeviceContext) -> bool {
+    matches!(input_sizes(cx), InputSizes::Vary)
+}
+
+/// How the model's requests compare between iterations ([`sizes_vary`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputSizes {
+    /// The same sizes every iteration, or nothing to compare.
+    Fixed,
+    /// A few sets of sizes, each asked for again: the inputs already come in this many
+    /// buckets ([`crate::detect::steps::Steps::request_size_buckets`]).
+    Buckets(usize),
+    /// Sizes that differ from one iteration to the next otherwise.
+    Vary,
+}
+
+/// [`InputSizes`] of the requests [`sizes_vary`] compares.
+pub fn input_sizes(cx: &DeviceContext) -> InputSizes {
+    let Some(steps) = cx.steps.as_ref() else {
+        return InputSizes::Fixed;
+    };
     let trace = &cx.device.trace;
     let trains = cx
         .categories
@@ -1081,19 +1107,20 @@ pub fn sizes_vary(cx: &DeviceContext) -> bool {
         }
     }
     let mut runs_the_model: FxHashMap<StackId, bool> = FxHashMap::default();
-    cx.steps
-        .as_ref()
-        .and_then(|s| {
-            s.request_sizes_vary(cx.device, |e| {
-                let stack = trace.stack[e];
-                (!trains || category_at[e] == Some(Category::Activation))
-                    && *runs_the_model.entry(stack).or_insert_with(|| {
-                        crate::category::runs_the_model(cx.snapshot, stack)
-                            && !crate::frames::under_a_no_grad_decorator(cx.snapshot, stack)
-                    })
+    let mut counted = |e: usize| {
+        let stack = trace.stack[e];
+        (!trains || category_at[e] == Some(Category::Activation))
+            && *runs_the_model.entry(stack).or_insert_with(|| {
+                crate::category::runs_the_model(cx.snapshot, stack)
+                    && !crate::frames::under_a_no_grad_decorator(cx.snapshot, stack)
             })
-        })
-        .unwrap_or(false)
+    };
+    if steps.request_sizes_vary(cx.device, &mut counted) != Some(true) {
+        return InputSizes::Fixed;
+    }
+    steps
+        .request_size_buckets(cx.device, &mut counted)
+        .map_or(InputSizes::Vary, InputSizes::Buckets)
 }
 
 /// " (of 24 stretches between releases of the cache, the one that reserved the most …)", where

@@ -980,7 +980,8 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
                 && f.summary.contains(fragmentation::NOTHING_FAILED)
                 && !f.title.starts_with(fragmentation::GROWN_FOR_THE_PEAK_TITLE)
         });
-    if !problems.is_empty() && !the_allocators && !reserve_only {
+    let none_found = problems.is_empty();
+    if !none_found && !the_allocators && !reserve_only {
         return;
     }
     let store_stopped = device_findings
@@ -991,7 +992,23 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
             && (store_stopped || NO_LEAK_SAID.iter().any(|said| f.summary.contains(said)))
             && (the_allocators || reserve_only || f.summary.contains("No fragmentation to fix"))
     };
-    for peak in device_findings.iter_mut().filter(|f| healthy(f)) {
+    // With no problem found but no leak verdict either (no iterations to compare), a peak made
+    // mostly of the model's weights has levers as optional, though "nothing needs fixing" is not
+    // said (batch 37's re-audit: a LoRA server's weights told to be quantised,
+    // unconditionally). Not other parts: what a pass keeps can itself be the waste (forward
+    // passes kept for one backward pass).
+    let unjudged = |f: &Finding| {
+        f.kind == FindingKind::Peak
+            && none_found
+            && f.breakdown
+                .first()
+                .is_some_and(|p| p.category == crate::category::Category::Parameter)
+    };
+    for peak in device_findings
+        .iter_mut()
+        .filter(|f| healthy(f) || unjudged(f))
+    {
+        let judged = healthy(peak);
         // The optimizer's multi-tensor temporaries are a lever too: foreach is the default,
         // not a defect (batch 36's held-out audit: a healthy two-GPU BLIP-2 run told to build
         // its optimizer with foreach=False, unconditionally).
@@ -1010,7 +1027,10 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
                 "{condition} (to fit a smaller device, a larger batch or longer inputs): {}",
                 lowercase_first(&peak.suggestion)
             );
-        } else if !the_allocators && peak.suggestion.starts_with(peak::UNTRACED_UNKNOWN_LEAD) {
+        } else if judged
+            && !the_allocators
+            && peak.suggestion.starts_with(peak::UNTRACED_UNKNOWN_LEAD)
+        {
             // Weights or a cache from before the trace: recording earlier says which, but
             // nothing needs it (batch 35's re-audit: a healthy MoE server whose advice led
             // with "Start recording before the model is loaded").
@@ -1019,6 +1039,9 @@ fn say_nothing_to_fix(device_findings: &mut [Finding]) {
                 lowercase_first(&peak.suggestion)
             );
         } else {
+            continue;
+        }
+        if !judged {
             continue;
         }
         if reserve_only {
@@ -1341,6 +1364,44 @@ mod tests {
             &note,
         );
         assert_eq!(grown.suggestion, advice);
+    }
+
+    /// A device with no finding but its peak, whose summary judges no leak (no iterations to
+    /// compare), is advised with the condition but not told that nothing needs fixing (batch
+    /// 37's re-audit: a `LoRA` server's weights told to be quantised, unconditionally); beside a
+    /// leak, the same peak's advice is left as it is.
+    #[test]
+    fn a_peak_with_no_leak_verdict_and_no_problem_is_advised_with_a_condition() {
+        let advice = "Most of the peak is the model's weights. Quantised weights lower it.";
+        let with = |others: Vec<Finding>| {
+            let mut peak = Finding::new(FindingKind::Peak, Severity::Info, 0);
+            peak.summary = "The trace marks no training iteration, so whether that is a leak is \
+                            not judged. No fragmentation to fix: …"
+                .to_string();
+            peak.suggestion = advice.to_string();
+            peak.breakdown = vec![super::CategoryBytes {
+                category: crate::category::Category::Parameter,
+                bytes: 2 << 30,
+            }];
+            let mut findings = vec![peak];
+            findings.extend(others);
+            super::say_nothing_to_fix(&mut findings);
+            findings.swap_remove(0)
+        };
+        let alone = with(vec![Finding::new(
+            FindingKind::IdleCache,
+            Severity::Info,
+            0,
+        )]);
+        assert!(
+            alone.suggestion.starts_with(
+                "Only if the peak must come down (to fit a smaller device, a larger batch or \
+                 longer inputs): most of the peak is the model's weights."
+            ) && !alone.summary.contains("Nothing on this device"),
+            "{alone:#?}"
+        );
+        let leak = with(vec![Finding::new(FindingKind::Leak, Severity::Warning, 0)]);
+        assert_eq!(leak.suggestion, advice);
     }
 
     /// A healthy device whose peak's advice leads with the optimizer's multi-tensor temporaries

@@ -622,6 +622,10 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
     {
         return cached;
     }
+    if let Some(cached) = larger_than_every_segment(&segments, segment_bytes, &head, made_elsewhere)
+    {
+        return cached;
+    }
     CachedFree {
         sentence: format!(
             "{head}, yet none of them could hold it: the cache was in pieces (fragmentation), \
@@ -631,6 +635,46 @@ fn cached_in_pieces(cx: &DeviceContext, first: usize, retry: usize) -> CachedFre
         held_back_mb: None,
         other_streams: false,
     }
+}
+
+/// The stall's sentence where the segment made for the waiting request (`segment_bytes`, after
+/// `head`) is larger than every segment of its pool: a block never outgrows its segment, so no
+/// piece of the cache, however it was cut, could hold it (batch 37's re-audit: a full-resolution
+/// validation pass's 4.69 GiB kernels, larger than any segment made before, read as "the cache
+/// was in pieces"). Where the request's own line made the emptied segments (not
+/// `made_elsewhere`), for smaller sizes, it grows (a tensor concatenated onto, larger inputs):
+/// the allocator's advice stays (batch 35's held-out audit).
+fn larger_than_every_segment(
+    segments: &[&crate::replay::PoolSegment],
+    segment_bytes: u64,
+    head: &str,
+    made_elsewhere: bool,
+) -> Option<CachedFree> {
+    let largest_segment = segments
+        .iter()
+        .map(|s| s.total_size_bytes)
+        .max()
+        .unwrap_or(0);
+    if largest_segment >= segment_bytes {
+        return None;
+    }
+    let own_line = if made_elsewhere {
+        ""
+    } else {
+        " (its own line made the emptied segments, for smaller sizes)"
+    };
+    Some(CachedFree {
+        sentence: format!(
+            "{head}, yet none of them could hold it: the request was larger than every segment \
+             of its pool (the largest, {}){own_line}, and a block never outgrows its segment, so \
+             the allocator released them to make one this large. A new, larger size, not pieces \
+             between live blocks, is what the release paid for.",
+            format_bytes(largest_segment as i64),
+        ),
+        larger_than_every_segment: made_elsewhere,
+        held_back_mb: None,
+        other_streams: false,
+    })
 }
 
 /// The stall's sentence where the file's `max_split_size` kept cached blocks whole: most of the

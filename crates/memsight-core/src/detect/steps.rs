@@ -116,35 +116,65 @@ impl Steps {
     pub fn request_sizes_vary(
         &self,
         device: &Device,
-        mut counted: impl FnMut(usize) -> bool,
+        counted: impl FnMut(usize) -> bool,
     ) -> Option<bool> {
+        let sets = self.request_size_sets(device, counted);
+        (sets.len() >= 2).then(|| sets.iter().any(|s| *s != sets[0]))
+    }
+
+    /// How many sets of sizes the iterations in the middle ask for where they come in a few
+    /// sets, each asked for again (inputs already bucketed by length): at least six iterations
+    /// compared, two sets or more but at most a third as many as iterations, and four in five
+    /// iterations asking for a set another also asks for. `None` otherwise. Batch 37's
+    /// re-audit: a summarisation run with four length buckets, each recurring, told to bucket
+    /// its inputs.
+    pub fn request_size_buckets(
+        &self,
+        device: &Device,
+        counted: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let sets = self.request_size_sets(device, counted);
+        let mut times: FxHashMap<&[u64], usize> = FxHashMap::default();
+        for set in &sets {
+            *times.entry(set.as_slice()).or_default() += 1;
+        }
+        let recurring: usize = times.values().filter(|&&n| n >= 2).sum();
+        (sets.len() >= 6
+            && times.len() >= 2
+            && times.len() * 3 <= sets.len()
+            && recurring * 5 >= sets.len() * 4)
+            .then_some(times.len())
+    }
+
+    /// The distinct sizes over 1 MiB each iteration in the middle of the trace asks for (the
+    /// first makes lazy state, the last may be cut by the dump), of the events `counted` keeps.
+    fn request_size_sets(
+        &self,
+        device: &Device,
+        mut counted: impl FnMut(usize) -> bool,
+    ) -> Vec<Vec<u64>> {
         const LARGE_REQUEST_BYTES: u64 = 1 << 20;
         let trace = &device.trace;
         let middle = self.bounds.windows(2).skip(1);
-        let mut seen: Option<Vec<u64>> = None;
-        let mut compared = 0;
-        for w in middle.take(self.count().saturating_sub(2)) {
-            let (start, end) = (w[0] as usize, (w[1] as usize).min(trace.len()));
-            let mut sizes: Vec<u64> = (start..end)
-                .filter(|&i| {
-                    trace.action[i] == Action::Alloc
-                        && trace.size_bytes[i] > LARGE_REQUEST_BYTES
-                        && counted(i)
-                })
-                .map(|i| trace.size_bytes[i])
-                .collect();
-            // The sizes asked for, not how often: an iteration that also runs an evaluation
-            // of the same shapes asks for them more often, not for others.
-            sizes.sort_unstable();
-            sizes.dedup();
-            compared += 1;
-            match &seen {
-                Some(first) if *first != sizes => return Some(true),
-                Some(_) => {}
-                None => seen = Some(sizes),
-            }
-        }
-        (compared >= 2).then_some(false)
+        middle
+            .take(self.count().saturating_sub(2))
+            .map(|w| {
+                let (start, end) = (w[0] as usize, (w[1] as usize).min(trace.len()));
+                let mut sizes: Vec<u64> = (start..end)
+                    .filter(|&i| {
+                        trace.action[i] == Action::Alloc
+                            && trace.size_bytes[i] > LARGE_REQUEST_BYTES
+                            && counted(i)
+                    })
+                    .map(|i| trace.size_bytes[i])
+                    .collect();
+                // The sizes asked for, not how often: an iteration that also runs an
+                // evaluation of the same shapes asks for them more often, not for others.
+                sizes.sort_unstable();
+                sizes.dedup();
+                sizes
+            })
+            .collect()
     }
 
     /// "3 iterations (from snapshot events)".
@@ -858,6 +888,33 @@ mod tests {
         };
         assert_eq!(
             three.request_sizes_vary(&trace_of(&fixed[..3]), |_| true),
+            None
+        );
+
+        // Ten iterations (eight compared) whose middle request is one of two lengths, each
+        // asked for again: two buckets. Eight lengths, each once: sizes that vary.
+        let ten = Steps {
+            bounds: (0..=10).map(|k| k * 6).collect(),
+            ..steps
+        };
+        let with_middle = |mibs: [u64; 10]| mibs.map(|m| [4 * mib, m * mib, 512]);
+        let buckets = with_middle([64, 64, 96, 64, 96, 96, 64, 96, 64, 64]);
+        assert_eq!(
+            ten.request_size_buckets(&trace_of(&buckets), |_| true),
+            Some(2)
+        );
+        let each_once = with_middle([64, 65, 66, 67, 68, 69, 70, 71, 72, 73]);
+        assert_eq!(
+            ten.request_size_buckets(&trace_of(&each_once), |_| true),
+            None
+        );
+        // One set alone is no bucketing.
+        let one = with_middle([64; 10]);
+        assert_eq!(ten.request_size_buckets(&trace_of(&one), |_| true), None);
+        // Two recurring sets among too many lone ones: four in five do not recur.
+        let mostly_lone = with_middle([64, 64, 96, 64, 70, 71, 72, 96, 73, 64]);
+        assert_eq!(
+            ten.request_size_buckets(&trace_of(&mostly_lone), |_| true),
             None
         );
     }
