@@ -33,6 +33,8 @@
 #                        `python3 checkset/synth36/gen/build.py` fills)
 #   MEMSIGHT_CHECKSET37  batch 37, generated snapshots (default checkset/synth37, which
 #                        `python3 checkset/synth37/gen/build.py` fills)
+#   MEMSIGHT_CHECKSET38  batch 38, generated snapshots (default checkset/synth38, which
+#                        `python3 checkset/synth38/gen/build.py` fills)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/checkset-analyze.sh OUT_DIR [MEMSIGHT_BINARY]}"
@@ -69,6 +71,7 @@ batches+=("synth34=${MEMSIGHT_CHECKSET34:-checkset/synth34}")
 batches+=("synth35=${MEMSIGHT_CHECKSET35:-checkset/synth35}")
 batches+=("synth36=${MEMSIGHT_CHECKSET36:-checkset/synth36}")
 batches+=("synth37=${MEMSIGHT_CHECKSET37:-checkset/synth37}")
+batches+=("synth38=${MEMSIGHT_CHECKSET38:-checkset/synth38}")
 mkdir -p "$out"
 # The check set's rows: the fixture paths in the "Check set" table, the public files by name.
 fixture_rows="$(sed -n '/^## Check set/,/^## How the check/p' docs/check-set.md |

@@ -658,6 +658,10 @@ struct OneStretch {
     allocs_again: usize,
     /// The stack of the call site whose requests grew the pool most in the stretch.
     stack: StackId,
+    /// The release of the cache that ends the stretch's cycle, where one does before the trace
+    /// ends: "after it" holds up to there (batch 38's held-out file 6: "the pool never grew
+    /// again" beside 74 segment_allocs after an `empty_cache()`).
+    released_at: Option<u32>,
 }
 
 /// The growth beside the most cached free bytes (the earliest of equals).
@@ -782,6 +786,7 @@ fn one_stretch(
         entered,
         allocs_again,
         stack,
+        released_at: (end < trace.len()).then_some(end as u32),
     })
 }
 
@@ -852,8 +857,8 @@ impl OneStretch {
              request, just not in one piece. That stretch needed at most {} allocated at once, \
              less than the {} the pool had already served before it: its blocks came in sizes \
              the cached pieces did not fit. Before it, from event {} to event {}, the pool had \
-             served that much on {} reserved without growing; after it the pool never grew again, and the \
-             work after it{} reached {} allocated. {}",
+             served that much on {} reserved without growing; after it{} the pool {}{} reached {} \
+             allocated. {}",
             self.events.0,
             self.events.1,
             self.entered,
@@ -868,6 +873,14 @@ impl OneStretch {
             self.steady_from,
             self.served_at,
             format_bytes(self.reserved_before_bytes),
+            self.released_at.map_or_else(String::new, |e| format!(
+                ", up to the next release of the cache at event {e},"
+            )),
+            if self.released_at.is_some() {
+                "did not grow again, and the work in between"
+            } else {
+                "never grew again, and the work after it"
+            },
             iterations_after,
             format_bytes(self.high_after_bytes),
             self.verdict(added_bytes),

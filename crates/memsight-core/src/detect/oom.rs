@@ -208,6 +208,11 @@ fn checkpoint_restore(cx: &DeviceContext, event: u32) -> Option<String> {
 /// the leak is linked to it): no allocator setting removes it.
 pub(super) const LEAK_CAUSE: &str = "a full device, filled by a leak";
 
+/// The cause an OOM summary names where memory outside the pool took what the pool once held
+/// ([`OutsideThePool`]): no allocator setting removes it, and the device's capacity at the failure
+/// is no figure for the rest of the trace.
+pub(super) const OUTSIDE_CAUSE: &str = "memory outside this pool";
+
 /// How an OOM summary begins where the failing line was to make more blocks in this pass than
 /// the free memory could hold: no allocator setting removes it (the settings detector says so).
 pub(super) const PASS_TO_COME_CAUSE: &str =
@@ -413,6 +418,120 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     findings
 }
 
+/// Memory that went outside the pool before an out-of-memory error: at the failure, what the
+/// pool reserved plus what the device had free came to less than the pool alone had reserved
+/// earlier in the trace, by at least the request. The device itself did not shrink, so something
+/// outside this pool took the difference (batch 38's held-out file 6: a Ray Tune trial sharing
+/// its GPU handed 10.8 GiB back with `empty_cache()`, its neighbour took it, and the next step
+/// failed with 6.58 GiB left where 11.1 GiB had served the same steps; read as "the pass does not
+/// fit" and as a recording that contradicts itself).
+struct OutsideThePool {
+    /// Reserved plus the device's free bytes at the failure.
+    available_bytes: u64,
+    reserved_bytes: u64,
+    device_free_bytes: u64,
+    /// The most the pool reserved before the failure, and where.
+    most_reserved_bytes: u64,
+    most_reserved_event: u32,
+    /// The program's own `empty_cache()` calls between then and the failure: the first's
+    /// event and the bytes they released.
+    emptied: Option<(u32, u64)>,
+}
+
+fn memory_outside_the_pool(
+    cx: &DeviceContext,
+    event: u32,
+    requested: u64,
+) -> Option<OutsideThePool> {
+    let trace = &cx.device.trace;
+    // Only a recorded free figure says what the device had left.
+    let &(_, device_free_bytes) = trace
+        .oom_device_free_bytes
+        .iter()
+        .find(|(e, _)| *e == event)?;
+    let reserved = cx.replay.reserved_bytes();
+    let reserved_bytes = reserved.get(event as usize)?.max(&0).unsigned_abs();
+    let (most_reserved_event, most) = reserved[..event as usize]
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, &r)| (r, std::cmp::Reverse(i)))?;
+    let most_reserved_bytes = most.max(&0).unsigned_abs();
+    let available_bytes = reserved_bytes + device_free_bytes;
+    if most_reserved_bytes < available_bytes + requested.max(MIN_OUTSIDE_BYTES) {
+        return None;
+    }
+    let mut emptied: Option<(u32, u64)> = None;
+    for i in most_reserved_event..event as usize {
+        if matches!(trace.action[i], Action::SegmentFree | Action::SegmentUnmap)
+            && super::stall::is_explicit_empty_cache(cx.snapshot, trace.stack[i])
+        {
+            emptied.get_or_insert((i as u32, 0)).1 += trace.size_bytes[i];
+        }
+    }
+    Some(OutsideThePool {
+        available_bytes,
+        reserved_bytes,
+        device_free_bytes,
+        most_reserved_bytes,
+        most_reserved_event: most_reserved_event as u32,
+        emptied,
+    })
+}
+
+/// Memory gone outside the pool below this is not told as the cause (what CUDA's context or a
+/// library's workspace may take at any time).
+const MIN_OUTSIDE_BYTES: u64 = 512 << 20;
+
+impl OutsideThePool {
+    fn cause(&self) -> String {
+        let lost = self.most_reserved_bytes - self.available_bytes;
+        let emptied = self.emptied.map_or_else(String::new, |(at, bytes)| {
+            format!(
+                "; the program's own empty_cache() at event {at} had handed {} of its cache back \
+                 to the device in between",
+                format_bytes(bytes as i64)
+            )
+        });
+        format!(
+            "{OUTSIDE_CAUSE}: the pool's {} reserved and the device's {} free make {}, \
+             {} less than this pool alone reserved at event {} ({}). The device did not shrink: \
+             since then at least {} of it went to memory outside the pool, another process on \
+             the device (a second job or trial sharing it) or this process's own memory outside \
+             the caching allocator (communication buffers, library workspaces, another \
+             allocator){emptied}",
+            format_bytes(self.reserved_bytes as i64),
+            format_bytes(self.device_free_bytes as i64),
+            format_bytes(self.available_bytes as i64),
+            format_bytes(lost as i64),
+            self.most_reserved_event,
+            format_bytes(self.most_reserved_bytes as i64),
+            format_bytes(lost as i64),
+        )
+    }
+
+    fn advice(&self, cx: &DeviceContext) -> String {
+        let (module, smi) = if cx.npu {
+            ("torch.npu", "npu-smi")
+        } else {
+            ("torch.cuda", "nvidia-smi")
+        };
+        let emptied = if self.emptied.is_some() {
+            format!(
+                " On a shared device, do not call {module}.empty_cache(): what it releases goes \
+                 to whoever asks next."
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "Find what else holds the device ({smi} lists its processes). Where another job \
+             shares it, give each job its own device, or cap each process \
+             ({module}.set_per_process_memory_fraction) and size its batch to that share.\
+             {emptied} A smaller batch only helps as far as the other process leaves room."
+        )
+    }
+}
+
 /// The largest block live at an out-of-memory error, made in the trace by the failing request's
 /// own line, where it holds a quarter of what is allocated or more (batch 35's held-out audit:
 /// a retriever's `q.float() @ index.float().T` held a 25.3 GiB fp32 copy of its 12.65 GiB fp16
@@ -585,6 +704,9 @@ fn cause_and_advice(
 ) -> (String, Cow<'static, str>) {
     if let Some(words) = checkpoint_restore(cx, event) {
         return (words, Cow::Borrowed(CHECKPOINT_RESTORE_ADVICE));
+    }
+    if let Some(outside) = memory_outside_the_pool(cx, event, requested) {
+        return (outside.cause(), Cow::Owned(outside.advice(cx)));
     }
     let state_to_come =
         adam_state_to_come(cx, event).filter(|&(_, to_come)| to_come > cached_free + device_free);

@@ -330,6 +330,10 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     }
     if let Some((bytes, _)) = facts.mha_weights {
         warn_of_mha_weights(&mut f, bytes, total);
+    } else if facts.cross_entropy.is_none()
+        && let Some(loss) = loss_tensors(cx, &held)
+    {
+        loss.tell(&mut f, total);
     }
     if total < SMALL_PEAK_BYTES {
         say_the_peak_is_small(&mut f, total);
@@ -2441,6 +2445,98 @@ fn warn_of_mha_weights(peak: &mut Finding, weights_bytes: u64, total_bytes: u64)
          need_weights=True",
         format_bytes(total_bytes as i64),
     );
+}
+
+/// Blocks at the peak the loss made: their innermost frame outside `PyTorch`'s own package is in
+/// a function named for a loss (`dice_loss`, `loss_masks`) or in a file named for one
+/// (`criterion.py`, `losses.py`), where they hold [`MIN_LOSS_PERCENT`] of the peak or more. A
+/// loss computed over every element of a large output keeps as much for its backward pass as
+/// the model (batch 38's held-out file 8: a segmentation model's mask losses on masks upsampled
+/// to the 1024² targets held 21.0 GiB, 60 % of its peak, told "activations", nothing to fix).
+struct LossTensors {
+    bytes: u64,
+    blocks: usize,
+    /// The loss functions that made most, by bytes, as `name (file)`.
+    functions: Vec<String>,
+}
+
+/// A loss's blocks under this share (percent) of the peak are not told.
+const MIN_LOSS_PERCENT: u64 = 40;
+/// From this share (percent) of the peak, the peak is a warning titled for them.
+const LOSS_WARNING_PERCENT: u64 = 50;
+
+fn loss_tensors(cx: &DeviceContext, held: &[Held]) -> Option<LossTensors> {
+    let snapshot = cx.snapshot;
+    let mut loss_of: FxHashMap<StackId, Option<String>> = FxHashMap::default();
+    let mut by_function: FxHashMap<String, u64> = FxHashMap::default();
+    let (mut bytes, mut blocks) = (0u64, 0usize);
+    for h in held {
+        let loss = loss_of.entry(h.2).or_insert_with(|| {
+            let frame = snapshot.stack_frames(h.2).find(|f| {
+                let file = snapshot.str(f.filename);
+                crate::frames::is_python(snapshot, f) && !crate::frames::is_pytorch_s_own(file)
+            })?;
+            let name = snapshot.str(frame.name);
+            let file = snapshot.str(frame.filename).replace('\\', "/");
+            let stem = file
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(".py");
+            let named = name.to_ascii_lowercase().contains("loss")
+                || ["criterion", "criterions", "loss", "losses"].contains(&stem);
+            named.then(|| format!("{name} ({})", file.rsplit('/').next().unwrap_or_default()))
+        });
+        if let Some(function) = loss {
+            bytes += h.1;
+            blocks += 1;
+            *by_function.entry(function.clone()).or_default() += h.1;
+        }
+    }
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    if bytes * 100 < total.max(1) * MIN_LOSS_PERCENT {
+        return None;
+    }
+    let mut functions: Vec<(String, u64)> = by_function.into_iter().collect();
+    functions.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Some(LossTensors {
+        bytes,
+        blocks,
+        functions: functions.into_iter().take(3).map(|f| f.0).collect(),
+    })
+}
+
+impl LossTensors {
+    /// Says so in the peak's summary, leads its advice with them, and, from
+    /// [`LOSS_WARNING_PERCENT`] of the peak's `total_bytes`, makes it a warning titled for them.
+    fn tell(&self, peak: &mut Finding, total_bytes: u64) {
+        let percent = (self.bytes * 100 + total_bytes / 2) / total_bytes.max(1);
+        let _ = write!(
+            peak.summary,
+            " Of the peak, {} ({percent}%) in {} blocks is tensors the loss computes: made by {}, \
+             not by the model's layers.",
+            format_bytes(self.bytes as i64),
+            self.blocks,
+            self.functions.join(", "),
+        );
+        peak.suggestion = format!(
+            "Tensors the loss computes hold {} ({percent}% of the peak), kept for its backward \
+             pass: a loss computed over every element of a large output (masks upsampled to the \
+             targets' full resolution, every pixel, every class) holds as much as the model's \
+             own layers. Computed on fewer elements (sampled points, the output's own lower \
+             resolution with the targets brought down to it rather than the predictions up), or \
+             in chunks, it holds a fraction. Beyond these, the activations kept for backward are \
+             what activation checkpointing, a smaller micro-batch or shorter inputs lower.",
+            format_bytes(self.bytes as i64),
+        );
+        if percent >= LOSS_WARNING_PERCENT {
+            peak.severity = Severity::Warning;
+            peak.title = format!(
+                "Peak: {} allocated, {percent}% tensors the loss computes",
+                format_bytes(total_bytes as i64),
+            );
+        }
+    }
 }
 
 /// `advice`, then what `nn.MultiheadAttention`'s explicit weights hold ([`explicit_mha_weights`]:

@@ -306,7 +306,8 @@ fn leave_out_the_ooms(base: &mut Outcome, tried: &mut Vec<Tried>) {
 }
 
 /// Whether an OOM of `device` is the program's own need beyond the device: an optimizer step's
-/// state or a pass's blocks still to come exceed all free memory, or a leak's blocks fill it.
+/// state or a pass's blocks still to come exceed all free memory, or a leak's blocks fill it, or
+/// memory outside the pool took what it once held.
 fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
     findings.iter().any(|f| {
         f.kind == FindingKind::Oom
@@ -314,7 +315,8 @@ fn beyond_the_device(findings: &[Finding], device: u32) -> bool {
             && (f.summary.contains(super::oom::STATE_TO_COME_CAUSE)
                 || f.summary.contains(super::oom::PASS_TO_COME_CAUSE)
                 || f.summary.contains(super::oom::LEAK_CAUSE)
-                || f.summary.contains(super::oom::CHECKPOINT_RESTORE_CAUSE))
+                || f.summary.contains(super::oom::CHECKPOINT_RESTORE_CAUSE)
+                || f.summary.contains(super::oom::OUTSIDE_CAUSE))
     })
 }
 

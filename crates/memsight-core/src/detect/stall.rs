@@ -39,7 +39,7 @@ use crate::units::format_bytes;
 use super::{DeviceContext, Finding, FindingKind, Severity};
 
 /// Whether `stack` runs through an `empty_cache` call: the program emptied the cache itself.
-fn is_explicit_empty_cache(snapshot: &Snapshot, stack: StackId) -> bool {
+pub(super) fn is_explicit_empty_cache(snapshot: &Snapshot, stack: StackId) -> bool {
     snapshot
         .stack_frames(stack)
         .any(|f| snapshot.str(f.name) == "empty_cache")
