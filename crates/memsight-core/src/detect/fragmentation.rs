@@ -660,7 +660,7 @@ struct OneStretch {
     stack: StackId,
     /// The release of the cache that ends the stretch's cycle, where one does before the trace
     /// ends: "after it" holds up to there (batch 38's held-out file 6: "the pool never grew
-    /// again" beside 74 segment_allocs after an `empty_cache()`).
+    /// again" beside 74 `segment_alloc`s after an `empty_cache()`).
     released_at: Option<u32>,
 }
 

@@ -169,6 +169,11 @@ fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
     if rise <= 0 {
         return Vec::new();
     }
+    // Copies of weights autocast keeps, several per weight: the cache's, whatever each call
+    // site's share of the rise.
+    if let Some(casts) = kept_weight_casts(cx) {
+        return vec![casts.finding(cx)];
+    }
     let parts_after_first = WINDOWS as u64 - 1;
     let kept_sites = never_freed(cx);
     // Where the floor climbs fast against the swing, a site still leaks if, between two of its
@@ -238,6 +243,133 @@ fn unmarked(cx: &DeviceContext) -> Vec<Finding> {
     )
     .into_iter()
     .collect()
+}
+
+/// Never-freed blocks that are 16-bit copies of weights, several sets of them: autocast's cache
+/// of casts, kept while its region stays open, keyed by the weight tensor, so each new set of
+/// weights (a checkpoint loaded with `assign=True`, a model rebuilt) adds a set of copies and the
+/// copies of replaced weights stay (batch 38's held-out file 2: a sweep over 24 checkpoints
+/// under one `torch.autocast` kept 164.8 MiB of copies per checkpoint, 3.86 GiB, told "kept to
+/// the end, not judged a leak" with `.cpu()` advice).
+struct KeptWeightCasts {
+    bytes: u64,
+    blocks: usize,
+    /// The size of copy holding most bytes, how many copies of it, and how many weights of
+    /// twice its size are alive at the end.
+    most_copied: (u64, usize, usize),
+    /// The line that made most of them.
+    line: String,
+    /// The stacks that made them, the one that made most first.
+    stacks: Vec<StackId>,
+}
+
+/// Copies from this many on.
+const MIN_KEPT_CASTS: usize = 16;
+
+/// [`KeptWeightCasts`], where blocks made in the trace and never freed, each exactly half the
+/// bytes asked for a weight (a parameter, or a tensor a checkpoint restored), hold three
+/// quarters of all such blocks' bytes or more, and outnumber the weights of twice their size
+/// alive at the end at least twice over: more than one copy per weight.
+fn kept_weight_casts(cx: &DeviceContext) -> Option<KeptWeightCasts> {
+    let lifetimes = &cx.replay.lifetimes;
+    let never_freed = |l: &crate::replay::Lifetime| {
+        l.free_requested_event.is_none() && l.free_completed_event.is_none()
+    };
+    let mut is_weight: Vec<bool> = vec![false; lifetimes.len()];
+    let mut restores: FxHashMap<StackId, bool> = FxHashMap::default();
+    // Weights alive at the end, by size; every size a weight ever had.
+    let mut alive_weights: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut weight_sizes: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
+    for (id, l) in lifetimes.iter().enumerate() {
+        let weight = cx.categories.of_lifetime[id] == Category::Parameter
+            || *restores
+                .entry(l.stack)
+                .or_insert_with(|| crate::category::restores_a_checkpoint(cx.snapshot, l.stack));
+        if weight && l.requested_size_bytes > 0 {
+            is_weight[id] = true;
+            weight_sizes.insert(l.requested_size_bytes);
+            if never_freed(l) {
+                *alive_weights.entry(l.requested_size_bytes).or_default() += 1;
+            }
+        }
+    }
+    let mut kept_bytes = 0u64;
+    let (mut bytes, mut blocks) = (0u64, 0usize);
+    let mut copies_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut by_line: FxHashMap<StackId, u64> = FxHashMap::default();
+    for (id, l) in lifetimes.iter().enumerate() {
+        if l.alloc_event.is_none() || !never_freed(l) || is_weight[id] {
+            continue;
+        }
+        kept_bytes += l.requested_size_bytes;
+        if weight_sizes.contains(&l.requested_size_bytes.saturating_mul(2)) {
+            bytes += l.requested_size_bytes;
+            blocks += 1;
+            *copies_of.entry(l.requested_size_bytes).or_default() += 1;
+            *by_line.entry(l.stack).or_default() += l.requested_size_bytes;
+        }
+    }
+    let weights_halved: usize = copies_of
+        .keys()
+        .map(|size| alive_weights.get(&(size * 2)).copied().unwrap_or(0))
+        .sum();
+    if blocks < MIN_KEPT_CASTS || bytes * 4 < kept_bytes * 3 || blocks < weights_halved.max(1) * 2 {
+        return None;
+    }
+    let (&size, &copies) = copies_of
+        .iter()
+        .max_by_key(|&(&size, &n)| (size * n as u64, size))?;
+    let weights = alive_weights.get(&(size * 2)).copied().unwrap_or(0);
+    let mut stacks: Vec<(StackId, u64)> = by_line.into_iter().collect();
+    stacks.sort_by_key(|&(stack, b)| (std::cmp::Reverse(b), stack));
+    let stack = stacks.first()?.0;
+    Some(KeptWeightCasts {
+        bytes,
+        blocks,
+        most_copied: (size, copies, weights),
+        line: crate::frames::headline_frame(cx.snapshot, stack)
+            .unwrap_or_else(|| "one call stack".to_string()),
+        stacks: stacks.into_iter().map(|(stack, _)| stack).collect(),
+    })
+}
+
+impl KeptWeightCasts {
+    fn finding(&self, cx: &DeviceContext) -> Finding {
+        let module = if cx.npu { "torch.npu" } else { "torch.cuda" };
+        let mut f = Finding::new(FindingKind::Leak, Severity::Warning, cx.device.ordinal);
+        f.title = format!(
+            "Leak: {} of 16-bit copies of weights kept — autocast's cache of casts",
+            format_bytes(self.bytes as i64),
+        );
+        let (size, copies, weights) = self.most_copied;
+        f.summary = format!(
+            "{} blocks made in the trace and never freed, {} in all (most made at {}), are each \
+             exactly half the bytes of a weight (a parameter, or a tensor a checkpoint \
+             restored): 16-bit copies of fp32 weights, as autocast casts them for a matrix \
+             product and keeps them in its cache while its region is open. Of the size that \
+             holds most, {}, there are {copies} copies for the {weights} weight{} of twice that \
+             size alive at the end, {} per weight: the cache keys each copy by its weight tensor and clears only when the outermost \
+             autocast region exits, so every new set of weights (a checkpoint loaded with \
+             assign=True, a model built again) adds a set of copies, and those of replaced \
+             weights stay. It grows with every set of weights until the device is full.",
+            self.blocks,
+            format_bytes(self.bytes as i64),
+            self.line,
+            format_bytes(size as i64),
+            if weights == 1 { "" } else { "s" },
+            copies / weights.max(1),
+        );
+        f.bytes = self.bytes;
+        f.stack = self.stacks[0];
+        f.stacks.clone_from(&self.stacks);
+        f.suggestion = format!(
+            "Open {module}.amp.autocast / torch.autocast inside the loop over models or \
+             checkpoints, not around it (leaving the region clears the cache), or call \
+             torch.clear_autocast_cache() after each; or pass cache_enabled=False where the \
+             weights change under one region."
+        );
+        f
+    }
 }
 
 /// The note for a trace with no backward pass whose floor rises with what many call sites

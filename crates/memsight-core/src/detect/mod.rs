@@ -1120,6 +1120,21 @@ fn link_full_device_oom(
                 "what else holds the device must make room (see the out-of-memory finding)",
             )
         } else {
+            // The allocator's last release and retry for the very request that failed: part of the
+            // failure, whatever its cause (batch 38's held-out audit: a fragmentation OOM's own
+            // retry shown as a stall warning of its own).
+            for stall in stalls.iter_mut().filter(|f| {
+                f.kind == FindingKind::AllocatorStall
+                    && f.severity > Severity::Info
+                    && f.events.1 == event
+            }) {
+                stall.severity = Severity::Info;
+                stall.suggestion = format!(
+                    "Part of the out-of-memory error at event {event}, not a cost of its own: the \
+                     allocator released its cache and retried for the request that then failed. \
+                     The out-of-memory finding says what to change."
+                );
+            }
             continue;
         };
         for f in fragmentation

@@ -418,6 +418,20 @@ pub fn detect(cx: &DeviceContext) -> Vec<Finding> {
     findings
 }
 
+/// The cause and advice where what failed was not the pass's own need: a checkpoint being
+/// restored, or memory outside the pool.
+fn outside_the_program_s_pass(
+    cx: &DeviceContext,
+    event: u32,
+    requested: u64,
+) -> Option<(String, Cow<'static, str>)> {
+    if let Some(words) = checkpoint_restore(cx, event) {
+        return Some((words, Cow::Borrowed(CHECKPOINT_RESTORE_ADVICE)));
+    }
+    memory_outside_the_pool(cx, event, requested)
+        .map(|outside| (outside.cause(), Cow::Owned(outside.advice(cx))))
+}
+
 /// Memory that went outside the pool before an out-of-memory error: at the failure, what the
 /// pool reserved plus what the device had free came to less than the pool alone had reserved
 /// earlier in the trace, by at least the request. The device itself did not shrink, so something
@@ -702,11 +716,8 @@ fn cause_and_advice(
     (reserved, cached_free): (u64, u64),
     expandable: bool,
 ) -> (String, Cow<'static, str>) {
-    if let Some(words) = checkpoint_restore(cx, event) {
-        return (words, Cow::Borrowed(CHECKPOINT_RESTORE_ADVICE));
-    }
-    if let Some(outside) = memory_outside_the_pool(cx, event, requested) {
-        return (outside.cause(), Cow::Owned(outside.advice(cx)));
+    if let Some(told) = outside_the_program_s_pass(cx, event, requested) {
+        return told;
     }
     let state_to_come =
         adam_state_to_come(cx, event).filter(|&(_, to_come)| to_come > cached_free + device_free);

@@ -801,11 +801,26 @@ fn evaluation_requests(cx: &DeviceContext, stalls: &[&Burst]) -> Option<String> 
         .collect::<Option<_>>()?;
     let first = frames.first()?;
     let same = frames.iter().all(|f| f == first);
+    // Attention's only where a waiting request's frames show it (batch 38's held-out audit: a
+    // convolutional Go network told of memory-efficient attention).
+    let trace = &cx.device.trace;
+    let in_attention = stalls.iter().filter_map(|b| b.retry).any(|r| {
+        cx.snapshot.stack_frames(trace.stack[r]).any(|f| {
+            let name = cx.snapshot.str(f.name).to_ascii_lowercase();
+            name.contains("attention") || name.contains("attn") || name.contains("softmax")
+        })
+    });
+    let attention = if in_attention {
+        ", or a memory-efficient attention where attention makes them,"
+    } else {
+        ""
+    };
+    let module = if cx.npu { "torch.npu" } else { "torch.cuda" };
     Some(format!(
         "{} request{} that waited {} made in evaluation ({}{}), which the segments cached before \
-         it could not serve. Smaller evaluation inputs, or a memory-efficient attention where \
-         attention makes them, lower those requests; torch.cuda.empty_cache() before and after \
-         the evaluation hands the cache back without a failed device allocation.",
+         it could not serve. Smaller evaluation inputs{attention} lower those requests; \
+         {module}.empty_cache() before and after the evaluation hands the cache back without a \
+         failed device allocation.",
         if frames.len() == 1 {
             "The".to_string()
         } else {
